@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+
+# Build stage: a static sweepgate binary.
+FROM golang:1.26 AS build
+WORKDIR /src
+
+# Modules first, so that a source change does not download them again.
+COPY go.mod go.sum ./
+RUN go mod download
+
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/sweepgate ./cmd/sweepgate
+
+# The embedded etcd needs a writable data directory owned by the runtime user
+# (distroless "nonroot" is uid/gid 65532).
+RUN mkdir -p /out/data/etcd
+
+# Runtime stage: no shell, no package manager, a non-root user.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/sweepgate /sweepgate
+COPY --from=build --chown=65532:65532 /out/data /data
+USER 65532:65532
+
+# Listen on all interfaces inside the container (the binary's admin default is
+# loopback only), and keep etcd's data on the volume. The backend
+# (SWEEPGATE_BACKEND_ENDPOINT, SWEEPGATE_BACKEND_ACCESS_KEY,
+# SWEEPGATE_BACKEND_SECRET_KEY) is given at `docker run`.
+ENV SWEEPGATE_LISTEN=:9000 \
+    SWEEPGATE_ADMIN_LISTEN=:9001 \
+    SWEEPGATE_ETCD_EMBEDDED_DATA_DIR=/data/etcd
+VOLUME ["/data"]
+
+# 9000: S3 API; 9001: admin (/metrics, /healthz, /readyz).
+EXPOSE 9000 9001
+ENTRYPOINT ["/sweepgate"]
+CMD ["serve"]

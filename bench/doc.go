@@ -1,0 +1,14 @@
+// Package bench holds sweepgate's benchmarks: the same S3 workloads run
+// directly against MinIO and through sweepgate in one run, reported as
+// gateway/direct ratios against the targets of the foundation issue, plus
+// the gateway's resident memory growth while a 1 GiB object streams through.
+//
+// Run them with `make bench` (go test -run '^$' -bench . ./bench/...). They
+// start one MinIO (bin/minio) and one sweepgate through e2e/harness. The
+// figures go to stdout and, as JSON, to bench/results.json or the path in
+// SWEEPGATE_BENCH_RESULTS. A figure below its target is printed as BELOW; it
+// does not fail the run. Errors from S3 calls do.
+//
+// The package has no tests, only benchmarks, so `make test` does not run
+// them.
+package bench

@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Targets from the foundation issue. They are reported against, never
+// enforced: a figure below its target prints BELOW and the run goes on.
+const (
+	targetLargeRatio  = 0.90    // throughput, gateway/direct, large objects
+	targetSmallRatio  = 0.80    // operations per second, gateway/direct, 4 KiB objects
+	targetRSSGrowthMB = 64      // MiB of gateway RSS growth while 1 GiB streams through
+	mib               = 1 << 20 // bytes
+	gib               = 1 << 30 // bytes
+	resultsEnv        = "SWEEPGATE_BENCH_RESULTS"
+	defaultResults    = "results.json" // relative to the package directory: bench/results.json
+	statusPass        = "PASS"
+	statusBelow       = "BELOW"
+	statusUnavailable = "UNAVAILABLE"
+)
+
+// comparison is one workload measured direct to MinIO and through the
+// gateway.
+type comparison struct {
+	Name  string `json:"name"`
+	Title string `json:"title"`
+	// Unit of Direct and Gateway: "MB/s" (10^6 bytes per second) or "ops/s".
+	Unit string `json:"unit"`
+	// Direct and Gateway are the medians of the samples.
+	Direct         float64   `json:"direct"`
+	Gateway        float64   `json:"gateway"`
+	Ratio          float64   `json:"ratio"`
+	TargetRatio    float64   `json:"target_ratio"`
+	Status         string    `json:"status"`
+	DirectSamples  []float64 `json:"direct_samples"`
+	GatewaySamples []float64 `json:"gateway_samples"`
+	// Detail says what one sample is.
+	Detail string `json:"detail"`
+}
+
+// rssPhase is the gateway's memory during one way of streaming 1 GiB.
+type rssPhase struct {
+	Name string `json:"name"`
+	// PeakGrowthBytes is the highest VmRSS seen during the phase minus the
+	// baseline taken before the first phase.
+	PeakGrowthBytes int64   `json:"peak_growth_bytes"`
+	PeakGrowthMiB   float64 `json:"peak_growth_mib"`
+	// Throughput of the phase through the gateway, MB/s.
+	MBPerSec float64 `json:"mb_per_s"`
+	Samples  int     `json:"samples"`
+}
+
+// rssResult is the gateway's resident memory growth while a 1 GiB object
+// streams through it.
+type rssResult struct {
+	PID             int        `json:"pid"`
+	BaselineBytes   int64      `json:"baseline_bytes"`
+	PeakBytes       int64      `json:"peak_bytes"`
+	GrowthBytes     int64      `json:"growth_bytes"`
+	GrowthMiB       float64    `json:"growth_mib"`
+	TargetGrowthMiB float64    `json:"target_growth_mib"`
+	Status          string     `json:"status"`
+	Phases          []rssPhase `json:"phases"`
+	Note            string     `json:"note,omitempty"`
+}
+
+// report collects every figure of a run.
+type report struct {
+	mu          sync.Mutex
+	GeneratedAt time.Time             `json:"generated_at"`
+	GoVersion   string                `json:"go_version"`
+	GOOS        string                `json:"goos"`
+	GOARCH      string                `json:"goarch"`
+	NumCPU      int                   `json:"num_cpu"`
+	GOMAXPROCS  int                   `json:"gomaxprocs"`
+	Race        bool                  `json:"gateway_race_detector"`
+	Workloads   map[string]comparison `json:"workloads"`
+	// Order is the order in which workloads ran, for printing.
+	Order []string   `json:"order"`
+	RSS   *rssResult `json:"rss_1gib_stream,omitempty"`
+}
+
+func newReport() *report {
+	return &report{
+		GeneratedAt: time.Now().UTC(),
+		GoVersion:   runtime.Version(),
+		GOOS:        runtime.GOOS,
+		GOARCH:      runtime.GOARCH,
+		NumCPU:      runtime.NumCPU(),
+		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		Race:        os.Getenv("SWEEPGATE_E2E_RACE") == "1",
+		Workloads:   map[string]comparison{},
+	}
+}
+
+// addComparison records (or, when the benchmark framework runs a workload
+// again with a larger N, replaces) a workload's figures.
+func (r *report) addComparison(c comparison) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.Workloads[c.Name]; !ok {
+		r.Order = append(r.Order, c.Name)
+	}
+	r.Workloads[c.Name] = c
+}
+
+func (r *report) setRSS(res rssResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.RSS = &res
+}
+
+// newComparison computes medians, ratio and status from the samples.
+func newComparison(name, title, unit, detail string, target float64, direct, gateway []float64) comparison {
+	c := comparison{
+		Name: name, Title: title, Unit: unit, Detail: detail, TargetRatio: target,
+		Direct: median(direct), Gateway: median(gateway),
+		DirectSamples: round2(direct), GatewaySamples: round2(gateway),
+	}
+	if c.Direct > 0 {
+		c.Ratio = c.Gateway / c.Direct
+	}
+	c.Status = statusBelow
+	if c.Ratio >= target {
+		c.Status = statusPass
+	}
+	return c
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func round2(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(int64(x*100+0.5)) / 100
+	}
+	return out
+}
+
+// print writes the summary table.
+func (r *report) print(w io.Writer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(w, "\nsweepgate vs direct MinIO (%s, %d CPUs, GOMAXPROCS %d)\n", r.GoVersion, r.NumCPU, r.GOMAXPROCS)
+	if r.Race {
+		fmt.Fprintf(w, "warning: the gateway was built with the race detector (SWEEPGATE_E2E_RACE=1); figures are not representative\n")
+	}
+	fmt.Fprintf(w, "PASS: meets its target; BELOW: misses it (reported, not enforced). Figures are medians of the samples.\n")
+	fmt.Fprintf(w, "%-34s %14s %14s %7s %8s  %s\n", "workload", "direct", "gateway", "ratio", "target", "")
+	for _, name := range r.Order {
+		c := r.Workloads[name]
+		fmt.Fprintf(w, "%-34s %14s %14s %7.3f %8s  %s\n", c.Title,
+			fmt.Sprintf("%.1f %s", c.Direct, c.Unit), fmt.Sprintf("%.1f %s", c.Gateway, c.Unit),
+			c.Ratio, fmt.Sprintf(">= %.2f", c.TargetRatio), c.Status)
+	}
+	if r.RSS != nil {
+		fig := "n/a"
+		if r.RSS.Status != statusUnavailable {
+			fig = fmt.Sprintf("+%.1f MiB", r.RSS.GrowthMiB)
+		}
+		fmt.Fprintf(w, "%-34s %14s %14s %7s %8s  %s\n", "gateway RSS growth, 1 GiB stream", "", fig, "",
+			fmt.Sprintf("< %d MiB", targetRSSGrowthMB), r.RSS.Status)
+		for _, p := range r.RSS.Phases {
+			fmt.Fprintf(w, "    %-30s %14s %14s\n", p.Name, fmt.Sprintf("%.1f MB/s", p.MBPerSec), fmt.Sprintf("+%.1f MiB", p.PeakGrowthMiB))
+		}
+		if r.RSS.Note != "" {
+			fmt.Fprintf(w, "    note: %s\n", r.RSS.Note)
+		}
+	}
+}
+
+// write stores the report as JSON and returns the absolute path.
+func (r *report) write() (string, error) {
+	path := os.Getenv(resultsEnv)
+	if path == "" {
+		path = defaultResults
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("results path %s: %w", path, err)
+	}
+	r.mu.Lock()
+	b, err := json.MarshalIndent(r, "", "  ")
+	r.mu.Unlock()
+	if err != nil {
+		return "", fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return "", fmt.Errorf("results directory: %w", err)
+	}
+	if err := os.WriteFile(abs, append(b, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("write results: %w", err)
+	}
+	return abs, nil
+}

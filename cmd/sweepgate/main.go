@@ -1,0 +1,146 @@
+// Command sweepgate is the sweepgate binary: an S3-compatible gateway that
+// keeps multipart upload sessions in etcd so that abandoned uploads can be
+// reclaimed without deleting live work.
+//
+// Usage:
+//
+//	sweepgate serve [flags]   run the gateway
+//	sweepgate version         print the version
+//	sweepgate help [command]  show help
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3"; when
+// empty, the module version or VCS revision from the build info is used. It
+// is the one package-level variable, because -X can only set those.
+var version string
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal starts a graceful shutdown, restore the
+		// default handling so that a second one ends the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	c := &cli{
+		stdout:  os.Stdout,
+		stderr:  os.Stderr,
+		environ: os.Environ(),
+		version: version,
+	}
+	os.Exit(c.run(ctx, os.Args[1:]))
+}
+
+// Exit statuses. 2 is what the flag package and most Unix tools use for a
+// command line they cannot parse.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// cli holds what a command needs from its process, so that tests can run
+// commands in-process with their own output, environment and signals.
+type cli struct {
+	stdout, stderr io.Writer
+	environ        []string
+	version        string
+	// onServing, when set, is called once serve listens, with the bound
+	// addresses; tests listen on port 0 and learn the ports from it.
+	onServing func(serving)
+}
+
+type command struct {
+	name, summary string
+	run           func(c *cli, ctx context.Context, args []string) int
+	help          func(c *cli, w io.Writer)
+}
+
+// commands lists the subcommands in the order usage shows them.
+func commands() []command {
+	return []command{
+		{"serve", "run the S3 gateway", (*cli).serve, (*cli).serveHelp},
+		{"version", "print the version and build information", (*cli).versionCmd, (*cli).versionHelp},
+		{"help", "show help for a command", (*cli).helpCmd, (*cli).helpHelp},
+	}
+}
+
+func findCommand(name string) (command, bool) {
+	for _, cmd := range commands() {
+		if cmd.name == name {
+			return cmd, true
+		}
+	}
+	return command{}, false
+}
+
+func (c *cli) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		c.usage(c.stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		c.usage(c.stdout)
+		return exitOK
+	}
+	cmd, ok := findCommand(args[0])
+	if !ok {
+		fmt.Fprintf(c.stderr, "sweepgate: unknown command %q\nRun 'sweepgate --help' for usage.\n", args[0])
+		return exitUsage
+	}
+	return cmd.run(c, ctx, args[1:])
+}
+
+func (c *cli) usage(w io.Writer) {
+	fmt.Fprint(w, `sweepgate is an S3-compatible gateway that records multipart uploads in etcd
+so that abandoned ones can be reclaimed without deleting live work.
+
+Usage:
+  sweepgate <command> [flags]
+
+Commands:
+`)
+	for _, cmd := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprint(w, "\nRun 'sweepgate <command> --help' for a command's flags.\n")
+}
+
+// usageError reports a command line that cannot be parsed.
+func (c *cli) usageError(cmd string, err error) int {
+	fmt.Fprintf(c.stderr, "sweepgate %s: %v\nRun 'sweepgate %s --help' for usage.\n", cmd, err, cmd)
+	return exitUsage
+}
+
+func (c *cli) helpCmd(_ context.Context, args []string) int {
+	switch {
+	case len(args) == 0:
+		c.usage(c.stdout)
+		return exitOK
+	case len(args) > 1:
+		return c.usageError("help", fmt.Errorf("want at most one command, got %q", args))
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
+		c.helpHelp(c.stdout)
+		return exitOK
+	}
+	cmd, ok := findCommand(args[0])
+	if !ok {
+		return c.usageError("help", fmt.Errorf("unknown command %q", args[0]))
+	}
+	cmd.help(c, c.stdout)
+	return exitOK
+}
+
+func (c *cli) helpHelp(w io.Writer) {
+	fmt.Fprint(w, "Usage: sweepgate help [command]\n\nShows the commands, or the flags of one command.\n")
+}

@@ -1,0 +1,211 @@
+// Package config holds the configuration of `sweepgate serve`: its types,
+// defaults, validation, and loading from flags, SWEEPGATE_* environment
+// variables and a YAML file.
+//
+// One table (Settings) names every setting once and derives its flag,
+// environment variable and YAML key from that name, so the three sources
+// cannot drift apart and the help text and docs/configuration.md are
+// generated from the same place.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+// Config is the whole configuration of `sweepgate serve`. Load returns it
+// filled with defaults, derived values and the user's settings, validated.
+type Config struct {
+	// Listen is the host:port for S3 clients over plain HTTP; empty turns
+	// plain HTTP off.
+	Listen string
+	// TLSListen is the host:port for S3 clients over HTTPS; empty turns
+	// HTTPS off.
+	TLSListen   string
+	TLSCertFile string
+	TLSKeyFile  string
+	// Region is the region clients sign for. Load sets it to Backend.Region
+	// when it is not configured.
+	Region string
+	// Domains are the domain names under which BUCKET.DOMAIN addresses a
+	// bucket (virtual-hosted-style requests), lowercase.
+	Domains []string
+
+	Backend Backend
+
+	// Credentials are the client credentials configured explicitly. Use
+	// ClientCredentials for the full table the gateway should accept.
+	Credentials []Credential
+	// AcceptBackendCredentials adds the backend's own key to the client
+	// credentials, so that clients only change their endpoint.
+	AcceptBackendCredentials bool
+	// MaxClockSkew is how far a request's signing time may be from ours.
+	MaxClockSkew time.Duration
+
+	Etcd  Etcd
+	Admin Admin
+	Log   Log
+}
+
+// Backend is the S3 server behind the gateway.
+type Backend struct {
+	// Endpoint is the backend's base URL, such as http://127.0.0.1:9100.
+	Endpoint  string
+	Region    string
+	AccessKey string
+	SecretKey Secret
+}
+
+// Credential is one access key the gateway accepts from clients. The
+// principal names who owns the uploads made with it; several keys may share
+// one principal.
+type Credential struct {
+	AccessKey string
+	SecretKey Secret
+	Principal string
+}
+
+// Etcd says where sweepgate keeps its state.
+type Etcd struct {
+	// Endpoints of an external cluster; empty runs an embedded etcd.
+	Endpoints   []string
+	Prefix      string
+	DialTimeout time.Duration
+	Embedded    EmbeddedEtcd
+}
+
+// EmbeddedEtcd configures the in-process etcd used when Etcd.Endpoints is
+// empty.
+type EmbeddedEtcd struct {
+	DataDir                 string
+	ClientURL               string
+	PeerURL                 string
+	AutoCompactionMode      string
+	AutoCompactionRetention string
+	QuotaBackendBytes       int64
+}
+
+// Admin is the operators' listener: metrics and health probes, kept off the
+// S3 port so that it can stay on loopback or a private network.
+type Admin struct {
+	// Listen is its host:port; empty turns it off.
+	Listen string
+}
+
+// Log configures the process log.
+type Log struct {
+	Format string // text or json
+	Level  string // debug, info, warn or error
+}
+
+// UsesEmbeddedEtcd reports whether serve runs its own etcd.
+func (c *Config) UsesEmbeddedEtcd() bool { return len(c.Etcd.Endpoints) == 0 }
+
+// StoreConfig returns the embedded etcd settings in etcdstore's terms.
+func (e EmbeddedEtcd) StoreConfig() etcdstore.EmbeddedConfig {
+	return etcdstore.EmbeddedConfig{
+		DataDir:                 e.DataDir,
+		ClientURL:               e.ClientURL,
+		PeerURL:                 e.PeerURL,
+		AutoCompactionMode:      e.AutoCompactionMode,
+		AutoCompactionRetention: e.AutoCompactionRetention,
+		QuotaBackendBytes:       e.QuotaBackendBytes,
+	}
+}
+
+// ClientRegion returns the region clients sign for: Region, or the backend's
+// region when Region is empty.
+func (c *Config) ClientRegion() string {
+	if c.Region != "" {
+		return c.Region
+	}
+	return c.Backend.Region
+}
+
+// ClientCredentials returns every credential the gateway accepts: the
+// configured ones, each with its principal defaulting to its access key, and
+// the backend's own key when AcceptBackendCredentials is on. A configured
+// entry for the backend's access key takes its place, which is how its
+// principal is named.
+func (c *Config) ClientCredentials() []Credential {
+	out := make([]Credential, 0, len(c.Credentials)+1)
+	seen := make(map[string]bool, len(c.Credentials))
+	for _, cr := range c.Credentials {
+		if cr.Principal == "" {
+			cr.Principal = cr.AccessKey
+		}
+		seen[cr.AccessKey] = true
+		out = append(out, cr)
+	}
+	if c.AcceptBackendCredentials && c.Backend.AccessKey != "" && !seen[c.Backend.AccessKey] {
+		out = append(out, Credential{
+			AccessKey: c.Backend.AccessKey,
+			SecretKey: c.Backend.SecretKey,
+			Principal: c.Backend.AccessKey,
+		})
+	}
+	return out
+}
+
+// LogLevel returns Log.Level as a slog.Level (info when it is not valid).
+func (c *Config) LogLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.Log.Level)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// String lists every setting as key=value, with secrets redacted, so a whole
+// Config can be printed or logged without leaking keys.
+func (c *Config) String() string {
+	var b strings.Builder
+	for i, s := range Settings() {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%s", s.Key, s.format(c))
+	}
+	return b.String()
+}
+
+// GoString keeps %#v from printing the secrets that String hides.
+func (c *Config) GoString() string { return "config.Config{" + c.String() + "}" }
+
+// LogValue logs every setting as an attribute, secrets redacted.
+func (c *Config) LogValue() slog.Value {
+	settings := Settings()
+	attrs := make([]slog.Attr, 0, len(settings))
+	for _, s := range settings {
+		attrs = append(attrs, slog.String(s.Key, s.format(c)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// Secret is a string that never prints: fmt, slog and text encoders see
+// "[redacted]" (or nothing, when it is empty). Convert it with string() where
+// the real value is needed.
+type Secret string
+
+const redacted = "[redacted]"
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// GoString redacts %#v too.
+func (s Secret) GoString() string { return `"` + s.String() + `"` }
+
+// LogValue redacts the secret in slog output.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalText redacts the secret in JSON, YAML and any other text encoding,
+// so that dumping a Config for debugging cannot leak it.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }

@@ -1,0 +1,652 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/configuration.md from the settings table")
+
+// required is the smallest set of settings that validates.
+var requiredFlags = []string{
+	"--backend-endpoint=http://127.0.0.1:9100",
+	"--backend-access-key=AKBACKEND",
+	"--backend-secret-key=backend-secret",
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sweepgate.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func mustLoad(t *testing.T, args, environ []string) *Config {
+	t.Helper()
+	c, err := Load(args, environ)
+	if err != nil {
+		t.Fatalf("Load(%q, %q): %v", args, environ, err)
+	}
+	return c
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c := mustLoad(t, requiredFlags, nil)
+	want := &Config{
+		Listen:                   ":9000",
+		Region:                   "us-east-1",
+		Backend:                  Backend{Endpoint: "http://127.0.0.1:9100", Region: "us-east-1", AccessKey: "AKBACKEND", SecretKey: "backend-secret"},
+		AcceptBackendCredentials: true,
+		MaxClockSkew:             15 * time.Minute,
+		Etcd: Etcd{
+			Prefix:      "/sweepgate/",
+			DialTimeout: 5 * time.Second,
+			Embedded: EmbeddedEtcd{
+				DataDir:                 ".data/etcd",
+				ClientURL:               "http://127.0.0.1:2379",
+				PeerURL:                 "http://127.0.0.1:2380",
+				AutoCompactionMode:      "periodic",
+				AutoCompactionRetention: "1h",
+				QuotaBackendBytes:       2 << 30,
+			},
+		},
+		Admin: Admin{Listen: "127.0.0.1:9001"},
+		Log:   Log{Format: "text", Level: "info"},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults:\n got %s\nwant %s", c, want)
+	}
+	if !c.UsesEmbeddedEtcd() {
+		t.Error("no etcd endpoints should mean embedded etcd")
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, `
+listen: "127.0.0.1:1001"
+domains: [file.example.com]
+max_clock_skew: 1m
+backend:
+  endpoint: http://file:9100
+  access_key: AKFILE
+  secret_key: file-secret
+credentials:
+  - {access_key: AKF, secret_key: sf}
+`)
+	other := writeFile(t, "listen: \"127.0.0.1:1009\"\n")
+	env := func(kv ...string) []string { return append([]string{EnvPrefix + "CONFIG=" + file}, kv...) }
+
+	tests := []struct {
+		name    string
+		args    []string
+		environ []string
+		check   func(*Config) string
+	}{
+		{"file over default", nil, env(), func(c *Config) string {
+			return c.Listen + " " + c.MaxClockSkew.String()
+		}},
+		{"env over file", nil, env("SWEEPGATE_LISTEN=127.0.0.1:1002"), func(c *Config) string { return c.Listen }},
+		{"flag over env", []string{"--listen=127.0.0.1:1003"}, env("SWEEPGATE_LISTEN=127.0.0.1:1002"), func(c *Config) string { return c.Listen }},
+		{"flag over file", []string{"--listen=127.0.0.1:1003"}, env(), func(c *Config) string { return c.Listen }},
+		{"empty env is unset", nil, env("SWEEPGATE_LISTEN="), func(c *Config) string { return c.Listen }},
+		{"env list replaces file list", nil, env("SWEEPGATE_DOMAINS=a.example.com, b.example.com"), func(c *Config) string {
+			return strings.Join(c.Domains, " ")
+		}},
+		{"repeated list flag", []string{"--domains=x.example.com", "--domains", "y.example.com,z.example.com"}, env(), func(c *Config) string {
+			return strings.Join(c.Domains, " ")
+		}},
+		{"credentials env over file", nil, env("SWEEPGATE_CREDENTIALS=AKE:se:alice"), func(c *Config) string {
+			return fmt.Sprint(c.Credentials[0].AccessKey, " ", string(c.Credentials[0].SecretKey), " ", c.Credentials[0].Principal, " ", len(c.Credentials))
+		}},
+		{"credential flags over env", []string{"--credential=AK1:s1", "--credential", "AK2:s:2:bob"}, env("SWEEPGATE_CREDENTIALS=AKE:se"), func(c *Config) string {
+			var parts []string
+			for _, cr := range c.Credentials {
+				parts = append(parts, cr.AccessKey+"/"+string(cr.SecretKey)+"/"+cr.Principal)
+			}
+			return strings.Join(parts, " ")
+		}},
+		{"bare bool flag", []string{"--accept-backend-credentials"}, env("SWEEPGATE_ACCEPT_BACKEND_CREDENTIALS=false"), func(c *Config) string {
+			return fmt.Sprint(c.AcceptBackendCredentials)
+		}},
+		{"bool flag false over env", []string{"--accept-backend-credentials=false"}, env("SWEEPGATE_ACCEPT_BACKEND_CREDENTIALS=true"), func(c *Config) string {
+			return fmt.Sprint(c.AcceptBackendCredentials)
+		}},
+		{"config flag over config env", []string{"--config", other}, env(), func(c *Config) string { return c.Listen }},
+		{"region follows backend region", []string{"--backend-region=eu-west-1"}, env(), func(c *Config) string {
+			return c.Region + " " + c.ClientRegion()
+		}},
+		{"region set explicitly", nil, env("SWEEPGATE_REGION=r1", "SWEEPGATE_BACKEND_REGION=r2"), func(c *Config) string {
+			return c.Region + " " + c.Backend.Region
+		}},
+	}
+	want := []string{
+		"127.0.0.1:1001 1m0s",
+		"127.0.0.1:1002",
+		"127.0.0.1:1003",
+		"127.0.0.1:1003",
+		"127.0.0.1:1001",
+		"a.example.com b.example.com",
+		"x.example.com y.example.com z.example.com",
+		"AKE se alice 1",
+		"AK1/s1/AK1 AK2/s:2/bob",
+		"true",
+		"false",
+		// The second file sets only listen, so the backend must come from
+		// flags here.
+		"127.0.0.1:1009",
+		"eu-west-1 eu-west-1",
+		"r1 r2",
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if tt.name == "config flag over config env" {
+				args = append(args, requiredFlags...)
+			}
+			c := mustLoad(t, args, tt.environ)
+			if got := tt.check(c); got != want[i] {
+				t.Errorf("got %q, want %q", got, want[i])
+			}
+		})
+	}
+}
+
+// sampleValue returns, for each kind of setting, a value in flag syntax and
+// the same value in YAML, so that every setting can be set through each
+// source.
+func sampleValue(t *testing.T, s Setting) (text, yamlValue string) {
+	t.Helper()
+	switch s.field(&Config{}).(type) {
+	case *string, *Secret:
+		return "sample-" + s.Flag, `"sample-` + s.Flag + `"`
+	case *bool:
+		return "false", "false"
+	case *time.Duration:
+		return "42s", "42s"
+	case *int64:
+		return "12345", "12345"
+	case *[]string:
+		return "a.example,b.example", "[a.example, b.example]"
+	case *[]Credential:
+		return "AKS:sec:pr", "[{access_key: AKS, secret_key: sec, principal: pr}]"
+	}
+	t.Fatalf("no sample for %s", s.Key)
+	return "", ""
+}
+
+func nestYAML(key, value string) string {
+	parts := strings.Split(key, ".")
+	var b strings.Builder
+	for i, p := range parts {
+		b.WriteString(strings.Repeat("  ", i) + p + ":")
+		if i < len(parts)-1 {
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString(" " + value + "\n")
+	return b.String()
+}
+
+// TestEverySettingHasOneName sets each setting through its flag, its
+// environment variable and its YAML key, and checks that all three reach
+// the same field: the names come from one table and cannot drift.
+func TestEverySettingHasOneName(t *testing.T) {
+	t.Parallel()
+	for _, s := range Settings() {
+		t.Run(s.Key, func(t *testing.T) {
+			text, yv := sampleValue(t, s)
+			want := Defaults()
+			if err := s.setText(want, []string{text}); err != nil {
+				t.Fatal(err)
+			}
+
+			fromFlag := Defaults()
+			fs, values, _ := newFlagSet("test")
+			if err := fs.Parse([]string{"--" + s.Flag + "=" + text}); err != nil {
+				t.Fatalf("flag --%s: %v", s.Flag, err)
+			}
+			if err := s.setText(fromFlag, values[s.Flag].values); err != nil {
+				t.Fatal(err)
+			}
+
+			fromEnv := Defaults()
+			if err := applyEnv(fromEnv, envMap([]string{s.Env + "=" + text})); err != nil {
+				t.Fatalf("env %s: %v", s.Env, err)
+			}
+
+			fromYAML := Defaults()
+			if err := LoadYAML(fromYAML, []byte(nestYAML(s.Key, yv)), "test.yaml"); err != nil {
+				t.Fatalf("yaml %s: %v", s.Key, err)
+			}
+
+			for name, got := range map[string]*Config{"flag": fromFlag, "env": fromEnv, "yaml": fromYAML} {
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("via %s: got %s\nwant %s", name, got, want)
+				}
+			}
+			if reflect.DeepEqual(want, Defaults()) {
+				t.Errorf("sample value %q equals the default; the test proves nothing", text)
+			}
+		})
+	}
+}
+
+func TestSettingNames(t *testing.T) {
+	t.Parallel()
+	flags, envs := map[string]bool{}, map[string]bool{}
+	for _, s := range Settings() {
+		if flags[s.Flag] || envs[s.Env] {
+			t.Errorf("%s: flag or environment name used twice", s.Key)
+		}
+		flags[s.Flag], envs[s.Env] = true, true
+		if s.Key != "credentials" {
+			if want := strings.NewReplacer(".", "-", "_", "-").Replace(s.Key); s.Flag != want {
+				t.Errorf("%s: flag %q, want %q", s.Key, s.Flag, want)
+			}
+		}
+		if !strings.HasPrefix(s.Env, EnvPrefix) || strings.ToUpper(s.Env) != s.Env {
+			t.Errorf("%s: environment name %q", s.Key, s.Env)
+		}
+		if s.Usage == "" || s.Arg == "" {
+			t.Errorf("%s: missing usage or argument name", s.Key)
+		}
+	}
+	// The names the brief and the docs promise.
+	for flagName, env := range map[string]string{
+		"backend-endpoint":       "SWEEPGATE_BACKEND_ENDPOINT",
+		"credential":             "SWEEPGATE_CREDENTIALS",
+		"etcd-embedded-data-dir": "SWEEPGATE_ETCD_EMBEDDED_DATA_DIR",
+		"admin-listen":           "SWEEPGATE_ADMIN_LISTEN",
+	} {
+		if !flags[flagName] || !envs[env] {
+			t.Errorf("missing flag --%s or env %s", flagName, env)
+		}
+	}
+}
+
+func TestYAMLErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown top-level key", "listen: :1\nlisten_addr: :2\n", []string{"test.yaml:2:1", "unknown setting listen_addr"}},
+		{"unknown nested key", "backend:\n  endpiont: http://x\n", []string{"test.yaml:2:3", "unknown setting backend.endpiont"}},
+		{"flag spelling in YAML", "max-clock-skew: 1m\n", []string{"did you mean max_clock_skew?"}},
+		{"misplaced key", "endpoint: http://x\n", []string{"unknown setting endpoint", "did you mean backend.endpoint?"}},
+		{"group is a scalar", "backend: http://x\n", []string{"backend must be a mapping"}},
+		{"top level list", "- a\n- b\n", []string{"top level must be a mapping"}},
+		{"list is a scalar", "domains: a.example.com\n", []string{"domains must be a list"}},
+		{"scalar is a list", "listen: [a, b]\n", []string{"listen must be a single value"}},
+		{"bad duration", "max_clock_skew: 15\n", []string{"test.yaml:1:17", "max_clock_skew", "not a duration"}},
+		{"bad bool", "accept_backend_credentials: maybe\n", []string{"not a boolean"}},
+		{"bad int", "etcd:\n  embedded:\n    quota_backend_bytes: 2GiB\n", []string{"quota_backend_bytes", "whole number"}},
+		{"duplicate key", "listen: :1\nlisten: :2\n", []string{"listen is set twice"}},
+		{"alias", "a: &x :1\n", []string{"unknown setting a"}},
+		{"alias value", "log:\n  level: &l debug\n  format: *l\n", []string{"anchors and aliases"}},
+		{"merge key", "base: &b {listen: ':1'}\n<<: *b\n", []string{"unknown setting <<"}},
+		{"anchored group", "backend: &b {endpoint: 'http://x'}\n", []string{"anchors and aliases"}},
+		{"two documents", "listen: :1\n---\nlisten: :2\n", []string{"only one YAML document"}},
+		{"syntax", "listen: [\n", []string{"test.yaml"}},
+		{"credential unknown key", "credentials:\n  - {access_key: a, secret_key: b, role: x}\n", []string{"unknown key role"}},
+		{"credential not mapping", "credentials: [a:b]\n", []string{"each item must be a mapping"}},
+		{"credential missing secret", "credentials:\n  - {access_key: a}\n", []string{"access_key and secret_key are required"}},
+		{"complex key", "? [a]\n: b\n", []string{"keys must be plain names"}},
+		{"secret not echoed", "backend:\n  secret_key: [s3cr3t-value]\n", []string{"backend.secret_key must be a single value"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := LoadYAML(Defaults(), []byte(tt.yaml), "test.yaml")
+			if err == nil {
+				t.Fatalf("LoadYAML accepted:\n%s", tt.yaml)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "s3cr3t") {
+				t.Errorf("error leaks a secret: %q", err)
+			}
+		})
+	}
+}
+
+// TestJSONFile loads a configuration written as JSON, which is YAML too:
+// tools (the e2e harness among them) generate files that way.
+func TestJSONFile(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, `{
+  "listen": "127.0.0.1:9000",
+  "domains": ["localhost"],
+  "backend": {"endpoint": "http://127.0.0.1:9100", "region": "us-east-1", "access_key": "AK", "secret_key": "SK"},
+  "credentials": [{"access_key": "C1", "secret_key": "S1", "principal": ""}],
+  "accept_backend_credentials": false,
+  "max_clock_skew": "5m0s",
+  "etcd": {"embedded": {"data_dir": "/tmp/x", "client_url": "http://127.0.0.1:12379", "peer_url": "http://127.0.0.1:12380"}},
+  "admin": {"listen": "127.0.0.1:9001"},
+  "log": {"format": "json", "level": "debug"}
+}`)
+	c := mustLoad(t, []string{"--config", path}, nil)
+	if c.MaxClockSkew != 5*time.Minute || c.AcceptBackendCredentials || c.Credentials[0].Principal != "C1" || c.Log.Level != "debug" {
+		t.Errorf("JSON file loaded as %s", c)
+	}
+}
+
+func TestYAMLNullAndEmpty(t *testing.T) {
+	t.Parallel()
+	for _, doc := range []string{"", "---\n", "# only a comment\n", "~\n", "listen:\nbackend:\n", "etcd:\n  embedded: ~\n"} {
+		c := Defaults()
+		if err := LoadYAML(c, []byte(doc), "test.yaml"); err != nil {
+			t.Errorf("LoadYAML(%q): %v", doc, err)
+		}
+		if !reflect.DeepEqual(c, Defaults()) {
+			t.Errorf("LoadYAML(%q) changed settings: %s", doc, c)
+		}
+	}
+}
+
+func TestExampleYAMLLoads(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, ExampleYAML())
+	c := mustLoad(t, []string{"--config", path}, nil)
+	if c.Backend.Endpoint != "http://127.0.0.1:9100" || len(c.Credentials) != 1 || c.Etcd.Prefix != "/sweepgate/" {
+		t.Errorf("example file loaded as %s", c)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"missing backend endpoint", []string{"--backend-access-key=a", "--backend-secret-key=b"},
+			[]string{"backend.endpoint (--backend-endpoint, SWEEPGATE_BACKEND_ENDPOINT): required"}},
+		{"missing backend keys", []string{"--backend-endpoint=http://x:1"},
+			[]string{"backend.access_key", "backend.secret_key", "required"}},
+		{"backend URL scheme", []string{"--backend-endpoint=ftp://x"}, []string{"scheme must be http or https"}},
+		{"backend URL without scheme", []string{"--backend-endpoint=127.0.0.1:9100"}, []string{"backend.endpoint"}},
+		{"backend URL path", []string{"--backend-endpoint=http://x/base"}, []string{"must not have a path"}},
+		{"backend URL user", []string{"--backend-endpoint=http://u:p@x"}, []string{"must not carry credentials"}},
+		{"listen", []string{"--listen=9000"}, []string{"listen", "host:port"}},
+		{"listen port", []string{"--listen=:http-alt"}, []string{"not a number"}},
+		{"nothing to serve", []string{"--listen="}, []string{"nothing to serve"}},
+		{"tls without cert", []string{"--tls-listen=:9443"}, []string{"tls_cert_file", "tls_key_file", "required when tls_listen is set"}},
+		{"cert without tls", []string{"--tls-cert-file=c.pem", "--tls-key-file=k.pem"}, []string{"tls_listen is empty"}},
+		{"admin on S3 port", []string{"--admin-listen=:9000"}, []string{"admin.listen", "same address"}},
+		{"domain with scheme", []string{"--domains=https://s3.example.com"}, []string{"without a scheme"}},
+		{"domain with port", []string{"--domains=s3.example.com:9000"}, []string{"no port"}},
+		{"region with slash", []string{"--region=us/east"}, []string{"region", "'/'"}},
+		{"duplicate credential", []string{"--credential=a:b", "--credential=a:c"}, []string{"listed twice"}},
+		{"access key with slash", []string{"--credential=a/b:c"}, []string{"must not contain '/'"}},
+		{"nobody can sign in", []string{"--accept-backend-credentials=false"}, []string{"no client could sign in"}},
+		{"clock skew", []string{"--max-clock-skew=0s"}, []string{"max_clock_skew", "must be positive"}},
+		{"etcd endpoint", []string{"--etcd-endpoints=ftp://x:1"}, []string{"etcd.endpoints", "scheme"}},
+		{"dial timeout", []string{"--etcd-dial-timeout=-1s"}, []string{"etcd.dial_timeout"}},
+		{"embedded host name", []string{"--etcd-embedded-client-url=http://db.local:2379"}, []string{"etcd.embedded.client_url", "IP address"}},
+		{"same embedded urls", []string{"--etcd-embedded-peer-url=http://127.0.0.1:2379"}, []string{"same as etcd.embedded.client_url"}},
+		{"compaction mode", []string{"--etcd-embedded-auto-compaction-mode=weekly"}, []string{"periodic or revision"}},
+		{"compaction retention", []string{"--etcd-embedded-auto-compaction-mode=revision"}, []string{"auto_compaction_retention", "whole number"}},
+		{"data dir", []string{"--etcd-embedded-data-dir="}, []string{"data_dir", "required"}},
+		{"log format", []string{"--log-format=xml"}, []string{"text or json"}},
+		{"log level", []string{"--log-level=verbose"}, []string{"debug, info, warn or error"}},
+		{"several at once", []string{"--log-level=verbose", "--log-format=xml", "--listen=x"}, []string{"log.level", "log.format", "listen"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append(append([]string{}, requiredFlags...), tt.args...)
+			if strings.HasPrefix(tt.name, "missing") {
+				args = tt.args
+			}
+			_, err := Load(args, nil)
+			if err == nil {
+				t.Fatal("Load accepted the configuration")
+			}
+			var ue *UsageError
+			if errors.As(err, &ue) {
+				t.Errorf("validation error reported as a usage error: %v", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidConfigurations(t *testing.T) {
+	t.Parallel()
+	tests := [][]string{
+		{"--listen=", "--tls-listen=:9443", "--tls-cert-file=c", "--tls-key-file=k"},
+		{"--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--etcd-embedded-client-url=http://127.0.0.1:0", "--etcd-embedded-peer-url=http://127.0.0.1:0"},
+		{"--admin-listen="},
+		{"--etcd-endpoints=10.0.0.1:2379,http://10.0.0.2:2379,unix:///run/etcd.sock", "--etcd-embedded-data-dir="},
+		{"--domains=S3.Example.COM."},
+		{"--accept-backend-credentials=false", "--credential=AK:S"},
+		{"--etcd-embedded-auto-compaction-mode=revision", "--etcd-embedded-auto-compaction-retention=10000"},
+		{"--log-level=DEBUG", "--log-format=JSON"},
+	}
+	for _, args := range tests {
+		c, err := Load(append(append([]string{}, requiredFlags...), args...), nil)
+		if err != nil {
+			t.Errorf("Load(%q): %v", args, err)
+			continue
+		}
+		if args[0] == "--domains=S3.Example.COM." && c.Domains[0] != "s3.example.com" {
+			t.Errorf("domain not normalized: %q", c.Domains)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"--max-clock-skew=soon"}, "max-clock-skew"},
+		{[]string{"--accept-backend-credentials=perhaps"}, "accept-backend-credentials"},
+		{[]string{"--credential=justakey"}, "ACCESS_KEY:SECRET"},
+		{[]string{"--credential=AK:"}, "must not be empty"},
+		{[]string{"--listen"}, "needs an argument"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		_, err := Load(tt.args, nil)
+		var ue *UsageError
+		if !errors.As(err, &ue) {
+			t.Errorf("Load(%q) = %v, want a *UsageError", tt.args, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Load(%q) = %q, want it to mention %q", tt.args, err, tt.want)
+		}
+	}
+	for _, h := range []string{"-h", "--help", "-help"} {
+		if _, err := Load([]string{h}, nil); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("Load(%q) = %v, want flag.ErrHelp", h, err)
+		}
+	}
+}
+
+func TestEnvParsing(t *testing.T) {
+	t.Parallel()
+	environ := []string{
+		"SWEEPGATE_BACKEND_ENDPOINT=http://127.0.0.1:9100",
+		"SWEEPGATE_BACKEND_ACCESS_KEY=AKB",
+		"SWEEPGATE_BACKEND_SECRET_KEY=sb",
+		"SWEEPGATE_CREDENTIALS=AK1:s1:alice, AK2:s2 ,AK3:s:3:carol",
+		"SWEEPGATE_ETCD_ENDPOINTS=http://10.0.0.1:2379,http://10.0.0.2:2379",
+		"SWEEPGATE_MAX_CLOCK_SKEW=90s",
+		"SWEEPGATE_ACCEPT_BACKEND_CREDENTIALS=0",
+		"SWEEPGATE_ETCD_EMBEDDED_QUOTA_BACKEND_BYTES=1073741824",
+		"NOT_OURS=1",
+		"SWEEPGATE_TYPO=1",
+	}
+	c := mustLoad(t, nil, environ)
+	want := []Credential{{"AK1", "s1", "alice"}, {"AK2", "s2", "AK2"}, {"AK3", "s:3", "carol"}}
+	if !reflect.DeepEqual(c.Credentials, want) {
+		t.Errorf("credentials = %#v, want %#v", c.Credentials, want)
+	}
+	if len(c.Etcd.Endpoints) != 2 || c.UsesEmbeddedEtcd() {
+		t.Errorf("etcd endpoints = %q", c.Etcd.Endpoints)
+	}
+	if c.MaxClockSkew != 90*time.Second || c.AcceptBackendCredentials || c.Etcd.Embedded.QuotaBackendBytes != 1<<30 {
+		t.Errorf("env not applied: %s", c)
+	}
+	if got := UnknownEnv(environ); !reflect.DeepEqual(got, []string{"SWEEPGATE_TYPO"}) {
+		t.Errorf("UnknownEnv = %q, want [SWEEPGATE_TYPO]", got)
+	}
+
+	_, err := Load(nil, append(environ, "SWEEPGATE_MAX_CLOCK_SKEW=fast", "SWEEPGATE_CREDENTIALS=AKX:s3cr3t-value:p,nocolon"))
+	if err == nil {
+		t.Fatal("bad environment accepted")
+	}
+	for _, w := range []string{"SWEEPGATE_MAX_CLOCK_SKEW", `"fast" is not a duration`, "SWEEPGATE_CREDENTIALS"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("error leaks a secret: %q", err)
+	}
+}
+
+func TestConfigFileErrors(t *testing.T) {
+	t.Parallel()
+	if _, err := Load([]string{"--config", filepath.Join(t.TempDir(), "missing.yaml")}, nil); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("missing file: %v", err)
+	}
+	big := writeFile(t, "# "+strings.Repeat("x", MaxFileSize)+"\n")
+	if _, err := Load([]string{"--config", big}, nil); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("oversized file: %v", err)
+	}
+}
+
+func TestSecretsNeverPrinted(t *testing.T) {
+	t.Parallel()
+	c := mustLoad(t, []string{
+		"--backend-endpoint=http://127.0.0.1:9100",
+		"--backend-access-key=AKBACKEND",
+		"--backend-secret-key=TOPSECRET-backend",
+		"--credential=AKCLIENT:TOPSECRET-client:alice",
+	}, nil)
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("config", "config", c, "backend", c.Backend, "creds", c.ClientCredentials())
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("config", "config", c, "secret", c.Backend.SecretKey)
+	outputs := map[string]string{
+		"String": c.String(),
+		"%v":     fmt.Sprintf("%v", c),
+		"%+v":    fmt.Sprintf("%+v", *c),
+		"%#v":    fmt.Sprintf("%#v", c),
+		"%v cr":  fmt.Sprintf("%v %+v %#v", c.Credentials, c.Backend, c.ClientCredentials()),
+		"slog":   logs.String(),
+	}
+	for name, out := range outputs {
+		if strings.Contains(out, "TOPSECRET") {
+			t.Errorf("%s leaks a secret: %s", name, out)
+		}
+		if !strings.Contains(out, "AKBACKEND") && name != "%v cr" {
+			t.Errorf("%s lost the non-secret fields: %s", name, out)
+		}
+	}
+	if string(c.Backend.SecretKey) != "TOPSECRET-backend" {
+		t.Error("the secret itself must stay usable")
+	}
+}
+
+func TestClientCredentials(t *testing.T) {
+	t.Parallel()
+	base := []string{"--backend-endpoint=http://x:1", "--backend-access-key=AKB", "--backend-secret-key=sb"}
+	tests := []struct {
+		args []string
+		want []Credential
+	}{
+		{nil, []Credential{{"AKB", "sb", "AKB"}}},
+		{[]string{"--credential=AK1:s1"}, []Credential{{"AK1", "s1", "AK1"}, {"AKB", "sb", "AKB"}}},
+		{[]string{"--credential=AKB:sb:ops"}, []Credential{{"AKB", "sb", "ops"}}},
+		{[]string{"--credential=AK1:s1:alice", "--accept-backend-credentials=false"}, []Credential{{"AK1", "s1", "alice"}}},
+	}
+	for _, tt := range tests {
+		c := mustLoad(t, append(append([]string{}, base...), tt.args...), nil)
+		if got := c.ClientCredentials(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%q: ClientCredentials() = %#v, want %#v", tt.args, got, tt.want)
+		}
+	}
+}
+
+func TestHelpMentionsEverySetting(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	WriteHelp(&b)
+	help := b.String()
+	for _, s := range Settings() {
+		for _, w := range []string{"--" + s.Flag + " ", "env:  " + s.Env + "\n", "yaml: " + s.Key + "\n"} {
+			if s.isBool() && w == "--"+s.Flag+" " {
+				w = "--" + s.Flag + "["
+			}
+			if !strings.Contains(help, w) {
+				t.Errorf("help does not mention %q", w)
+			}
+		}
+		if s.Default != "" && !strings.Contains(help, `"`+s.Default+`"`) {
+			t.Errorf("help does not show the default of %s", s.Key)
+		}
+	}
+	for _, w := range []string{"--config FILE", ConfigEnv} {
+		if !strings.Contains(help, w) {
+			t.Errorf("help does not mention %q", w)
+		}
+	}
+	for i, line := range strings.Split(help, "\n") {
+		if len(line) > 80 {
+			t.Errorf("help line %d is %d characters long: %q", i+1, len(line), line)
+		}
+	}
+}
+
+// TestConfigurationDoc fails when docs/configuration.md and the settings
+// table disagree. Run it with -update to rewrite the document.
+func TestConfigurationDoc(t *testing.T) {
+	path := filepath.Join("..", "docs", "configuration.md")
+	want := Markdown()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./config -run TestConfigurationDoc -update)", err)
+	}
+	if string(got) != want {
+		t.Errorf("%s is out of date with config.Settings; run go test ./config -run TestConfigurationDoc -update", path)
+	}
+	for _, s := range Settings() {
+		for _, name := range []string{"`" + s.Key + "`", "--" + s.Flag, "`" + s.Env + "`"} {
+			if !strings.Contains(string(got), name) {
+				t.Errorf("%s does not mention %s", path, name)
+			}
+		}
+	}
+}

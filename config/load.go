@@ -1,0 +1,431 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxFileSize bounds the YAML file read, so that a wrong path (a log file, a
+// device) fails fast instead of filling memory.
+const MaxFileSize = 1 << 20
+
+// UsageError is a mistake on the command line: an unknown flag, a value a
+// flag cannot take, or a stray argument. Commands exit with status 2 for it,
+// as the flag package does.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Defaults returns a Config holding every setting's default.
+func Defaults() *Config {
+	c := &Config{}
+	for _, s := range Settings() {
+		if s.Default == "" {
+			continue
+		}
+		if err := s.setText(c, []string{s.Default}); err != nil {
+			// The table is code; a default that does not parse is a bug
+			// that every test run catches.
+			panic(fmt.Sprintf("config: default of %s: %v", s.Key, err))
+		}
+	}
+	return c
+}
+
+// Load builds the serve configuration from args (the command line after the
+// command name), environ (os.Environ's form) and the YAML file named by
+// --config or SWEEPGATE_CONFIG. For each setting the first source that sets it
+// wins: flags, then environment, then file, then the default. Lists are not
+// merged across sources.
+//
+// It returns an error wrapping flag.ErrHelp when args ask for help, a
+// *UsageError for a bad command line, and otherwise an error that lists every
+// problem found in the settings.
+func Load(args, environ []string) (*Config, error) {
+	flags, configPath, err := parseFlags(args)
+	if err != nil {
+		return nil, err
+	}
+	env := envMap(environ)
+	if configPath == "" {
+		configPath = env[ConfigEnv]
+	}
+
+	c := Defaults()
+	if configPath != "" {
+		data, err := readFile(configPath)
+		if err != nil {
+			return nil, err
+		}
+		if err := applyYAML(c, data, configPath); err != nil {
+			return nil, err
+		}
+	}
+	if err := applyEnv(c, env); err != nil {
+		return nil, err
+	}
+	settings := Settings()
+	for i := range settings {
+		if v := flags[settings[i].Flag]; v != nil {
+			// Values were checked by the flag package already.
+			if err := settings[i].setText(c, v.values); err != nil {
+				return nil, &UsageError{fmt.Errorf("flag --%s: %w", settings[i].Flag, err)}
+			}
+		}
+	}
+	c.normalize()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// flagValue collects the values given to one setting's flag. Values are
+// parsed when set, so that a bad one is a usage error naming the flag, and
+// kept as text so that Load can apply them after the file and environment.
+type flagValue struct {
+	setting Setting
+	values  []string
+}
+
+func (v *flagValue) String() string { return "" }
+
+func (v *flagValue) Set(s string) error {
+	if err := v.setting.setText(&Config{}, []string{s}); err != nil {
+		return err
+	}
+	if v.setting.IsList() {
+		v.values = append(v.values, s)
+	} else {
+		v.values = []string{s}
+	}
+	return nil
+}
+
+// IsBoolFlag lets a boolean flag be given without a value.
+func (v *flagValue) IsBoolFlag() bool { return v.setting.isBool() }
+
+// newFlagSet returns a flag set with a flag for every setting and for --config.
+// Its output is discarded: callers print errors and help themselves (see
+// WriteHelp), so that help shows each setting's environment variable and
+// YAML key too.
+func newFlagSet(name string) (*flag.FlagSet, map[string]*flagValue, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	values := make(map[string]*flagValue)
+	for _, s := range Settings() {
+		v := &flagValue{setting: s}
+		values[s.Flag] = v
+		fs.Var(v, s.Flag, s.Usage)
+	}
+	configPath := fs.String(ConfigFlag, "", "YAML configuration file")
+	return fs, values, configPath
+}
+
+func parseFlags(args []string) (map[string]*flagValue, string, error) {
+	fs, values, configPath := newFlagSet("serve")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, "", err
+		}
+		return nil, "", &UsageError{err}
+	}
+	if fs.NArg() > 0 {
+		return nil, "", &UsageError{fmt.Errorf("unexpected argument %q (settings are flags such as --listen=:9000)", fs.Arg(0))}
+	}
+	set := make(map[string]*flagValue)
+	fs.Visit(func(f *flag.Flag) {
+		if v, ok := values[f.Name]; ok {
+			set[f.Name] = v
+		}
+	})
+	return set, *configPath, nil
+}
+
+// envMap returns the SWEEPGATE_* variables of environ that are not empty.
+// An empty variable counts as unset, because deployment tools often define
+// every variable a template mentions, set or not.
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string)
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && strings.HasPrefix(k, EnvPrefix) && v != "" {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func applyEnv(c *Config, env map[string]string) error {
+	var errs []error
+	for _, s := range Settings() {
+		v, ok := env[s.Env]
+		if !ok {
+			continue
+		}
+		if err := s.setText(c, []string{v}); err != nil {
+			if s.Secret {
+				err = errors.New("malformed value (not shown: it is secret)")
+			}
+			errs = append(errs, fmt.Errorf("environment %s: %w", s.Env, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// UnknownEnv returns the names of SWEEPGATE_* variables in environ that no
+// setting reads, so that serve can warn about a misspelled one instead of
+// silently using a default.
+func UnknownEnv(environ []string) []string {
+	known := map[string]bool{ConfigEnv: true}
+	for _, s := range Settings() {
+		known[s.Env] = true
+	}
+	var unknown []string
+	for k := range envMap(environ) {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("config file %s: larger than %d bytes", path, MaxFileSize)
+	}
+	return data, nil
+}
+
+// LoadYAML applies a YAML configuration document to c. name labels errors
+// (usually the file's path). Unknown keys, anchors and aliases, and more
+// than one document are errors.
+func LoadYAML(c *Config, data []byte, name string) error {
+	return applyYAML(c, data, name)
+}
+
+func applyYAML(c *Config, data []byte, name string) error {
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // an empty file sets nothing
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: only one YAML document is allowed", name)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if isNull(root) {
+		return nil
+	}
+	w := yamlWalker{name: name, settings: Settings()}
+	w.mapping(c, root, "")
+	return errors.Join(w.errs...)
+}
+
+type yamlWalker struct {
+	name     string
+	settings []Setting
+	errs     []error
+}
+
+func (w *yamlWalker) errorf(n *yaml.Node, format string, args ...any) {
+	w.errs = append(w.errs, fmt.Errorf("%s:%d:%d: %s", w.name, n.Line, n.Column, fmt.Sprintf(format, args...)))
+}
+
+// mapping applies the keys of a YAML mapping found at path (empty for the
+// top level, "etcd.embedded." below etcd: embedded:).
+func (w *yamlWalker) mapping(c *Config, n *yaml.Node, path string) {
+	if n.Kind == yaml.AliasNode || n.Anchor != "" {
+		w.errorf(n, "anchors and aliases are not supported")
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		where := "the top level"
+		if path != "" {
+			where = strings.TrimSuffix(path, ".")
+		}
+		w.errorf(n, "%s must be a mapping of settings", where)
+		return
+	}
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			w.errorf(k, "keys must be plain names")
+			continue
+		}
+		key := path + k.Value
+		if seen[key] {
+			w.errorf(k, "%s is set twice", key)
+			continue
+		}
+		seen[key] = true
+		if s, ok := w.setting(key); ok {
+			w.leaf(c, s, v)
+			continue
+		}
+		if w.isGroup(key) {
+			if isNull(v) {
+				continue
+			}
+			w.mapping(c, v, key+".")
+			continue
+		}
+		w.errorf(k, "unknown setting %s%s", key, w.suggest(key))
+	}
+}
+
+func (w *yamlWalker) setting(key string) (Setting, bool) {
+	for _, s := range w.settings {
+		if s.Key == key {
+			return s, true
+		}
+	}
+	return Setting{}, false
+}
+
+func (w *yamlWalker) isGroup(key string) bool {
+	for _, s := range w.settings {
+		if strings.HasPrefix(s.Key, key+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// suggest names the setting a misspelled or misplaced key probably meant.
+func (w *yamlWalker) suggest(key string) string {
+	norm := func(s string) string {
+		return strings.NewReplacer("-", "", "_", "", ".", "").Replace(strings.ToLower(s))
+	}
+	last := key[strings.LastIndexByte(key, '.')+1:]
+	for _, s := range w.settings {
+		if norm(s.Key) == norm(key) || norm(s.Key[strings.LastIndexByte(s.Key, '.')+1:]) == norm(last) {
+			return fmt.Sprintf(" (did you mean %s?)", s.Key)
+		}
+	}
+	return ""
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// leaf applies one setting's YAML value. A null value (`key:` or `key: ~`)
+// leaves the setting as it was.
+func (w *yamlWalker) leaf(c *Config, s Setting, n *yaml.Node) {
+	if n.Kind == yaml.AliasNode || n.Anchor != "" {
+		w.errorf(n, "%s: anchors and aliases are not supported", s.Key)
+		return
+	}
+	if isNull(n) {
+		return
+	}
+	switch p := s.field(c).(type) {
+	case *[]string:
+		if n.Kind != yaml.SequenceNode {
+			w.errorf(n, "%s must be a list", s.Key)
+			return
+		}
+		items := make([]string, 0, len(n.Content))
+		for _, item := range n.Content {
+			if item.Kind != yaml.ScalarNode || isNull(item) {
+				w.errorf(item, "%s: each item must be a string", s.Key)
+				return
+			}
+			items = append(items, item.Value)
+		}
+		*p = items
+	case *[]Credential:
+		if n.Kind != yaml.SequenceNode {
+			w.errorf(n, "%s must be a list of {access_key, secret_key, principal}", s.Key)
+			return
+		}
+		creds := make([]Credential, 0, len(n.Content))
+		for _, item := range n.Content {
+			cr, ok := w.credential(item)
+			if !ok {
+				return
+			}
+			creds = append(creds, cr)
+		}
+		*p = creds
+	default:
+		if n.Kind != yaml.ScalarNode {
+			w.errorf(n, "%s must be a single value", s.Key)
+			return
+		}
+		if err := s.setText(c, []string{n.Value}); err != nil {
+			if s.Secret {
+				err = errors.New("malformed value (not shown: it is secret)")
+			}
+			w.errorf(n, "%s: %v", s.Key, err)
+		}
+	}
+}
+
+func (w *yamlWalker) credential(n *yaml.Node) (Credential, bool) {
+	if n.Kind != yaml.MappingNode || n.Anchor != "" {
+		w.errorf(n, "credentials: each item must be a mapping with access_key, secret_key and principal")
+		return Credential{}, false
+	}
+	var cr Credential
+	ok := true
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode || v.Anchor != "" {
+			w.errorf(k, "credentials: keys and values must be plain strings")
+			ok = false
+			continue
+		}
+		if seen[k.Value] {
+			w.errorf(k, "credentials: %s is set twice", k.Value)
+			ok = false
+			continue
+		}
+		seen[k.Value] = true
+		switch k.Value {
+		case "access_key":
+			cr.AccessKey = v.Value
+		case "secret_key":
+			cr.SecretKey = Secret(v.Value)
+		case "principal":
+			cr.Principal = v.Value
+		default:
+			w.errorf(k, "credentials: unknown key %s (want access_key, secret_key, principal)", k.Value)
+			ok = false
+		}
+	}
+	if ok && (cr.AccessKey == "" || cr.SecretKey == "") {
+		w.errorf(n, "credentials: access_key and secret_key are required")
+		ok = false
+	}
+	return cr, ok
+}

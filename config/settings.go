@@ -1,0 +1,293 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvPrefix starts the name of every environment variable sweepgate reads.
+const EnvPrefix = "SWEEPGATE_"
+
+// ConfigFlag and ConfigEnv name the YAML file to read. They are not
+// settings themselves: a file cannot name another file.
+const (
+	ConfigFlag = "config"
+	ConfigEnv  = EnvPrefix + "CONFIG"
+)
+
+// Setting is one configuration setting and the name it has in each source.
+type Setting struct {
+	// Key is the YAML path, dotted: "backend.endpoint" is
+	// `backend: {endpoint: ...}`.
+	Key string
+	// Flag is the command-line flag without dashes: "backend-endpoint".
+	Flag string
+	// Env is the environment variable: "SWEEPGATE_BACKEND_ENDPOINT".
+	Env string
+	// Default is the default in the syntax of a flag value; empty means
+	// none (or a value derived from another setting, see DefaultDoc).
+	Default string
+	// DefaultDoc describes a default that is not a literal value.
+	DefaultDoc string
+	// Arg names the value in help text: ADDR, URL, DURATION.
+	Arg string
+	// Usage says what the setting is for.
+	Usage string
+	// Secret settings are never printed.
+	Secret bool
+	// Required settings have no default and must be set.
+	Required bool
+	// field returns a pointer to the setting's field in a Config; its type
+	// decides how values are parsed.
+	field func(*Config) any
+}
+
+// IsList reports whether the setting holds a list: a repeated flag adds to
+// it, and a flag or environment value is split at commas.
+func (s Setting) IsList() bool {
+	switch s.field(&Config{}).(type) {
+	case *[]string, *[]Credential:
+		return true
+	}
+	return false
+}
+
+func (s Setting) isBool() bool {
+	_, ok := s.field(&Config{}).(*bool)
+	return ok
+}
+
+// setting builds a table row whose flag and environment names are derived
+// from key, so that every name follows one rule.
+func setting(key, arg, def, usage string, field func(*Config) any) Setting {
+	return Setting{
+		Key:     key,
+		Flag:    strings.NewReplacer(".", "-", "_", "-").Replace(key),
+		Env:     EnvPrefix + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key)),
+		Default: def,
+		Arg:     arg,
+		Usage:   usage,
+		field:   field,
+	}
+}
+
+func (s Setting) required() Setting           { s.Required = true; return s }
+func (s Setting) secret() Setting             { s.Secret = true; return s }
+func (s Setting) defaultDoc(d string) Setting { s.DefaultDoc = d; return s }
+func (s Setting) names(flag, env string) Setting {
+	s.Flag, s.Env = flag, env
+	return s
+}
+
+// Settings returns the table of every setting, in the order help and docs
+// show them. It returns a new slice on each call.
+func Settings() []Setting {
+	return []Setting{
+		setting("listen", "ADDR", ":9000",
+			"Address (host:port) where S3 clients connect over plain HTTP. Empty turns plain HTTP off.",
+			func(c *Config) any { return &c.Listen }),
+		setting("tls_listen", "ADDR", "",
+			"Address (host:port) where S3 clients connect over HTTPS. Empty turns HTTPS off; when set, tls_cert_file and tls_key_file are required.",
+			func(c *Config) any { return &c.TLSListen }),
+		setting("tls_cert_file", "FILE", "",
+			"PEM file with the certificate chain served on tls_listen.",
+			func(c *Config) any { return &c.TLSCertFile }),
+		setting("tls_key_file", "FILE", "",
+			"PEM file with the private key of tls_cert_file.",
+			func(c *Config) any { return &c.TLSKeyFile }),
+		setting("region", "REGION", "",
+			"Region that clients sign their requests for (the region in their SigV4 credential scope).",
+			func(c *Config) any { return &c.Region }).defaultDoc("the value of backend.region"),
+		setting("domains", "LIST", "",
+			"Domain names for virtual-hosted-style requests: a request to BUCKET.DOMAIN addresses BUCKET. Comma-separated in a flag or environment variable, a list in YAML. Empty accepts path-style requests only.",
+			func(c *Config) any { return &c.Domains }),
+		setting("backend.endpoint", "URL", "",
+			"URL of the S3 server behind the gateway, such as http://127.0.0.1:9100.",
+			func(c *Config) any { return &c.Backend.Endpoint }).required(),
+		setting("backend.region", "REGION", "us-east-1",
+			"Region the backend expects requests to be signed for.",
+			func(c *Config) any { return &c.Backend.Region }),
+		setting("backend.access_key", "KEY", "",
+			"Access key that the gateway signs its backend requests with.",
+			func(c *Config) any { return &c.Backend.AccessKey }).required(),
+		setting("backend.secret_key", "SECRET", "",
+			"Secret key of backend.access_key. Prefer the environment or the file to a flag, which other users can see in the process list.",
+			func(c *Config) any { return &c.Backend.SecretKey }).required().secret(),
+		setting("credentials", "AK:SECRET[:PRINCIPAL]", "",
+			"Client credentials the gateway accepts. The flag takes one ACCESS_KEY:SECRET[:PRINCIPAL] and may be repeated; the environment variable takes a comma-separated list of them; YAML takes a list of {access_key, secret_key, principal}. The principal, who owns the uploads made with the key, defaults to the access key. A secret that contains ':' needs the principal after it; one that contains ',' can only be given in YAML.",
+			func(c *Config) any { return &c.Credentials }).names("credential", EnvPrefix+"CREDENTIALS").secret(),
+		setting("accept_backend_credentials", "BOOL", "true",
+			"Also accept the backend's own access key from clients (principal: the access key, unless credentials lists that key), so that clients only change their endpoint.",
+			func(c *Config) any { return &c.AcceptBackendCredentials }),
+		setting("max_clock_skew", "DURATION", "15m",
+			"How far a request's signing time may be from the gateway's clock before it is refused.",
+			func(c *Config) any { return &c.MaxClockSkew }),
+		setting("etcd.endpoints", "LIST", "",
+			"Client URLs of an external etcd cluster (comma-separated in a flag or environment variable). Empty runs an embedded single-node etcd with the etcd.embedded settings.",
+			func(c *Config) any { return &c.Etcd.Endpoints }),
+		setting("etcd.prefix", "PREFIX", "/sweepgate/",
+			"Prefix of every key sweepgate writes in etcd, so that several gateways or applications can share a cluster.",
+			func(c *Config) any { return &c.Etcd.Prefix }),
+		setting("etcd.dial_timeout", "DURATION", "5s",
+			"How long to wait for etcd to answer when connecting.",
+			func(c *Config) any { return &c.Etcd.DialTimeout }),
+		setting("etcd.embedded.data_dir", "DIR", ".data/etcd",
+			"Directory of the embedded etcd's data. It must survive restarts: it holds the upload sessions.",
+			func(c *Config) any { return &c.Etcd.Embedded.DataDir }),
+		setting("etcd.embedded.client_url", "URL", "http://127.0.0.1:2379",
+			"Where the embedded etcd serves clients. The host must be an IP address or localhost; port 0 picks a free port.",
+			func(c *Config) any { return &c.Etcd.Embedded.ClientURL }),
+		setting("etcd.embedded.peer_url", "URL", "http://127.0.0.1:2380",
+			"Where the embedded etcd listens for raft peers (unused by a single node, but bound). Port 0 picks a free port.",
+			func(c *Config) any { return &c.Etcd.Embedded.PeerURL }),
+		setting("etcd.embedded.auto_compaction_mode", "MODE", "periodic",
+			"How the embedded etcd compacts its history: periodic (retention is a duration) or revision (retention is a number of revisions).",
+			func(c *Config) any { return &c.Etcd.Embedded.AutoCompactionMode }),
+		setting("etcd.embedded.auto_compaction_retention", "VALUE", "1h",
+			"How much history the embedded etcd keeps: a duration such as 1h for periodic mode, a count for revision mode; 0 turns compaction off.",
+			func(c *Config) any { return &c.Etcd.Embedded.AutoCompactionRetention }),
+		setting("etcd.embedded.quota_backend_bytes", "BYTES", strconv.FormatInt(2<<30, 10),
+			"Size limit of the embedded etcd's database. Past it etcd refuses writes until compacted and defragmented, and /readyz fails.",
+			func(c *Config) any { return &c.Etcd.Embedded.QuotaBackendBytes }),
+		setting("admin.listen", "ADDR", "127.0.0.1:9001",
+			"Address (host:port) of the admin listener: /metrics, /healthz and /readyz. Empty turns it off.",
+			func(c *Config) any { return &c.Admin.Listen }),
+		setting("log.format", "FORMAT", "text",
+			"Log format: text or json.",
+			func(c *Config) any { return &c.Log.Format }),
+		setting("log.level", "LEVEL", "info",
+			"Least severe level logged: debug, info, warn or error.",
+			func(c *Config) any { return &c.Log.Level }),
+	}
+}
+
+// setText sets the setting in c from flag or environment values. A scalar
+// takes the last value; a list is replaced by the items of all values, each
+// split at commas.
+func (s Setting) setText(c *Config, values []string) error {
+	if len(values) == 0 {
+		return nil
+	}
+	last := values[len(values)-1]
+	switch p := s.field(c).(type) {
+	case *string:
+		*p = last
+	case *Secret:
+		*p = Secret(last)
+	case *bool:
+		v, err := strconv.ParseBool(last)
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean (use true or false)", last)
+		}
+		*p = v
+	case *time.Duration:
+		v, err := parseDuration(last)
+		if err != nil {
+			return err
+		}
+		*p = v
+	case *int64:
+		v, err := strconv.ParseInt(strings.TrimSpace(last), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", last)
+		}
+		*p = v
+	case *[]string:
+		var items []string
+		for _, v := range values {
+			items = append(items, splitList(v)...)
+		}
+		*p = items
+	case *[]Credential:
+		var creds []Credential
+		for _, v := range values {
+			for _, item := range splitList(v) {
+				cr, err := parseCredential(item)
+				if err != nil {
+					return err
+				}
+				creds = append(creds, cr)
+			}
+		}
+		*p = creds
+	default:
+		return fmt.Errorf("internal error: setting %s has unsupported type %T", s.Key, p)
+	}
+	return nil
+}
+
+// format returns the setting's value in c as text, redacted if secret.
+func (s Setting) format(c *Config) string {
+	switch p := s.field(c).(type) {
+	case *string:
+		return strconv.Quote(*p)
+	case *Secret:
+		return strconv.Quote(p.String())
+	case *bool:
+		return strconv.FormatBool(*p)
+	case *time.Duration:
+		return p.String()
+	case *int64:
+		return strconv.FormatInt(*p, 10)
+	case *[]string:
+		return "[" + strings.Join(*p, ",") + "]"
+	case *[]Credential:
+		items := make([]string, len(*p))
+		for i, cr := range *p {
+			items[i] = cr.AccessKey + ":" + cr.SecretKey.String() + ":" + cr.Principal
+		}
+		return "[" + strings.Join(items, ",") + "]"
+	default:
+		return fmt.Sprintf("%T", p)
+	}
+}
+
+func parseDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (use a number with a unit, such as 30s, 15m or 1h)", v)
+	}
+	return d, nil
+}
+
+// splitList splits a comma-separated value, trimming spaces and dropping
+// empty items so that "a, b," means [a b].
+func splitList(v string) []string {
+	var out []string
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// parseCredential parses ACCESS_KEY:SECRET[:PRINCIPAL]. The access key ends
+// at the first ':'; with two or more colons the principal starts after the
+// last one, so a secret may itself contain ':' when a principal follows.
+func parseCredential(v string) (Credential, error) {
+	ak, rest, ok := strings.Cut(v, ":")
+	if !ok {
+		return Credential{}, fmt.Errorf("credential %q: want ACCESS_KEY:SECRET[:PRINCIPAL]", redactCredential(v))
+	}
+	cr := Credential{AccessKey: ak, SecretKey: Secret(rest)}
+	if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+		cr.SecretKey, cr.Principal = Secret(rest[:i]), rest[i+1:]
+	}
+	if cr.AccessKey == "" || cr.SecretKey == "" {
+		return Credential{}, fmt.Errorf("credential %q: access key and secret must not be empty", redactCredential(v))
+	}
+	return cr, nil
+}
+
+// redactCredential hides everything after the access key, so that an error
+// about a malformed credential never prints its secret.
+func redactCredential(v string) string {
+	ak, _, ok := strings.Cut(v, ":")
+	if !ok {
+		return redacted
+	}
+	return ak + ":" + redacted
+}

@@ -1,0 +1,305 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+// normalize fills values derived from other settings and puts
+// case-insensitive ones in one case, so that the rest of the program sees
+// one spelling.
+func (c *Config) normalize() {
+	if c.Region == "" {
+		c.Region = c.Backend.Region
+	}
+	for i, d := range c.Domains {
+		c.Domains[i] = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(d)), ".")
+	}
+	for i := range c.Credentials {
+		if c.Credentials[i].Principal == "" {
+			c.Credentials[i].Principal = c.Credentials[i].AccessKey
+		}
+	}
+	c.Log.Format = strings.ToLower(c.Log.Format)
+	c.Log.Level = strings.ToLower(c.Log.Level)
+	if c.Etcd.Prefix != "" && !strings.HasSuffix(c.Etcd.Prefix, "/") {
+		c.Etcd.Prefix += "/"
+	}
+}
+
+// Validate reports every problem in c at once, each naming the setting, so
+// that one run shows everything to fix.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
+	}
+	checkAddr := func(key, addr string) {
+		if addr == "" {
+			return
+		}
+		if err := checkListenAddr(addr); err != nil {
+			bad(key, "%q: %v", addr, err)
+		}
+	}
+
+	if c.Listen == "" && c.TLSListen == "" {
+		bad("listen", "nothing to serve: set listen, tls_listen or both")
+	}
+	checkAddr("listen", c.Listen)
+	checkAddr("tls_listen", c.TLSListen)
+	if c.TLSListen != "" {
+		if c.TLSCertFile == "" {
+			bad("tls_cert_file", "required when tls_listen is set")
+		}
+		if c.TLSKeyFile == "" {
+			bad("tls_key_file", "required when tls_listen is set")
+		}
+	} else if c.TLSCertFile != "" || c.TLSKeyFile != "" {
+		bad("tls_listen", "tls_cert_file or tls_key_file is set but tls_listen is empty, so HTTPS would be off")
+	}
+	if fixedAddr(c.Listen) && c.Listen == c.TLSListen {
+		bad("tls_listen", "same address as listen")
+	}
+	checkAddr("admin.listen", c.Admin.Listen)
+	if fixedAddr(c.Admin.Listen) && (c.Admin.Listen == c.Listen || c.Admin.Listen == c.TLSListen) {
+		bad("admin.listen", "same address as the S3 listener; metrics and probes need their own")
+	}
+
+	if c.Region != "" {
+		if err := checkRegion(c.Region); err != nil {
+			bad("region", "%q: %v", c.Region, err)
+		}
+	}
+	for _, d := range c.Domains {
+		if err := checkDomain(d); err != nil {
+			bad("domains", "%q: %v", d, err)
+		}
+	}
+
+	if c.Backend.Endpoint == "" {
+		bad("backend.endpoint", "required: the URL of the S3 server behind the gateway, such as http://127.0.0.1:9100")
+	} else if err := checkEndpoint(c.Backend.Endpoint); err != nil {
+		bad("backend.endpoint", "%q: %v", c.Backend.Endpoint, err)
+	}
+	if c.Backend.Region == "" {
+		bad("backend.region", "required")
+	} else if err := checkRegion(c.Backend.Region); err != nil {
+		bad("backend.region", "%q: %v", c.Backend.Region, err)
+	}
+	if c.Backend.AccessKey == "" {
+		bad("backend.access_key", "required")
+	} else if err := checkAccessKey(c.Backend.AccessKey); err != nil {
+		bad("backend.access_key", "%v", err)
+	}
+	if c.Backend.SecretKey == "" {
+		bad("backend.secret_key", "required")
+	}
+
+	seen := make(map[string]bool)
+	for i, cr := range c.Credentials {
+		switch {
+		case cr.AccessKey == "":
+			bad("credentials", "entry %d: access key is empty", i+1)
+		case checkAccessKey(cr.AccessKey) != nil:
+			bad("credentials", "entry %d: %v", i+1, checkAccessKey(cr.AccessKey))
+		case seen[cr.AccessKey]:
+			bad("credentials", "access key %q is listed twice", cr.AccessKey)
+		}
+		seen[cr.AccessKey] = true
+		if cr.SecretKey == "" {
+			bad("credentials", "entry %d (%s): secret key is empty", i+1, cr.AccessKey)
+		}
+	}
+	if len(c.Credentials) == 0 && !c.AcceptBackendCredentials {
+		bad("credentials", "no client could sign in: list credentials or turn accept_backend_credentials on")
+	}
+	if c.MaxClockSkew <= 0 {
+		bad("max_clock_skew", "must be positive, got %s", c.MaxClockSkew)
+	}
+
+	for _, ep := range c.Etcd.Endpoints {
+		if err := checkEtcdEndpoint(ep); err != nil {
+			bad("etcd.endpoints", "%q: %v", ep, err)
+		}
+	}
+	if _, err := etcdstore.NewKeys(c.Etcd.Prefix); err != nil {
+		bad("etcd.prefix", "%v", err)
+	}
+	if c.Etcd.DialTimeout <= 0 {
+		bad("etcd.dial_timeout", "must be positive, got %s", c.Etcd.DialTimeout)
+	}
+	if c.UsesEmbeddedEtcd() {
+		errs = append(errs, c.validateEmbedded()...)
+	}
+
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "%q: must be text or json", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q: must be debug, info, warn or error", c.Log.Level)
+	}
+	return errors.Join(errs...)
+}
+
+// validateEmbedded checks the embedded etcd settings; they are ignored, and
+// so not checked, when an external cluster is configured.
+func (c *Config) validateEmbedded() []error {
+	var errs []error
+	e := c.Etcd.Embedded
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
+	}
+	if e.DataDir == "" {
+		bad("etcd.embedded.data_dir", "required when etcd.endpoints is empty")
+	}
+	if err := etcdstore.CheckBindURL(e.ClientURL); err != nil {
+		bad("etcd.embedded.client_url", "%v", err)
+	}
+	if err := etcdstore.CheckBindURL(e.PeerURL); err != nil {
+		bad("etcd.embedded.peer_url", "%v", err)
+	}
+	if e.ClientURL == e.PeerURL && !strings.HasSuffix(e.ClientURL, ":0") {
+		bad("etcd.embedded.peer_url", "same as etcd.embedded.client_url")
+	}
+	switch e.AutoCompactionMode {
+	case "periodic", "revision":
+		if err := etcdstore.CheckAutoCompaction(e.AutoCompactionMode, e.AutoCompactionRetention); err != nil {
+			bad("etcd.embedded.auto_compaction_retention", "%v", err)
+		}
+	default:
+		bad("etcd.embedded.auto_compaction_mode", "%q: must be periodic or revision", e.AutoCompactionMode)
+	}
+	if e.QuotaBackendBytes < 0 {
+		bad("etcd.embedded.quota_backend_bytes", "must not be negative")
+	}
+	return errs
+}
+
+// describe names a setting with all its spellings, so that an error makes
+// sense whichever source the user set it in.
+func describe(key string) string {
+	for _, s := range Settings() {
+		if s.Key == key {
+			return fmt.Sprintf("%s (--%s, %s)", s.Key, s.Flag, s.Env)
+		}
+	}
+	return key
+}
+
+// fixedAddr reports whether addr names one port; port 0 picks a new free
+// port for each listener, so two of them never collide.
+func fixedAddr(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port != "0"
+}
+
+func checkListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port, such as :9000 or 127.0.0.1:9000")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// checkRegion refuses what cannot appear in a SigV4 credential scope, whose
+// parts are separated by '/'.
+func checkRegion(r string) error {
+	if strings.ContainsAny(r, "/ \t\r\n") {
+		return errors.New("must not contain '/' or spaces")
+	}
+	return nil
+}
+
+// checkAccessKey refuses what would make a SigV4 Credential parameter
+// (ACCESS_KEY/DATE/REGION/s3/aws4_request) ambiguous, or a credentials list
+// impossible to write.
+func checkAccessKey(ak string) error {
+	if strings.ContainsAny(ak, "/:, \t\r\n") {
+		return fmt.Errorf("access key %q must not contain '/', ':', ',' or spaces", ak)
+	}
+	return nil
+}
+
+func checkDomain(d string) error {
+	if d == "" {
+		return errors.New("empty domain")
+	}
+	if strings.Contains(d, "://") {
+		return errors.New("a domain name only, without a scheme")
+	}
+	for label := range strings.SplitSeq(d, ".") {
+		if label == "" || len(label) > 63 {
+			return errors.New("not a domain name")
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+				return errors.New("a domain name has only letters, digits, '-' and '.' (no port, no path)")
+			}
+		}
+	}
+	return nil
+}
+
+func checkEndpoint(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("scheme must be http or https")
+	}
+	if u.Host == "" {
+		return errors.New("no host")
+	}
+	if u.User != nil {
+		return errors.New("must not carry credentials; use backend.access_key and backend.secret_key")
+	}
+	if u.Path != "" && u.Path != "/" {
+		// Requests are re-signed for the backend's own paths; a base path
+		// would change every canonical request.
+		return errors.New("must not have a path")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("must not have a query or fragment")
+	}
+	return nil
+}
+
+func checkEtcdEndpoint(ep string) error {
+	if ep == "" || strings.ContainsAny(ep, " \t\r\n") {
+		return errors.New("empty or contains spaces")
+	}
+	if !strings.Contains(ep, "://") {
+		if _, _, err := net.SplitHostPort(ep); err != nil {
+			return errors.New("want a URL such as http://10.0.0.1:2379, or host:port")
+		}
+		return nil
+	}
+	u, err := url.Parse(ep)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	switch u.Scheme {
+	case "http", "https", "unix", "unixs":
+	default:
+		return errors.New("scheme must be http, https, unix or unixs")
+	}
+	if u.Host == "" && u.Path == "" {
+		return errors.New("no host")
+	}
+	return nil
+}

@@ -1,0 +1,11 @@
+// Package e2e holds sweepgate's end-to-end tests: a real MinIO, the built
+// sweepgate binary with embedded etcd in front of it, and real S3 clients
+// (aws-sdk-go-v2, minio-go, and the aws, s3cmd and rclone command-line
+// clients) talking to it. The harness that starts all that lives in
+// e2e/harness.
+//
+// Run them with `make test` (which builds bin/minio first), or directly with
+// `go test ./e2e/...` once bin/minio exists. SWEEPGATE_E2E_TARGET=minio runs
+// the same tests against MinIO alone, to tell a wrong test from a wrong
+// gateway.
+package e2e

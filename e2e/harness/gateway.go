@@ -1,0 +1,428 @@
+package harness
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Credential is one entry of the gateway's client credentials table.
+type Credential struct {
+	AccessKey string
+	SecretKey string
+	Principal string
+}
+
+// Options adjust the gateway that StartGateway and Start run. The zero value
+// is the default set-up: embedded etcd, the backend's own credentials
+// accepted, virtual-hosted-style requests for the domain localhost.
+type Options struct {
+	// Credentials are added to the gateway's client credentials table.
+	Credentials []Credential
+	// RejectBackendCredentials turns off the default acceptance of the
+	// backend's own credentials from clients.
+	RejectBackendCredentials bool
+	// MaxClockSkew is the allowed request time skew; zero keeps the
+	// gateway's default.
+	MaxClockSkew time.Duration
+	// Domains are the base domains of virtual-hosted-style requests; nil
+	// means [localhost].
+	Domains []string
+	// EtcdEndpoints selects an external etcd; empty runs the embedded one.
+	EtcdEndpoints []string
+	// EtcdPrefix is the key prefix; empty keeps the gateway's default.
+	EtcdPrefix string
+	// LogLevel is the gateway's log level; empty means
+	// SWEEPGATE_E2E_LOG_LEVEL, or info (debug includes embedded etcd's
+	// chatter, which buries the gateway's own lines in a failure's log).
+	LogLevel string
+	// Config is merged over the generated configuration (maps merge key by
+	// key, everything else replaces), for settings that later features add.
+	Config map[string]any
+	// Env is added to the gateway's environment (which otherwise has no
+	// SWEEPGATE_ variables).
+	Env []string
+	// Args are added after `serve --config FILE`.
+	Args []string
+}
+
+// Gateway is a running sweepgate binary.
+type Gateway struct {
+	// Endpoint is the plain-HTTP S3 endpoint, http://127.0.0.1:PORT.
+	Endpoint string
+	// TLSEndpoint is the HTTPS S3 endpoint, https://127.0.0.1:PORT, served
+	// with Cert.
+	TLSEndpoint string
+	// AdminEndpoint serves /metrics, /healthz and /readyz.
+	AdminEndpoint string
+	// Cert is the TLS listener's certificate; Cert.Pool trusts it.
+	Cert *TLSCert
+	// Dir holds the configuration, the log and the embedded etcd's data.
+	Dir        string
+	ConfigFile string
+	LogFile    string
+	// EtcdDataDir is the embedded etcd's data directory (empty with an
+	// external etcd).
+	EtcdDataDir string
+	// EtcdClientURL is the embedded etcd's client URL (empty with an
+	// external etcd).
+	EtcdClientURL string
+
+	t    testing.TB
+	bin  string
+	args []string
+	env  []string
+
+	mu   sync.Mutex
+	proc *process
+}
+
+// gatewayStartAttempts bounds the retries when a freshly chosen port was
+// taken by someone else before the gateway bound it.
+const gatewayStartAttempts = 3
+
+// gatewayReadyTimeout bounds the wait for /readyz, which includes starting
+// embedded etcd.
+const gatewayReadyTimeout = 90 * time.Second
+
+// gatewayStopGrace is how long a SIGTERM may take before the harness kills
+// the gateway and fails the test: a gateway must stop cleanly.
+const gatewayStopGrace = 30 * time.Second
+
+var build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// BuildSweepgate returns the path of a sweepgate binary: SWEEPGATE_BIN, or
+// ./cmd/sweepgate built once per test process into a temporary directory
+// (removed by Main). SWEEPGATE_E2E_RACE=1 builds it with the race detector.
+func BuildSweepgate(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("SWEEPGATE_BIN"); p != "" {
+		return p
+	}
+	build.once.Do(func() {
+		root, err := ModuleRoot()
+		if err != nil {
+			build.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "sweepgate-e2e-bin-")
+		if err != nil {
+			build.err = fmt.Errorf("temp dir for the build: %w", err)
+			return
+		}
+		addSharedCleanup(func() { os.RemoveAll(dir) })
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			build.err = fmt.Errorf("go tool not on PATH: %w", err)
+			return
+		}
+		path := filepath.Join(dir, "sweepgate")
+		args := []string{"build", "-o", path}
+		if os.Getenv("SWEEPGATE_E2E_RACE") == "1" {
+			args = append(args, "-race")
+		}
+		args = append(args, "./cmd/sweepgate")
+		cmd := exec.Command(goBin, args...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+			return
+		}
+		build.path = path
+	})
+	if build.err != nil {
+		t.Fatalf("harness: build sweepgate: %v", build.err)
+	}
+	return build.path
+}
+
+// StartGateway writes a configuration for a gateway in front of m and runs
+// `sweepgate serve --config FILE` with it, waiting until /readyz on the admin
+// listener answers 200. t.Cleanup stops it (and fails the test if it does
+// not stop cleanly); its log is printed when the test fails.
+func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
+	t.Helper()
+	bin := BuildSweepgate(t)
+	dir := t.TempDir()
+	g := &Gateway{
+		Dir:        dir,
+		ConfigFile: filepath.Join(dir, "config.yaml"),
+		LogFile:    filepath.Join(dir, "sweepgate.log"),
+		Cert:       NewTLSCert(t, dir),
+		t:          t,
+		bin:        bin,
+	}
+	g.args = append([]string{"serve", "--config", g.ConfigFile}, opts.Args...)
+	g.env = childEnv([]string{"SWEEPGATE_", "AWS_"}, opts.Env...)
+	dumpLogOnFailure(t, "sweepgate", g.LogFile)
+
+	var lastErr error
+	for attempt := 1; attempt <= gatewayStartAttempts; attempt++ {
+		// A fresh etcd data dir per attempt: a half-started etcd leaves
+		// member state bound to the old peer URL.
+		g.EtcdDataDir = ""
+		if len(opts.EtcdEndpoints) == 0 {
+			g.EtcdDataDir = filepath.Join(dir, fmt.Sprintf("etcd-%d", attempt))
+		}
+		if err := g.writeConfig(m, opts); err != nil {
+			t.Fatalf("harness: %v", err)
+		}
+		lastErr = g.start()
+		if lastErr == nil {
+			t.Cleanup(func() {
+				if err := g.stop(); err != nil {
+					t.Errorf("harness: %v", err)
+				}
+			})
+			return g
+		}
+		t.Logf("harness: sweepgate attempt %d: %v", attempt, lastErr)
+		if !strings.Contains(readTail(g.LogFile, logTail), "address already in use") {
+			break
+		}
+	}
+	t.Fatalf("harness: sweepgate did not become ready: %v", lastErr)
+	return nil
+}
+
+// writeConfig chooses ports and writes the YAML configuration (as JSON,
+// which is YAML).
+func (g *Gateway) writeConfig(m *MinIO, opts Options) error {
+	ports := freePorts(g.t, 5)
+	g.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	g.TLSEndpoint = fmt.Sprintf("https://127.0.0.1:%d", ports[1])
+	g.AdminEndpoint = fmt.Sprintf("http://127.0.0.1:%d", ports[2])
+
+	domains := opts.Domains
+	if domains == nil {
+		domains = []string{"localhost"}
+	}
+	creds := make([]map[string]any, 0, len(opts.Credentials))
+	for _, c := range opts.Credentials {
+		creds = append(creds, map[string]any{
+			"access_key": c.AccessKey,
+			"secret_key": c.SecretKey,
+			"principal":  c.Principal,
+		})
+	}
+	etcd := map[string]any{}
+	if opts.EtcdPrefix != "" {
+		etcd["prefix"] = opts.EtcdPrefix
+	}
+	if len(opts.EtcdEndpoints) > 0 {
+		etcd["endpoints"] = opts.EtcdEndpoints
+		g.EtcdClientURL = ""
+	} else {
+		g.EtcdClientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[3])
+		etcd["embedded"] = map[string]any{
+			"data_dir":   g.EtcdDataDir,
+			"client_url": g.EtcdClientURL,
+			"peer_url":   fmt.Sprintf("http://127.0.0.1:%d", ports[4]),
+		}
+	}
+	level := opts.LogLevel
+	if level == "" {
+		level = os.Getenv("SWEEPGATE_E2E_LOG_LEVEL")
+	}
+	if level == "" {
+		level = "info"
+	}
+	cfg := map[string]any{
+		"listen":        strings.TrimPrefix(g.Endpoint, "http://"),
+		"tls_listen":    strings.TrimPrefix(g.TLSEndpoint, "https://"),
+		"tls_cert_file": g.Cert.CertFile,
+		"tls_key_file":  g.Cert.KeyFile,
+		"region":        m.Region,
+		"domains":       domains,
+		"backend": map[string]any{
+			"endpoint":   m.Endpoint,
+			"region":     m.Region,
+			"access_key": m.AccessKey,
+			"secret_key": m.SecretKey,
+		},
+		"credentials":                creds,
+		"accept_backend_credentials": !opts.RejectBackendCredentials,
+		"etcd":                       etcd,
+		"admin":                      map[string]any{"listen": strings.TrimPrefix(g.AdminEndpoint, "http://")},
+		"log":                        map[string]any{"format": "json", "level": level},
+	}
+	if opts.MaxClockSkew > 0 {
+		cfg["max_clock_skew"] = opts.MaxClockSkew.String()
+	}
+	mergeConfig(cfg, opts.Config)
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode gateway config: %w", err)
+	}
+	if err := os.WriteFile(g.ConfigFile, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write gateway config: %w", err)
+	}
+	return nil
+}
+
+// mergeConfig merges src into dst: nested maps key by key, other values
+// replace.
+func mergeConfig(dst, src map[string]any) {
+	for k, v := range src {
+		if sv, ok := v.(map[string]any); ok {
+			if dv, ok := dst[k].(map[string]any); ok {
+				dv = maps.Clone(dv)
+				mergeConfig(dv, sv)
+				dst[k] = dv
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}
+
+// start runs the binary with the current configuration and waits for
+// readiness.
+func (g *Gateway) start() error {
+	proc, err := startProcess("sweepgate", g.LogFile, g.bin, g.args, g.env)
+	if err != nil {
+		return err
+	}
+	if err := waitHTTP(g.t.Context(), proc, g.AdminEndpoint+"/readyz", nil, gatewayReadyTimeout, isStatus(http.StatusOK)); err != nil {
+		proc.kill()
+		return err
+	}
+	g.mu.Lock()
+	g.proc = proc
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *Gateway) current() *process {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.proc
+}
+
+// stop sends SIGTERM and waits; it reports a gateway that had to be killed
+// or that exited with an error.
+func (g *Gateway) stop() error {
+	p := g.current()
+	if p == nil {
+		return nil
+	}
+	if done, _ := p.exited(); done {
+		return nil
+	}
+	if err := p.stop(gatewayStopGrace); err != nil {
+		return fmt.Errorf("stop sweepgate (pid %d): %w", p.pid(), err)
+	}
+	return nil
+}
+
+// Stop stops the gateway with SIGTERM, failing the test if it does not stop
+// cleanly within 30 seconds.
+func (g *Gateway) Stop() {
+	g.t.Helper()
+	if err := g.stop(); err != nil {
+		g.t.Fatalf("harness: %v", err)
+	}
+}
+
+// Kill ends the gateway with SIGKILL, as a crash would.
+func (g *Gateway) Kill() {
+	if p := g.current(); p != nil {
+		p.kill()
+	}
+}
+
+// Running reports whether the gateway process is alive.
+func (g *Gateway) Running() bool {
+	p := g.current()
+	if p == nil {
+		return false
+	}
+	done, _ := p.exited()
+	return !done
+}
+
+// Restart stops the gateway (if it is running) and starts it again with the
+// same configuration, ports and etcd data, waiting for readiness.
+func (g *Gateway) Restart() {
+	g.t.Helper()
+	if err := g.stop(); err != nil {
+		g.t.Fatalf("harness: %v", err)
+	}
+	if err := g.start(); err != nil {
+		g.t.Fatalf("harness: restart sweepgate: %v", err)
+	}
+}
+
+// PID returns the gateway's process id.
+func (g *Gateway) PID() int {
+	if p := g.current(); p != nil {
+		return p.pid()
+	}
+	return 0
+}
+
+// Log returns what the gateway has written to its log so far (all of it,
+// across restarts).
+func (g *Gateway) Log() string {
+	b, err := os.ReadFile(g.LogFile)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// Addr returns host:port of the plain-HTTP S3 listener.
+func (g *Gateway) Addr() string { return strings.TrimPrefix(g.Endpoint, "http://") }
+
+// Port returns the port of the plain-HTTP S3 listener.
+func (g *Gateway) Port() int {
+	_, p, _ := strings.Cut(g.Addr(), ":")
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// TLSConfig returns a client TLS configuration that trusts the gateway's
+// certificate.
+func (g *Gateway) TLSConfig() *tls.Config {
+	return &tls.Config{RootCAs: g.Cert.Pool, MinVersion: tls.VersionTLS12}
+}
+
+// TLSClient returns an HTTP client that trusts the gateway's certificate.
+func (g *Gateway) TLSClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = g.TLSConfig()
+	return &http.Client{Transport: tr}
+}
+
+// Metrics fetches the admin listener's /metrics text.
+func (g *Gateway) Metrics() (string, error) {
+	resp, err := http.Get(g.AdminEndpoint + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("metrics: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return string(b), errors.New("metrics: " + resp.Status)
+	}
+	return string(b), nil
+}

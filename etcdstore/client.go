@@ -1,0 +1,88 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultDialTimeout bounds how long Connect waits for etcd to answer.
+const DefaultDialTimeout = 5 * time.Second
+
+// healthKey is the key etcdctl's endpoint health reads; reading it, present
+// or not, needs a quorum when the read is linearizable.
+const healthKey = "health"
+
+// Connect opens a client to the etcd cluster at endpoints and proves that the
+// cluster answers (see Health) before returning it, so that a wrong endpoint
+// fails at startup with a clear error instead of on the first request. It
+// waits at most dialTimeout (DefaultDialTimeout when zero) or until ctx is
+// done. The caller closes the client.
+//
+// The client logs nothing: its only records are retries that the caller sees
+// as errors anyway. Use ConnectLogged to keep its warnings.
+func Connect(ctx context.Context, endpoints []string, dialTimeout time.Duration) (*clientv3.Client, error) {
+	return ConnectLogged(ctx, endpoints, dialTimeout, nil)
+}
+
+// ConnectLogged is Connect with the client's warnings and errors written to
+// log (its info records at debug level).
+func ConnectLogged(ctx context.Context, endpoints []string, dialTimeout time.Duration, log *slog.Logger) (*clientv3.Client, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("etcdstore: no etcd endpoints")
+	}
+	if dialTimeout <= 0 {
+		dialTimeout = DefaultDialTimeout
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: dialTimeout,
+		Logger:      newZapLogger(log, "etcd-client", nil),
+		// Without keepalives a half-open connection to a dead member is only
+		// noticed when a request times out.
+		DialKeepAliveTime:    30 * time.Second,
+		DialKeepAliveTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: connect to %s: %w", strings.Join(endpoints, ","), err)
+	}
+	hctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	if err := Health(hctx, cli); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcdstore: connect to %s: %w", strings.Join(endpoints, ","), err)
+	}
+	return cli, nil
+}
+
+// Health returns nil when the cluster can serve sweepgate: a linearizable read
+// succeeds (so a quorum is reachable and has a leader) and no alarm is raised.
+// An alarm such as NOSPACE makes etcd refuse writes, so a gateway that would
+// record sessions there is not healthy even though reads still work.
+func Health(ctx context.Context, cli *clientv3.Client) error {
+	// A linearizable Get goes through raft's read index: it fails without a
+	// leader, where a serializable one would answer from a lone member.
+	_, err := cli.Get(ctx, healthKey, clientv3.WithCountOnly())
+	if err != nil && !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		// Permission denied still proves a quorum answered (etcdctl's rule).
+		return fmt.Errorf("etcdstore: health read: %w", err)
+	}
+	alarms, err := cli.AlarmList(ctx)
+	if err != nil {
+		return fmt.Errorf("etcdstore: health alarm list: %w", err)
+	}
+	if len(alarms.Alarms) > 0 {
+		names := make([]string, 0, len(alarms.Alarms))
+		for _, a := range alarms.Alarms {
+			names = append(names, fmt.Sprintf("%s on member %x", a.Alarm, a.MemberID))
+		}
+		return fmt.Errorf("etcdstore: etcd alarm raised: %s", strings.Join(names, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package etcdstore
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// DefaultPrefix is the key prefix when none is configured.
+const DefaultPrefix = "/sweepgate/"
+
+// Keys builds the etcd keys of sweepgate's records (see the key layout in
+// DESIGN.md). Every key lives under Prefix so that several gateways, or other
+// applications, can share one etcd cluster without touching each other's
+// keys, and so that one range scan covers all of sweepgate's state.
+//
+// Variable parts of a key (bucket names, upload IDs) are path-escaped, so a
+// '/' inside one can never make a key of one record a prefix of another's.
+type Keys struct {
+	// Prefix is the common prefix. Methods treat a missing trailing '/' as
+	// present and an empty Prefix as DefaultPrefix; NewKeys checks it.
+	Prefix string
+}
+
+// NewKeys returns Keys for prefix after checking and normalizing it (a
+// trailing '/' is added when missing).
+func NewKeys(prefix string) (Keys, error) {
+	if prefix == "" {
+		return Keys{}, errors.New("etcdstore: key prefix is empty; use a dedicated prefix such as " + DefaultPrefix)
+	}
+	if strings.ContainsRune(prefix, 0) {
+		return Keys{}, fmt.Errorf("etcdstore: key prefix %q contains a NUL byte", prefix)
+	}
+	return Keys{Prefix: Keys{Prefix: prefix}.Root()}, nil
+}
+
+// Root returns the normalized prefix, ending in '/'. A range over Root covers
+// every sweepgate key.
+func (k Keys) Root() string {
+	p := k.Prefix
+	if p == "" {
+		return DefaultPrefix
+	}
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return p
+}
+
+// Sessions returns the prefix of all upload sessions in bucket.
+func (k Keys) Sessions(bucket string) string {
+	return k.Root() + "sessions/" + url.PathEscape(bucket) + "/"
+}
+
+// Session returns the key of one multipart upload session.
+func (k Keys) Session(bucket, uploadID string) string {
+	return k.Sessions(bucket) + url.PathEscape(uploadID)
+}
+
+// Parts returns the prefix of all part records of one upload.
+func (k Keys) Parts(uploadID string) string {
+	return k.Root() + "parts/" + url.PathEscape(uploadID) + "/"
+}
+
+// Part returns the key of one part record. The part number is zero-padded to
+// five digits (S3 allows 1 to 10000) so that a range scan returns parts in
+// numeric order, which CompleteMultipartUpload and ListParts need.
+func (k Keys) Part(uploadID string, partNumber int) string {
+	return fmt.Sprintf("%s%05d", k.Parts(uploadID), partNumber)
+}

@@ -1,0 +1,315 @@
+// Package gateway is sweepgate's S3 front door. It authenticates every request
+// with AWS Signature V4, decides where the request goes, and passes ordinary
+// S3 calls through to the backend as a streaming reverse proxy, re-signed
+// with the backend's credentials.
+//
+// A request's path through the package, in order: ServeHTTP (request id,
+// metrics, log line) -> sigv4.Verifier.Verify (who signed it, how its body is
+// checked) -> resolveRoute (bucket, key, operation) -> dispatch (the one place
+// that decides which handler serves an operation) -> proxy (rewrite, sign,
+// stream).
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/gateway/sigv4"
+)
+
+// Config is what a Gateway needs to know.
+type Config struct {
+	// BackendEndpoint is the URL of the backing S3 server, e.g. http://127.0.0.1:9100.
+	BackendEndpoint string
+	// BackendRegion, BackendAccessKey and BackendSecretKey sign requests to the backend.
+	BackendRegion, BackendAccessKey, BackendSecretKey string
+	// Region is the region clients sign for; empty accepts any region.
+	Region string
+	// Domains enable virtual-hosted-style requests: Host bucket.<domain>.
+	Domains []string
+	// Credentials are the keys clients may sign with, each naming a principal.
+	Credentials []sigv4.Credential
+	// MaxClockSkew is how far a request's time may lie from the gateway's clock.
+	MaxClockSkew time.Duration
+	// Logger receives one line per request and the gateway's warnings.
+	Logger *slog.Logger
+	// Metrics registers the gateway's series; nil registers nothing.
+	Metrics prometheus.Registerer
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Gateway is an http.Handler that serves the S3 API in front of a backend.
+type Gateway struct {
+	domains  []string
+	verifier *sigv4.Verifier
+	backend  *url.URL
+	client   *http.Client // signed requests to the backend, for health checks
+	proxy    *httputil.ReverseProxy
+	log      *slog.Logger
+	metrics  *metrics
+	ids      *requestIDs
+	now      func() time.Time
+}
+
+// New returns a Gateway for cfg.
+func New(cfg Config) (*Gateway, error) {
+	backend, err := url.Parse(cfg.BackendEndpoint)
+	if err != nil || backend.Host == "" || (backend.Scheme != "http" && backend.Scheme != "https") {
+		return nil, fmt.Errorf("backend endpoint %q: want an http:// or https:// URL", cfg.BackendEndpoint)
+	}
+	if cfg.BackendAccessKey == "" || cfg.BackendSecretKey == "" {
+		return nil, errors.New("backend access key and secret key are required")
+	}
+	if len(cfg.Credentials) == 0 {
+		return nil, errors.New("no client credentials configured: nobody could sign in")
+	}
+	if cfg.BackendRegion == "" {
+		cfg.BackendRegion = "us-east-1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	creds := sigv4.NewStaticCredentials(cfg.Credentials...)
+	transport := newBackendTransport(aws.Credentials{
+		AccessKeyID:     cfg.BackendAccessKey,
+		SecretAccessKey: cfg.BackendSecretKey,
+	}, cfg.BackendRegion, cfg.Now)
+	g := &Gateway{
+		domains: cfg.Domains,
+		verifier: &sigv4.Verifier{
+			Credentials: creds,
+			Region:      cfg.Region,
+			MaxSkew:     cfg.MaxClockSkew,
+			Now:         cfg.Now,
+		},
+		backend: backend,
+		client:  &http.Client{Transport: transport, Timeout: 10 * time.Second},
+		log:     cfg.Logger,
+		metrics: newMetrics(cfg.Metrics),
+		ids:     newRequestIDs(),
+		now:     cfg.Now,
+	}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:        g.rewrite,
+		Transport:      transport,
+		FlushInterval:  100 * time.Millisecond,
+		ModifyResponse: g.modifyResponse,
+		ErrorHandler:   g.proxyError,
+		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return g, nil
+}
+
+// CheckBackend reports whether the backend answers requests signed with the
+// configured credentials.
+func (g *Gateway) CheckBackend(ctx context.Context) error {
+	return checkBackend(ctx, g.client, g.backend)
+}
+
+// request is what the gateway knows about one request while serving it.
+type request struct {
+	id    string
+	route Route
+	auth  *sigv4.Result
+	// backendRequestID is the backend's own id for its response, for the log.
+	backendRequestID string
+	backendStart     time.Time
+}
+
+type requestKey struct{}
+
+func requestFrom(ctx context.Context) *request {
+	req, _ := ctx.Value(requestKey{}).(*request)
+	return req
+}
+
+// ServeHTTP serves one S3 request.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := g.now()
+	req := &request{id: g.ids.next()}
+	rec := &responseRecorder{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), requestKey{}, req))
+	defer func() {
+		elapsed := g.now().Sub(start)
+		status := rec.status
+		if status == 0 {
+			status = 499 // the client went away before any answer
+		}
+		g.metrics.observe(req.route.Operation, status, elapsed)
+		attrs := []any{
+			"id", req.id, "op", req.route.Operation, "method", r.Method,
+			"bucket", req.route.Bucket, "status", status, "bytes_out", rec.bytes,
+			"duration_ms", elapsed.Milliseconds(), "remote", r.RemoteAddr,
+		}
+		if req.auth != nil {
+			attrs = append(attrs, "principal", req.auth.Principal)
+		}
+		if req.backendRequestID != "" {
+			attrs = append(attrs, "backend_id", req.backendRequestID)
+		}
+		g.log.Info("request", attrs...)
+	}()
+
+	req.route = resolveRoute(r, g.domains)
+	auth, err := g.verifier.Verify(r)
+	if err != nil {
+		g.metrics.authFailures.WithLabelValues(s3err.As(err).Code).Inc()
+		g.writeError(rec, r, err)
+		return
+	}
+	req.auth = auth
+	g.dispatch(rec, r, req)
+}
+
+// dispatch sends an authenticated request to the handler for its operation.
+// Every operation passes through to the backend for now; the multipart calls
+// are named here because they are where sweepgate's session handling will
+// take over.
+func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request) {
+	switch {
+	case req.route.Operation.IsMultipart():
+		g.forward(w, r, req) // seam: intercepted by the multipart service
+	default:
+		g.forward(w, r, req)
+	}
+}
+
+// forward passes the request to the backend through the reverse proxy.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, req *request) {
+	if out := req.auth.Payload.Outbound(); out.ContentLength == 0 {
+		// No body goes to the backend, so check now that the empty payload is
+		// the one that was signed.
+		if err := out.Apply(&http.Request{}); err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+	}
+	g.proxy.ServeHTTP(w, r)
+}
+
+// clientAuthHeaders belong to the client's signature and must not reach the
+// backend, which gets the gateway's own.
+var clientAuthHeaders = []string{
+	"Authorization", "X-Amz-Date", "X-Amz-Content-Sha256", "X-Amz-Security-Token",
+}
+
+// presignQuery are the query parameters of a presigned URL's signature.
+var presignQuery = []string{
+	"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
+	"X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token",
+}
+
+// rewrite turns an authenticated client request into the backend request:
+// path-style address, the client's signature removed, the verified body and
+// the headers its payload mode needs. The signing transport signs it.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	req := requestFrom(pr.In.Context())
+	out := pr.Out
+	path, rawPath := backendPath(req.route)
+	out.URL.Scheme = g.backend.Scheme
+	out.URL.Host = g.backend.Host
+	out.URL.Path, out.URL.RawPath = path, rawPath
+	out.Host = ""
+	if req.auth.Presigned {
+		q := pr.In.URL.Query()
+		for _, k := range presignQuery {
+			q.Del(k)
+		}
+		out.URL.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	}
+	for _, h := range clientAuthHeaders {
+		out.Header.Del(h)
+	}
+	// forward has already read an empty payload, so Apply cannot fail here.
+	_ = req.auth.Payload.Outbound().Apply(out)
+	req.backendStart = g.now()
+}
+
+// modifyResponse stamps the gateway's request id on a backend response. It
+// refuses a response to a body that failed verification: that cannot be a
+// success, and the client must hear why.
+func (g *Gateway) modifyResponse(resp *http.Response) error {
+	req := requestFrom(resp.Request.Context())
+	g.metrics.backendDuration.WithLabelValues(string(req.route.Operation)).Observe(g.now().Sub(req.backendStart).Seconds())
+	if err := req.auth.Payload.Err(); err != nil {
+		return err
+	}
+	req.backendRequestID = resp.Header.Get("X-Amz-Request-Id")
+	resp.Header.Set("X-Amz-Request-Id", req.id)
+	return nil
+}
+
+// proxyError answers a request whose backend round trip failed: with the
+// body's own verification error when that is what stopped it, and otherwise
+// with ServiceUnavailable, since the backend's answer is unknown.
+func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	req := requestFrom(r.Context())
+	if perr := req.auth.Payload.Err(); perr != nil {
+		var s3e *s3err.Error
+		if errors.As(perr, &s3e) {
+			g.writeError(w, r, perr)
+			return
+		}
+	}
+	if r.Context().Err() != nil {
+		return // the client went away; nobody is left to answer
+	}
+	g.log.Warn("backend request failed", "id", req.id, "op", req.route.Operation, "err", err)
+	g.writeError(w, r, s3err.ErrBadGateway)
+}
+
+// writeError answers with an S3 XML error. When the client's body was not
+// read to its end the connection cannot be reused, so it is closed.
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	req := requestFrom(r.Context())
+	var s3e *s3err.Error
+	if !errors.As(err, &s3e) {
+		g.log.Error("internal error", "id", req.id, "err", err)
+	}
+	if r.ContentLength != 0 && (req.auth == nil || !req.auth.Payload.Consumed()) {
+		w.Header().Set("Connection", "close")
+	}
+	s3err.Write(w, err, r.URL.Path, req.id)
+}
+
+// responseRecorder remembers the status and size of a response for the
+// request's log line and metrics. Unwrap lets http.ResponseController reach
+// the underlying writer's Flush.
+type responseRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *responseRecorder) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseRecorder) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *responseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,58 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the gateway's request series. Labels are the operation name (a
+// closed set) and the status class, never a bucket, key or upload id.
+type metrics struct {
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	backendDuration *prometheus.HistogramVec
+	authFailures    *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sweepgate", Name: "requests_total",
+			Help: "S3 requests served, by operation and status class.",
+		}, []string{"operation", "status_class"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sweepgate", Name: "request_duration_seconds",
+			Help:    "Time from receiving an S3 request to finishing its response, by operation and status class.",
+			Buckets: buckets,
+		}, []string{"operation", "status_class"}),
+		backendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sweepgate", Name: "backend_request_duration_seconds",
+			Help:    "Time until the backend's response headers arrived, by operation.",
+			Buckets: buckets,
+		}, []string{"operation"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sweepgate", Name: "auth_failures_total",
+			Help: "Requests refused by signature verification, by S3 error code.",
+		}, []string{"code"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.requestDuration, m.backendDuration, m.authFailures)
+	}
+	return m
+}
+
+func (m *metrics) observe(op Operation, status int, elapsed time.Duration) {
+	class := statusClass(status)
+	m.requests.WithLabelValues(string(op), class).Inc()
+	m.requestDuration.WithLabelValues(string(op), class).Observe(elapsed.Seconds())
+}
+
+func statusClass(status int) string {
+	if status < 100 || status > 599 {
+		return "other"
+	}
+	return strconv.Itoa(status/100) + "xx"
+}

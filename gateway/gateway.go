@@ -19,6 +19,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -107,7 +108,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
 		Transport:      transport,
-		FlushInterval:  100 * time.Millisecond,
+		BufferPool:     newBufferPool(copyBufferSize),
 		ModifyResponse: g.modifyResponse,
 		ErrorHandler:   g.proxyError,
 		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
@@ -120,6 +121,21 @@ func New(cfg Config) (*Gateway, error) {
 func (g *Gateway) CheckBackend(ctx context.Context) error {
 	return checkBackend(ctx, g.client, g.backend)
 }
+
+// copyBufferSize is the size of the buffers that carry response bodies from
+// the backend to the client: large enough that a large object moves in few
+// system calls, small enough that many concurrent requests stay cheap.
+const copyBufferSize = 128 << 10
+
+// bufferPool recycles the proxy's copy buffers.
+type bufferPool struct{ pool sync.Pool }
+
+func newBufferPool(size int) *bufferPool {
+	return &bufferPool{pool: sync.Pool{New: func() any { b := make([]byte, size); return &b }}}
+}
+
+func (p *bufferPool) Get() []byte  { return *p.pool.Get().(*[]byte) }
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // request is what the gateway knows about one request while serving it.
 type request struct {
@@ -254,6 +270,20 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
+// lowerMetadataNames writes user metadata header names in lower case, as S3
+// sends them. Go canonicalises header names when it reads the backend's
+// response (x-amz-meta-color becomes X-Amz-Meta-Color), so does Header.Add
+// when the proxy copies it, and clients such as botocore take the metadata
+// key's case from the header name.
+func lowerMetadataNames(h http.Header) {
+	for name, values := range h {
+		if len(name) > len("X-Amz-Meta-") && strings.HasPrefix(name, "X-Amz-Meta-") {
+			delete(h, name)
+			h[strings.ToLower(name)] = values
+		}
+	}
+}
+
 // proxyError answers a request whose backend round trip failed: with the
 // body's own verification error when that is what stopped it, and otherwise
 // with ServiceUnavailable, since the backend's answer is unknown.
@@ -299,13 +329,14 @@ type responseRecorder struct {
 func (w *responseRecorder) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 {
 		w.status = code
+		lowerMetadataNames(w.Header())
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *responseRecorder) Write(p []byte) (int, error) {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
 	}
 	n, err := w.ResponseWriter.Write(p)
 	w.bytes += int64(n)

@@ -204,8 +204,8 @@ type Outbound struct {
 // Outbound returns the form of the payload to forward to the backend:
 //
 //   - UNSIGNED-PAYLOAD: the raw body, as received.
-//   - hex SHA-256: the raw body with the same declared hash (the backend
-//     checks it again), its last byte withheld until the hash has matched.
+//   - hex SHA-256: the raw body as UNSIGNED-PAYLOAD, its last byte withheld
+//     until the hash has matched (so the backend need not hash it again).
 //   - signed chunks without trailer: the decoded data as UNSIGNED-PAYLOAD,
 //     its last byte withheld until every chunk signature has matched.
 //   - any trailer mode: the decoded data re-encoded as
@@ -229,7 +229,9 @@ func (p *Payload) buildOutbound() Outbound {
 	case ModeSHA256:
 		o.Body = &recorder{r: newTailGuard(p.decoded), st: p.st}
 		o.ContentLength = p.length
-		o.ContentSHA256 = strings.ToLower(p.contentSHA256)
+		// The gateway has checked the hash itself; asking the backend to
+		// hash every byte again would cost a third SHA-256 pass per upload.
+		o.ContentSHA256 = unsignedPayload
 	case ModeStreamingSigned:
 		o.Body = &recorder{r: newTailGuard(p.decoded), st: p.st}
 		o.ContentLength = p.decodedLength
@@ -274,6 +276,11 @@ func (o Outbound) Apply(req *http.Request) error {
 	req.Header.Del("Content-Length")
 	req.GetBody = nil
 	req.ContentLength = o.ContentLength
+	if o.ContentLength >= 0 {
+		// The client may have framed its body with HTTP chunking; the
+		// backend gets the exact length instead.
+		req.TransferEncoding = nil
+	}
 	if o.ContentLength == 0 {
 		if err := drainEmpty(o.Body); err != nil {
 			return err

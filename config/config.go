@@ -46,9 +46,22 @@ type Config struct {
 	// MaxClockSkew is how far a request's signing time may be from ours.
 	MaxClockSkew time.Duration
 
-	Etcd  Etcd
-	Admin Admin
-	Log   Log
+	Etcd     Etcd
+	Sessions Sessions
+	Admin    Admin
+	Log      Log
+}
+
+// Sessions configures the multipart upload sessions and their reconciler.
+type Sessions struct {
+	Enabled              bool
+	EnforceOwnership     bool
+	AdminPrincipals      []string
+	IdempotencyRetention time.Duration
+	Retention            time.Duration
+	ReconcileInterval    time.Duration
+	ReconcileAfter       time.Duration
+	StuckLimit           time.Duration
 }
 
 // Backend is the S3 server behind the gateway.

@@ -62,6 +62,15 @@ func TestDefaults(t *testing.T) {
 				QuotaBackendBytes:       2 << 30,
 			},
 		},
+		Sessions: Sessions{
+			Enabled:              true,
+			EnforceOwnership:     true,
+			IdempotencyRetention: 24 * time.Hour,
+			Retention:            7 * 24 * time.Hour,
+			ReconcileInterval:    time.Minute,
+			ReconcileAfter:       time.Minute,
+			StuckLimit:           time.Hour,
+		},
 		Admin: Admin{Listen: "127.0.0.1:9001"},
 		Log:   Log{Format: "text", Level: "info"},
 	}

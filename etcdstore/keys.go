@@ -69,3 +69,21 @@ func (k Keys) Parts(uploadID string) string {
 func (k Keys) Part(uploadID string, partNumber int) string {
 	return fmt.Sprintf("%s%05d", k.Parts(uploadID), partNumber)
 }
+
+// Activity returns the key that records an upload's latest client activity
+// (a part started, parts listed). It is separate from the session so that
+// parallel parts of one upload never conflict with each other: they all
+// compare the session and write here.
+func (k Keys) Activity(uploadID string) string {
+	return k.Root() + "activity/" + url.PathEscape(uploadID)
+}
+
+// Idempotency returns the key of a recorded outcome for an idempotency key.
+func (k Keys) Idempotency(id string) string {
+	return k.Root() + "idem/" + url.PathEscape(id)
+}
+
+// AllSessions returns the prefix of every session in every bucket.
+func (k Keys) AllSessions() string {
+	return k.Root() + "sessions/"
+}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/multipart"
 )
 
 // Config is what a Gateway needs to know.
@@ -49,19 +50,24 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Sessions turns on multipart sessions; nil passes multipart calls
+	// through like any other.
+	Sessions *SessionsConfig
 }
 
 // Gateway is an http.Handler that serves the S3 API in front of a backend.
 type Gateway struct {
-	domains  []string
-	verifier *sigv4.Verifier
-	backend  *url.URL
-	client   *http.Client // signed requests to the backend, for health checks
-	proxy    *httputil.ReverseProxy
-	log      *slog.Logger
-	metrics  *metrics
-	ids      *requestIDs
-	now      func() time.Time
+	domains       []string
+	verifier      *sigv4.Verifier
+	backend       *url.URL
+	client        *http.Client // signed requests to the backend, for health checks
+	backendClient *backendClient
+	sessions      *multipart.Service
+	proxy         *httputil.ReverseProxy
+	log           *slog.Logger
+	metrics       *metrics
+	ids           *requestIDs
+	now           func() time.Time
 }
 
 // New returns a Gateway for cfg.
@@ -104,6 +110,23 @@ func New(cfg Config) (*Gateway, error) {
 		metrics: newMetrics(cfg.Metrics),
 		ids:     newRequestIDs(),
 		now:     cfg.Now,
+	}
+	g.backendClient = &backendClient{endpoint: backend, transport: transport}
+	if sc := cfg.Sessions; sc != nil {
+		g.sessions, err = multipart.New(multipart.Config{
+			Store:                sc.Store,
+			Backend:              g.backendClient,
+			EnforceOwnership:     sc.EnforceOwnership,
+			AdminPrincipals:      sc.AdminPrincipals,
+			IdempotencyRetention: sc.IdempotencyRetention,
+			Fault:                sc.Fault,
+			Now:                  cfg.Now,
+			Logger:               cfg.Logger,
+			Metrics:              cfg.Metrics,
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
@@ -192,14 +215,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.dispatch(rec, r, req)
 }
 
-// dispatch sends an authenticated request to the handler for its operation.
-// Every operation passes through to the backend for now; the multipart calls
-// are named here because they are where sweepgate's session handling will
-// take over.
+// dispatch sends an authenticated request to the handler for its operation:
+// the multipart calls to the session service (when sessions are on), and
+// everything else through the reverse proxy.
 func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request) {
 	switch {
-	case req.route.Operation.IsMultipart():
-		g.forward(w, r, req) // seam: intercepted by the multipart service
+	case req.route.Operation.IsMultipart() && g.sessions != nil:
+		g.serveMultipart(w, r, req)
 	default:
 		g.forward(w, r, req)
 	}
@@ -235,14 +257,23 @@ var presignQuery = []string{
 // the headers its payload mode needs. The signing transport signs it.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	req := requestFrom(pr.In.Context())
-	out := pr.Out
+	g.addressBackend(pr.Out, pr.In, req)
+	// forward has already read an empty payload, so Apply cannot fail here.
+	_ = req.auth.Payload.Outbound().Apply(pr.Out)
+	req.backendStart = g.now()
+}
+
+// addressBackend points out, a copy of the client's request in, at the
+// backend: path-style, with the client's signature (header or presigned
+// query) removed. The signing transport adds the gateway's own.
+func (g *Gateway) addressBackend(out, in *http.Request, req *request) {
 	path, rawPath := backendPath(req.route)
 	out.URL.Scheme = g.backend.Scheme
 	out.URL.Host = g.backend.Host
 	out.URL.Path, out.URL.RawPath = path, rawPath
 	out.Host = ""
 	if req.auth.Presigned {
-		q := pr.In.URL.Query()
+		q := in.URL.Query()
 		for _, k := range presignQuery {
 			q.Del(k)
 		}
@@ -251,9 +282,6 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	for _, h := range clientAuthHeaders {
 		out.Header.Del(h)
 	}
-	// forward has already read an empty payload, so Apply cannot fail here.
-	_ = req.auth.Payload.Outbound().Apply(out)
-	req.backendStart = g.now()
 }
 
 // modifyResponse stamps the gateway's request id on a backend response. It

@@ -11,18 +11,22 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/multipart"
 )
 
 const (
@@ -144,9 +148,13 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		MaxClockSkew:     cfg.MaxClockSkew,
 		Logger:           logger,
 		Metrics:          reg,
+		Sessions:         sessionsConfig(cfg, etcdClient, logger),
 	})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
+	}
+	if sessions := gw.Sessions(); sessions != nil {
+		go runReconciler(ctx, sessions, cfg.Sessions, logger)
 	}
 
 	// Bind every listener before serving on any, so that a taken port fails
@@ -345,4 +353,68 @@ func (w httpLogWriter) Write(p []byte) (int, error) {
 	}
 	w.logger.Log(context.Background(), level, msg, "component", "http")
 	return len(p), nil
+}
+
+// faultEnv names the test hook that stops the process at a chosen point of a
+// destructive path (multipart.Fault* names), to test crash recovery. It is
+// an environment variable, not a setting: nobody should set it by accident.
+const faultEnv = "SWEEPGATE_TEST_FAULT"
+
+// sessionsConfig returns the gateway's multipart session settings, or nil
+// when sessions are off.
+func sessionsConfig(cfg *config.Config, cli *clientv3.Client, logger *slog.Logger) *gateway.SessionsConfig {
+	if !cfg.Sessions.Enabled {
+		return nil
+	}
+	keys, _ := etcdstore.NewKeys(cfg.Etcd.Prefix) // config validated the prefix
+	sc := &gateway.SessionsConfig{
+		Store:                etcdstore.NewStore(cli, keys),
+		EnforceOwnership:     cfg.Sessions.EnforceOwnership,
+		AdminPrincipals:      cfg.Sessions.AdminPrincipals,
+		IdempotencyRetention: cfg.Sessions.IdempotencyRetention,
+	}
+	if point := os.Getenv(faultEnv); point != "" {
+		logger.Warn("test fault hook armed: the process kills itself at this point", "point", point)
+		sc.Fault = func(at string) {
+			if at == point {
+				logger.Warn("test fault hook: killing the process", "point", at)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			}
+		}
+	}
+	return sc
+}
+
+// runReconciler settles sessions left unclear at start-up and then every
+// reconcile interval, until ctx ends.
+func runReconciler(ctx context.Context, sessions *multipart.Service, cfg config.Sessions, logger *slog.Logger) {
+	opts := multipart.ReconcileOptions{
+		After:      cfg.ReconcileAfter,
+		StuckLimit: cfg.StuckLimit,
+		Retention:  cfg.Retention,
+		Actor:      "reconciler",
+	}
+	run := func() {
+		report, err := sessions.Reconcile(ctx, opts)
+		if err != nil && ctx.Err() == nil {
+			logger.Error("reconciler run failed", "err", err)
+			return
+		}
+		logger.Debug("reconciler run", "report", report)
+	}
+	run()
+	if cfg.ReconcileInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			run()
+		}
+	}
 }

@@ -79,16 +79,21 @@ type document struct {
 	RequestID string   `xml:"RequestId"`
 }
 
+// Document renders err as an S3 XML error document, with the XML header.
+func Document(err error, resource, requestID string) []byte {
+	e := As(err)
+	body, _ := xml.Marshal(document{Code: e.Code, Message: e.Message, Resource: resource, RequestID: requestID})
+	return append([]byte(xml.Header), body...)
+}
+
 // Write writes err to w as an S3 XML error document. The resource is the
 // request path, and requestID is also set as the x-amz-request-id header.
 func Write(w http.ResponseWriter, err error, resource, requestID string) {
-	e := As(err)
-	body, _ := xml.Marshal(document{Code: e.Code, Message: e.Message, Resource: resource, RequestID: requestID})
+	body := Document(err, resource, requestID)
 	h := w.Header()
 	h.Set("Content-Type", "application/xml")
 	h.Set("X-Amz-Request-Id", requestID)
-	h.Set("Content-Length", fmt.Sprint(len(xml.Header)+len(body)))
-	w.WriteHeader(e.HTTPStatus)
-	_, _ = w.Write([]byte(xml.Header))
+	h.Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(As(err).HTTPStatus)
 	_, _ = w.Write(body)
 }

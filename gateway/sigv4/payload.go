@@ -153,6 +153,15 @@ func (p *Payload) TrailerName() string { return p.checksum.header }
 // and its signature).
 func (p *Payload) Body() io.Reader { return &recorder{r: p.decoded, st: p.st} }
 
+// Observe makes w receive a copy of the decoded content as Body or Outbound
+// reads it, for a caller that hashes or counts what it forwards (the
+// multipart service records each part's size and SHA-256). It must be called
+// before Body or Outbound. What w saw is verified only once the read reached
+// io.EOF.
+func (p *Payload) Observe(w io.Writer) {
+	p.decoded = io.TeeReader(p.decoded, w)
+}
+
 // Checksum returns the trailing checksum (name and base64 value) once the
 // body has been read to a verified io.EOF, and ok false before that or when
 // the payload has no trailer.

@@ -1,0 +1,134 @@
+package etcdstore
+
+import (
+	"time"
+)
+
+// SessionState is where a multipart upload session stands. The meaning of
+// each state and who may move a session out of it are in DESIGN.md; the
+// multipart package enforces the transitions.
+type SessionState string
+
+// The session states.
+const (
+	StateActive         SessionState = "active"
+	StateExpired        SessionState = "expired"
+	StateCompleting     SessionState = "completing"
+	StateCompleted      SessionState = "completed"
+	StateAborting       SessionState = "aborting"
+	StateAborted        SessionState = "aborted"
+	StateCleanupPending SessionState = "cleanup_pending"
+)
+
+// AllStates lists the states in the order a session usually passes them.
+var AllStates = []SessionState{
+	StateActive, StateExpired, StateCompleting, StateCompleted,
+	StateAborting, StateAborted, StateCleanupPending,
+}
+
+// Terminal reports whether no client call moves a session out of s.
+func (s SessionState) Terminal() bool {
+	return s == StateCompleted || s == StateAborted
+}
+
+// sessionVersion is the version of the Session record's JSON layout.
+const sessionVersion = 1
+
+// maxHistory bounds the transitions a session keeps, so a record that is
+// revived and marked many times stays small.
+const maxHistory = 32
+
+// Session is the durable record of one multipart upload made through the
+// gateway.
+type Session struct {
+	Version  int          `json:"v"`
+	Bucket   string       `json:"bucket"`
+	Key      string       `json:"key"`
+	UploadID string       `json:"upload_id"`
+	Owner    string       `json:"owner"`
+	State    SessionState `json:"state"`
+	Created  time.Time    `json:"created"`
+	// LastActivity is the last activity recorded on the session itself; the
+	// activity key (Keys.Activity) may hold a later one.
+	LastActivity time.Time  `json:"last_activity"`
+	ExpiredAt    *time.Time `json:"expired_at,omitempty"`
+	// PartsDigest identifies the part list of the complete that moved the
+	// session to completing, so a retry with the same list is recognised.
+	PartsDigest string `json:"parts_digest,omitempty"`
+	// ExpectedETag is the multipart ETag the complete should produce, which
+	// lets the reconciler recognise a complete that succeeded unseen.
+	ExpectedETag string      `json:"expected_etag,omitempty"`
+	Completion   *Completion `json:"completion,omitempty"`
+	// Uncertain says what is not known about the last backend call, if
+	// anything (a lost response, a timeout).
+	Uncertain     string       `json:"uncertain,omitempty"`
+	AbortAttempts int          `json:"abort_attempts,omitempty"`
+	History       []Transition `json:"history"`
+}
+
+// Completion is the result of a successful CompleteMultipartUpload, kept so a
+// retried complete gets the same answer.
+type Completion struct {
+	Location  string    `json:"location"`
+	Bucket    string    `json:"bucket"`
+	Key       string    `json:"key"`
+	ETag      string    `json:"etag"`
+	VersionID string    `json:"version_id,omitempty"`
+	Checksums Checksums `json:"checksums,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// Checksums are the whole-object checksums S3 may return for a multipart
+// object, by response element name (ChecksumCRC32, ...).
+type Checksums map[string]string
+
+// Transition records one change of state: when, from what, to what, who did
+// it and why.
+type Transition struct {
+	At     time.Time    `json:"at"`
+	From   SessionState `json:"from,omitempty"`
+	To     SessionState `json:"to"`
+	Actor  string       `json:"actor"`
+	Term   int64        `json:"term,omitempty"`
+	Reason string       `json:"reason,omitempty"`
+}
+
+// Transition moves the session to state to and appends the change to its
+// history, dropping the oldest entries past the bound.
+func (s *Session) Transition(to SessionState, at time.Time, actor, reason string) {
+	s.History = append(s.History, Transition{At: at, From: s.State, To: to, Actor: actor, Reason: reason})
+	if len(s.History) > maxHistory {
+		s.History = append(s.History[:1], s.History[len(s.History)-maxHistory+1:]...)
+	}
+	s.State = to
+}
+
+// Activity is the latest client activity on an upload, kept at Keys.Activity.
+type Activity struct {
+	At time.Time `json:"at"`
+	// What names the call: UploadPart, UploadPartCopy, ListParts.
+	What string `json:"what"`
+	// Part is the part number for part uploads.
+	Part int `json:"part,omitempty"`
+}
+
+// Part is what the gateway recorded about one uploaded part.
+type Part struct {
+	Number int       `json:"n"`
+	ETag   string    `json:"etag"`
+	Size   int64     `json:"size"`
+	SHA256 string    `json:"sha256,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// IdempotentOutcome is the recorded answer to a request that carried an
+// Idempotency-Key, replayed to retries with the same key.
+type IdempotentOutcome struct {
+	// Request identifies what the key was first used for, so a key reused
+	// for another request is refused rather than answered wrongly.
+	Request string              `json:"request"`
+	Status  int                 `json:"status"`
+	Header  map[string][]string `json:"header,omitempty"`
+	Body    []byte              `json:"body,omitempty"`
+	At      time.Time           `json:"at"`
+}

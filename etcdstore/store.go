@@ -1,0 +1,290 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrNotFound says a record does not exist.
+var ErrNotFound = errors.New("etcdstore: not found")
+
+// ErrConflict says a compare-and-put lost: the record changed since it was
+// read. The caller reads again and decides again.
+var ErrConflict = errors.New("etcdstore: record changed since it was read")
+
+// Store reads and writes sweepgate's typed records in etcd. Every write that
+// depends on what was read is one transaction that compares the revision it
+// was decided from.
+type Store struct {
+	cli  *clientv3.Client
+	keys Keys
+}
+
+// NewStore returns a Store over cli with keys under the given layout.
+func NewStore(cli *clientv3.Client, keys Keys) *Store {
+	return &Store{cli: cli, keys: keys}
+}
+
+// Keys returns the store's key layout.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Client returns the etcd client, for callers that compose their own
+// transactions (the reclaimer adds its fence).
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// Versioned is a record with the etcd mod revision it was read at, which a
+// later compare-and-put compares against.
+type Versioned[T any] struct {
+	Value  T
+	ModRev int64
+}
+
+// GetSession reads one session. It returns ErrNotFound when there is none.
+func (s *Store) GetSession(ctx context.Context, bucket, uploadID string) (Versioned[Session], error) {
+	resp, err := s.cli.Get(ctx, s.keys.Session(bucket, uploadID))
+	if err != nil {
+		return Versioned[Session]{}, fmt.Errorf("read session: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Versioned[Session]{}, ErrNotFound
+	}
+	var sess Session
+	if err := json.Unmarshal(resp.Kvs[0].Value, &sess); err != nil {
+		return Versioned[Session]{}, fmt.Errorf("decode session %s: %w", resp.Kvs[0].Key, err)
+	}
+	return Versioned[Session]{Value: sess, ModRev: resp.Kvs[0].ModRevision}, nil
+}
+
+// CreateSession writes a new session. It fails with ErrConflict if one with
+// the same bucket and upload id exists.
+func (s *Store) CreateSession(ctx context.Context, sess *Session) (int64, error) {
+	sess.Version = sessionVersion
+	val, err := json.Marshal(sess)
+	if err != nil {
+		return 0, err
+	}
+	key := s.keys.Session(sess.Bucket, sess.UploadID)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val))).
+		Commit()
+	if err != nil {
+		return 0, fmt.Errorf("create session: %w", err)
+	}
+	if !resp.Succeeded {
+		return 0, ErrConflict
+	}
+	return resp.Header.Revision, nil
+}
+
+// SessionUpdate is one compare-and-put of a session: the new value, the
+// revision it was decided from, and anything else that must hold or happen
+// in the same transaction.
+type SessionUpdate struct {
+	Session *Session
+	// ModRev is the session's mod revision when it was read.
+	ModRev int64
+	// If holds further comparisons (a reclaimer's fence, an activity key).
+	If []clientv3.Cmp
+	// Then holds further writes made atomically with the session's.
+	Then []clientv3.Op
+}
+
+// UpdateSession writes u.Session if the session is unchanged since u.ModRev
+// and u.If holds. It returns the new revision, or ErrConflict.
+func (s *Store) UpdateSession(ctx context.Context, u SessionUpdate) (int64, error) {
+	u.Session.Version = sessionVersion
+	val, err := json.Marshal(u.Session)
+	if err != nil {
+		return 0, err
+	}
+	key := s.keys.Session(u.Session.Bucket, u.Session.UploadID)
+	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", u.ModRev)}, u.If...)
+	ops := append([]clientv3.Op{clientv3.OpPut(key, string(val))}, u.Then...)
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("update session: %w", err)
+	}
+	if !resp.Succeeded {
+		return 0, ErrConflict
+	}
+	return resp.Header.Revision, nil
+}
+
+// RecordActivity records client activity on an upload whose session is
+// unchanged since modRev. It does not write the session itself, so parallel
+// parts of one upload do not conflict.
+func (s *Store) RecordActivity(ctx context.Context, bucket, uploadID string, modRev int64, a Activity) error {
+	val, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	key := s.keys.Session(bucket, uploadID)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+		Then(clientv3.OpPut(s.keys.Activity(uploadID), string(val))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("record activity: %w", err)
+	}
+	if !resp.Succeeded {
+		return ErrConflict
+	}
+	return nil
+}
+
+// ActivityOp returns the write that records activity, for callers that put it
+// in a transaction of their own.
+func (s *Store) ActivityOp(uploadID string, a Activity) clientv3.Op {
+	val, _ := json.Marshal(a) // a plain struct always marshals
+	return clientv3.OpPut(s.keys.Activity(uploadID), string(val))
+}
+
+// GetActivity reads an upload's latest recorded activity, and ErrNotFound
+// when none was recorded.
+func (s *Store) GetActivity(ctx context.Context, uploadID string) (Versioned[Activity], error) {
+	resp, err := s.cli.Get(ctx, s.keys.Activity(uploadID))
+	if err != nil {
+		return Versioned[Activity]{}, fmt.Errorf("read activity: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Versioned[Activity]{}, ErrNotFound
+	}
+	var a Activity
+	if err := json.Unmarshal(resp.Kvs[0].Value, &a); err != nil {
+		return Versioned[Activity]{}, fmt.Errorf("decode activity: %w", err)
+	}
+	return Versioned[Activity]{Value: a, ModRev: resp.Kvs[0].ModRevision}, nil
+}
+
+// PutPart records an uploaded part. A re-upload of the same part number
+// replaces the record, as it replaces the part.
+func (s *Store) PutPart(ctx context.Context, uploadID string, p Part) error {
+	val, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if _, err := s.cli.Put(ctx, s.keys.Part(uploadID, p.Number), string(val)); err != nil {
+		return fmt.Errorf("record part: %w", err)
+	}
+	return nil
+}
+
+// ListParts reads the recorded parts of an upload in part-number order.
+func (s *Store) ListParts(ctx context.Context, uploadID string) ([]Part, error) {
+	resp, err := s.cli.Get(ctx, s.keys.Parts(uploadID), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("list parts: %w", err)
+	}
+	parts := make([]Part, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var p Part
+		if err := json.Unmarshal(kv.Value, &p); err != nil {
+			return nil, fmt.Errorf("decode part %s: %w", kv.Key, err)
+		}
+		parts = append(parts, p)
+	}
+	return parts, nil
+}
+
+// ListSessions reads every session of bucket ("" for all buckets) at one
+// etcd revision, in pages of pageSize keys, and returns them with that
+// revision.
+func (s *Store) ListSessions(ctx context.Context, bucket string, pageSize int64) ([]Versioned[Session], int64, error) {
+	prefix := s.keys.AllSessions()
+	if bucket != "" {
+		prefix = s.keys.Sessions(bucket)
+	}
+	if pageSize <= 0 {
+		pageSize = 500
+	}
+	var out []Versioned[Session]
+	var rev int64
+	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(pageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.cli.Get(ctx, key, opts...)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list sessions: %w", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			var sess Session
+			if err := json.Unmarshal(kv.Value, &sess); err != nil {
+				return nil, 0, fmt.Errorf("decode session %s: %w", kv.Key, err)
+			}
+			out = append(out, Versioned[Session]{Value: sess, ModRev: kv.ModRevision})
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, rev, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// GetIdempotent reads the recorded outcome for an idempotency key, and
+// ErrNotFound when there is none (never used, or expired).
+func (s *Store) GetIdempotent(ctx context.Context, id string) (IdempotentOutcome, error) {
+	resp, err := s.cli.Get(ctx, s.keys.Idempotency(id))
+	if err != nil {
+		return IdempotentOutcome{}, fmt.Errorf("read idempotency record: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return IdempotentOutcome{}, ErrNotFound
+	}
+	var o IdempotentOutcome
+	if err := json.Unmarshal(resp.Kvs[0].Value, &o); err != nil {
+		return IdempotentOutcome{}, fmt.Errorf("decode idempotency record: %w", err)
+	}
+	return o, nil
+}
+
+// PutIdempotent records the first outcome for an idempotency key under a
+// lease of the given retention. If an outcome is already recorded, it is kept
+// and returned with ErrConflict: the first answer is the one replayed.
+func (s *Store) PutIdempotent(ctx context.Context, id string, o IdempotentOutcome, retention time.Duration) (IdempotentOutcome, error) {
+	val, err := json.Marshal(o)
+	if err != nil {
+		return IdempotentOutcome{}, err
+	}
+	secs := int64(retention / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	lease, err := s.cli.Grant(ctx, secs)
+	if err != nil {
+		return IdempotentOutcome{}, fmt.Errorf("grant idempotency lease: %w", err)
+	}
+	key := s.keys.Idempotency(id)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease.ID))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return IdempotentOutcome{}, fmt.Errorf("record idempotency outcome: %w", err)
+	}
+	if resp.Succeeded {
+		return o, nil
+	}
+	_, _ = s.cli.Revoke(ctx, lease.ID)
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return IdempotentOutcome{}, ErrConflict
+	}
+	var prev IdempotentOutcome
+	if err := json.Unmarshal(kvs[0].Value, &prev); err != nil {
+		return IdempotentOutcome{}, fmt.Errorf("decode idempotency record: %w", err)
+	}
+	return prev, ErrConflict
+}

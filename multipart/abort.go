@@ -1,0 +1,196 @@
+package multipart
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// errNoSession says the upload has no session: it is passed through.
+var errNoSession = errors.New("multipart: upload has no session")
+
+// abort serves AbortMultipartUpload. "aborting" is recorded before the
+// backend abort; the backend's confirmation (or its NoSuchUpload) makes the
+// session "aborted", and anything unclear makes it "cleanup_pending" for
+// the reconciler. Either way the client gets 204: the upload is logically
+// gone and takes no more parts. A repeated abort answers 204 too.
+func (s *Service) abort(ctx context.Context, w http.ResponseWriter, c *Call) {
+	if s.replayIdempotent(ctx, w, c) {
+		return
+	}
+	err := s.abortUpload(ctx, c)
+	switch {
+	case errors.Is(err, errNoSession):
+		s.passThrough(ctx, w, c)
+	case errors.Is(err, errNoSuchUpload):
+		s.rememberIdempotent(ctx, c, err)
+		s.writeError(w, c, err)
+	case err != nil:
+		s.writeError(w, c, err)
+	default:
+		s.rememberIdempotent(ctx, c, nil)
+		s.writeNoContent(w, c)
+	}
+}
+
+// abortUpload records the abort intent, aborts on the backend and records
+// what came of it. It returns nil when the upload is (logically) aborted.
+func (s *Service) abortUpload(ctx context.Context, c *Call) error {
+	for range s.attempts {
+		v, found, err := s.loadSession(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return errNoSession
+		}
+		if !s.mayAct(c.Principal, &v.Value) {
+			return s3err.ErrAccessDenied
+		}
+		switch v.Value.State {
+		case etcdstore.StateAborting, etcdstore.StateAborted, etcdstore.StateCleanupPending:
+			return nil
+		case etcdstore.StateCompleted:
+			return errNoSuchUpload
+		case etcdstore.StateCompleting:
+			return errInProgress
+		}
+		now := s.now().UTC()
+		_, ok, err := s.transition(ctx, v, etcdstore.StateAborting, "client abort", func(sess *etcdstore.Session) {
+			sess.LastActivity = now
+		})
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		s.fault(FaultAbortAfterIntent)
+
+		out, err := c.BackendRequest(nil)
+		if err != nil {
+			return err
+		}
+		unclear := abortOutcome(s.backend.RoundTrip(out))
+		rctx, cancel := detached(ctx)
+		defer cancel()
+		if unclear == nil {
+			_, err = s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateAborting, etcdstore.StateAborted, "backend confirmed abort", nil)
+		} else {
+			s.log.Warn("abort outcome unclear; left for the reconciler", "id", c.RequestID, "upload_id", c.UploadID, "err", unclear)
+			_, err = s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateAborting, etcdstore.StateCleanupPending, "abort outcome unclear", func(sess *etcdstore.Session) {
+				sess.Uncertain = unclear.Error()
+				sess.AbortAttempts++
+			})
+		}
+		if err != nil {
+			// The intent is recorded ("aborting"), so the reconciler
+			// finishes the abort; the client's abort stands.
+			s.log.Error("abort outcome not recorded; the reconciler will settle it", "upload_id", c.UploadID, "err", err)
+		}
+		return nil
+	}
+	return errTooManyConflicts
+}
+
+// abortOutcome reads the backend's answer to an abort: nil when the upload is
+// gone (aborted now, or NoSuchUpload because it already was), or an error
+// saying why the outcome is unclear.
+func abortOutcome(resp *http.Response, err error) error {
+	if err != nil {
+		return fmt.Errorf("no answer from the backend: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := readBody(resp)
+	switch {
+	case resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusOK:
+		return nil
+	case resp.StatusCode == http.StatusNotFound && errorCode(body) == "NoSuchUpload":
+		return nil
+	}
+	code := errorCode(body)
+	return fmt.Errorf("backend answered %d %s", resp.StatusCode, code)
+}
+
+// abortBackend aborts an upload on the backend outside a client request (the
+// reconciler, or a create whose session could not be recorded).
+func (s *Service) abortBackend(ctx context.Context, bucket, key, uploadID string) error {
+	req, err := s.backend.NewRequest(ctx, http.MethodDelete, bucket, key, uploadQuery(uploadID))
+	if err != nil {
+		return err
+	}
+	return abortOutcome(s.backend.RoundTrip(req))
+}
+
+// idempotencyID is the etcd key of a client's Idempotency-Key: scoped to the
+// principal, so one principal's key never answers another's request.
+func idempotencyID(c *Call) string {
+	sum := sha256.Sum256([]byte(c.Principal + "\x00" + c.IdempotencyKey))
+	return hex.EncodeToString(sum[:])
+}
+
+// idempotencyRequest identifies what an Idempotency-Key was first used for.
+func idempotencyRequest(c *Call) string {
+	return string(c.Op) + " " + c.Bucket + "/" + c.Key + "?uploadId=" + c.UploadID
+}
+
+var errIdempotencyReuse = s3err.ErrInvalidRequest.WithMessage("The Idempotency-Key was already used for a different request.")
+
+// replayIdempotent answers a call whose Idempotency-Key has a recorded
+// outcome with that outcome, and reports whether it did.
+func (s *Service) replayIdempotent(ctx context.Context, w http.ResponseWriter, c *Call) bool {
+	if c.IdempotencyKey == "" {
+		return false
+	}
+	o, err := s.store.GetIdempotent(ctx, idempotencyID(c))
+	if errors.Is(err, etcdstore.ErrNotFound) {
+		return false
+	}
+	if err != nil {
+		s.writeError(w, c, err)
+		return true
+	}
+	if o.Request != idempotencyRequest(c) {
+		s.writeError(w, c, errIdempotencyReuse)
+		return true
+	}
+	s.writeOutcome(w, c, o)
+	return true
+}
+
+// rememberIdempotent records the first definite outcome of a call that
+// carries an Idempotency-Key.
+func (s *Service) rememberIdempotent(ctx context.Context, c *Call, outcome error) {
+	if c.IdempotencyKey == "" {
+		return
+	}
+	o := etcdstore.IdempotentOutcome{Request: idempotencyRequest(c), Status: http.StatusNoContent, At: s.now().UTC()}
+	if outcome != nil {
+		e := s3err.As(outcome)
+		o.Status = e.HTTPStatus
+		o.Body = s3err.Document(e, c.Resource, c.RequestID)
+		o.Header = map[string][]string{"Content-Type": {"application/xml"}}
+	}
+	rctx, cancel := detached(ctx)
+	defer cancel()
+	if _, err := s.store.PutIdempotent(rctx, idempotencyID(c), o, s.idemTTL); err != nil && !errors.Is(err, etcdstore.ErrConflict) {
+		s.log.Warn("idempotent outcome not recorded", "id", c.RequestID, "err", err)
+	}
+}
+
+// writeOutcome replays a recorded outcome.
+func (s *Service) writeOutcome(w http.ResponseWriter, c *Call, o etcdstore.IdempotentOutcome) {
+	for k, vs := range o.Header {
+		w.Header()[k] = vs
+	}
+	w.Header().Set("X-Amz-Request-Id", c.RequestID)
+	w.Header().Set("X-Sweepgate-Idempotent-Replay", "true")
+	w.WriteHeader(o.Status)
+	_, _ = w.Write(o.Body)
+}

@@ -1,0 +1,338 @@
+package multipart
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// maxCompleteBody bounds a CompleteMultipartUpload body: 10000 parts with
+// their checksums fit comfortably.
+const maxCompleteBody = 4 << 20
+
+var (
+	errMalformedXML     = &s3err.Error{Code: "MalformedXML", Message: "The XML you provided was not well-formed or did not validate against our published schema.", HTTPStatus: http.StatusBadRequest}
+	errInvalidPartOrder = &s3err.Error{Code: "InvalidPartOrder", Message: "The list of parts was not in ascending order. The parts list must be specified in order by part number.", HTTPStatus: http.StatusBadRequest}
+)
+
+// completeRequest is the body of CompleteMultipartUpload.
+type completeRequest struct {
+	XMLName xml.Name       `xml:"CompleteMultipartUpload"`
+	Parts   []completePart `xml:"Part"`
+}
+
+type completePart struct {
+	PartNumber int    `xml:"PartNumber"`
+	ETag       string `xml:"ETag"`
+}
+
+// parseComplete reads and checks a CompleteMultipartUpload body as S3 does:
+// well-formed, at least one part, part numbers in range and ascending.
+func parseComplete(body []byte) ([]completePart, error) {
+	var req completeRequest
+	if err := xml.Unmarshal(body, &req); err != nil || len(req.Parts) == 0 {
+		return nil, errMalformedXML
+	}
+	for i, p := range req.Parts {
+		if p.PartNumber < 1 || p.PartNumber > maxPartNumber {
+			return nil, errPartNumber
+		}
+		if strings.TrimSpace(p.ETag) == "" {
+			return nil, errMalformedXML
+		}
+		if i > 0 && p.PartNumber <= req.Parts[i-1].PartNumber {
+			return nil, errInvalidPartOrder
+		}
+	}
+	return req.Parts, nil
+}
+
+func unquote(etag string) string { return strings.Trim(strings.TrimSpace(etag), `"`) }
+
+// partsDigest identifies a part list, so a retried complete is recognised.
+func partsDigest(parts []completePart) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s\n", p.PartNumber, unquote(p.ETag))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// multipartETag returns the ETag S3 gives the object a complete with these
+// parts produces (the MD5 of the parts' MD5s, then "-" and the count), or ""
+// when a part's ETag is not an MD5 (encrypted uploads).
+func multipartETag(parts []completePart) string {
+	h := md5.New()
+	for _, p := range parts {
+		b, err := hex.DecodeString(unquote(p.ETag))
+		if err != nil || len(b) != md5.Size {
+			return ""
+		}
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)) + "-" + strconv.Itoa(len(parts))
+}
+
+// clientCompleteErrors are the backend's answers that say the complete
+// request itself was wrong: the upload is unchanged and takes the client's
+// next attempt, so its session returns to active.
+var clientCompleteErrors = map[string]bool{
+	"InvalidPart": true, "InvalidPartOrder": true, "EntityTooSmall": true,
+	"MalformedXML": true, "InvalidArgument": true, "InvalidRequest": true,
+	"BadDigest": true, "InvalidDigest": true,
+}
+
+// completeResult is the S3 answer to a successful complete.
+type completeResult struct {
+	XMLName        xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
+	Location       string   `xml:"Location"`
+	Bucket         string   `xml:"Bucket"`
+	Key            string   `xml:"Key"`
+	ETag           string   `xml:"ETag"`
+	ChecksumCRC32  string   `xml:"ChecksumCRC32,omitempty"`
+	ChecksumCRC32C string   `xml:"ChecksumCRC32C,omitempty"`
+	ChecksumCRC64  string   `xml:"ChecksumCRC64NVME,omitempty"`
+	ChecksumSHA1   string   `xml:"ChecksumSHA1,omitempty"`
+	ChecksumSHA256 string   `xml:"ChecksumSHA256,omitempty"`
+}
+
+func (r completeResult) completion(versionID string) *etcdstore.Completion {
+	c := &etcdstore.Completion{Location: r.Location, Bucket: r.Bucket, Key: r.Key, ETag: r.ETag, VersionID: versionID}
+	for name, v := range map[string]string{
+		"ChecksumCRC32": r.ChecksumCRC32, "ChecksumCRC32C": r.ChecksumCRC32C, "ChecksumCRC64NVME": r.ChecksumCRC64,
+		"ChecksumSHA1": r.ChecksumSHA1, "ChecksumSHA256": r.ChecksumSHA256,
+	} {
+		if v != "" {
+			if c.Checksums == nil {
+				c.Checksums = etcdstore.Checksums{}
+			}
+			c.Checksums[name] = v
+		}
+	}
+	return c
+}
+
+// replayCompletion answers a retried complete with the recorded result.
+func (s *Service) replayCompletion(w http.ResponseWriter, c *Call, comp *etcdstore.Completion) {
+	r := completeResult{Location: comp.Location, Bucket: comp.Bucket, Key: comp.Key, ETag: comp.ETag}
+	r.ChecksumCRC32 = comp.Checksums["ChecksumCRC32"]
+	r.ChecksumCRC32C = comp.Checksums["ChecksumCRC32C"]
+	r.ChecksumCRC64 = comp.Checksums["ChecksumCRC64NVME"]
+	r.ChecksumSHA1 = comp.Checksums["ChecksumSHA1"]
+	r.ChecksumSHA256 = comp.Checksums["ChecksumSHA256"]
+	h := http.Header{}
+	if comp.VersionID != "" {
+		h.Set("X-Amz-Version-Id", comp.VersionID)
+	}
+	s.writeXML(w, c, h, r)
+}
+
+// complete serves CompleteMultipartUpload. "completing" is recorded before
+// the backend call; success records the result (replayed to retries with the
+// same part list); a definite client error returns the session to active;
+// anything unclear leaves it completing for a retry or the reconciler, which
+// never reverts or deletes it.
+func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) {
+	body, err := c.ReadBody(maxCompleteBody)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	parts, err := parseComplete(body)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	digest := partsDigest(parts)
+	var sess etcdstore.Session
+	for attempt := 0; ; attempt++ {
+		if attempt == s.attempts {
+			s.writeError(w, c, errTooManyConflicts)
+			return
+		}
+		v, found, err := s.loadSession(ctx, c)
+		if err != nil {
+			s.writeError(w, c, err)
+			return
+		}
+		if !found {
+			s.forwardBody(ctx, w, c, body)
+			return
+		}
+		if !s.mayAct(c.Principal, &v.Value) {
+			s.writeError(w, c, s3err.ErrAccessDenied)
+			return
+		}
+		switch v.Value.State {
+		case etcdstore.StateCompleted:
+			if v.Value.PartsDigest == digest && v.Value.Completion != nil {
+				s.replayCompletion(w, c, v.Value.Completion)
+				return
+			}
+			s.writeError(w, c, errNoSuchUpload)
+			return
+		case etcdstore.StateAborting, etcdstore.StateAborted, etcdstore.StateCleanupPending:
+			s.writeError(w, c, errNoSuchUpload)
+			return
+		case etcdstore.StateCompleting:
+			if v.Value.PartsDigest != digest {
+				s.writeError(w, c, errInProgress)
+				return
+			}
+			sess = v.Value // a retry of a complete whose outcome is unknown
+		default:
+			now := s.now().UTC()
+			nv, ok, err := s.transition(ctx, v, etcdstore.StateCompleting, "client complete", func(sess *etcdstore.Session) {
+				sess.LastActivity = now
+				sess.PartsDigest = digest
+				sess.ExpectedETag = multipartETag(parts)
+				sess.Uncertain = ""
+			})
+			if err != nil {
+				s.writeError(w, c, err)
+				return
+			}
+			if !ok {
+				continue
+			}
+			sess = nv.Value
+		}
+		break
+	}
+	s.fault(FaultCompleteAfterIntent)
+
+	out, err := c.BackendRequest(body)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	resp, err := s.backend.RoundTrip(out)
+	rctx, cancel := detached(ctx)
+	defer cancel()
+	if err != nil {
+		s.completeUnclear(rctx, w, c, &sess, fmt.Sprintf("no answer from the backend: %v", err), nil, nil)
+		return
+	}
+	defer resp.Body.Close()
+	respBody, err := readBody(resp)
+	if err != nil {
+		s.completeUnclear(rctx, w, c, &sess, err.Error(), nil, nil)
+		return
+	}
+	code := errorCode(respBody)
+	if resp.StatusCode == http.StatusOK && code == "" {
+		var res completeResult
+		if err := xml.Unmarshal(respBody, &res); err != nil {
+			s.completeUnclear(rctx, w, c, &sess, "unreadable complete result", resp, respBody)
+			return
+		}
+		comp := res.completion(resp.Header.Get("X-Amz-Version-Id"))
+		comp.At = s.now().UTC()
+		s.recordCompleted(rctx, c, comp, "backend completed")
+		s.writeBuffered(w, c, resp, respBody)
+		return
+	}
+	switch {
+	case clientCompleteErrors[code]:
+		if _, err := s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateCompleting, etcdstore.StateActive, "complete refused: "+code, func(sess *etcdstore.Session) {
+			sess.PartsDigest, sess.ExpectedETag = "", ""
+		}); err != nil {
+			s.log.Error("complete refused but session not returned to active", "upload_id", c.UploadID, "err", err)
+		}
+		s.writeBuffered(w, c, resp, respBody)
+	case code == "NoSuchUpload":
+		// An earlier complete may have succeeded without our seeing it.
+		s.completeUnclear(rctx, w, c, &sess, "backend answered NoSuchUpload", resp, respBody)
+	default:
+		s.completeUnclear(rctx, w, c, &sess, fmt.Sprintf("backend answered %d %s", resp.StatusCode, code), resp, respBody)
+	}
+}
+
+// completeUnclear handles a complete whose outcome is not known: if the
+// object now exists with the expected ETag the complete succeeded and is
+// recorded and answered as such; otherwise the session stays completing,
+// with the doubt recorded, and the client gets the backend's answer (or
+// ServiceUnavailable when there was none) so that it retries.
+func (s *Service) completeUnclear(ctx context.Context, w http.ResponseWriter, c *Call, sess *etcdstore.Session, why string, resp *http.Response, body []byte) {
+	if comp, ok := s.objectCompleted(ctx, sess); ok {
+		s.recordCompleted(ctx, c, comp, "object found with the expected ETag after: "+why)
+		s.replayCompletion(w, c, comp)
+		return
+	}
+	s.log.Warn("complete outcome unclear; session left completing", "id", c.RequestID, "upload_id", c.UploadID, "why", why)
+	if _, err := s.settle(ctx, c.Bucket, c.UploadID, etcdstore.StateCompleting, etcdstore.StateCompleting, "complete outcome unclear", func(sess *etcdstore.Session) {
+		sess.Uncertain = why
+	}); err != nil {
+		s.log.Error("complete doubt not recorded", "upload_id", c.UploadID, "err", err)
+	}
+	if resp == nil {
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return
+	}
+	s.writeBuffered(w, c, resp, body)
+}
+
+// recordCompleted moves a completing session to completed with its result.
+func (s *Service) recordCompleted(ctx context.Context, c *Call, comp *etcdstore.Completion, reason string) {
+	if _, err := s.settle(ctx, c.Bucket, c.UploadID, etcdstore.StateCompleting, etcdstore.StateCompleted, reason, func(sess *etcdstore.Session) {
+		sess.Completion = comp
+		sess.Uncertain = ""
+	}); err != nil {
+		// The object exists; the session stays completing and the
+		// reconciler records the completion from the object.
+		s.log.Error("complete succeeded but not recorded; the reconciler will", "upload_id", c.UploadID, "err", err)
+	}
+}
+
+// objectCompleted reports whether the session's object exists with the ETag
+// its complete would produce, and returns a completion built from it.
+func (s *Service) objectCompleted(ctx context.Context, sess *etcdstore.Session) (*etcdstore.Completion, bool) {
+	if sess.ExpectedETag == "" {
+		return nil, false
+	}
+	req, err := s.backend.NewRequest(ctx, http.MethodHead, sess.Bucket, sess.Key, nil)
+	if err != nil {
+		return nil, false
+	}
+	resp, err := s.backend.RoundTrip(req)
+	if err != nil {
+		return nil, false
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || unquote(resp.Header.Get("ETag")) != sess.ExpectedETag {
+		return nil, false
+	}
+	return &etcdstore.Completion{
+		Location:  "/" + sess.Bucket + "/" + sess.Key,
+		Bucket:    sess.Bucket,
+		Key:       sess.Key,
+		ETag:      `"` + sess.ExpectedETag + `"`,
+		VersionID: resp.Header.Get("X-Amz-Version-Id"),
+		At:        s.now().UTC(),
+	}, true
+}
+
+// forwardBody forwards a call whose body the service already read.
+func (s *Service) forwardBody(ctx context.Context, w http.ResponseWriter, c *Call, body []byte) {
+	out, err := c.BackendRequest(body)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	resp, err := s.backend.RoundTrip(out.WithContext(ctx))
+	if err != nil {
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	s.relay(w, c, resp)
+}

@@ -1,0 +1,76 @@
+package multipart
+
+import (
+	"context"
+	"encoding/xml"
+	"net/http"
+	"net/url"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// initiateResult is the backend's answer to CreateMultipartUpload.
+type initiateResult struct {
+	Bucket   string `xml:"Bucket"`
+	Key      string `xml:"Key"`
+	UploadID string `xml:"UploadId"`
+}
+
+// create forwards CreateMultipartUpload and records an active session for
+// the upload id the backend returns. If the session cannot be recorded the
+// new upload is aborted again, so no upload exists that nobody owns.
+func (s *Service) create(ctx context.Context, w http.ResponseWriter, c *Call) {
+	out, err := c.BackendRequest(nil)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	resp, err := s.backend.RoundTrip(out)
+	if err != nil {
+		// The backend may have created an upload we never heard of; the
+		// reclaimer holds such an orphan for a person, never deletes it.
+		s.log.Warn("create multipart upload: backend call failed", "id", c.RequestID, "err", err)
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.relay(w, c, resp)
+		return
+	}
+	body, err := readBody(resp)
+	if err != nil {
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return
+	}
+	var res initiateResult
+	if err := xml.Unmarshal(body, &res); err != nil || res.UploadID == "" {
+		s.log.Error("create multipart upload: unreadable backend answer; upload not recorded", "id", c.RequestID, "err", err)
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return
+	}
+	now := s.now().UTC()
+	sess := &etcdstore.Session{
+		Bucket: c.Bucket, Key: c.Key, UploadID: res.UploadID, Owner: c.Principal,
+		Created: now, LastActivity: now,
+	}
+	sess.Transition(etcdstore.StateActive, now, actorGateway, "created")
+	rctx, cancel := detached(ctx)
+	defer cancel()
+	if _, err := s.store.CreateSession(rctx, sess); err != nil {
+		s.log.Error("create multipart upload: session not recorded; aborting the new upload", "id", c.RequestID, "upload_id", res.UploadID, "err", err)
+		if aerr := s.abortBackend(rctx, c.Bucket, c.Key, res.UploadID); aerr != nil {
+			s.log.Error("create multipart upload: abort of unrecorded upload failed; it is an orphan", "upload_id", res.UploadID, "err", aerr)
+		}
+		s.writeError(w, c, err)
+		return
+	}
+	s.metrics.transitions.WithLabelValues("", string(etcdstore.StateActive)).Inc()
+	s.writeBuffered(w, c, resp, body)
+}
+
+// uploadQuery is the query that names one upload.
+func uploadQuery(uploadID string) url.Values {
+	return url.Values{"uploadId": {uploadID}}
+}

@@ -1,0 +1,117 @@
+package multipart
+
+import (
+	"context"
+	"encoding/xml"
+	"net/http"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// listParts serves ListParts, which counts as activity on the upload.
+func (s *Service) listParts(ctx context.Context, w http.ResponseWriter, c *Call) {
+	// An upload without a session (found false) passes through unrecorded.
+	if _, err := s.recordActivity(ctx, c, 0); err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	s.passThrough(ctx, w, c)
+}
+
+// listUploadsResult is S3's ListMultipartUploads answer, every element kept
+// so the filtered answer says all the backend said.
+type listUploadsResult struct {
+	XMLName            xml.Name       `xml:"http://s3.amazonaws.com/doc/2006-03-01/ ListMultipartUploadsResult"`
+	Bucket             string         `xml:"Bucket"`
+	KeyMarker          string         `xml:"KeyMarker"`
+	UploadIDMarker     string         `xml:"UploadIdMarker"`
+	NextKeyMarker      string         `xml:"NextKeyMarker"`
+	NextUploadIDMarker string         `xml:"NextUploadIdMarker"`
+	Delimiter          string         `xml:"Delimiter,omitempty"`
+	Prefix             string         `xml:"Prefix"`
+	EncodingType       string         `xml:"EncodingType,omitempty"`
+	MaxUploads         int            `xml:"MaxUploads"`
+	IsTruncated        bool           `xml:"IsTruncated"`
+	Uploads            []listedUpload `xml:"Upload"`
+	CommonPrefixes     []struct {
+		Prefix string `xml:"Prefix"`
+	} `xml:"CommonPrefixes"`
+}
+
+type listedUpload struct {
+	Key               string `xml:"Key"`
+	UploadID          string `xml:"UploadId"`
+	Initiator         *owner `xml:"Initiator,omitempty"`
+	Owner             *owner `xml:"Owner,omitempty"`
+	StorageClass      string `xml:"StorageClass,omitempty"`
+	Initiated         string `xml:"Initiated"`
+	ChecksumAlgorithm string `xml:"ChecksumAlgorithm,omitempty"`
+	ChecksumType      string `xml:"ChecksumType,omitempty"`
+}
+
+type owner struct {
+	ID          string `xml:"ID"`
+	DisplayName string `xml:"DisplayName,omitempty"`
+}
+
+// hiddenFromListing reports whether an upload in state st is left out of
+// ListMultipartUploads: its abort is decided, so for clients it is gone even
+// while the backend still holds it.
+func hiddenFromListing(st etcdstore.SessionState) bool {
+	switch st {
+	case etcdstore.StateAborting, etcdstore.StateAborted, etcdstore.StateCleanupPending:
+		return true
+	}
+	return false
+}
+
+// listUploads serves ListMultipartUploads from the backend's listing, less
+// the uploads whose sessions say they are aborted or being aborted.
+func (s *Service) listUploads(ctx context.Context, w http.ResponseWriter, c *Call) {
+	out, err := c.BackendRequest(nil)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	resp, err := s.backend.RoundTrip(out)
+	if err != nil {
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.relay(w, c, resp)
+		return
+	}
+	body, err := readBody(resp)
+	if err != nil {
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return
+	}
+	var res listUploadsResult
+	if err := xml.Unmarshal(body, &res); err != nil {
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return
+	}
+	hidden := 0
+	kept := res.Uploads[:0]
+	for _, u := range res.Uploads {
+		v, err := s.store.GetSession(ctx, c.Bucket, u.UploadID)
+		if err == nil && hiddenFromListing(v.Value.State) {
+			hidden++
+			continue
+		}
+		if err != nil && err != etcdstore.ErrNotFound {
+			s.writeError(w, c, err)
+			return
+		}
+		kept = append(kept, u)
+	}
+	if hidden == 0 {
+		s.writeBuffered(w, c, resp, body)
+		return
+	}
+	res.Uploads = kept
+	s.writeXML(w, c, nil, res)
+}

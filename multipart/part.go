@@ -1,0 +1,217 @@
+package multipart
+
+import (
+	"context"
+
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"hash"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// maxPartNumber is S3's largest part number.
+const maxPartNumber = 10000
+
+var (
+	errNoSuchUpload = &s3err.Error{Code: "NoSuchUpload", Message: "The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.", HTTPStatus: http.StatusNotFound}
+	errPartNumber   = s3err.ErrInvalidArgument.WithMessage("Part number must be an integer between 1 and 10000, inclusive")
+	errInProgress   = &s3err.Error{Code: "OperationAborted", Message: "A conflicting conditional operation is currently in progress against this resource. Try again.", HTTPStatus: http.StatusConflict}
+)
+
+// parsePartNumber checks a part number as S3 does.
+func parsePartNumber(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxPartNumber {
+		return 0, errPartNumber
+	}
+	return n, nil
+}
+
+// acceptsActivity reports whether a session in state st takes parts and part
+// listings. An expired session does: activity wins over cleanup.
+func acceptsActivity(st etcdstore.SessionState) bool {
+	switch st {
+	case etcdstore.StateActive, etcdstore.StateExpired, etcdstore.StateCompleting:
+		return true
+	}
+	return false
+}
+
+// recordActivity records activity on the call's session before the call's
+// bytes go to the backend: on an active session one transaction that
+// compares the session and writes the activity key; on an expired session a
+// transition back to active. found is false when the upload has no session.
+func (s *Service) recordActivity(ctx context.Context, c *Call, part int) (found bool, err error) {
+	for range s.attempts {
+		v, ok, err := s.loadSession(ctx, c)
+		if err != nil || !ok {
+			return ok, err
+		}
+		if !s.mayAct(c.Principal, &v.Value) {
+			return true, s3err.ErrAccessDenied
+		}
+		if !acceptsActivity(v.Value.State) {
+			return true, errNoSuchUpload
+		}
+		now := s.now().UTC()
+		act := etcdstore.Activity{At: now, What: string(c.Op), Part: part}
+		if v.Value.State == etcdstore.StateExpired {
+			sess := v.Value
+			sess.LastActivity = now
+			sess.ExpiredAt = nil
+			sess.Transition(etcdstore.StateActive, now, actorGateway, "activity: "+string(c.Op))
+			_, err = s.store.UpdateSession(ctx, etcdstore.SessionUpdate{
+				Session: &sess, ModRev: v.ModRev,
+				Then: []clientv3.Op{s.store.ActivityOp(c.UploadID, act)},
+			})
+			if err == nil {
+				s.metrics.transitions.WithLabelValues(string(etcdstore.StateExpired), string(etcdstore.StateActive)).Inc()
+			}
+		} else {
+			err = s.store.RecordActivity(ctx, c.Bucket, c.UploadID, v.ModRev, act)
+		}
+		if errors.Is(err, etcdstore.ErrConflict) {
+			s.metrics.conflicts.Inc()
+			continue
+		}
+		return true, err
+	}
+	return true, errTooManyConflicts
+}
+
+// countingHash hashes and counts what passes through it.
+type countingHash struct {
+	h hash.Hash
+	n int64
+}
+
+func (c *countingHash) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return c.h.Write(p)
+}
+
+// copyPartResult is the backend's answer to UploadPartCopy.
+type copyPartResult struct {
+	ETag string `xml:"ETag"`
+}
+
+// uploadPart serves UploadPart and UploadPartCopy: activity is recorded before
+// the bytes go to the backend, and a part record (ETag, size, SHA-256) after
+// the backend accepted them. A part for a session that no longer takes parts
+// never reaches the backend.
+func (s *Service) uploadPart(ctx context.Context, w http.ResponseWriter, c *Call) {
+	n, err := parsePartNumber(c.PartNumber)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	found, err := s.recordActivity(ctx, c, n)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	if !found {
+		s.passThrough(ctx, w, c)
+		return
+	}
+	sum := &countingHash{h: sha256.New()}
+	if c.Op == OpUploadPart {
+		c.Observe(sum)
+	}
+	out, err := c.BackendRequest(nil)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	resp, err := s.backend.RoundTrip(out)
+	if err != nil {
+		if perr := c.PayloadErr(); perr != nil {
+			s.writeError(w, c, perr)
+			return
+		}
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.relay(w, c, resp)
+		return
+	}
+	part := etcdstore.Part{Number: n, At: s.now().UTC()}
+	var body []byte
+	if c.Op == OpUploadPart {
+		part.ETag = resp.Header.Get("ETag")
+		part.Size = sum.n
+		part.SHA256 = hex.EncodeToString(sum.h.Sum(nil))
+	} else {
+		if body, err = readBody(resp); err != nil {
+			s.writeError(w, c, s3err.ErrBadGateway)
+			return
+		}
+		var res copyPartResult
+		if errorCode(body) != "" || xml.Unmarshal(body, &res) != nil {
+			s.writeBuffered(w, c, resp, body)
+			return
+		}
+		part.ETag = res.ETag
+		part.Size = copyRangeSize(c.Header.Get("X-Amz-Copy-Source-Range"))
+	}
+	rctx, cancel := detached(ctx)
+	defer cancel()
+	if err := s.store.PutPart(rctx, c.UploadID, part); err != nil {
+		// The part is on the backend and the client gets its ETag; the
+		// record only informs reports, so its loss is logged, not fatal.
+		s.log.Warn("part uploaded but not recorded", "id", c.RequestID, "upload_id", c.UploadID, "part", n, "err", err)
+	}
+	if body != nil {
+		s.writeBuffered(w, c, resp, body)
+		return
+	}
+	s.relay(w, c, resp)
+}
+
+// copyRangeSize returns the size named by an x-amz-copy-source-range header
+// (bytes=first-last), or 0 when there is none.
+func copyRangeSize(h string) int64 {
+	r, ok := strings.CutPrefix(h, "bytes=")
+	if !ok {
+		return 0
+	}
+	a, b, ok := strings.Cut(r, "-")
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || last < first {
+		return 0
+	}
+	return last - first + 1
+}
+
+// passThrough forwards a call on an upload that has no session (made before
+// sweepgate, or directly on the backend) unchanged: sweepgate does not own
+// it, and the reclaimer holds it as an orphan rather than deleting it.
+func (s *Service) passThrough(ctx context.Context, w http.ResponseWriter, c *Call) {
+	out, err := c.BackendRequest(nil)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	resp, err := s.backend.RoundTrip(out)
+	if err != nil {
+		if perr := c.PayloadErr(); perr != nil {
+			s.writeError(w, c, perr)
+			return
+		}
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	s.relay(w, c, resp)
+}

@@ -1,0 +1,124 @@
+package multipart
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// maxResponseBody bounds the backend responses the service reads whole (the
+// XML answers of multipart calls); a listing of 1000 uploads fits easily.
+const maxResponseBody = 8 << 20
+
+// hopHeaders are connection-level headers that are not copied from the
+// backend's response.
+var hopHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length",
+}
+
+// copyHeader copies the backend response's end-to-end headers to w.
+func copyHeader(w http.ResponseWriter, c *Call, from http.Header) {
+	h := w.Header()
+	for k, vs := range from {
+		h[k] = append([]string(nil), vs...)
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	h.Set("X-Amz-Request-Id", c.RequestID)
+}
+
+// relay streams a backend response to the client unchanged.
+func (s *Service) relay(w http.ResponseWriter, c *Call, resp *http.Response) {
+	copyHeader(w, c, resp.Header)
+	if resp.ContentLength >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// writeBuffered answers with a backend response whose body was read whole.
+func (s *Service) writeBuffered(w http.ResponseWriter, c *Call, resp *http.Response, body []byte) {
+	copyHeader(w, c, resp.Header)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+}
+
+// writeXML answers 200 with an XML document the service rendered itself.
+func (s *Service) writeXML(w http.ResponseWriter, c *Call, header http.Header, v any) {
+	body, err := xml.Marshal(v)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	for k, vs := range header {
+		w.Header()[k] = vs
+	}
+	w.Header().Set("Content-Type", "application/xml")
+	w.Header().Set("X-Amz-Request-Id", c.RequestID)
+	w.Header().Set("Content-Length", strconv.Itoa(len(xml.Header)+len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, xml.Header)
+	_, _ = w.Write(body)
+}
+
+// writeNoContent answers 204, the success of an abort.
+func (s *Service) writeNoContent(w http.ResponseWriter, c *Call) {
+	w.Header().Set("X-Amz-Request-Id", c.RequestID)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeError answers with an S3 error document. Errors that are not S3
+// errors (etcd failures) become ServiceUnavailable: the client may retry,
+// and nothing was done that a retry would repeat wrongly.
+func (s *Service) writeError(w http.ResponseWriter, c *Call, err error) {
+	var s3e *s3err.Error
+	if !errors.As(err, &s3e) {
+		s.log.Error("multipart call failed", "id", c.RequestID, "op", c.Op, "upload_id", c.UploadID, "err", err)
+		err = s3err.ErrServiceUnavailable.WithMessage("The gateway could not record the upload's state; please retry.")
+	}
+	s3err.Write(w, err, c.Resource, c.RequestID)
+}
+
+// readBody reads a backend response body whole, up to maxResponseBody.
+func readBody(resp *http.Response) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("read backend response: %w", err)
+	}
+	if len(b) > maxResponseBody {
+		return nil, errors.New("backend response too large")
+	}
+	return b, nil
+}
+
+// backendError is an S3 error document from the backend.
+type backendError struct {
+	XMLName xml.Name `xml:"Error"`
+	Code    string   `xml:"Code"`
+	Message string   `xml:"Message"`
+}
+
+// errorCode returns the S3 error code in body, or "" when body is not an
+// error document. S3 can answer 200 with an error document for calls that
+// take long (CompleteMultipartUpload, UploadPartCopy).
+func errorCode(body []byte) string {
+	trimmed := bytes.TrimSpace(body)
+	if !bytes.Contains(trimmed[:min(len(trimmed), 256)], []byte("<Error")) {
+		return ""
+	}
+	var e backendError
+	if xml.Unmarshal(trimmed, &e) != nil {
+		return ""
+	}
+	return e.Code
+}

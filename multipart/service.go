@@ -1,0 +1,249 @@
+// Package multipart keeps a durable session in etcd for every multipart upload
+// made through the gateway, and serves the multipart calls around it.
+//
+// Each call records its intent before its side effect: a part records
+// activity before its bytes go to the backend, an abort records "aborting"
+// before the backend abort, a complete records "completing" before the
+// backend complete. A lost response or a crash therefore leaves a state that
+// the reconciler (Reconcile) can finish by looking at the backend again.
+// Every transition is one etcd transaction that compares the session's mod
+// revision it was decided from.
+package multipart
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// Op names a multipart call. The values are the S3 operation names.
+type Op string
+
+// The multipart calls the service serves.
+const (
+	OpCreate      Op = "CreateMultipartUpload"
+	OpUploadPart  Op = "UploadPart"
+	OpUploadCopy  Op = "UploadPartCopy"
+	OpListParts   Op = "ListParts"
+	OpComplete    Op = "CompleteMultipartUpload"
+	OpAbort       Op = "AbortMultipartUpload"
+	OpListUploads Op = "ListMultipartUploads"
+)
+
+// Backend reaches the S3 server behind the gateway. The gateway's
+// implementation signs each request with the backend's credentials.
+type Backend interface {
+	// NewRequest builds a path-style request for bucket and key with the
+	// given query and no body.
+	NewRequest(ctx context.Context, method, bucket, key string, query url.Values) (*http.Request, error)
+	// RoundTrip sends a request built by NewRequest or Call.BackendRequest.
+	RoundTrip(*http.Request) (*http.Response, error)
+}
+
+// Call is one multipart request, authenticated and routed by the gateway.
+type Call struct {
+	Op         Op
+	Bucket     string
+	Key        string
+	UploadID   string
+	PartNumber string // as sent; the service checks it
+	Principal  string
+	RequestID  string
+	// IdempotencyKey is the client's Idempotency-Key header, if any.
+	IdempotencyKey string
+	// Resource is the request path, for error documents.
+	Resource string
+	// Header is the client's request header (read only).
+	Header http.Header
+
+	// Observe makes w receive the verified body's bytes as they are
+	// forwarded. Call it before BackendRequest.
+	Observe func(w io.Writer)
+	// ReadBody reads the whole verified body; more than limit bytes is an
+	// error.
+	ReadBody func(limit int64) ([]byte, error)
+	// BackendRequest builds the request to forward: the client's request,
+	// path-style, with the client's signature removed. With body nil it
+	// carries the client's verified payload; otherwise it carries body.
+	BackendRequest func(body []byte) (*http.Request, error)
+	// PayloadErr reports why the client's body failed verification, if it
+	// did, after a failed backend call.
+	PayloadErr func() error
+}
+
+// Config is what a Service needs.
+type Config struct {
+	Store   *etcdstore.Store
+	Backend Backend
+	// EnforceOwnership limits each session to the principal that created it
+	// and the AdminPrincipals. Off, any authenticated principal may act on
+	// any session (deployments that share one key).
+	EnforceOwnership bool
+	AdminPrincipals  []string
+	// IdempotencyRetention is how long an Idempotency-Key's outcome is kept.
+	IdempotencyRetention time.Duration
+	// Fault, when set, is called at named points of destructive paths so a
+	// test can stop the process there (see Fault* constants).
+	Fault  func(point string)
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Metrics registers the service's series; nil registers nothing.
+	Metrics prometheus.Registerer
+}
+
+// Fault points: where Config.Fault is called.
+const (
+	// FaultAbortAfterIntent: "aborting" is recorded, the backend abort not sent.
+	FaultAbortAfterIntent = "abort.after-intent"
+	// FaultCompleteAfterIntent: "completing" is recorded, the complete not sent.
+	FaultCompleteAfterIntent = "complete.after-intent"
+)
+
+// actorGateway is the actor recorded for transitions made while serving a
+// client request.
+const actorGateway = "gateway"
+
+// Service serves the multipart calls and keeps their sessions.
+type Service struct {
+	store    *etcdstore.Store
+	backend  Backend
+	owners   bool
+	admins   []string
+	idemTTL  time.Duration
+	fault    func(string)
+	now      func() time.Time
+	log      *slog.Logger
+	metrics  *metrics
+	attempts int // compare-and-put attempts before giving up
+}
+
+// New returns a Service for cfg.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Backend == nil {
+		return nil, errors.New("multipart: store and backend are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Fault == nil {
+		cfg.Fault = func(string) {}
+	}
+	if cfg.IdempotencyRetention <= 0 {
+		cfg.IdempotencyRetention = 24 * time.Hour
+	}
+	return &Service{
+		store:    cfg.Store,
+		backend:  cfg.Backend,
+		owners:   cfg.EnforceOwnership,
+		admins:   cfg.AdminPrincipals,
+		idemTTL:  cfg.IdempotencyRetention,
+		fault:    cfg.Fault,
+		now:      cfg.Now,
+		log:      cfg.Logger,
+		metrics:  newMetrics(cfg.Metrics),
+		attempts: 16,
+	}, nil
+}
+
+// Serve answers one multipart call.
+func (s *Service) Serve(ctx context.Context, w http.ResponseWriter, c *Call) {
+	switch c.Op {
+	case OpCreate:
+		s.create(ctx, w, c)
+	case OpUploadPart, OpUploadCopy:
+		s.uploadPart(ctx, w, c)
+	case OpListParts:
+		s.listParts(ctx, w, c)
+	case OpComplete:
+		s.complete(ctx, w, c)
+	case OpAbort:
+		s.abort(ctx, w, c)
+	case OpListUploads:
+		s.listUploads(ctx, w, c)
+	default:
+		s.writeError(w, c, s3err.ErrInternal.WithMessage("multipart: unknown operation %q", c.Op))
+	}
+}
+
+// mayAct reports whether principal may act on sess.
+func (s *Service) mayAct(principal string, sess *etcdstore.Session) bool {
+	return !s.owners || principal == sess.Owner || slices.Contains(s.admins, principal)
+}
+
+// loadSession reads the call's session. found is false when the upload has
+// no session (it was not made through the gateway, or was pruned).
+func (s *Service) loadSession(ctx context.Context, c *Call) (v etcdstore.Versioned[etcdstore.Session], found bool, err error) {
+	v, err = s.store.GetSession(ctx, c.Bucket, c.UploadID)
+	if errors.Is(err, etcdstore.ErrNotFound) {
+		return v, false, nil
+	}
+	if err != nil {
+		return v, false, err
+	}
+	return v, true, nil
+}
+
+// transition moves a session from the state it was read in, comparing the
+// revision it was read at. ok is false when the session changed meanwhile.
+func (s *Service) transition(ctx context.Context, v etcdstore.Versioned[etcdstore.Session], to etcdstore.SessionState, reason string, mutate func(*etcdstore.Session)) (etcdstore.Versioned[etcdstore.Session], bool, error) {
+	sess := v.Value
+	sess.History = slices.Clone(sess.History)
+	from := sess.State
+	now := s.now().UTC()
+	if mutate != nil {
+		mutate(&sess)
+	}
+	sess.Transition(to, now, actorGateway, reason)
+	rev, err := s.store.UpdateSession(ctx, etcdstore.SessionUpdate{Session: &sess, ModRev: v.ModRev})
+	if errors.Is(err, etcdstore.ErrConflict) {
+		s.metrics.conflicts.Inc()
+		return v, false, nil
+	}
+	if err != nil {
+		return v, false, err
+	}
+	s.metrics.transitions.WithLabelValues(string(from), string(to)).Inc()
+	return etcdstore.Versioned[etcdstore.Session]{Value: sess, ModRev: rev}, true, nil
+}
+
+// settle records the outcome of a backend call on a session that this call
+// moved to state from. If the session has since left that state (the
+// reconciler or a retry settled it first) the outcome is not written over it.
+func (s *Service) settle(ctx context.Context, bucket, uploadID string, from, to etcdstore.SessionState, reason string, mutate func(*etcdstore.Session)) (etcdstore.Versioned[etcdstore.Session], error) {
+	for range s.attempts {
+		v, err := s.store.GetSession(ctx, bucket, uploadID)
+		if err != nil {
+			return v, err
+		}
+		if v.Value.State != from {
+			return v, nil
+		}
+		nv, ok, err := s.transition(ctx, v, to, reason, mutate)
+		if err != nil || ok {
+			return nv, err
+		}
+	}
+	return etcdstore.Versioned[etcdstore.Session]{}, errTooManyConflicts
+}
+
+var errTooManyConflicts = s3err.ErrServiceUnavailable.WithMessage("The upload is changing too quickly; please retry.")
+
+// detached returns a context for recording an outcome: it keeps the request's
+// values but not its cancellation, so a client that hangs up after the
+// backend acted cannot stop sweepgate from writing down what happened.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}

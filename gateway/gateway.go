@@ -182,6 +182,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := g.now()
 	req := &request{id: g.ids.next()}
 	rec := &responseRecorder{ResponseWriter: w}
+	rec.bodyUnread = func() bool {
+		return r.ContentLength != 0 && (req.auth == nil || !req.auth.Payload.Consumed())
+	}
 	r = r.WithContext(context.WithValue(r.Context(), requestKey{}, req))
 	defer func() {
 		elapsed := g.now().Sub(start)
@@ -331,16 +334,12 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	g.writeError(w, r, s3err.ErrBadGateway)
 }
 
-// writeError answers with an S3 XML error. When the client's body was not
-// read to its end the connection cannot be reused, so it is closed.
+// writeError answers with an S3 XML error.
 func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	req := requestFrom(r.Context())
 	var s3e *s3err.Error
 	if !errors.As(err, &s3e) {
 		g.log.Error("internal error", "id", req.id, "err", err)
-	}
-	if r.ContentLength != 0 && (req.auth == nil || !req.auth.Payload.Consumed()) {
-		w.Header().Set("Connection", "close")
 	}
 	s3err.Write(w, err, r.URL.Path, req.id)
 }
@@ -352,12 +351,19 @@ type responseRecorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// bodyUnread reports whether the client's request body is still (partly)
+	// unread. An error answered then closes the connection: the unread
+	// bytes would otherwise be taken for the next request.
+	bodyUnread func() bool
 }
 
 func (w *responseRecorder) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 {
 		w.status = code
 		lowerMetadataNames(w.Header())
+		if code >= 300 && w.bodyUnread() {
+			w.Header().Set("Connection", "close")
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }

@@ -3,6 +3,7 @@ package multipart
 import (
 	"context"
 	"encoding/xml"
+	"errors"
 	"net/http"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -102,7 +103,7 @@ func (s *Service) listUploads(ctx context.Context, w http.ResponseWriter, c *Cal
 			hidden++
 			continue
 		}
-		if err != nil && err != etcdstore.ErrNotFound {
+		if err != nil && !errors.Is(err, etcdstore.ErrNotFound) {
 			s.writeError(w, c, err)
 			return
 		}

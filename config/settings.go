@@ -176,7 +176,7 @@ func Settings() []Setting {
 			"A session completing for longer than this is flagged for a person (logged, counted in metrics); it is never reverted or deleted.",
 			func(c *Config) any { return &c.Sessions.StuckLimit }),
 		setting("admin.listen", "ADDR", "127.0.0.1:9001",
-			"Address (host:port) of the admin listener: /metrics, /healthz and /readyz. Empty turns it off.",
+			"Address (host:port) of the admin listener: /metrics, /healthz, /readyz and the admin API (/admin/v1, see docs/admin-api.md; no authentication yet, so keep it on loopback or a private network). Empty turns it off.",
 			func(c *Config) any { return &c.Admin.Listen }),
 		setting("log.format", "FORMAT", "text",
 			"Log format: text or json.",

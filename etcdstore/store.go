@@ -21,13 +21,13 @@ var ErrConflict = errors.New("etcdstore: record changed since it was read")
 // depends on what was read is one transaction that compares the revision it
 // was decided from.
 type Store struct {
-	cli  *clientv3.Client
+	cli  storeClient
 	keys Keys
 }
 
 // NewStore returns a Store over cli with keys under the given layout.
 func NewStore(cli *clientv3.Client, keys Keys) *Store {
-	return &Store{cli: cli, keys: keys}
+	return &Store{cli: storeClient{Client: cli, KV: cli.KV}, keys: keys}
 }
 
 // Keys returns the store's key layout.
@@ -35,7 +35,7 @@ func (s *Store) Keys() Keys { return s.keys }
 
 // Client returns the etcd client, for callers that compose their own
 // transactions (the reclaimer adds its fence).
-func (s *Store) Client() *clientv3.Client { return s.cli }
+func (s *Store) Client() *clientv3.Client { return s.cli.Client }
 
 // Versioned is a record with the etcd mod revision it was read at, which a
 // later compare-and-put compares against.

@@ -296,29 +296,8 @@ func (s *Service) recordCompleted(ctx context.Context, c *Call, comp *etcdstore.
 // objectCompleted reports whether the session's object exists with the ETag
 // its complete would produce, and returns a completion built from it.
 func (s *Service) objectCompleted(ctx context.Context, sess *etcdstore.Session) (*etcdstore.Completion, bool) {
-	if sess.ExpectedETag == "" {
-		return nil, false
-	}
-	req, err := s.backend.NewRequest(ctx, http.MethodHead, sess.Bucket, sess.Key, nil)
-	if err != nil {
-		return nil, false
-	}
-	resp, err := s.backend.RoundTrip(req)
-	if err != nil {
-		return nil, false
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || unquote(resp.Header.Get("ETag")) != sess.ExpectedETag {
-		return nil, false
-	}
-	return &etcdstore.Completion{
-		Location:  "/" + sess.Bucket + "/" + sess.Key,
-		Bucket:    sess.Bucket,
-		Key:       sess.Key,
-		ETag:      `"` + sess.ExpectedETag + `"`,
-		VersionID: resp.Header.Get("X-Amz-Version-Id"),
-		At:        s.now().UTC(),
-	}, true
+	comp, _, err := s.completedObject(ctx, sess)
+	return comp, err == nil && comp != nil
 }
 
 // forwardBody forwards a call whose body the service already read.

@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	transitions *prometheus.CounterVec
 	conflicts   prometheus.Counter
+	stuck       prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -18,9 +19,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "sweepgate", Subsystem: "etcd", Name: "txn_conflicts_total",
 			Help: "Compare-and-put transactions on sessions that lost to a concurrent change and were decided again.",
 		}),
+		stuck: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sweepgate", Subsystem: "sessions", Name: "stuck",
+			Help: "Sessions completing for longer than the stuck limit, as of the last reconciler run: a person should look at them.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.transitions, m.conflicts)
+		reg.MustRegister(m.transitions, m.conflicts, m.stuck)
 	}
 	return m
 }

@@ -26,6 +26,8 @@ type adminHandler struct {
 	// sending new requests while in-flight ones finish.
 	draining *atomic.Bool
 	checks   []readyCheck
+	// sessions serves /admin/v1/sessions (docs/admin-api.md).
+	sessions sessionsAPI
 }
 
 func (a *adminHandler) mux() *http.ServeMux {
@@ -34,6 +36,7 @@ func (a *adminHandler) mux() *http.ServeMux {
 		promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})))
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
+	a.sessions.routes(mux, requireAdmin)
 	return mux
 }
 

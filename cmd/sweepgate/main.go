@@ -5,6 +5,8 @@
 // Usage:
 //
 //	sweepgate serve [flags]   run the gateway
+//	sweepgate sessions list   list upload sessions (through the admin API)
+//	sweepgate sessions show   show one upload session and its history
 //	sweepgate version         print the version
 //	sweepgate help [command]  show help
 package main
@@ -41,11 +43,13 @@ func main() {
 }
 
 // Exit statuses. 2 is what the flag package and most Unix tools use for a
-// command line they cannot parse.
+// command line they cannot parse; 3 lets scripts tell "no such session"
+// from a failure.
 const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitNotFound = 3
 )
 
 // cli holds what a command needs from its process, so that tests can run
@@ -69,6 +73,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the S3 gateway", (*cli).serve, (*cli).serveHelp},
+		{"sessions", "list upload sessions, or show one with its history", (*cli).sessionsCmd, (*cli).sessionsHelp},
 		{"version", "print the version and build information", (*cli).versionCmd, (*cli).versionHelp},
 		{"help", "show help for a command", (*cli).helpCmd, (*cli).helpHelp},
 	}

@@ -67,7 +67,7 @@ func TestTopLevelUsage(t *testing.T) {
 		if code != exitOK || errOut != "" {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
-		for _, w := range []string{"Usage:", "serve", "version", "help"} {
+		for _, w := range []string{"Usage:", "serve", "sessions", "version", "help"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("%q: usage does not mention %q:\n%s", args, w, out)
 			}
@@ -98,6 +98,8 @@ func TestCommandHelp(t *testing.T) {
 		{[]string{"help", "version"}, []string{"Usage: sweepgate version"}},
 		{[]string{"help", "--help"}, []string{"Usage: sweepgate help"}},
 		{[]string{"help", "help"}, []string{"Usage: sweepgate help"}},
+		{[]string{"sessions", "--help"}, []string{"Usage: sweepgate sessions list", "Examples:"}},
+		{[]string{"help", "sessions"}, []string{"Usage: sweepgate sessions list"}},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, nil, tt.args...)
@@ -139,6 +141,9 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"version", "extra"}, `unexpected argument "extra"`},
 		{[]string{"help", "nope"}, `unknown command "nope"`},
 		{[]string{"help", "a", "b"}, "at most one command"},
+		{[]string{"sessions"}, "missing subcommand"},
+		{[]string{"sessions", "delete"}, `unknown subcommand "delete"`},
+		{[]string{"sessions", "show", "bucket"}, "want BUCKET and UPLOADID"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, nil, tt.args...)
@@ -380,6 +385,30 @@ func TestServeEmbedded(t *testing.T) {
 	}
 	if code, _ := get(t, hc, admin+"/nope"); code != http.StatusNotFound {
 		t.Errorf("/nope = %d, want 404", code)
+	}
+
+	// Sessions are on by default: the admin API reads them, the gauge
+	// counts them (every state, 0 included, once its first count is done)
+	// and the store's etcd requests are timed.
+	if code, body := get(t, hc, admin+"/admin/v1/sessions"); code != http.StatusOK || !strings.Contains(body, `"sessions": []`) {
+		t.Errorf("/admin/v1/sessions = %d %s", code, body)
+	}
+	if code, _, errOut := runCLI(t, nil, "sessions", "show", "--admin", admin, "b", "nope"); code != exitNotFound {
+		t.Errorf("sessions show of an unknown upload: exit %d, stderr %q", code, errOut)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, metrics = get(t, hc, admin+"/metrics")
+		if strings.Contains(metrics, `sweepgate_sessions{state="cleanup_pending"} 0`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, w := range []string{`sweepgate_sessions{state="active"} 0`, `sweepgate_sessions{state="cleanup_pending"} 0`,
+		`sweepgate_etcd_request_duration_seconds_bucket{op="txn"`, "sweepgate_sessions_recounts_total 0"} {
+		if !strings.Contains(metrics, w) {
+			t.Errorf("/metrics lacks %s", w)
+		}
 	}
 
 	if code := s.stop(t); code != exitOK {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -60,9 +59,10 @@ func (c *cli) serveHelp(w io.Writer) {
 	fmt.Fprint(w, `Usage: sweepgate serve [flags]
 
 Runs the S3 gateway: S3 clients connect to listen (and tls_listen), and
-operators to admin.listen for /metrics, /healthz and /readyz. Upload
-sessions are kept in etcd: an embedded single-node etcd unless
-etcd.endpoints names a cluster. SIGINT or SIGTERM stops it gracefully.
+operators to admin.listen for /metrics, /healthz, /readyz and the admin API
+that 'sweepgate sessions' reads. Upload sessions are kept in etcd: an
+embedded single-node etcd unless etcd.endpoints names a cluster. SIGINT or
+SIGTERM stops it gracefully.
 
 `)
 	config.WriteHelp(w)
@@ -85,6 +85,9 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 	}
 	logger := newLogger(c.stderr, cfg)
 	for _, name := range config.UnknownEnv(c.environ) {
+		if name == adminURLEnv {
+			continue // the sessions command's, not a setting
+		}
 		logger.Warn("ignoring unknown environment variable; no setting has this name", "name", name)
 	}
 	logger.Debug("configuration", "config", cfg)
@@ -137,6 +140,14 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 	}
 	defer etcdClient.Close()
 
+	// One store for everything that reads or writes the session records,
+	// so that its etcd requests are timed in one histogram.
+	var store *etcdstore.Store
+	if cfg.Sessions.Enabled {
+		keys, _ := etcdstore.NewKeys(cfg.Etcd.Prefix) // config validated the prefix
+		store = etcdstore.NewStore(etcdClient, keys).WithMetrics(reg)
+	}
+
 	gw, err := gateway.New(gateway.Config{
 		BackendEndpoint:  cfg.Backend.Endpoint,
 		BackendRegion:    cfg.Backend.Region,
@@ -148,13 +159,18 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		MaxClockSkew:     cfg.MaxClockSkew,
 		Logger:           logger,
 		Metrics:          reg,
-		Sessions:         sessionsConfig(cfg, etcdClient, logger),
+		Sessions:         sessionsConfig(cfg, store, logger),
 	})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	if sessions := gw.Sessions(); sessions != nil {
 		go runReconciler(ctx, sessions, cfg.Sessions, logger)
+		gauge, err := multipart.NewStateGauge(store, reg, logger)
+		if err != nil {
+			return err
+		}
+		go gauge.Run(ctx)
 	}
 
 	// Bind every listener before serving on any, so that a taken port fails
@@ -220,6 +236,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 				{"etcd", func(ctx context.Context) error { return etcdstore.Health(ctx, etcdClient) }},
 				{"backend", gw.CheckBackend},
 			},
+			sessions: sessionsAPI{store: store, log: logger},
 		}
 		listeners = append(listeners, l)
 		servers = append(servers, &http.Server{
@@ -360,15 +377,14 @@ func (w httpLogWriter) Write(p []byte) (int, error) {
 // an environment variable, not a setting: nobody should set it by accident.
 const faultEnv = "SWEEPGATE_TEST_FAULT"
 
-// sessionsConfig returns the gateway's multipart session settings, or nil
-// when sessions are off.
-func sessionsConfig(cfg *config.Config, cli *clientv3.Client, logger *slog.Logger) *gateway.SessionsConfig {
+// sessionsConfig returns the gateway's multipart session settings over
+// store, or nil when sessions are off.
+func sessionsConfig(cfg *config.Config, store *etcdstore.Store, logger *slog.Logger) *gateway.SessionsConfig {
 	if !cfg.Sessions.Enabled {
 		return nil
 	}
-	keys, _ := etcdstore.NewKeys(cfg.Etcd.Prefix) // config validated the prefix
 	sc := &gateway.SessionsConfig{
-		Store:                etcdstore.NewStore(cli, keys),
+		Store:                store,
 		EnforceOwnership:     cfg.Sessions.EnforceOwnership,
 		AdminPrincipals:      cfg.Sessions.AdminPrincipals,
 		IdempotencyRetention: cfg.Sessions.IdempotencyRetention,
@@ -397,11 +413,18 @@ func runReconciler(ctx context.Context, sessions *multipart.Service, cfg config.
 	}
 	run := func() {
 		report, err := sessions.Reconcile(ctx, opts)
-		if err != nil && ctx.Err() == nil {
-			logger.Error("reconciler run failed", "err", err)
-			return
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, multipart.ErrUnsettled):
+			// The run finished; some sessions wait for the next one.
+			logger.Warn("reconciler left sessions unsettled", "err", err, "report", report)
+		case err != nil:
+			logger.Error("reconciler run failed", "err", err, "report", report)
+		case report.Aborted+report.Completed+report.Flagged+report.Pruned > 0:
+			logger.Info("reconciler run", "report", report)
+		default:
+			logger.Debug("reconciler run", "report", report)
 		}
-		logger.Debug("reconciler run", "report", report)
 	}
 	run()
 	if cfg.ReconcileInterval <= 0 {

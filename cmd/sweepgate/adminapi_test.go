@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+// newAPITestStore starts an embedded etcd for one test and returns a store
+// over it.
+func newAPITestStore(t *testing.T) *etcdstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	e, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{
+		DataDir:   filepath.Join(t.TempDir(), "etcd"),
+		ClientURL: "http://127.0.0.1:0",
+		PeerURL:   "http://127.0.0.1:0",
+	})
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	t.Cleanup(e.Close)
+	cli, err := etcdstore.Connect(ctx, e.Endpoints(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	keys, err := etcdstore.NewKeys(etcdstore.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return etcdstore.NewStore(cli, keys)
+}
+
+// newAdminServer serves the real admin handler over store (nil: sessions
+// off) and returns its base URL.
+func newAdminServer(t *testing.T, store *etcdstore.Store) string {
+	t.Helper()
+	a := &adminHandler{
+		registry: prometheus.NewRegistry(),
+		draining: new(atomic.Bool),
+		sessions: sessionsAPI{store: store, log: slog.New(slog.DiscardHandler)},
+	}
+	srv := httptest.NewServer(a.mux())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+var (
+	t0 = time.Date(2030, 5, 6, 7, 0, 0, 0, time.UTC)
+	t1 = t0.Add(time.Minute)
+	t2 = t0.Add(2 * time.Minute)
+	t3 = t0.Add(3 * time.Minute)
+)
+
+// seedSessions writes a small set of sessions, as the multipart service
+// would have left them.
+func seedSessions(t *testing.T, st *etcdstore.Store) {
+	t.Helper()
+	ctx := t.Context()
+	put := func(s etcdstore.Session) {
+		t.Helper()
+		if _, err := st.CreateSession(ctx, &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	active := etcdstore.Session{Bucket: "photos", Key: "2030/big.iso", UploadID: "up-active", Owner: "alice", Created: t0, LastActivity: t0}
+	active.Transition(etcdstore.StateActive, t0, "gateway", "created")
+	put(active)
+
+	expired := etcdstore.Session{Bucket: "photos", Key: "old\tkey", UploadID: "up-expired", Owner: "bob", Created: t0, LastActivity: t0}
+	expired.Transition(etcdstore.StateActive, t0, "gateway", "created")
+	exp := t2
+	expired.ExpiredAt = &exp
+	expired.Transition(etcdstore.StateExpired, t2, "reclaimer", "idle past the grace period")
+	expired.History[1].Term = 42
+	put(expired)
+
+	done := etcdstore.Session{Bucket: "backups", Key: "db.dump", UploadID: "up/done+1", Owner: "alice", Created: t0, LastActivity: t1,
+		ExpectedETag: `"abc-2"`, PartsDigest: "d1",
+		Completion: &etcdstore.Completion{Location: "http://x/backups/db.dump", Bucket: "backups", Key: "db.dump", ETag: `"abc-2"`, VersionID: "v1", At: t3}}
+	done.Transition(etcdstore.StateActive, t0, "gateway", "created")
+	done.Transition(etcdstore.StateCompleting, t2, "gateway", "complete")
+	done.Transition(etcdstore.StateCompleted, t3, "gateway", "backend completed")
+	put(done)
+
+	pending := etcdstore.Session{Bucket: "backups", Key: "x", UploadID: "up-pending", Owner: "carol", Created: t0, Uncertain: "abort response lost", AbortAttempts: 2}
+	pending.Transition(etcdstore.StateActive, t0, "gateway", "created")
+	pending.Transition(etcdstore.StateCleanupPending, t1, "gateway", "abort outcome unknown")
+	put(pending)
+
+	for i, size := range []int64{5 << 20, 1 << 20} {
+		p := etcdstore.Part{Number: i + 1, ETag: `"e` + string(rune('1'+i)) + `"`, Size: size, SHA256: "sha", At: t1}
+		if err := st.PutPart(ctx, "up/done+1", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The active upload's latest activity is on its activity key, later
+	// than the session record says.
+	if _, err := st.Client().Put(ctx, st.Keys().Activity("up-active"), `{"at":"`+t3.Format(time.RFC3339)+`","what":"UploadPart","part":7}`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getJSON fetches u and decodes its JSON body into out.
+func getJSON(t *testing.T, method, u string, out any) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s %s: Content-Type %q, body %s", method, u, ct, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		t.Fatalf("%s %s: %v in %s", method, u, err, body)
+	}
+	return resp.StatusCode, resp.Header
+}
+
+func listIDs(l apiSessionList) []string {
+	var ids []string
+	for _, s := range l.Sessions {
+		ids = append(ids, s.UploadID)
+	}
+	return ids
+}
+
+func TestAdminAPIListSessions(t *testing.T) {
+	t.Parallel()
+	st := newAPITestStore(t)
+	seedSessions(t, st)
+	base := newAdminServer(t, st)
+
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		// Key order: bucket, then upload id as escaped in the key, where
+		// "up%2Fdone%2B1" sorts before "up-pending".
+		{"", []string{"up/done+1", "up-pending", "up-active", "up-expired"}},
+		{"state=active", []string{"up-active"}},
+		{"state=expired,cleanup_pending", []string{"up-pending", "up-expired"}},
+		{"state=expired&state=active", []string{"up-active", "up-expired"}},
+		{"bucket=photos", []string{"up-active", "up-expired"}},
+		{"bucket=backups&state=completed", []string{"up/done+1"}},
+		{"bucket=nothing", nil},
+		{"state=aborted", nil},
+	}
+	for _, tt := range tests {
+		var l apiSessionList
+		code, _ := getJSON(t, "GET", base+"/admin/v1/sessions?"+tt.query, &l)
+		want := tt.want
+		if code != http.StatusOK || !slices.Equal(listIDs(l), want) || l.Truncated || l.Next != "" || l.Revision == 0 {
+			t.Errorf("?%s: %d %+v, want %q", tt.query, code, l, want)
+		}
+		if l.Sessions == nil || l.Warnings == nil {
+			t.Errorf("?%s: sessions or warnings is null, want []", tt.query)
+		}
+	}
+
+	// One session's fields, with the later activity from its activity key.
+	var l apiSessionList
+	getJSON(t, "GET", base+"/admin/v1/sessions?state=active", &l)
+	got := l.Sessions[0]
+	want := apiSession{Bucket: "photos", Key: "2030/big.iso", UploadID: "up-active", Owner: "alice", State: "active",
+		StateSince: t0, Created: t0, LastActivity: t3, ModRevision: got.ModRevision}
+	if got != want || got.ModRevision == 0 {
+		t.Errorf("active session = %+v\nwant %+v", got, want)
+	}
+
+	// Paging: limit, next, after, until the end.
+	var all []string
+	after := ""
+	for range 10 {
+		var page apiSessionList
+		q := url.Values{"limit": {"3"}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		if code, _ := getJSON(t, "GET", base+"/admin/v1/sessions?"+q.Encode(), &page); code != http.StatusOK {
+			t.Fatalf("page after %q: %d", after, code)
+		}
+		all = append(all, listIDs(page)...)
+		if !page.Truncated {
+			break
+		}
+		if len(page.Sessions) != 3 || page.Next == "" {
+			t.Fatalf("truncated page %+v", page)
+		}
+		after = page.Next
+	}
+	if want := []string{"up/done+1", "up-pending", "up-active", "up-expired"}; !slices.Equal(all, want) {
+		t.Errorf("paged list = %q, want %q", all, want)
+	}
+	// A page that ends exactly at the last session says so.
+	var exact apiSessionList
+	getJSON(t, "GET", base+"/admin/v1/sessions?limit=4", &exact)
+	if exact.Truncated || len(exact.Sessions) != 4 {
+		t.Errorf("limit=4 of 4: %+v", exact)
+	}
+
+	// A damaged record is reported, not fatal.
+	if _, err := st.Client().Put(t.Context(), st.Keys().Session("photos", "zz-broken"), "{"); err != nil {
+		t.Fatal(err)
+	}
+	var warned apiSessionList
+	getJSON(t, "GET", base+"/admin/v1/sessions?bucket=photos", &warned)
+	if len(warned.Sessions) != 2 || len(warned.Warnings) != 1 || !strings.Contains(warned.Warnings[0], "zz-broken") {
+		t.Errorf("with a damaged record: %+v", warned)
+	}
+}
+
+func TestAdminAPIShowSession(t *testing.T) {
+	t.Parallel()
+	st := newAPITestStore(t)
+	seedSessions(t, st)
+	base := newAdminServer(t, st)
+
+	var ans apiSessionAnswer
+	// The upload id holds '/' and '+': escaped, it is one path segment.
+	code, hdr := getJSON(t, "GET", base+"/admin/v1/sessions/backups/"+url.PathEscape("up/done+1"), &ans)
+	if code != http.StatusOK || hdr.Get("Cache-Control") != "no-store" {
+		t.Fatalf("show: %d %v", code, hdr)
+	}
+	s := ans.Session
+	if s.UploadID != "up/done+1" || s.State != "completed" || !s.StateSince.Equal(t3) || !s.LastActivity.Equal(t1) || s.Activity != nil {
+		t.Errorf("summary fields: %+v", s.apiSession)
+	}
+	if s.Completion == nil || s.Completion.ETag != `"abc-2"` || s.Completion.VersionID != "v1" || s.Completion.Checksums == nil || s.ExpectedETag != `"abc-2"` {
+		t.Errorf("completion: %+v, expected etag %q", s.Completion, s.ExpectedETag)
+	}
+	wantHist := []apiTransition{
+		{At: t0, To: "active", Actor: "gateway", Reason: "created"},
+		{At: t2, From: "active", To: "completing", Actor: "gateway", Reason: "complete"},
+		{At: t3, From: "completing", To: "completed", Actor: "gateway", Reason: "backend completed"},
+	}
+	if !slices.Equal(s.History, wantHist) {
+		t.Errorf("history = %+v\nwant %+v", s.History, wantHist)
+	}
+	if s.PartCount != 2 || s.PartBytes != 6<<20 || len(s.Parts) != 2 || s.Parts[0] != (apiPart{PartNumber: 1, ETag: `"e1"`, Size: 5 << 20, SHA256: "sha", At: t1}) {
+		t.Errorf("parts: %d, %d bytes, %+v", s.PartCount, s.PartBytes, s.Parts)
+	}
+
+	// Activity from the activity key; a reclaimer's term in the history.
+	getJSON(t, "GET", base+"/admin/v1/sessions/photos/up-active", &ans)
+	if a := ans.Session.Activity; a == nil || *a != (apiActivity{At: t3, What: "UploadPart", PartNumber: 7}) || !ans.Session.LastActivity.Equal(t3) {
+		t.Errorf("activity %+v, last activity %v", a, ans.Session.LastActivity)
+	}
+	if ans.Session.Parts == nil || ans.Session.History == nil {
+		t.Error("parts or history is null, want []")
+	}
+	getJSON(t, "GET", base+"/admin/v1/sessions/photos/up-expired", &ans)
+	if h := ans.Session.History; len(h) != 2 || h[1].Term != 42 || h[1].Actor != "reclaimer" || ans.Session.ExpiredAt == nil || !ans.Session.ExpiredAt.Equal(t2) {
+		t.Errorf("expired session: %+v", ans.Session)
+	}
+
+	// The raw document uses the documented names.
+	resp, err := http.Get(base + "/admin/v1/sessions/backups/up-pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, name := range []string{`"session"`, `"upload_id": "up-pending"`, `"state": "cleanup_pending"`, `"uncertain": "abort response lost"`,
+		`"abort_attempts": 2`, `"state_since"`, `"last_activity"`, `"mod_revision"`, `"history"`, `"parts": []`, `"part_count": 0`,
+		`"part_bytes": 0`, `"completion": null`, `"activity": null`, `"expired_at": null`} {
+		if !strings.Contains(string(raw), name) {
+			t.Errorf("show document lacks %s:\n%s", name, raw)
+		}
+	}
+}
+
+func TestAdminAPIErrors(t *testing.T) {
+	t.Parallel()
+	st := newAPITestStore(t)
+	seedSessions(t, st)
+	base := newAdminServer(t, st)
+	off := newAdminServer(t, nil)
+
+	tests := []struct {
+		method, url string
+		status      int
+		code, msg   string
+	}{
+		{"GET", base + "/admin/v1/sessions/photos/nope", 404, codeNotFound, `no session for upload "nope" in bucket "photos"`},
+		{"GET", base + "/admin/v1/sessions/nobucket/up-active", 404, codeNotFound, "no session"},
+		{"GET", base + "/admin/v1/sessions/photos", 404, codeNotFound, "no admin API endpoint"},
+		{"GET", base + "/admin/v1/nothing", 404, codeNotFound, "no admin API endpoint"},
+		{"GET", base + "/admin/v1/sessions?state=lost", 400, codeBadRequest, `unknown state "lost"`},
+		{"GET", base + "/admin/v1/sessions?limit=0", 400, codeBadRequest, "limit"},
+		{"GET", base + "/admin/v1/sessions?limit=1001", 400, codeBadRequest, "limit"},
+		{"GET", base + "/admin/v1/sessions?limit=ten", 400, codeBadRequest, "limit"},
+		{"GET", base + "/admin/v1/sessions?after=nonsense", 400, codeBadRequest, "after"},
+		{"GET", base + "/admin/v1/sessions?sate=active", 400, codeBadRequest, `unknown parameter "sate"`},
+		{"POST", base + "/admin/v1/sessions", 405, codeMethodNotAllowed, "POST"},
+		{"DELETE", base + "/admin/v1/sessions/photos/up-active", 405, codeMethodNotAllowed, "DELETE"},
+		{"GET", off + "/admin/v1/sessions", 503, codeSessionsDisabled, "sessions.enabled"},
+		{"GET", off + "/admin/v1/sessions/photos/up-active", 503, codeSessionsDisabled, "off"},
+	}
+	for _, tt := range tests {
+		var e apiErrorBody
+		status, _ := getJSON(t, tt.method, tt.url, &e)
+		if status != tt.status || e.Error.Code != tt.code || !strings.Contains(e.Error.Message, tt.msg) {
+			t.Errorf("%s %s = %d %+v, want %d %s containing %q", tt.method, tt.url, status, e.Error, tt.status, tt.code, tt.msg)
+		}
+	}
+
+	// The probes are not part of the API and keep answering in text.
+	if code, body := get(t, http.DefaultClient, base+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+}
+
+// The etcd read failing is a 503 the operator can retry, not a 404.
+func TestAdminAPIEtcdDown(t *testing.T) {
+	t.Parallel()
+	st := newAPITestStore(t)
+	base := newAdminServer(t, st)
+	st.Client().Close()
+	for _, path := range []string{"/admin/v1/sessions", "/admin/v1/sessions/b/u"} {
+		var e apiErrorBody
+		status, _ := getJSON(t, "GET", base+path, &e)
+		if status != http.StatusServiceUnavailable || e.Error.Code != codeEtcdUnavailable {
+			t.Errorf("%s with etcd gone = %d %+v", path, status, e)
+		}
+	}
+}

@@ -1,0 +1,423 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+const (
+	// adminURLEnv names the admin API the sessions command talks to when
+	// --admin is not given.
+	adminURLEnv     = "SWEEPGATE_ADMIN_URL"
+	defaultAdminURL = "http://127.0.0.1:9001"
+	// adminClientTimeout bounds one admin API request, above the server's
+	// own bound on its etcd reads.
+	adminClientTimeout = 30 * time.Second
+	// maxAdminAnswer bounds what the command reads from the admin API: a
+	// session with 10000 parts is about 2 MiB.
+	maxAdminAnswer = 64 << 20
+)
+
+func (c *cli) sessionsHelp(w io.Writer) {
+	fmt.Fprintf(w, `Usage: sweepgate sessions list [flags]
+       sweepgate sessions show [flags] BUCKET UPLOADID
+
+Reads the upload sessions a running sweepgate keeps in etcd, through its
+admin API (GET /admin/v1/sessions, see docs/admin-api.md).
+
+  list   one line per session: bucket, upload id, state, owner, latest
+         activity and object key, in bucket and upload id order
+  show   one session: its state, times and completion result, the history
+         of its transitions (when, from, to, who, why) and its recorded parts
+
+Flags:
+  --admin URL     the gateway's admin listener (default $%s,
+                  else %s)
+  --json          print the API's JSON document instead of a table
+  --state S       list: only sessions in state S (several: S1,S2)
+  --bucket B      list: only sessions of bucket B
+  --limit N       list: at most N sessions (1 to %d, default %d)
+  --after CURSOR  list: continue after the last session of an earlier list
+                  (its "next" value, which a truncated list prints)
+
+States: %s.
+
+Examples:
+  sweepgate sessions list
+  sweepgate sessions list --state expired,cleanup_pending
+  sweepgate sessions list --bucket backups --limit 1000 --json | jq -r '.sessions[].upload_id'
+  sweepgate sessions show backups 2~xPk3aJ0qT
+  SWEEPGATE_ADMIN_URL=http://10.0.0.7:9001 sweepgate sessions list --state completing
+
+Exit status: 0 done, 1 error (admin API unreachable, etcd unavailable),
+2 bad command line, 3 no such session.
+`, adminURLEnv, defaultAdminURL, maxListLimit, defaultListLimit, stateNames())
+}
+
+func (c *cli) sessionsCmd(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		return c.usageError("sessions", errors.New("missing subcommand: list or show"))
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		c.sessionsHelp(c.stdout)
+		return exitOK
+	case "list":
+		return c.sessionsList(ctx, args[1:])
+	case "show":
+		return c.sessionsShow(ctx, args[1:])
+	}
+	return c.usageError("sessions", fmt.Errorf("unknown subcommand %q: want list or show", args[0]))
+}
+
+// sessionsFlags are the flags both subcommands take.
+type sessionsFlags struct {
+	admin  string
+	json   bool
+	state  string
+	bucket string
+	limit  int
+	after  string
+}
+
+func (c *cli) parseSessionsFlags(name string, args []string, forList bool) (sessionsFlags, []string, int, bool) {
+	f := sessionsFlags{limit: defaultListLimit}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.admin, "admin", "", "")
+	fs.BoolVar(&f.json, "json", false, "")
+	if forList {
+		fs.StringVar(&f.state, "state", "", "")
+		fs.StringVar(&f.bucket, "bucket", "", "")
+		fs.IntVar(&f.limit, "limit", defaultListLimit, "")
+		fs.StringVar(&f.after, "after", "", "")
+	}
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		c.sessionsHelp(c.stdout)
+		return f, nil, exitOK, false
+	}
+	if err != nil {
+		return f, nil, c.usageError(name, err), false
+	}
+	if f.admin == "" {
+		f.admin = envValue(c.environ, adminURLEnv)
+	}
+	if f.admin == "" {
+		f.admin = defaultAdminURL
+	}
+	if f.admin, err = normalizeAdminURL(f.admin); err != nil {
+		return f, nil, c.usageError(name, err), false
+	}
+	return f, pos, 0, true
+}
+
+// parseInterspersed parses flags wherever they stand among the positional
+// arguments, as people type them (`show B ID --json`); "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+func envValue(environ []string, name string) string {
+	for _, kv := range slices.Backward(environ) {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// normalizeAdminURL accepts host:port as well as a URL.
+func normalizeAdminURL(raw string) (string, error) {
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("admin URL %q: want http://HOST:PORT (the gateway's admin.listen)", raw)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+func (c *cli) sessionsList(ctx context.Context, args []string) int {
+	const name = "sessions list"
+	f, pos, code, ok := c.parseSessionsFlags(name, args, true)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return c.usageError(name, fmt.Errorf("unexpected argument %q (filter with --bucket and --state)", strings.Join(pos, " ")))
+	}
+	q := url.Values{}
+	if f.state != "" {
+		for _, s := range strings.Split(f.state, ",") {
+			if !slices.Contains(etcdstore.AllStates, etcdstore.SessionState(strings.TrimSpace(s))) {
+				return c.usageError(name, fmt.Errorf("unknown state %q; the states are %s", s, stateNames()))
+			}
+		}
+		q.Set("state", f.state)
+	}
+	if f.limit < 1 || f.limit > maxListLimit {
+		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", f.limit, maxListLimit))
+	}
+	q.Set("limit", strconv.Itoa(f.limit))
+	if f.bucket != "" {
+		q.Set("bucket", f.bucket)
+	}
+	if f.after != "" {
+		q.Set("after", f.after)
+	}
+	body, code := c.adminGet(ctx, name, f.admin, "/admin/v1/sessions", q)
+	if code != exitOK {
+		return code
+	}
+	var list apiSessionList
+	if err := json.Unmarshal(body, &list); err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a session list: %v\n", name, f.admin, err)
+		return exitError
+	}
+	for _, w := range list.Warnings {
+		fmt.Fprintf(c.stderr, "warning: %s\n", w)
+	}
+	if f.json {
+		return c.writeIndented(name, body)
+	}
+	if len(list.Sessions) == 0 {
+		fmt.Fprintln(c.stdout, "No sessions match.")
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BUCKET\tUPLOAD ID\tSTATE\tOWNER\tLAST ACTIVITY\tKEY")
+	for _, s := range list.Sessions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(s.Bucket), cell(s.UploadID), cell(s.State), cell(s.Owner), when(s.LastActivity), cell(s.Key))
+	}
+	tw.Flush()
+	if list.Truncated {
+		fmt.Fprintf(c.stderr, "More sessions match than the %d shown; continue with --after %s\n", len(list.Sessions), shellWord(list.Next))
+	}
+	return exitOK
+}
+
+func (c *cli) sessionsShow(ctx context.Context, args []string) int {
+	const name = "sessions show"
+	f, pos, code, ok := c.parseSessionsFlags(name, args, false)
+	if !ok {
+		return code
+	}
+	if len(pos) != 2 || pos[0] == "" || pos[1] == "" {
+		return c.usageError(name, fmt.Errorf("want BUCKET and UPLOADID, got %d argument(s)", len(pos)))
+	}
+	path := "/admin/v1/sessions/" + url.PathEscape(pos[0]) + "/" + url.PathEscape(pos[1])
+	body, code := c.adminGet(ctx, name, f.admin, path, nil)
+	if code != exitOK {
+		return code
+	}
+	var ans apiSessionAnswer
+	if err := json.Unmarshal(body, &ans); err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a session: %v\n", name, f.admin, err)
+		return exitError
+	}
+	if f.json {
+		return c.writeIndented(name, body)
+	}
+	writeSession(c.stdout, &ans.Session)
+	return exitOK
+}
+
+// adminGet fetches path from the admin API and returns its body, or the
+// exit code after reporting what went wrong.
+func (c *cli) adminGet(ctx context.Context, name, base, path string, q url.Values) ([]byte, int) {
+	u := base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminClientTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: %v\n", name, err)
+		return nil, exitError
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: cannot reach the admin API at %s: %v\nIs sweepgate serve running there? Point --admin or %s at its admin.listen.\n", name, base, err, adminURLEnv)
+		return nil, exitError
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer))
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: reading the admin API's answer: %v\n", name, err)
+		return nil, exitError
+	}
+	if resp.StatusCode == http.StatusOK {
+		return body, exitOK
+	}
+	var e apiErrorBody
+	if json.Unmarshal(body, &e) != nil || e.Error.Code == "" {
+		// Not our API: a proxy, another service, or a sweepgate too old to
+		// have it.
+		snippet := strings.TrimSpace(string(body[:min(len(body), 200)]))
+		fmt.Fprintf(c.stderr, "sweepgate %s: %s answered %s, not the sweepgate admin API: %s\n", name, u, resp.Status, snippet)
+		return nil, exitError
+	}
+	fmt.Fprintf(c.stderr, "sweepgate %s: %s\n", name, e.Error.Message)
+	switch {
+	case resp.StatusCode == http.StatusNotFound && e.Error.Code == codeNotFound:
+		return nil, exitNotFound
+	case resp.StatusCode == http.StatusBadRequest:
+		return nil, exitUsage
+	}
+	return nil, exitError
+}
+
+func (c *cli) writeIndented(name string, body []byte) int {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, bytes.TrimSpace(body), "", "  "); err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: %v\n", name, err)
+		return exitError
+	}
+	buf.WriteByte('\n')
+	if _, err := c.stdout.Write(buf.Bytes()); err != nil {
+		return exitError
+	}
+	return exitOK
+}
+
+func writeSession(w io.Writer, s *apiSessionDetail) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("Bucket", cell(s.Bucket))
+	row("Key", cell(s.Key))
+	row("Upload ID", cell(s.UploadID))
+	row("State", fmt.Sprintf("%s since %s", cell(s.State), when(s.StateSince)))
+	row("Owner", cell(s.Owner))
+	row("Created", when(s.Created))
+	last := when(s.LastActivity)
+	if a := s.Activity; a != nil && a.At.Equal(s.LastActivity) {
+		last += " (" + cell(a.What)
+		if a.PartNumber > 0 {
+			last += fmt.Sprintf(", part %d", a.PartNumber)
+		}
+		last += ")"
+	}
+	row("Last activity", last)
+	if s.ExpiredAt != nil {
+		row("Expired at", when(*s.ExpiredAt))
+	}
+	if s.Uncertain != "" {
+		row("Uncertain", cell(s.Uncertain))
+	}
+	if s.AbortAttempts > 0 {
+		row("Abort attempts", strconv.Itoa(s.AbortAttempts))
+	}
+	if s.ExpectedETag != "" {
+		row("Expected ETag", cell(s.ExpectedETag))
+	}
+	if c := s.Completion; c != nil {
+		v := "ETag " + cell(c.ETag)
+		if c.VersionID != "" {
+			v += ", version " + cell(c.VersionID)
+		}
+		row("Completed", v+", at "+when(c.At))
+	}
+	row("Mod revision", strconv.FormatInt(s.ModRevision, 10))
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nHistory: %d transition(s)\n", len(s.History))
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  AT\tFROM\tTO\tACTOR\tTERM\tREASON")
+	for _, t := range s.History {
+		term := "-"
+		if t.Term != 0 {
+			term = strconv.FormatInt(t.Term, 10)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", when(t.At), cell(t.From), cell(t.To), cell(t.Actor), term, cell(t.Reason))
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nParts: %d, %s\n", s.PartCount, sizeText(s.PartBytes))
+	if len(s.Parts) == 0 {
+		return
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PART\tSIZE\tETAG\tSHA256\tAT")
+	for _, p := range s.Parts {
+		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\n", p.PartNumber, p.Size, cell(p.ETag), cell(p.SHA256), when(p.At))
+	}
+	tw.Flush()
+}
+
+// cell makes a value safe for one table cell: "-" for nothing, and quoted
+// when it holds a tab, a newline or another control character that would
+// break the table (object keys may hold anything).
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// shellWord quotes s for a shell when it holds anything but the characters
+// a cursor usually has, so that a printed command can be pasted as it is.
+func shellWord(s string) string {
+	const safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~%/+-:=@,"
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !strings.ContainsRune(safe, r) }) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// sizeText is a byte count as people read it, with the exact count.
+func sizeText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	v, suffix := float64(n), ""
+	for _, s := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
+		v, suffix = v/unit, s
+		if v < unit {
+			break
+		}
+	}
+	return fmt.Sprintf("%.1f %s (%d bytes)", v, suffix, n)
+}

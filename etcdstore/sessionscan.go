@@ -1,0 +1,171 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// defaultScanPage is the page size of a scan when none is given: large
+// enough that a scan of many sessions takes few round trips, small enough
+// that one page stays far below etcd's response size limit.
+const defaultScanPage = 500
+
+// maxTxnOps is etcd's default limit on the operations of one transaction.
+const maxTxnOps = 128
+
+// SessionScan selects the sessions ScanSessionsAfter reads.
+type SessionScan struct {
+	// Bucket limits the scan to one bucket; empty scans every bucket.
+	Bucket string
+	// AfterBucket and AfterUploadID resume a scan after that session (which
+	// need not exist any more); both empty start at the beginning.
+	AfterBucket, AfterUploadID string
+	// PageSize is how many keys one request reads; 0 means 500.
+	PageSize int64
+}
+
+// ScanSessionsAfter is ScanSessions for a caller that reads sessions a page
+// at a time (the admin API): it starts after a given session, and fn
+// returning false ends the scan, so listing the next few sessions reads
+// neither those before nor those after them. Sessions come in key order
+// (bucket, then upload id, both as escaped in the key) at one etcd revision,
+// which it returns. A session whose record does not decode is passed over,
+// so that one damaged record does not hide the others; its key is returned
+// in undecodable.
+func (s *Store) ScanSessionsAfter(ctx context.Context, scan SessionScan, fn func(Versioned[Session]) bool) (rev int64, undecodable []string, err error) {
+	prefix := s.keys.AllSessions()
+	if scan.Bucket != "" {
+		prefix = s.keys.Sessions(scan.Bucket)
+	}
+	start, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	if scan.AfterBucket != "" || scan.AfterUploadID != "" {
+		if after := s.keys.Session(scan.AfterBucket, scan.AfterUploadID) + "\x00"; after > start {
+			start = after
+		}
+	}
+	if start >= end {
+		// Resuming after the selected range: nothing is left, but the caller
+		// still learns the revision it looked at.
+		resp, err := s.cli.Get(ctx, prefix, clientv3.WithCountOnly())
+		if err != nil {
+			return 0, nil, fmt.Errorf("scan sessions: %w", err)
+		}
+		return resp.Header.Revision, nil, nil
+	}
+	rev, err = s.scan(ctx, start, end, scan.PageSize, func(kv *mvccpb.KeyValue) bool {
+		var sess Session
+		if err := json.Unmarshal(kv.Value, &sess); err != nil {
+			undecodable = append(undecodable, string(kv.Key))
+			return true
+		}
+		return fn(Versioned[Session]{Value: sess, ModRev: kv.ModRevision})
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return rev, undecodable, nil
+}
+
+// SessionStates counts the sessions in each state, reading every session at
+// one etcd revision, which it returns. It decodes only each record's state,
+// and skips (and counts as undecodable) a record that has none, so that one
+// damaged record cannot stop the count.
+func (s *Store) SessionStates(ctx context.Context, pageSize int64) (counts map[SessionState]int64, undecodable int, rev int64, err error) {
+	counts = make(map[SessionState]int64, len(AllStates))
+	prefix := s.keys.AllSessions()
+	rev, err = s.scan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), pageSize, func(kv *mvccpb.KeyValue) bool {
+		if st, err := SessionStateOf(kv.Value); err != nil {
+			undecodable++
+		} else {
+			counts[st]++
+		}
+		return true
+	})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return counts, undecodable, rev, nil
+}
+
+// SessionStateOf reads only the state of an encoded session record, for
+// callers that follow session keys (a watch) and need no more.
+func SessionStateOf(value []byte) (SessionState, error) {
+	var v struct {
+		State SessionState `json:"state"`
+	}
+	if err := json.Unmarshal(value, &v); err != nil {
+		return "", fmt.Errorf("decode session state: %w", err)
+	}
+	if v.State == "" {
+		return "", errors.New("decode session state: record has no state")
+	}
+	return v.State, nil
+}
+
+// scan reads the keys in [start, end) in pages of pageSize at the revision
+// of its first read, calling fn for each until fn says stop.
+func (s *Store) scan(ctx context.Context, start, end string, pageSize int64, fn func(*mvccpb.KeyValue) bool) (int64, error) {
+	if pageSize <= 0 {
+		pageSize = defaultScanPage
+	}
+	var rev int64
+	key := start
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(pageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.cli.Get(ctx, key, opts...)
+		if err != nil {
+			return 0, fmt.Errorf("scan sessions: %w", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			if !fn(kv) {
+				return rev, nil
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// GetActivities reads the latest recorded activity of each upload id, in
+// transactions of up to 128 reads rather than one request per upload. Uploads
+// with no recorded activity are absent from the result.
+func (s *Store) GetActivities(ctx context.Context, uploadIDs []string) (map[string]Activity, error) {
+	out := make(map[string]Activity, len(uploadIDs))
+	for len(uploadIDs) > 0 {
+		batch := uploadIDs[:min(len(uploadIDs), maxTxnOps)]
+		uploadIDs = uploadIDs[len(batch):]
+		ops := make([]clientv3.Op, len(batch))
+		for i, id := range batch {
+			ops[i] = clientv3.OpGet(s.keys.Activity(id))
+		}
+		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("read activity: %w", err)
+		}
+		for i, r := range resp.Responses {
+			kvs := r.GetResponseRange().GetKvs()
+			if len(kvs) == 0 {
+				continue
+			}
+			var a Activity
+			if err := json.Unmarshal(kvs[0].Value, &a); err != nil {
+				return nil, fmt.Errorf("decode activity %s: %w", kvs[0].Key, err)
+			}
+			out[batch[i]] = a
+		}
+	}
+	return out, nil
+}

@@ -62,6 +62,7 @@ type Sessions struct {
 	ReconcileInterval    time.Duration
 	ReconcileAfter       time.Duration
 	StuckLimit           time.Duration
+	CompleteHold         time.Duration
 }
 
 // Backend is the S3 server behind the gateway.

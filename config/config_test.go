@@ -70,6 +70,7 @@ func TestDefaults(t *testing.T) {
 			ReconcileInterval:    time.Minute,
 			ReconcileAfter:       time.Minute,
 			StuckLimit:           time.Hour,
+			CompleteHold:         30 * time.Second,
 		},
 		Admin: Admin{Listen: "127.0.0.1:9001"},
 		Log:   Log{Format: "text", Level: "info"},

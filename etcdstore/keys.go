@@ -87,3 +87,11 @@ func (k Keys) Idempotency(id string) string {
 func (k Keys) AllSessions() string {
 	return k.Root() + "sessions/"
 }
+
+// CompleteAttempt returns the key that marks a CompleteMultipartUpload in
+// flight on the backend. It lives under a lease of the gateway that sends the
+// complete, so it vanishes if that gateway dies, and while it exists no
+// other complete of the upload is sent.
+func (k Keys) CompleteAttempt(uploadID string) string {
+	return k.Root() + "completing/" + url.PathEscape(uploadID)
+}

@@ -119,6 +119,7 @@ func New(cfg Config) (*Gateway, error) {
 			EnforceOwnership:     sc.EnforceOwnership,
 			AdminPrincipals:      sc.AdminPrincipals,
 			IdempotencyRetention: sc.IdempotencyRetention,
+			CompleteHold:         sc.CompleteHold,
 			Fault:                sc.Fault,
 			Now:                  cfg.Now,
 			Logger:               cfg.Logger,
@@ -285,6 +286,11 @@ func (g *Gateway) addressBackend(out, in *http.Request, req *request) {
 	for _, h := range clientAuthHeaders {
 		out.Header.Del(h)
 	}
+	// Idempotency keys are sweepgate's to honour. Sent on, they would also
+	// make net/http resend a failed DELETE or PUT by itself
+	// (Request.isReplayable): a blind retry of a destructive call.
+	out.Header.Del("Idempotency-Key")
+	out.Header.Del("X-Idempotency-Key")
 }
 
 // modifyResponse stamps the gateway's request id on a backend response. It

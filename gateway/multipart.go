@@ -26,6 +26,8 @@ type SessionsConfig struct {
 	AdminPrincipals  []string
 	// IdempotencyRetention is how long an Idempotency-Key's outcome is kept.
 	IdempotencyRetention time.Duration
+	// CompleteHold: see multipart.Config.
+	CompleteHold time.Duration
 	// Fault lets tests stop the process at a named point (multipart.Fault*).
 	Fault func(point string)
 }
@@ -114,6 +116,9 @@ func (g *Gateway) backendRequest(in *http.Request, req *request, body []byte) (*
 		out.Header.Del(h)
 	}
 	g.addressBackend(out, in, req)
+	// The session service reads some answers itself (XML it parses and may
+	// rewrite): they must not come back compressed.
+	out.Header.Del("Accept-Encoding")
 	outbound := req.auth.Payload.Outbound()
 	if body == nil {
 		if err := outbound.Apply(out); err != nil {

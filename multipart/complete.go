@@ -140,7 +140,8 @@ func (s *Service) replayCompletion(w http.ResponseWriter, c *Call, comp *etcdsto
 // the backend call; success records the result (replayed to retries with the
 // same part list); a definite client error returns the session to active;
 // anything unclear leaves it completing for a retry or the reconciler, which
-// never reverts or deletes it.
+// never reverts or deletes it. Only one complete of an upload is in flight on
+// the backend at a time (completeAttempt); another answers OperationAborted.
 func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) {
 	body, err := c.ReadBody(maxCompleteBody)
 	if err != nil {
@@ -153,9 +154,30 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 		return
 	}
 	digest := partsDigest(parts)
+	attempt, err := s.newCompleteAttempt(ctx, c)
+	if err != nil {
+		s.writeError(w, c, err)
+		return
+	}
+	defer func() {
+		rctx, cancel := detached(ctx)
+		defer cancel()
+		attempt.release(rctx)
+	}()
+	inFlight := func() bool {
+		live, err := attempt.live(ctx)
+		if err != nil {
+			s.writeError(w, c, err)
+			return true
+		}
+		if live {
+			s.writeError(w, c, errInProgress)
+		}
+		return live
+	}
 	var sess etcdstore.Session
-	for attempt := 0; ; attempt++ {
-		if attempt == s.attempts {
+	for try := 0; ; try++ {
+		if try == s.attempts {
 			s.writeError(w, c, errTooManyConflicts)
 			return
 		}
@@ -188,7 +210,20 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 				s.writeError(w, c, errInProgress)
 				return
 			}
-			sess = v.Value // a retry of a complete whose outcome is unknown
+			if inFlight() {
+				return
+			}
+			// A retry of a complete whose outcome is unknown, and no
+			// gateway is sending it: this request takes it over.
+			nv, ok, err := s.transition(ctx, v, etcdstore.StateCompleting, "client retried the complete", nil, attempt.claim())
+			if err != nil {
+				s.writeError(w, c, err)
+				return
+			}
+			if !ok {
+				continue
+			}
+			sess = nv.Value
 		default:
 			now := s.now().UTC()
 			nv, ok, err := s.transition(ctx, v, etcdstore.StateCompleting, "client complete", func(sess *etcdstore.Session) {
@@ -196,12 +231,15 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 				sess.PartsDigest = digest
 				sess.ExpectedETag = multipartETag(parts)
 				sess.Uncertain = ""
-			})
+			}, attempt.claim())
 			if err != nil {
 				s.writeError(w, c, err)
 				return
 			}
 			if !ok {
+				if inFlight() {
+					return
+				}
 				continue
 			}
 			sess = nv.Value
@@ -219,25 +257,25 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 	rctx, cancel := detached(ctx)
 	defer cancel()
 	if err != nil {
-		s.completeUnclear(rctx, w, c, &sess, fmt.Sprintf("no answer from the backend: %v", err), nil, nil)
+		s.completeUnclear(rctx, w, c, attempt, &sess, fmt.Sprintf("no answer from the backend: %v", err), nil, nil)
 		return
 	}
 	defer resp.Body.Close()
 	respBody, err := readBody(resp)
 	if err != nil {
-		s.completeUnclear(rctx, w, c, &sess, err.Error(), nil, nil)
+		s.completeUnclear(rctx, w, c, attempt, &sess, err.Error(), nil, nil)
 		return
 	}
 	code := errorCode(respBody)
 	if resp.StatusCode == http.StatusOK && code == "" {
 		var res completeResult
 		if err := xml.Unmarshal(respBody, &res); err != nil {
-			s.completeUnclear(rctx, w, c, &sess, "unreadable complete result", resp, respBody)
+			s.completeUnclear(rctx, w, c, attempt, &sess, "unreadable complete result", resp, respBody)
 			return
 		}
 		comp := res.completion(resp.Header.Get("X-Amz-Version-Id"))
 		comp.At = s.now().UTC()
-		s.recordCompleted(rctx, c, comp, "backend completed")
+		s.recordCompleted(rctx, c, comp, "backend completed", attempt)
 		s.writeBuffered(w, c, resp, respBody)
 		return
 	}
@@ -245,15 +283,15 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 	case clientCompleteErrors[code]:
 		if _, err := s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateCompleting, etcdstore.StateActive, "complete refused: "+code, func(sess *etcdstore.Session) {
 			sess.PartsDigest, sess.ExpectedETag = "", ""
-		}); err != nil {
+		}, attempt.owned()); err != nil {
 			s.log.Error("complete refused but session not returned to active", "upload_id", c.UploadID, "err", err)
 		}
 		s.writeBuffered(w, c, resp, respBody)
 	case code == "NoSuchUpload":
 		// An earlier complete may have succeeded without our seeing it.
-		s.completeUnclear(rctx, w, c, &sess, "backend answered NoSuchUpload", resp, respBody)
+		s.completeUnclear(rctx, w, c, attempt, &sess, "backend answered NoSuchUpload", resp, respBody)
 	default:
-		s.completeUnclear(rctx, w, c, &sess, fmt.Sprintf("backend answered %d %s", resp.StatusCode, code), resp, respBody)
+		s.completeUnclear(rctx, w, c, attempt, &sess, fmt.Sprintf("backend answered %d %s", resp.StatusCode, code), resp, respBody)
 	}
 }
 
@@ -262,9 +300,9 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 // recorded and answered as such; otherwise the session stays completing,
 // with the doubt recorded, and the client gets the backend's answer (or
 // ServiceUnavailable when there was none) so that it retries.
-func (s *Service) completeUnclear(ctx context.Context, w http.ResponseWriter, c *Call, sess *etcdstore.Session, why string, resp *http.Response, body []byte) {
+func (s *Service) completeUnclear(ctx context.Context, w http.ResponseWriter, c *Call, attempt *completeAttempt, sess *etcdstore.Session, why string, resp *http.Response, body []byte) {
 	if comp, ok := s.objectCompleted(ctx, sess); ok {
-		s.recordCompleted(ctx, c, comp, "object found with the expected ETag after: "+why)
+		s.recordCompleted(ctx, c, comp, "object found with the expected ETag after: "+why, attempt)
 		s.replayCompletion(w, c, comp)
 		return
 	}
@@ -282,11 +320,11 @@ func (s *Service) completeUnclear(ctx context.Context, w http.ResponseWriter, c 
 }
 
 // recordCompleted moves a completing session to completed with its result.
-func (s *Service) recordCompleted(ctx context.Context, c *Call, comp *etcdstore.Completion, reason string) {
+func (s *Service) recordCompleted(ctx context.Context, c *Call, comp *etcdstore.Completion, reason string, attempt *completeAttempt) {
 	if _, err := s.settle(ctx, c.Bucket, c.UploadID, etcdstore.StateCompleting, etcdstore.StateCompleted, reason, func(sess *etcdstore.Session) {
 		sess.Completion = comp
 		sess.Uncertain = ""
-	}); err != nil {
+	}, attempt.done()); err != nil {
 		// The object exists; the session stays completing and the
 		// reconciler records the completion from the object.
 		s.log.Error("complete succeeded but not recorded; the reconciler will", "upload_id", c.UploadID, "err", err)

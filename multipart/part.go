@@ -35,8 +35,9 @@ func parsePartNumber(s string) (int, error) {
 	return n, nil
 }
 
-// acceptsActivity reports whether a session in state st takes parts and part
-// listings. An expired session does: activity wins over cleanup.
+// acceptsActivity reports whether a session in state st takes activity at
+// all. An expired session does: activity wins over cleanup. A completing one
+// takes part listings but not parts (see recordActivity).
 func acceptsActivity(st etcdstore.SessionState) bool {
 	switch st {
 	case etcdstore.StateActive, etcdstore.StateExpired, etcdstore.StateCompleting:
@@ -60,6 +61,11 @@ func (s *Service) recordActivity(ctx context.Context, c *Call, part int) (found 
 		}
 		if !acceptsActivity(v.Value.State) {
 			return true, errNoSuchUpload
+		}
+		if c.Op != OpListParts && v.Value.State == etcdstore.StateCompleting {
+			// The complete may still fail and return the upload to active,
+			// so the part is refused for now, not for good.
+			return true, errInProgress
 		}
 		now := s.now().UTC()
 		act := etcdstore.Activity{At: now, What: string(c.Op), Part: part}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
@@ -92,6 +93,9 @@ type Config struct {
 	AdminPrincipals  []string
 	// IdempotencyRetention is how long an Idempotency-Key's outcome is kept.
 	IdempotencyRetention time.Duration
+	// CompleteHold is how long a complete in flight keeps other completes of
+	// its upload out after its gateway stops renewing the hold (30s if 0).
+	CompleteHold time.Duration
 	// Fault, when set, is called at named points of destructive paths so a
 	// test can stop the process there (see Fault* constants).
 	Fault  func(point string)
@@ -120,6 +124,7 @@ type Service struct {
 	owners   bool
 	admins   []string
 	idemTTL  time.Duration
+	hold     time.Duration
 	fault    func(string)
 	now      func() time.Time
 	log      *slog.Logger
@@ -141,6 +146,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Fault == nil {
 		cfg.Fault = func(string) {}
 	}
+	if cfg.CompleteHold < time.Second {
+		cfg.CompleteHold = 30 * time.Second
+	}
 	if cfg.IdempotencyRetention <= 0 {
 		cfg.IdempotencyRetention = 24 * time.Hour
 	}
@@ -150,6 +158,7 @@ func New(cfg Config) (*Service, error) {
 		owners:   cfg.EnforceOwnership,
 		admins:   cfg.AdminPrincipals,
 		idemTTL:  cfg.IdempotencyRetention,
+		hold:     cfg.CompleteHold,
 		fault:    cfg.Fault,
 		now:      cfg.Now,
 		log:      cfg.Logger,
@@ -193,12 +202,25 @@ func (s *Service) loadSession(ctx context.Context, c *Call) (v etcdstore.Version
 	if err != nil {
 		return v, false, err
 	}
+	if v.Value.Key != c.Key {
+		// S3 knows an upload by bucket, key and id together: the same id
+		// under another key names no upload.
+		return v, true, errNoSuchUpload
+	}
 	return v, true, nil
 }
 
+// guard is what else a session transition requires and does in the same
+// etcd transaction (a complete attempt's key, say).
+type guard struct {
+	cmps []clientv3.Cmp
+	ops  []clientv3.Op
+}
+
 // transition moves a session from the state it was read in, comparing the
-// revision it was read at. ok is false when the session changed meanwhile.
-func (s *Service) transition(ctx context.Context, v etcdstore.Versioned[etcdstore.Session], to etcdstore.SessionState, reason string, mutate func(*etcdstore.Session)) (etcdstore.Versioned[etcdstore.Session], bool, error) {
+// revision it was read at (and the guards). ok is false when the session
+// changed meanwhile or a guard did not hold.
+func (s *Service) transition(ctx context.Context, v etcdstore.Versioned[etcdstore.Session], to etcdstore.SessionState, reason string, mutate func(*etcdstore.Session), guards ...guard) (etcdstore.Versioned[etcdstore.Session], bool, error) {
 	sess := v.Value
 	sess.History = slices.Clone(sess.History)
 	from := sess.State
@@ -207,7 +229,12 @@ func (s *Service) transition(ctx context.Context, v etcdstore.Versioned[etcdstor
 		mutate(&sess)
 	}
 	sess.Transition(to, now, actorGateway, reason)
-	rev, err := s.store.UpdateSession(ctx, etcdstore.SessionUpdate{Session: &sess, ModRev: v.ModRev})
+	u := etcdstore.SessionUpdate{Session: &sess, ModRev: v.ModRev}
+	for _, g := range guards {
+		u.If = append(u.If, g.cmps...)
+		u.Then = append(u.Then, g.ops...)
+	}
+	rev, err := s.store.UpdateSession(ctx, u)
 	if errors.Is(err, etcdstore.ErrConflict) {
 		s.metrics.conflicts.Inc()
 		return v, false, nil
@@ -221,8 +248,13 @@ func (s *Service) transition(ctx context.Context, v etcdstore.Versioned[etcdstor
 
 // settle records the outcome of a backend call on a session that this call
 // moved to state from. If the session has since left that state (the
-// reconciler or a retry settled it first) the outcome is not written over it.
-func (s *Service) settle(ctx context.Context, bucket, uploadID string, from, to etcdstore.SessionState, reason string, mutate func(*etcdstore.Session)) (etcdstore.Versioned[etcdstore.Session], error) {
+// reconciler or a retry settled it first), or a guard no longer holds, the
+// outcome is not written over what happened since.
+func (s *Service) settle(ctx context.Context, bucket, uploadID string, from, to etcdstore.SessionState, reason string, mutate func(*etcdstore.Session), guards ...guard) (etcdstore.Versioned[etcdstore.Session], error) {
+	var cmps []clientv3.Cmp
+	for _, g := range guards {
+		cmps = append(cmps, g.cmps...)
+	}
 	for range s.attempts {
 		v, err := s.store.GetSession(ctx, bucket, uploadID)
 		if err != nil {
@@ -231,7 +263,10 @@ func (s *Service) settle(ctx context.Context, bucket, uploadID string, from, to 
 		if v.Value.State != from {
 			return v, nil
 		}
-		nv, ok, err := s.transition(ctx, v, to, reason, mutate)
+		if holds, err := s.store.Holds(ctx, cmps...); err != nil || !holds {
+			return v, err
+		}
+		nv, ok, err := s.transition(ctx, v, to, reason, mutate, guards...)
 		if err != nil || ok {
 			return nv, err
 		}

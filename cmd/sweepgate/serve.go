@@ -388,6 +388,7 @@ func sessionsConfig(cfg *config.Config, store *etcdstore.Store, logger *slog.Log
 		EnforceOwnership:     cfg.Sessions.EnforceOwnership,
 		AdminPrincipals:      cfg.Sessions.AdminPrincipals,
 		IdempotencyRetention: cfg.Sessions.IdempotencyRetention,
+		CompleteHold:         cfg.Sessions.CompleteHold,
 	}
 	if point := os.Getenv(faultEnv); point != "" {
 		logger.Warn("test fault hook armed: the process kills itself at this point", "point", point)

@@ -1,0 +1,782 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/minio/minio-go/v7"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/e2e/harness"
+)
+
+// The session tests check issue 3's acceptance list end to end: every
+// multipart call goes through the sweepgate binary to a real MinIO, and the
+// tests look behind the gateway's back at both: at the session records in
+// its embedded etcd (key layout in DESIGN.md) and at MinIO directly.
+
+// etcdPrefix is the gateway's default key prefix.
+const etcdPrefix = "/sweepgate/"
+
+// sessionWait bounds the waits for something the gateway does in the
+// background (the reconciler).
+const sessionWait = 20 * time.Second
+
+// sessionRecord is what the tests read of a session record: the fields
+// DESIGN.md names, decoded from the JSON the gateway stores.
+type sessionRecord struct {
+	Bucket     string `json:"bucket"`
+	Key        string `json:"key"`
+	UploadID   string `json:"upload_id"`
+	Owner      string `json:"owner"`
+	State      string `json:"state"`
+	Completion *struct {
+		Location  string `json:"location"`
+		Bucket    string `json:"bucket"`
+		Key       string `json:"key"`
+		ETag      string `json:"etag"`
+		VersionID string `json:"version_id"`
+	} `json:"completion"`
+	Uncertain     string              `json:"uncertain"`
+	AbortAttempts int                 `json:"abort_attempts"`
+	History       []sessionTransition `json:"history"`
+}
+
+type sessionTransition struct {
+	At     time.Time `json:"at"`
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Actor  string    `json:"actor"`
+	Reason string    `json:"reason"`
+}
+
+// path renders the history as from->to(actor) steps, for messages and
+// comparisons.
+func (s sessionRecord) path() string {
+	var b strings.Builder
+	for i, h := range s.History {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s->%s(%s)", h.From, h.To, h.Actor)
+	}
+	return b.String()
+}
+
+// transitioned reports whether the history holds a step from -> to.
+func (s sessionRecord) transitioned(from, to string) (sessionTransition, bool) {
+	for _, h := range s.History {
+		if h.From == from && h.To == to {
+			return h, true
+		}
+	}
+	return sessionTransition{}, false
+}
+
+// partRecord is one recorded part.
+type partRecord struct {
+	Number int    `json:"n"`
+	ETag   string `json:"etag"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// sessionStore reads and writes the gateway's records in its embedded etcd.
+type sessionStore struct {
+	cli    *clientv3.Client
+	prefix string
+}
+
+func newSessionStore(t *testing.T, e *harness.Env) *sessionStore {
+	t.Helper()
+	e.RequireGateway(t)
+	return &sessionStore{cli: e.Gateway.EtcdClient(t), prefix: etcdPrefix}
+}
+
+func (s *sessionStore) ctx(t *testing.T) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), 15*time.Second)
+}
+
+func (s *sessionStore) sessionKey(bucket, uploadID string) string {
+	return s.prefix + "sessions/" + url.PathEscape(bucket) + "/" + url.PathEscape(uploadID)
+}
+
+func (s *sessionStore) partsPrefix(uploadID string) string {
+	return s.prefix + "parts/" + url.PathEscape(uploadID) + "/"
+}
+
+// lookup reads a session: the record, its raw value and mod revision;
+// found is false when there is none.
+func (s *sessionStore) lookup(t *testing.T, bucket, uploadID string) (rec sessionRecord, raw []byte, modRev int64, found bool) {
+	t.Helper()
+	ctx, cancel := s.ctx(t)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.sessionKey(bucket, uploadID))
+	if err != nil {
+		t.Fatalf("etcd: read session %s/%s: %v", bucket, uploadID, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return rec, nil, 0, false
+	}
+	raw = resp.Kvs[0].Value
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatalf("etcd: session %s is not JSON: %v\n%s", resp.Kvs[0].Key, err, raw)
+	}
+	return rec, raw, resp.Kvs[0].ModRevision, true
+}
+
+// session reads a session that must exist.
+func (s *sessionStore) session(t *testing.T, bucket, uploadID string) sessionRecord {
+	t.Helper()
+	rec, _, _, ok := s.lookup(t, bucket, uploadID)
+	if !ok {
+		t.Fatalf("etcd: no session for upload %s in %s", uploadID, bucket)
+	}
+	return rec
+}
+
+// requireState checks a session's state now.
+func (s *sessionStore) requireState(t *testing.T, bucket, uploadID, want string) sessionRecord {
+	t.Helper()
+	rec := s.session(t, bucket, uploadID)
+	if rec.State != want {
+		t.Fatalf("session %s is %s, want %s (history %s; uncertain %q)", uploadID, rec.State, want, rec.path(), rec.Uncertain)
+	}
+	return rec
+}
+
+// waitState polls until a session is in state want, failing the test when
+// it is not within sessionWait.
+func (s *sessionStore) waitState(t *testing.T, bucket, uploadID, want string) sessionRecord {
+	t.Helper()
+	var rec sessionRecord
+	eventually(t, sessionWait, func() (bool, string) {
+		var ok bool
+		rec, _, _, ok = s.lookup(t, bucket, uploadID)
+		return ok && rec.State == want, fmt.Sprintf("session %s is %q (history %s; uncertain %q), want %s", uploadID, rec.State, rec.path(), rec.Uncertain, want)
+	})
+	return rec
+}
+
+// sessionsIn reads every session of bucket.
+func (s *sessionStore) sessionsIn(t *testing.T, bucket string) []sessionRecord {
+	t.Helper()
+	ctx, cancel := s.ctx(t)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.prefix+"sessions/"+url.PathEscape(bucket)+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("etcd: list sessions: %v", err)
+	}
+	var out []sessionRecord
+	for _, kv := range resp.Kvs {
+		var rec sessionRecord
+		if err := json.Unmarshal(kv.Value, &rec); err != nil {
+			t.Fatalf("etcd: session %s is not JSON: %v", kv.Key, err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// onlySession returns the one session of bucket.
+func (s *sessionStore) onlySession(t *testing.T, bucket string) sessionRecord {
+	t.Helper()
+	all := s.sessionsIn(t, bucket)
+	if len(all) != 1 {
+		t.Fatalf("etcd: %d sessions in %s, want 1: %+v", len(all), bucket, all)
+	}
+	return all[0]
+}
+
+// parts reads an upload's recorded parts by part number, checking that each
+// key names the part number its record holds.
+func (s *sessionStore) parts(t *testing.T, uploadID string) map[int]partRecord {
+	t.Helper()
+	ctx, cancel := s.ctx(t)
+	defer cancel()
+	prefix := s.partsPrefix(uploadID)
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("etcd: list parts: %v", err)
+	}
+	out := map[int]partRecord{}
+	for _, kv := range resp.Kvs {
+		var p partRecord
+		if err := json.Unmarshal(kv.Value, &p); err != nil {
+			t.Fatalf("etcd: part %s is not JSON: %v", kv.Key, err)
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefix))
+		if err != nil || n != p.Number {
+			t.Fatalf("etcd: part key %s holds part %d", kv.Key, p.Number)
+		}
+		out[n] = p
+	}
+	return out
+}
+
+// etcdKV is one key's value and versions, for comparing snapshots.
+type etcdKV struct {
+	Value          string
+	ModRev, Create int64
+	Version        int64
+}
+
+// sessionSpaces are the parts of the key space that multipart calls write:
+// sessions, part records, activity and idempotency records. Other
+// sweepgate keys (the reclaimer's election, cursors and reports) change on
+// their own schedule and are left out of the comparisons.
+var sessionSpaces = []string{"sessions/", "parts/", "activity/", "idem/"}
+
+// dump reads every key of the session key spaces.
+func (s *sessionStore) dump(t *testing.T) map[string]etcdKV {
+	t.Helper()
+	ctx, cancel := s.ctx(t)
+	defer cancel()
+	out := map[string]etcdKV{}
+	for _, space := range sessionSpaces {
+		resp, err := s.cli.Get(ctx, s.prefix+space, clientv3.WithPrefix())
+		if err != nil {
+			t.Fatalf("etcd: dump %s%s: %v", s.prefix, space, err)
+		}
+		for _, kv := range resp.Kvs {
+			out[string(kv.Key)] = etcdKV{Value: string(kv.Value), ModRev: kv.ModRevision, Create: kv.CreateRevision, Version: kv.Version}
+		}
+	}
+	return out
+}
+
+// requireUnchanged compares two dumps and names every difference.
+func requireUnchanged(t *testing.T, what string, before, after map[string]etcdKV) {
+	t.Helper()
+	var diffs []string
+	for _, k := range slices.Sorted(maps.Keys(before)) {
+		a, ok := after[k]
+		switch {
+		case !ok:
+			diffs = append(diffs, "deleted "+k)
+		case a != before[k]:
+			diffs = append(diffs, fmt.Sprintf("changed %s (mod revision %d -> %d):\n  %s\n  %s", k, before[k].ModRev, a.ModRev, before[k].Value, a.Value))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if _, ok := before[k]; !ok {
+			diffs = append(diffs, "added "+k+": "+after[k].Value)
+		}
+	}
+	if len(diffs) > 0 {
+		t.Fatalf("%s changed etcd:\n%s", what, strings.Join(diffs, "\n"))
+	}
+}
+
+// edit rewrites a session record directly in etcd, as another writer (the
+// reclaimer) would: one transaction that compares the mod revision it read.
+// It fails the test when the record changed in between.
+func (s *sessionStore) edit(t *testing.T, bucket, uploadID string, change func(rec map[string]any)) {
+	t.Helper()
+	_, raw, modRev, ok := s.lookup(t, bucket, uploadID)
+	if !ok {
+		t.Fatalf("etcd: no session for upload %s", uploadID)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	change(rec)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := s.sessionKey(bucket, uploadID)
+	ctx, cancel := s.ctx(t)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+		Then(clientv3.OpPut(key, string(b))).
+		Commit()
+	if err != nil {
+		t.Fatalf("etcd: write session %s: %v", uploadID, err)
+	}
+	if !resp.Succeeded {
+		t.Fatalf("etcd: session %s changed while the test edited it", uploadID)
+	}
+}
+
+// setState moves a session to state directly in etcd, recording the step
+// in its history as the reclaimer would.
+func (s *sessionStore) setState(t *testing.T, bucket, uploadID, state string) {
+	t.Helper()
+	s.edit(t, bucket, uploadID, func(rec map[string]any) {
+		now := time.Now().UTC().Format(time.RFC3339Nano)
+		hist, _ := rec["history"].([]any)
+		rec["history"] = append(hist, map[string]any{
+			"at": now, "from": rec["state"], "to": state, "actor": "e2e-test", "reason": "set by the test",
+		})
+		rec["state"] = state
+		if state == "expired" {
+			rec["expired_at"] = now
+		}
+	})
+}
+
+// eventually polls cond every 20ms until it holds, failing the test with
+// cond's last message when it does not within timeout.
+func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", timeout, msg)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("test ended while waiting: %s", msg)
+		case <-tick.C:
+		}
+	}
+}
+
+func unquoteETag(s string) string { return strings.Trim(s, `"`) }
+
+// concatSum returns the SHA-256 and size of the readers' bytes one after
+// the other: what an object assembled from parts must hold.
+func concatSum(t *testing.T, rs ...io.Reader) (string, int64) {
+	t.Helper()
+	sum, n, err := harness.HashReader(io.MultiReader(rs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum, n
+}
+
+// requireObjectSum checks that bucket/key holds size bytes with SHA-256 sum.
+func requireObjectSum(t *testing.T, c *s3.Client, bucket, key, sum string, size int64) *s3.GetObjectOutput {
+	t.Helper()
+	out, err := c.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatalf("GetObject %s/%s: %v", bucket, key, err)
+	}
+	defer out.Body.Close()
+	got, n, err := harness.HashReader(out.Body)
+	if err != nil {
+		t.Fatalf("read %s/%s: %v", bucket, key, err)
+	}
+	if got != sum || n != size {
+		t.Fatalf("%s/%s: %d bytes sha256 %s, want %d bytes %s", bucket, key, n, got, size, sum)
+	}
+	return out
+}
+
+// requireUploadGone checks directly on MinIO that the upload is gone: its
+// parts cannot be listed and no upload of the bucket has its id.
+func requireUploadGone(t *testing.T, direct *s3.Client, bucket, key, uploadID string) {
+	t.Helper()
+	_, err := direct.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(uploadID)})
+	requireAPIError(t, err, "NoSuchUpload")
+	if ids := backendUploads(t, direct, bucket); slices.Contains(ids, uploadID) {
+		t.Fatalf("MinIO still lists upload %s in %s", uploadID, bucket)
+	}
+}
+
+// backendUploads lists the upload ids MinIO holds in bucket.
+func backendUploads(t *testing.T, c *s3.Client, bucket string) []string {
+	t.Helper()
+	out, err := c.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatalf("ListMultipartUploads %s: %v", bucket, err)
+	}
+	var ids []string
+	for _, u := range out.Uploads {
+		ids = append(ids, aws.ToString(u.UploadId))
+	}
+	return ids
+}
+
+// backendPartNumbers lists the part numbers MinIO holds for an upload.
+func backendPartNumbers(t *testing.T, direct *s3.Client, bucket, key, uploadID string) map[int32]string {
+	t.Helper()
+	out, err := direct.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(uploadID)})
+	if err != nil {
+		t.Fatalf("ListParts on MinIO: %v", err)
+	}
+	parts := map[int32]string{}
+	for _, p := range out.Parts {
+		parts[aws.ToInt32(p.PartNumber)] = unquoteETag(aws.ToString(p.ETag))
+	}
+	return parts
+}
+
+// requireCompletedSession checks that a session ended completed with the
+// object's ETag as its recorded result, passing through completing.
+func requireCompletedSession(t *testing.T, s *sessionStore, bucket, uploadID, etag string) sessionRecord {
+	t.Helper()
+	rec := s.requireState(t, bucket, uploadID, "completed")
+	if rec.Completion == nil || unquoteETag(rec.Completion.ETag) != unquoteETag(etag) {
+		t.Fatalf("session %s recorded completion %+v, want ETag %s", uploadID, rec.Completion, etag)
+	}
+	if _, ok := rec.transitioned("completing", "completed"); !ok {
+		t.Fatalf("session %s history %s has no completing->completed step", uploadID, rec.path())
+	}
+	if len(rec.History) == 0 || rec.History[0].To != "active" {
+		t.Fatalf("session %s history %s does not start active", uploadID, rec.path())
+	}
+	return rec
+}
+
+// createUpload starts a multipart upload with aws-sdk-go-v2.
+func createUpload(t *testing.T, c *s3.Client, bucket, key string) string {
+	t.Helper()
+	out, err := c.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatalf("CreateMultipartUpload %s/%s: %v", bucket, key, err)
+	}
+	return aws.ToString(out.UploadId)
+}
+
+// uploadPart uploads one part with aws-sdk-go-v2.
+func uploadPart(ctx context.Context, c *s3.Client, bucket, key, uploadID string, n int32, body *io.SectionReader) (*s3.UploadPartOutput, error) {
+	return c.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(uploadID), PartNumber: aws.Int32(n),
+		Body: body, ContentLength: aws.Int64(body.Size()),
+	})
+}
+
+// mustUploadPart is uploadPart that fails the test on an error.
+func mustUploadPart(t *testing.T, c *s3.Client, bucket, key, uploadID string, n int32, body *io.SectionReader) s3types.CompletedPart {
+	t.Helper()
+	out, err := uploadPart(t.Context(), c, bucket, key, uploadID, n, body)
+	if err != nil {
+		t.Fatalf("UploadPart %d of %s: %v", n, uploadID, err)
+	}
+	return s3types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.ETag, ChecksumCRC32: out.ChecksumCRC32}
+}
+
+// completeUpload completes an upload with aws-sdk-go-v2.
+func completeUpload(ctx context.Context, c *s3.Client, bucket, key, uploadID string, parts []s3types.CompletedPart) (*s3.CompleteMultipartUploadOutput, error) {
+	return c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(uploadID),
+		MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts},
+	})
+}
+
+// abortUpload aborts an upload with aws-sdk-go-v2.
+func abortUpload(ctx context.Context, c *s3.Client, bucket, key, uploadID string) error {
+	_, err := c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(uploadID)})
+	return err
+}
+
+// TestSessionsClients runs every multipart call through sweepgate with
+// aws-sdk-go-v2, minio-go and the aws command-line client, and checks that
+// the completed objects match byte for byte and that the sessions end
+// completed with their parts recorded.
+func TestSessionsClients(t *testing.T) {
+	e := harness.Start(t)
+	e.RequireGateway(t)
+	store := newSessionStore(t, e)
+	c := e.SDK(t)
+	direct := e.DirectSDK(t)
+
+	t.Run("aws-sdk-go-v2", func(t *testing.T) {
+		bucket := e.Bucket(t)
+		key := "sdk/assembled"
+		src := harness.NewData(3001, 7*mib)
+		putData(t, c, bucket, "sdk/source", src)
+		p1 := harness.NewData(3002, 5*mib)
+		p2old := harness.NewData(3003, 5*mib)
+		p2 := harness.NewData(3004, 5*mib)
+		p4 := harness.NewData(3005, mib+13)
+		const copyFrom, copyLen = mib + 7, 5 * mib
+
+		uploadID := createUpload(t, c, bucket, key)
+		if rec := store.requireState(t, bucket, uploadID, "active"); rec.Owner != e.AccessKey || rec.Key != key {
+			t.Fatalf("new session: owner %q key %q, want %q %q", rec.Owner, rec.Key, e.AccessKey, key)
+		}
+
+		// Parts 1, 2 and 4 in parallel.
+		done := make([]s3types.CompletedPart, 4)
+		var wg sync.WaitGroup
+		errs := make(chan error, 3)
+		for _, p := range []struct {
+			n int32
+			d harness.Data
+		}{{1, p1}, {2, p2old}, {4, p4}} {
+			wg.Go(func() {
+				out, err := uploadPart(t.Context(), c, bucket, key, uploadID, p.n, p.d.Section(0, p.d.Size))
+				if err != nil {
+					errs <- fmt.Errorf("part %d: %w", p.n, err)
+					return
+				}
+				done[p.n-1] = s3types.CompletedPart{PartNumber: aws.Int32(p.n), ETag: out.ETag}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		cp, err := c.UploadPartCopy(t.Context(), &s3.UploadPartCopyInput{
+			Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(uploadID), PartNumber: aws.Int32(3),
+			CopySource:      aws.String(bucket + "/sdk/source"),
+			CopySourceRange: aws.String(fmt.Sprintf("bytes=%d-%d", copyFrom, copyFrom+copyLen-1)),
+		})
+		if err != nil {
+			t.Fatalf("UploadPartCopy: %v", err)
+		}
+		done[2] = s3types.CompletedPart{PartNumber: aws.Int32(3), ETag: cp.CopyPartResult.ETag}
+		// Part 2 again, with other bytes: the later upload is the part.
+		re := mustUploadPart(t, c, bucket, key, uploadID, 2, p2.Section(0, p2.Size))
+		done[1] = s3types.CompletedPart{PartNumber: aws.Int32(2), ETag: re.ETag}
+		if unquoteETag(aws.ToString(re.ETag)) == unquoteETag(aws.ToString(done[0].ETag)) {
+			t.Fatal("test data: parts with equal ETags")
+		}
+
+		listed, err := c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(uploadID)})
+		if err != nil {
+			t.Fatalf("ListParts: %v", err)
+		}
+		if len(listed.Parts) != 4 {
+			t.Fatalf("ListParts: %d parts, want 4", len(listed.Parts))
+		}
+		for i, p := range listed.Parts {
+			if aws.ToString(p.ETag) != aws.ToString(done[i].ETag) {
+				t.Fatalf("ListParts part %d: ETag %s, want %s", i+1, aws.ToString(p.ETag), aws.ToString(done[i].ETag))
+			}
+		}
+		uploads, err := c.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+		if err != nil {
+			t.Fatalf("ListMultipartUploads: %v", err)
+		}
+		if len(uploads.Uploads) != 1 || aws.ToString(uploads.Uploads[0].UploadId) != uploadID {
+			t.Fatalf("ListMultipartUploads lists %d uploads, want just %s", len(uploads.Uploads), uploadID)
+		}
+
+		out, err := completeUpload(t.Context(), c, bucket, key, uploadID, done)
+		if err != nil {
+			t.Fatalf("CompleteMultipartUpload: %v", err)
+		}
+		sum, size := concatSum(t, p1.Reader(), p2.Reader(), src.Section(copyFrom, copyLen), p4.Reader())
+		requireObjectSum(t, c, bucket, key, sum, size)
+		got := requireObjectSum(t, direct, bucket, key, sum, size)
+		if unquoteETag(aws.ToString(got.ETag)) != unquoteETag(aws.ToString(out.ETag)) {
+			t.Fatalf("object ETag %s, complete answered %s", aws.ToString(got.ETag), aws.ToString(out.ETag))
+		}
+		requireNoUploads(t, direct, bucket)
+
+		requireCompletedSession(t, store, bucket, uploadID, aws.ToString(out.ETag))
+		parts := store.parts(t, uploadID)
+		if len(parts) != 4 {
+			t.Fatalf("recorded parts %v, want 1..4", slices.Sorted(maps.Keys(parts)))
+		}
+		want := []struct {
+			size   int64
+			sha256 string
+		}{{p1.Size, p1.SHA256()}, {p2.Size, p2.SHA256()}, {copyLen, ""}, {p4.Size, p4.SHA256()}}
+		for i, w := range want {
+			p := parts[i+1]
+			if unquoteETag(p.ETag) != unquoteETag(aws.ToString(done[i].ETag)) || p.Size != w.size {
+				t.Errorf("part %d recorded as ETag %s size %d, want %s %d", i+1, p.ETag, p.Size, aws.ToString(done[i].ETag), w.size)
+			}
+			if w.sha256 != "" && p.SHA256 != w.sha256 {
+				t.Errorf("part %d recorded with SHA-256 %s, want %s", i+1, p.SHA256, w.sha256)
+			}
+		}
+
+		// A second upload of the same key, aborted: its session ends aborted.
+		aborted := createUpload(t, c, bucket, key)
+		mustUploadPart(t, c, bucket, key, aborted, 1, p1.Section(0, mib))
+		if err := abortUpload(t.Context(), c, bucket, key, aborted); err != nil {
+			t.Fatalf("AbortMultipartUpload: %v", err)
+		}
+		rec := store.requireState(t, bucket, aborted, "aborted")
+		if _, ok := rec.transitioned("aborting", "aborted"); !ok {
+			t.Fatalf("aborted session's history %s has no aborting->aborted step", rec.path())
+		}
+		requireUploadGone(t, direct, bucket, key, aborted)
+		// The completed object is untouched by the abort of another upload
+		// of its key.
+		requireObjectSum(t, direct, bucket, key, sum, size)
+	})
+
+	t.Run("minio-go core", func(t *testing.T) {
+		bucket := e.Bucket(t)
+		key := "core/assembled"
+		core := minio.Core{Client: e.MinioGo(t)}
+		src := harness.NewData(3101, 6*mib)
+		if _, err := core.Client.PutObject(t.Context(), bucket, "core/source", src.Reader(), src.Size, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p1 := harness.NewData(3102, 5*mib)
+		p2old := harness.NewData(3103, 5*mib)
+		p2 := harness.NewData(3104, 5*mib)
+		p4 := harness.NewData(3105, 777)
+		const copyFrom, copyLen = 3, 5 * mib
+
+		uploadID, err := core.NewMultipartUpload(t.Context(), bucket, key, minio.PutObjectOptions{ContentType: "application/x-core"})
+		if err != nil {
+			t.Fatalf("NewMultipartUpload: %v", err)
+		}
+		parts := make([]minio.CompletePart, 4)
+		var wg sync.WaitGroup
+		errs := make(chan error, 3)
+		for _, p := range []struct {
+			n int
+			d harness.Data
+		}{{1, p1}, {2, p2old}, {4, p4}} {
+			wg.Go(func() {
+				op, err := core.PutObjectPart(t.Context(), bucket, key, uploadID, p.n, p.d.Reader(), p.d.Size, minio.PutObjectPartOptions{})
+				if err != nil {
+					errs <- fmt.Errorf("part %d: %w", p.n, err)
+					return
+				}
+				parts[p.n-1] = minio.CompletePart{PartNumber: p.n, ETag: op.ETag}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		cp, err := core.CopyObjectPart(t.Context(), bucket, "core/source", bucket, key, uploadID, 3, copyFrom, copyLen, nil)
+		if err != nil {
+			t.Fatalf("CopyObjectPart: %v", err)
+		}
+		parts[2] = minio.CompletePart{PartNumber: 3, ETag: cp.ETag}
+		op, err := core.PutObjectPart(t.Context(), bucket, key, uploadID, 2, p2.Reader(), p2.Size, minio.PutObjectPartOptions{})
+		if err != nil {
+			t.Fatalf("re-upload part 2: %v", err)
+		}
+		parts[1] = minio.CompletePart{PartNumber: 2, ETag: op.ETag}
+
+		listed, err := core.ListObjectParts(t.Context(), bucket, key, uploadID, 0, 1000)
+		if err != nil {
+			t.Fatalf("ListObjectParts: %v", err)
+		}
+		if len(listed.ObjectParts) != 4 || unquoteETag(listed.ObjectParts[1].ETag) != unquoteETag(op.ETag) {
+			t.Fatalf("ListObjectParts: %+v", listed.ObjectParts)
+		}
+		ups, err := core.ListMultipartUploads(t.Context(), bucket, "", "", "", "", 1000)
+		if err != nil {
+			t.Fatalf("ListMultipartUploads: %v", err)
+		}
+		if len(ups.Uploads) != 1 || ups.Uploads[0].UploadID != uploadID {
+			t.Fatalf("ListMultipartUploads: %+v", ups.Uploads)
+		}
+		info, err := core.CompleteMultipartUpload(t.Context(), bucket, key, uploadID, parts, minio.PutObjectOptions{})
+		if err != nil {
+			t.Fatalf("CompleteMultipartUpload: %v", err)
+		}
+		sum, size := concatSum(t, p1.Reader(), p2.Reader(), src.Section(copyFrom, copyLen), p4.Reader())
+		requireObjectSum(t, direct, bucket, key, sum, size)
+		requireObjectSum(t, c, bucket, key, sum, size)
+		requireCompletedSession(t, store, bucket, uploadID, info.ETag)
+		rec := store.parts(t, uploadID)
+		if len(rec) != 4 || unquoteETag(rec[2].ETag) != unquoteETag(op.ETag) || rec[2].SHA256 != p2.SHA256() || rec[3].Size != copyLen {
+			t.Fatalf("recorded parts: %+v", rec)
+		}
+
+		aborted, err := core.NewMultipartUpload(t.Context(), bucket, key, minio.PutObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := core.PutObjectPart(t.Context(), bucket, key, aborted, 1, p4.Reader(), p4.Size, minio.PutObjectPartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := core.AbortMultipartUpload(t.Context(), bucket, key, aborted); err != nil {
+			t.Fatalf("AbortMultipartUpload: %v", err)
+		}
+		store.requireState(t, bucket, aborted, "aborted")
+		requireUploadGone(t, direct, bucket, key, aborted)
+	})
+
+	t.Run("minio-go PutObject", func(t *testing.T) {
+		bucket := e.Bucket(t)
+		key := "minio-go/parallel"
+		mc := e.MinioGo(t)
+		d := harness.NewData(3201, 17*mib+5)
+		// A ReaderAt with NumThreads: minio-go uploads the parts in
+		// parallel.
+		info, err := mc.PutObject(t.Context(), bucket, key, d.Reader(), d.Size, minio.PutObjectOptions{PartSize: 5 * mib, NumThreads: 4})
+		if err != nil {
+			t.Fatalf("PutObject: %v", err)
+		}
+		requireObject(t, direct, bucket, key, d)
+		sess := store.onlySession(t, bucket)
+		requireCompletedSession(t, store, bucket, sess.UploadID, info.ETag)
+		requireRecordedParts(t, store, sess.UploadID, d, 5*mib)
+	})
+
+	t.Run("aws cli", func(t *testing.T) {
+		awsBin := requireCLI(t, "aws", "awscli")
+		bucket := e.Bucket(t)
+		cl := newCLI(t, awsBin)
+		config := filepath.Join(cl.dir, "aws-config")
+		// 5 MiB parts, several in flight at once.
+		cfg := "[default]\nregion = " + e.Region + "\ns3 =\n    addressing_style = path\n    multipart_chunksize = 5MB\n    max_concurrent_requests = 4\n"
+		if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cl.env = append(cl.env,
+			"AWS_ACCESS_KEY_ID="+e.AccessKey,
+			"AWS_SECRET_ACCESS_KEY="+e.SecretKey,
+			"AWS_DEFAULT_REGION="+e.Region,
+			"AWS_CONFIG_FILE="+config,
+			"AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(cl.dir, "no-credentials"),
+			"AWS_EC2_METADATA_DISABLED=true",
+			"AWS_PAGER=",
+			"AWS_MAX_ATTEMPTS=1",
+		)
+		d := harness.NewData(3301, 20*mib)
+		d.WriteFile(t, filepath.Join(cl.dir, "big.bin"))
+		cl.run(t, "--endpoint-url", e.Endpoint, "s3", "cp", "big.bin", "s3://"+bucket+"/cli/big.bin")
+		requireObject(t, direct, bucket, "cli/big.bin", d)
+		head, err := direct.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("cli/big.bin")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess := store.onlySession(t, bucket)
+		requireCompletedSession(t, store, bucket, sess.UploadID, aws.ToString(head.ETag))
+		requireRecordedParts(t, store, sess.UploadID, d, 5*mib)
+	})
+}
+
+// requireRecordedParts checks that an upload of d in parts of partSize
+// recorded each part with its size and SHA-256.
+func requireRecordedParts(t *testing.T, s *sessionStore, uploadID string, d harness.Data, partSize int64) {
+	t.Helper()
+	parts := s.parts(t, uploadID)
+	n := int((d.Size + partSize - 1) / partSize)
+	if len(parts) != n {
+		t.Fatalf("recorded parts %v, want 1..%d", slices.Sorted(maps.Keys(parts)), n)
+	}
+	for i := range n {
+		off := int64(i) * partSize
+		size := min(partSize, d.Size-off)
+		sum, _, err := harness.HashReader(d.Section(off, size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := parts[i+1]; p.Size != size || p.SHA256 != sum || p.ETag == "" {
+			t.Errorf("part %d recorded as %+v, want size %d sha256 %s", i+1, p, size, sum)
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package reclaim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+// Verdict is what a pass decides about one upload found on the backend.
+type Verdict string
+
+// The verdicts, in the order of the checklist in DESIGN.md.
+const (
+	// Hold: the upload has no session, so nobody we know owns it; a person
+	// decides (Adopt or DeleteOrphans).
+	Hold Verdict = "hold"
+	// Keep: live, completing, recently active, or someone else's to settle.
+	Keep Verdict = "keep"
+	// Mark: active but idle past the grace period; recorded as expired, not
+	// deleted, so that a resumed upload wins on the next pass.
+	Mark Verdict = "mark"
+	// Delete: marked expired longer than DeleteAfter ago and unchanged since.
+	Delete Verdict = "delete"
+)
+
+// Policy holds the durations the checklist compares with.
+type Policy struct {
+	// Grace is how long an upload may sit idle before it is marked.
+	Grace time.Duration
+	// DeleteAfter is how long a mark stands before the upload is deleted:
+	// the second grace, during which any activity revives it.
+	DeleteAfter time.Duration
+	// StuckLimit flags a session completing for longer than this.
+	StuckLimit time.Duration
+	// ClockSkew is how far in the future a recorded time may lie before it
+	// is taken as a sign of a wrong clock, which stops the pass.
+	ClockSkew time.Duration
+}
+
+// Decision is the verdict on one upload and why.
+type Decision struct {
+	Verdict Verdict
+	Reason  string
+	// Stuck is set on a session completing past the stuck limit; Since is
+	// when it began completing.
+	Stuck bool
+	Since time.Time
+	// LastActivity is the latest activity the decision saw.
+	LastActivity time.Time
+}
+
+// ErrFutureTime says a recorded time lies beyond now plus the allowed clock
+// skew. Some clock is wrong, so idleness cannot be judged: the pass stops.
+var ErrFutureTime = errors.New("reclaim: recorded time in the future")
+
+// FutureTimeError names the record and time that lie in the future.
+type FutureTimeError struct {
+	Bucket, UploadID string
+	Field            string
+	At, Now          time.Time
+	Skew             time.Duration
+}
+
+func (e *FutureTimeError) Error() string {
+	return fmt.Sprintf("reclaim: recorded time in the future: upload %s in bucket %s: %s %s is later than now (%s) plus the clock skew allowance %s",
+		e.UploadID, e.Bucket, e.Field, e.At.Format(time.RFC3339Nano), e.Now.Format(time.RFC3339Nano), e.Skew)
+}
+
+// Is makes errors.Is(err, ErrFutureTime) hold.
+func (e *FutureTimeError) Is(target error) bool { return target == ErrFutureTime }
+
+// Classify decides about one backend upload from its session and activity
+// records (nil when absent), stopping at the first rule that matches:
+//
+//  1. no session: Hold (an orphan);
+//  2. completing: Keep, flagged stuck past StuckLimit;
+//  3. last activity within Grace: Keep;
+//  4. active and idle past Grace: Mark;
+//  5. expired longer than DeleteAfter ago and unchanged since the mark: Delete;
+//  6. anything else: Keep (expired but not yet due, or aborting, aborted,
+//     cleanup_pending, completed: the reconciler's to settle).
+//
+// Before any rule, every recorded time is checked against now plus
+// ClockSkew; a later one is an error (ErrFutureTime) and the pass must stop,
+// since an idle time computed from it would be wrong in an unknown way.
+func Classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity) (Decision, error) {
+	if sess == nil {
+		return Decision{Verdict: Hold, Reason: "no session: nobody known owns this upload"}, nil
+	}
+	if err := checkTimes(p, now, sess, act); err != nil {
+		return Decision{}, err
+	}
+	last := lastActivity(sess, act)
+	d := Decision{LastActivity: last}
+	idle := now.Sub(last)
+
+	switch {
+	case sess.State == etcdstore.StateCompleting:
+		d.Verdict = Keep
+		d.Since = completingSince(sess)
+		d.Reason = "completing: never deleted by cleanup"
+		if p.StuckLimit > 0 && now.Sub(d.Since) > p.StuckLimit {
+			d.Stuck = true
+			d.Reason = fmt.Sprintf("completing for %s, past the stuck limit %s: needs a person", now.Sub(d.Since).Round(time.Second), p.StuckLimit)
+		}
+	case idle <= p.Grace:
+		d.Verdict = Keep
+		d.Reason = fmt.Sprintf("active %s ago, within the grace period %s", idle.Round(time.Second), p.Grace)
+	case sess.State == etcdstore.StateActive:
+		d.Verdict = Mark
+		d.Reason = fmt.Sprintf("active but idle for %s, past the grace period %s", idle.Round(time.Second), p.Grace)
+	case sess.State == etcdstore.StateExpired:
+		d.Verdict, d.Reason = classifyExpired(p, now, sess, last)
+	default:
+		d.Verdict = Keep
+		d.Reason = fmt.Sprintf("state %s: settled by the reconciler, not the sweep", sess.State)
+	}
+	return d, nil
+}
+
+// classifyExpired applies rule 5 to an expired session.
+func classifyExpired(p Policy, now time.Time, sess *etcdstore.Session, last time.Time) (Verdict, string) {
+	if sess.ExpiredAt == nil {
+		return Keep, "expired without a recorded mark time: cannot tell how long the mark stood"
+	}
+	if !unchangedSinceMark(sess, last) {
+		return Keep, "expired, but the session changed after its mark"
+	}
+	marked := now.Sub(*sess.ExpiredAt)
+	if marked <= p.DeleteAfter {
+		return Keep, fmt.Sprintf("marked expired %s ago; deletable after %s", marked.Round(time.Second), p.DeleteAfter)
+	}
+	return Delete, fmt.Sprintf("marked expired %s ago, longer than %s, and unchanged since", marked.Round(time.Second), p.DeleteAfter)
+}
+
+// unchangedSinceMark reports whether nothing happened to the session after
+// it was marked: no activity later than the mark, and the mark is its last
+// transition. (Activity on an expired session moves it back to active, so
+// this guards against a record written some other way.)
+func unchangedSinceMark(sess *etcdstore.Session, last time.Time) bool {
+	if last.After(*sess.ExpiredAt) {
+		return false
+	}
+	if n := len(sess.History); n > 0 && sess.History[n-1].To != etcdstore.StateExpired {
+		return false
+	}
+	return true
+}
+
+// lastActivity is the latest of the session's own activity, the activity
+// key's, and its creation (a session that never saw a part is as old as its
+// creation).
+func lastActivity(sess *etcdstore.Session, act *etcdstore.Activity) time.Time {
+	last := sess.LastActivity
+	if sess.Created.After(last) {
+		last = sess.Created
+	}
+	if act != nil && act.At.After(last) {
+		last = act.At
+	}
+	return last
+}
+
+// completingSince is when the session entered completing. A completing
+// session re-recorded as completing (the reconciler noting a doubt or
+// flagging it stuck) does not restart the clock the stuck limit runs on.
+func completingSince(sess *etcdstore.Session) time.Time {
+	var since time.Time
+	for i := len(sess.History) - 1; i >= 0; i-- {
+		h := sess.History[i]
+		if h.To != etcdstore.StateCompleting {
+			break
+		}
+		since = h.At
+		if h.From != etcdstore.StateCompleting {
+			break
+		}
+	}
+	if since.IsZero() {
+		return sess.LastActivity
+	}
+	return since
+}
+
+// checkTimes finds a recorded time later than now plus the skew allowance.
+func checkTimes(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity) error {
+	limit := now.Add(p.ClockSkew)
+	check := func(field string, at time.Time) error {
+		if at.After(limit) {
+			return &FutureTimeError{Bucket: sess.Bucket, UploadID: sess.UploadID, Field: field, At: at, Now: now, Skew: p.ClockSkew}
+		}
+		return nil
+	}
+	if err := check("created", sess.Created); err != nil {
+		return err
+	}
+	if err := check("last activity", sess.LastActivity); err != nil {
+		return err
+	}
+	if sess.ExpiredAt != nil {
+		if err := check("expired-at", *sess.ExpiredAt); err != nil {
+			return err
+		}
+	}
+	for _, t := range sess.History {
+		if err := check("transition to "+string(t.To), t.At); err != nil {
+			return err
+		}
+	}
+	if act != nil {
+		if err := check("activity ("+act.What+")", act.At); err != nil {
+			return err
+		}
+	}
+	return nil
+}

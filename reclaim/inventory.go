@@ -1,0 +1,320 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+// Upload is one multipart upload found on the backend.
+type Upload struct {
+	Bucket    string
+	Key       string
+	UploadID  string
+	Initiated time.Time
+	Parts     int
+	Bytes     int64
+}
+
+// item is one examined upload: what the backend holds, what etcd said at
+// the pass's revision, and the verdict.
+type item struct {
+	Upload
+	Decision
+	// SessionRev and ActivityRev are the mod revisions read at the pass's
+	// revision (ActivityRev 0: no activity key).
+	SessionRev  int64
+	ActivityRev int64
+	// Vanished: listed, but gone before its parts could be listed.
+	Vanished bool
+	// Unlisted: missing from the backend's listing but found through its
+	// session (MinIO lists only the uploads made since it started).
+	Unlisted bool
+}
+
+// inventory walks the backend's multipart uploads in bounded pages and
+// judges each against the sessions as they were at one etcd revision.
+type inventory struct {
+	s3       s3
+	store    *etcdstore.Store
+	policy   Policy
+	now      time.Time
+	rev      int64
+	batch    int
+	parallel int
+	// checkBudget bounds the backend checks for sessions without a listed
+	// upload; missingChecks counts those spent (carried across resumes).
+	checkBudget   int64
+	missingChecks int64
+	// orphansOnly: only tell held uploads from the rest (an orphan
+	// listing); no classification, no search for missing uploads.
+	orphansOnly bool
+}
+
+// handler receives the inventory's results in order. page is called for
+// each batch of examined uploads; pos is where the inventory stands once
+// the batch is counted, and final says whether pos may be recorded (the
+// last batch of a listing page). missing is called with a bucket's sessions
+// that have no backend upload.
+type handler interface {
+	page(ctx context.Context, items []item, pos position, final bool) error
+	missing(ctx context.Context, m []Missing, unverified int64, pos position) error
+}
+
+// walk runs the inventory from pos to the end.
+func (inv *inventory) walk(ctx context.Context, pos position, h handler) error {
+	if pos.Finished {
+		return nil
+	}
+	buckets, err := inv.s3.listBuckets(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range buckets {
+		if pos.Bucket != "" && (b < pos.Bucket || b == pos.Bucket && pos.BucketDone) {
+			continue
+		}
+		from := position{Bucket: b}
+		if b == pos.Bucket {
+			from = pos
+		}
+		if err := inv.bucket(ctx, from, h); err != nil {
+			return err
+		}
+	}
+	if inv.orphansOnly {
+		return nil
+	}
+	return inv.elsewhere(ctx, buckets, h)
+}
+
+// bucket inventories one bucket from pos, then finds its sessions that
+// have no upload.
+func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error {
+	b := pos.Bucket
+	// seen holds the upload ids listed by this run. After a resume into
+	// the bucket it lacks the ones listed before, which were counted
+	// then: a session whose upload the backend has cannot be told from
+	// those, so it is left alone rather than counted twice (partial).
+	seen := make(map[string]struct{})
+	partial := pos.KeyMarker != "" || pos.Listed
+	km, um := pos.KeyMarker, pos.UploadIDMarker
+	for !pos.Listed {
+		page, err := inv.s3.listUploads(ctx, b, km, um, inv.batch)
+		if errors.Is(err, errNoSuchBucket) {
+			page, err = uploadPage{Done: true}, nil
+		}
+		if err != nil {
+			return err
+		}
+		next := position{Bucket: b, KeyMarker: page.NextKey, UploadIDMarker: page.NextUploadID}
+		if page.Done {
+			next = position{Bucket: b, Listed: true}
+		}
+		// A backend may ignore max-uploads (MinIO lists everything in one
+		// page); examine it in batches all the same.
+		for start := 0; start < len(page.Uploads) || start == 0; start += inv.batch {
+			end := min(start+inv.batch, len(page.Uploads))
+			items, err := inv.examine(ctx, page.Uploads[start:end])
+			if err != nil {
+				return err
+			}
+			for _, it := range items {
+				seen[it.UploadID] = struct{}{}
+			}
+			if err := h.page(ctx, items, next, end == len(page.Uploads)); err != nil {
+				return err
+			}
+			if end == len(page.Uploads) {
+				break
+			}
+		}
+		pos = next
+		km, um = page.NextKey, page.NextUploadID
+	}
+	if inv.orphansOnly {
+		return nil
+	}
+	done := position{Bucket: b, BucketDone: true}
+	missing, unlisted, unverified, err := inv.missingIn(ctx, b, seen, partial)
+	if err != nil {
+		return err
+	}
+	if len(unlisted) > 0 {
+		items, err := inv.examine(ctx, unlisted)
+		if err != nil {
+			return err
+		}
+		for i := range items {
+			items[i].Unlisted = true
+		}
+		// Recorded with the missing sessions below, in one transaction, so
+		// that a resume cannot count them twice.
+		if err := h.page(ctx, items, done, false); err != nil {
+			return err
+		}
+	}
+	return h.missing(ctx, missing, unverified, done)
+}
+
+// elsewhere finds sessions in buckets the backend does not list.
+func (inv *inventory) elsewhere(ctx context.Context, buckets []string, h handler) error {
+	listed := make(map[string]bool, len(buckets))
+	for _, b := range buckets {
+		listed[b] = true
+	}
+	withSessions, err := inv.store.SessionBucketsAt(ctx, inv.rev)
+	if err != nil {
+		return err
+	}
+	var all []Missing
+	var unverified int64
+	for _, b := range withSessions {
+		if listed[b] {
+			continue
+		}
+		// The backend does not list the bucket, so whatever it has there
+		// (unlisted) is unreachable for a pass; the sessions are reported.
+		m, _, u, err := inv.missingIn(ctx, b, nil, true)
+		if err != nil {
+			return err
+		}
+		all = append(all, m...)
+		unverified += u
+	}
+	return h.missing(ctx, all, unverified, position{Finished: true})
+}
+
+// examine lists the parts of each upload and judges it, a few uploads at a
+// time. Any failed read fails the batch: a verdict without its inputs is
+// not made.
+func (inv *inventory) examine(ctx context.Context, uploads []Upload) ([]item, error) {
+	items := make([]item, len(uploads))
+	errs := make([]error, len(uploads))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(inv.parallel, 1))
+	for i := range uploads {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			items[i], errs[i] = inv.judge(ctx, uploads[i])
+			if errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		// Report the first cause rather than the cancellations it caused.
+		for _, e := range errs {
+			if e != nil && !errors.Is(e, context.Canceled) {
+				return nil, e
+			}
+		}
+		return nil, err
+	}
+	return items, nil
+}
+
+// judge examines one upload.
+func (inv *inventory) judge(ctx context.Context, u Upload) (item, error) {
+	it := item{Upload: u}
+	parts, size, err := inv.s3.countParts(ctx, u.Bucket, u.Key, u.UploadID)
+	if errors.Is(err, errNoSuchUpload) || errors.Is(err, errNoSuchBucket) {
+		it.Vanished = true
+		return it, nil
+	}
+	if err != nil {
+		return it, fmt.Errorf("list parts of %s/%s: %w", u.Bucket, u.Key, err)
+	}
+	it.Parts, it.Bytes = parts, size
+
+	sess, err := inv.store.GetSessionAt(ctx, u.Bucket, u.UploadID, inv.rev)
+	var sp *etcdstore.Session
+	switch {
+	case err == nil:
+		sp = &sess.Value
+		it.SessionRev = sess.ModRev
+	case errors.Is(err, etcdstore.ErrNotFound):
+		// A session made after the pass's revision is not an orphan.
+		if _, err := inv.store.GetSession(ctx, u.Bucket, u.UploadID); err == nil {
+			it.Decision = Decision{Verdict: Keep, Reason: "session created after this pass began"}
+			return it, nil
+		} else if !errors.Is(err, etcdstore.ErrNotFound) {
+			return it, err
+		}
+	default:
+		return it, err
+	}
+	if sp != nil && inv.orphansOnly {
+		it.Decision = Decision{Verdict: Keep, Reason: "has a session"}
+		return it, nil
+	}
+	var ap *etcdstore.Activity
+	if sp != nil {
+		act, err := inv.store.GetActivityAt(ctx, u.UploadID, inv.rev)
+		switch {
+		case err == nil:
+			ap = &act.Value
+			it.ActivityRev = act.ModRev
+		case !errors.Is(err, etcdstore.ErrNotFound):
+			return it, err
+		}
+	}
+	it.Decision, err = Classify(inv.policy, inv.now, sp, ap)
+	return it, err
+}
+
+// missingIn finds the sessions of bucket (at the pass's revision) that are
+// not terminal and whose upload was not listed, and looks each up: a
+// session that changed since is left to the next pass; an upload the
+// backend does not have makes the session missing; an upload it has
+// although its listing did not show it is returned as unlisted, to be
+// judged like any other, unless seen is partial. Past the check budget,
+// candidates are counted as unverified instead.
+func (inv *inventory) missingIn(ctx context.Context, bucket string, seen map[string]struct{}, partial bool) (missing []Missing, unlisted []Upload, unverified int64, err error) {
+	err = inv.store.ScanSessionsAt(ctx, bucket, inv.rev, int64(max(inv.batch, 100)), func(v etcdstore.Versioned[etcdstore.Session]) error {
+		s := v.Value
+		if s.State.Terminal() {
+			return nil
+		}
+		if _, ok := seen[s.UploadID]; ok {
+			return nil
+		}
+		if inv.missingChecks >= inv.checkBudget {
+			unverified++
+			return nil
+		}
+		inv.missingChecks++
+		cur, err := inv.store.GetSession(ctx, bucket, s.UploadID)
+		if errors.Is(err, etcdstore.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cur.ModRev != v.ModRev {
+			return nil // it moved on since; the next pass looks again
+		}
+		present, err := inv.s3.exists(ctx, bucket, s.Key, s.UploadID)
+		if err != nil {
+			return fmt.Errorf("check upload of session %s/%s: %w", bucket, s.UploadID, err)
+		}
+		switch {
+		case present && partial:
+		case present:
+			unlisted = append(unlisted, Upload{Bucket: bucket, Key: s.Key, UploadID: s.UploadID, Initiated: s.Created})
+		default:
+			missing = append(missing, Missing{Bucket: bucket, Key: s.Key, UploadID: s.UploadID, State: s.State, LastActivity: s.LastActivity})
+		}
+		return nil
+	})
+	return missing, unlisted, unverified, err
+}

@@ -1,0 +1,119 @@
+package reclaim
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the reclaimer's series. Labels are results, verdicts and
+// actions, never buckets, keys or upload ids, so the series stay few.
+type metrics struct {
+	passes       *prometheus.CounterVec
+	planParts    *prometheus.GaugeVec
+	planBytes    *prometheus.GaugeVec
+	actedParts   *prometheus.CounterVec
+	actedBytes   *prometheus.CounterVec
+	refusals     prometheus.Counter
+	orphans      prometheus.Gauge
+	orphanParts  prometheus.Gauge
+	stuck        prometheus.Gauge
+	missing      prometheus.Gauge
+	duration     *prometheus.HistogramVec
+	term         prometheus.Gauge
+	leading      prometheus.Gauge
+	lastFinished prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	const ns, sub = "sweepgate", "reclaim"
+	m := &metrics{
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "passes_total",
+			Help: "Upload sweep passes by result: ok, refused (breaker), stopped (a failed or missing input), lost (the term ended), dry_run."}, []string{"result"}),
+		planParts: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "plan_parts",
+			Help: "Parts by verdict (keep, mark, delete, hold) in the last finished pass's plan."}, []string{"verdict"}),
+		planBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "plan_bytes",
+			Help: "Bytes by verdict (keep, mark, delete, hold) in the last finished pass's plan."}, []string{"verdict"}),
+		actedParts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "acted_parts_total",
+			Help: "Parts the reclaimer marked expired or deleted, by outcome: mark, aborted, cleanup_pending."}, []string{"outcome"}),
+		actedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "acted_bytes_total",
+			Help: "Bytes the reclaimer marked expired or deleted, by outcome: mark, aborted, cleanup_pending."}, []string{"outcome"}),
+		refusals: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "breaker_refusals_total",
+			Help: "Passes whose plan the breaker refused (above max_delete or max_delete_fraction); nothing was deleted."}),
+		orphans: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "orphans_held",
+			Help: "Backend uploads without a session held by the last finished pass, waiting for a person."}),
+		orphanParts: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "orphan_parts_held",
+			Help: "Parts of the uploads held as orphans by the last finished pass."}),
+		stuck: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "stuck_sessions",
+			Help: "Sessions completing for longer than the stuck limit, as of the last finished pass."}),
+		missing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "missing_uploads",
+			Help: "Live sessions whose backend upload is gone, as of the last finished pass."}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "pass_duration_seconds",
+			Help: "Duration of upload sweep passes by result.", Buckets: prometheus.ExponentialBuckets(0.05, 2.5, 12)}, []string{"result"}),
+		term: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "term",
+			Help: "The reclaimer term this process holds, 0 when it does not lead."}),
+		leading: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "leading",
+			Help: "1 when this process leads the reclaimer election, else 0."}),
+		lastFinished: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "last_pass_finished_timestamp_seconds",
+			Help: "When the last pass that ran to its end (ok or refused) finished; alert when it falls behind."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.actedParts, m.actedBytes, m.refusals,
+			m.orphans, m.orphanParts, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished)
+	}
+	return m
+}
+
+// result names how a pass ended, for the passes and duration series.
+func result(rep Report, err error) string {
+	switch {
+	case rep.DryRun && err == nil:
+		return "dry_run"
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrNotLeader):
+		return "lost"
+	case err != nil || rep.Stopped != "":
+		return "stopped"
+	case rep.Refused != "":
+		return "refused"
+	}
+	return "ok"
+}
+
+func (m *metrics) pass(rep Report, err error, d time.Duration) {
+	res := result(rep, err)
+	m.passes.WithLabelValues(res).Inc()
+	m.duration.WithLabelValues(res).Observe(d.Seconds())
+	if rep.Refused != "" && !rep.DryRun {
+		m.refusals.Inc()
+	}
+	if res != "ok" && res != "refused" && res != "dry_run" {
+		return
+	}
+	for v, c := range map[Verdict]Count{Keep: rep.Uploads.Keep, Mark: rep.Uploads.Mark, Delete: rep.Uploads.Delete, Hold: rep.Uploads.Hold} {
+		m.planParts.WithLabelValues(string(v)).Set(float64(c.Parts))
+		m.planBytes.WithLabelValues(string(v)).Set(float64(c.Bytes))
+	}
+	m.orphans.Set(float64(rep.Uploads.Hold.Sessions))
+	m.orphanParts.Set(float64(rep.Uploads.Hold.Parts))
+	m.stuck.Set(float64(rep.Totals.Stuck))
+	m.missing.Set(float64(rep.Totals.Missing))
+	if !rep.DryRun {
+		m.lastFinished.Set(float64(rep.Finished.Unix()))
+	}
+}
+
+func (m *metrics) acted(outcome string, parts int, size int64) {
+	m.actedParts.WithLabelValues(outcome).Add(float64(parts))
+	m.actedBytes.WithLabelValues(outcome).Add(float64(size))
+}
+
+func (m *metrics) leader(term int64, ok bool) {
+	if ok {
+		m.term.Set(float64(term))
+		m.leading.Set(1)
+		return
+	}
+	m.term.Set(0)
+	m.leading.Set(0)
+}

@@ -1,0 +1,653 @@
+package reclaim_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// TestIssueInventory runs the acceptance scenario of issue 4 against real
+// MinIO and etcd: pass one marks S3 and holds S4; pass two deletes exactly
+// S3's five parts, unless a part was sent to S3 in between.
+func TestIssueInventory(t *testing.T) {
+	t.Parallel()
+	for _, variant := range []string{"idle", "activity between passes"} {
+		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			inv := e.issueInventory()
+			reg := prometheus.NewRegistry()
+			cfg := e.config()
+			cfg.Metrics = reg
+			r := e.start(cfg)
+			term, _ := r.Leader()
+
+			one := e.mustPass(r)
+			wantUploads(t, one.Uploads, count(2, 19), count(1, 5), count(0, 0), count(1, 3))
+			if one.Acted.Marked != count(1, 5) || one.Acted.Deleted != (reclaim.Count{}) {
+				t.Errorf("pass one acted %+v, want 5 parts marked, none deleted", one.Acted)
+			}
+			if len(one.Stuck) != 1 || one.Stuck[0].UploadID != inv.s2 {
+				t.Errorf("stuck = %+v, want S2 only (report %+v)", one.Stuck, one)
+			}
+			if len(one.Orphans) != 1 || one.Orphans[0].UploadID != inv.s4 || one.Orphans[0].Parts != 3 || one.Orphans[0].Bytes != 3*partSize {
+				t.Errorf("orphans = %+v, want S4 with 3 parts", one.Orphans)
+			}
+			if one.Pass != 1 || one.Term != term || one.DryRun || one.Refused != "" || one.Stopped != "" {
+				t.Errorf("pass one header = pass %d term %d (leader %d) dry %v refused %q stopped %q", one.Pass, one.Term, term, one.DryRun, one.Refused, one.Stopped)
+			}
+			s3 := e.getSession(inv.bucket, inv.s3)
+			last := s3.History[len(s3.History)-1]
+			if s3.State != etcdstore.StateExpired || s3.ExpiredAt == nil || !s3.ExpiredAt.Equal(e.clock.Now()) || last.Term != term || last.Actor != "reclaimer" {
+				t.Errorf("S3 after pass one: state %s expired-at %v, last transition %+v", s3.State, s3.ExpiredAt, last)
+			}
+			if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
+				t.Fatalf("parts on MinIO after pass one = %v, want all 27", got)
+			}
+
+			e.clock.Advance(time.Hour)
+			if variant == "activity between passes" {
+				e.uploadPart(inv.bucket, inv.k3, inv.s3, 5)
+				if st := e.getSession(inv.bucket, inv.s3).State; st != etcdstore.StateActive {
+					t.Fatalf("S3 after a part = %s, want active again", st)
+				}
+			}
+			e.clock.Advance(12 * time.Hour)
+
+			two := e.mustPass(r)
+			if variant == "idle" {
+				wantUploads(t, two.Uploads, count(2, 19), count(0, 0), count(1, 5), count(1, 3))
+				if two.Acted.Deleted != count(1, 5) || two.Acted.Marked != (reclaim.Count{}) {
+					t.Errorf("pass two acted %+v, want exactly S3's 5 parts deleted", two.Acted)
+				}
+				if got := e.parts(inv); got != [4]int{12, 7, -1, 3} {
+					t.Errorf("parts on MinIO after pass two = %v, want S3 gone (NoSuchUpload) and the rest intact", got)
+				}
+				s3 := e.getSession(inv.bucket, inv.s3)
+				if s3.State != etcdstore.StateAborted || s3.Uncertain != "" {
+					t.Errorf("S3 after pass two: %s (uncertain %q), want aborted", s3.State, s3.Uncertain)
+				}
+				for _, tr := range s3.History[len(s3.History)-2:] {
+					if tr.Term != term || tr.Actor != "reclaimer" {
+						t.Errorf("transition %+v does not record the reclaimer's term %d", tr, term)
+					}
+				}
+				if got := metric(t, reg, "sweepgate_reclaim_acted_parts_total", "outcome", "aborted"); got != 5 {
+					t.Errorf("acted_parts_total{aborted} = %v, want 5", got)
+				}
+			} else {
+				wantUploads(t, two.Uploads, count(3, 24), count(0, 0), count(0, 0), count(1, 3))
+				if two.Acted != (reclaim.Acted{}) {
+					t.Errorf("pass two acted %+v, want nothing", two.Acted)
+				}
+				if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
+					t.Errorf("parts on MinIO after pass two = %v, want all 27", got)
+				}
+			}
+			if e.backend.aborts.Load() > 1 {
+				t.Errorf("%d backend aborts, want at most one", e.backend.aborts.Load())
+			}
+			if got := metric(t, reg, "sweepgate_reclaim_passes_total", "result", "ok"); got != 2 {
+				t.Errorf("passes_total{ok} = %v, want 2", got)
+			}
+			if metric(t, reg, "sweepgate_reclaim_leading") != 1 || metric(t, reg, "sweepgate_reclaim_term") != float64(term) {
+				t.Error("leading/term metrics do not show this process leading")
+			}
+			if got := metric(t, reg, "sweepgate_reclaim_orphans_held"); got != 1 {
+				t.Errorf("orphans_held = %v, want 1", got)
+			}
+			if got := metric(t, reg, "sweepgate_reclaim_stuck_sessions"); got != 1 {
+				t.Errorf("stuck_sessions = %v, want 1", got)
+			}
+
+			// The reports are in etcd, newest first, in the issue's shape.
+			reports, err := reclaim.Reports(t.Context(), e.store, 10)
+			if err != nil || len(reports) != 2 || reports[0].Pass != 2 || reports[1].Pass != 1 {
+				t.Fatalf("stored reports = %d (%v)", len(reports), err)
+			}
+			resp, err := e.cli.Get(t.Context(), e.store.Keys().Pass(2))
+			if err != nil || len(resp.Kvs) != 1 {
+				t.Fatal(err)
+			}
+			var shape map[string]any
+			if err := json.Unmarshal(resp.Kvs[0].Value, &shape); err != nil {
+				t.Fatal(err)
+			}
+			for _, field := range []string{"pass", "term", "dry_run", "started", "finished", "refused", "uploads", "stuck", "orphans"} {
+				if _, ok := shape[field]; !ok {
+					t.Errorf("stored report lacks %q", field)
+				}
+			}
+			if left, _ := e.cli.Get(t.Context(), e.store.Keys().Reclaim()+"plans/", clientv3.WithPrefix(), clientv3.WithCountOnly()); left.Count != 0 {
+				t.Errorf("%d plan chunks left after the passes", left.Count)
+			}
+		})
+	}
+}
+
+// marked runs pass one of the issue's inventory and moves the clock past
+// DeleteAfter, so that the next pass would delete S3.
+func (e *env) marked(r *reclaim.Reclaimer) {
+	e.t.Helper()
+	one := e.mustPass(r)
+	if one.Acted.Marked != count(1, 5) {
+		e.t.Fatalf("pass one marked %+v, want S3's 5 parts", one.Acted.Marked)
+	}
+	e.clock.Advance(13 * time.Hour)
+}
+
+func TestBreakerRefusesAboveTheFraction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.issueInventory()
+	reg := prometheus.NewRegistry()
+	cfg := e.config()
+	cfg.Metrics = reg
+	cfg.MaxDeleteFraction = 0.1 // 5 of 27 parts is 18.5%
+	r := e.start(cfg)
+	e.marked(r)
+
+	rep := e.mustPass(r)
+	if !contains(rep.Refused, "5", "27", "max_delete_fraction", "0.1", "max_delete is 1000") {
+		t.Errorf("refused = %q, want both limits and both numbers", rep.Refused)
+	}
+	if rep.Breaker != (reclaim.Breaker{DeleteParts: 5, StoredParts: 27, MaxDelete: 1000, MaxDeleteFraction: 0.1}) {
+		t.Errorf("breaker = %+v", rep.Breaker)
+	}
+	if rep.Acted != (reclaim.Acted{}) || e.backend.aborts.Load() != 0 {
+		t.Errorf("a refused pass acted: %+v, %d aborts", rep.Acted, e.backend.aborts.Load())
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
+		t.Errorf("parts on MinIO = %v, want all 27", got)
+	}
+	if st := e.getSession(inv.bucket, inv.s3).State; st != etcdstore.StateExpired {
+		t.Errorf("S3 = %s, want still expired", st)
+	}
+	if got := metric(t, reg, "sweepgate_reclaim_breaker_refusals_total"); got != 1 {
+		t.Errorf("breaker_refusals_total = %v, want 1", got)
+	}
+	if got := metric(t, reg, "sweepgate_reclaim_passes_total", "result", "refused"); got != 1 {
+		t.Errorf("passes_total{refused} = %v, want 1", got)
+	}
+	last, ok, err := reclaim.LastReport(t.Context(), e.store)
+	if err != nil || !ok || last.Refused != rep.Refused {
+		t.Errorf("stored report refused = %q (%v), want the refusal", last.Refused, err)
+	}
+}
+
+func TestBreakerRefusesAboveTheCount(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.issueInventory()
+	cfg := e.config()
+	cfg.MaxDelete = 4
+	r := e.start(cfg)
+	e.marked(r)
+	rep := e.mustPass(r)
+	if !contains(rep.Refused, "5 of 27", "above max_delete:", "max_delete is 4 parts") {
+		t.Errorf("refused = %q", rep.Refused)
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.backend.aborts.Load() != 0 {
+		t.Errorf("parts on MinIO = %v, %d aborts; want nothing deleted", got, e.backend.aborts.Load())
+	}
+}
+
+func TestFutureActivityStopsThePass(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.issueInventory()
+	r := e.start(e.config())
+	e.marked(r)
+
+	// S1's activity key says a part arrived an hour from now: some clock
+	// is wrong, so no idle time can be trusted.
+	act := etcdstore.Activity{At: e.clock.Now().Add(time.Hour), What: "UploadPart", Part: 13}
+	v, err := e.store.GetSession(t.Context(), inv.bucket, inv.s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.RecordActivity(t.Context(), inv.bucket, inv.s1, v.ModRev, act); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.trigger(r)
+	if !errors.Is(err, reclaim.ErrFutureTime) {
+		t.Fatalf("pass error = %v, want ErrFutureTime", err)
+	}
+	if rep.Stopped == "" || rep.Acted != (reclaim.Acted{}) {
+		t.Errorf("report stopped %q acted %+v", rep.Stopped, rep.Acted)
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.backend.aborts.Load() != 0 {
+		t.Errorf("parts on MinIO = %v, %d aborts; want nothing deleted", got, e.backend.aborts.Load())
+	}
+	last, ok, err := reclaim.LastReport(t.Context(), e.store)
+	if err != nil || !ok || last.Pass != 2 || !contains(last.Stopped, "in the future", "later than now") {
+		t.Errorf("stored report = pass %d stopped %q (%v)", last.Pass, last.Stopped, err)
+	}
+	// The stop is final: the next pass starts over rather than resuming.
+	if resp, _ := e.cli.Get(t.Context(), e.store.Keys().Cursor("uploads")); len(resp.Kvs) != 0 {
+		t.Error("a cursor survived a final stop")
+	}
+}
+
+func TestEtcdUnreachableDeletesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.issueInventory()
+	// The pass reads and writes through a client of its own; the election
+	// has another, so that only the session lookups fail.
+	passCli := e.connect()
+	cfg := e.config()
+	cfg.Store = etcdstore.NewStore(passCli, e.store.Keys())
+	el, err := reclaim.NewElector(reclaim.ElectorConfig{Client: e.cli, Prefix: e.store.Keys().Election(), ID: "a", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Elector = el
+	var cut bool
+	cfg.Fault = func(point string) {
+		if point == reclaim.FaultPassStarted && cut {
+			passCli.Close()
+		}
+	}
+	r := e.start(cfg)
+	e.marked(r)
+
+	cut = true
+	rep, err := e.trigger(r)
+	if err == nil {
+		t.Fatalf("pass succeeded without etcd: %+v", rep)
+	}
+	t.Logf("pass stopped: %v", err)
+	if rep.Stopped == "" || rep.Acted != (reclaim.Acted{}) {
+		t.Errorf("report stopped %q acted %+v", rep.Stopped, rep.Acted)
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.backend.aborts.Load() != 0 {
+		t.Errorf("parts on MinIO = %v, %d aborts; want nothing deleted", got, e.backend.aborts.Load())
+	}
+	if st := e.getSession(inv.bucket, inv.s3).State; st != etcdstore.StateExpired {
+		t.Errorf("S3 = %s, want still expired", st)
+	}
+}
+
+// TestCompactedRevisionStartsOver compacts etcd past the revision a pass
+// reads at: the pass keeps everything, says why, and the next pass starts
+// over at a new revision.
+func TestCompactedRevisionStartsOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.issueInventory()
+	cfg := e.config()
+	var compact bool
+	cfg.Fault = func(point string) {
+		if point == reclaim.FaultPassStarted && compact {
+			compact = false
+			if _, err := e.cli.Compact(context.Background(), e.revision()); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	r := e.start(cfg)
+	compact = true
+	rep, err := e.trigger(r)
+	if err == nil || !contains(rep.Stopped, "compacted", "starts over") || rep.Acted != (reclaim.Acted{}) {
+		t.Fatalf("pass over a compacted revision: %v, stopped %q, acted %+v", err, rep.Stopped, rep.Acted)
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
+		t.Errorf("parts on MinIO = %v", got)
+	}
+	next := e.mustPass(r)
+	if next.Pass != rep.Pass+1 || next.Resumed != 0 || next.Acted.Marked != count(1, 5) {
+		t.Errorf("next pass = %d resumed %d acted %+v; want a fresh pass that marks S3", next.Pass, next.Resumed, next.Acted)
+	}
+}
+
+// TestFormerLeaderCannotDelete revokes the leader's lease while it holds a
+// plan to delete S3: its fenced write fails before any backend abort, and
+// the next leader, with a higher term, resumes the pass and deletes.
+func TestFormerLeaderCannotDelete(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.issueInventory()
+	var armed bool
+	cfgA := e.config()
+	cfgA.ID = "a"
+	cfgA.Fault = func(point string) {
+		if point == reclaim.FaultPlanned && armed {
+			// Paused while holding the plan; meanwhile its lease runs out.
+			e.revokeLeader()
+		}
+	}
+	a := e.start(cfgA)
+	termA, _ := a.Leader()
+	e.marked(a)
+
+	cfgB := e.config()
+	cfgB.ID = "b"
+	b := e.run(cfgB)
+
+	armed = true
+	rep, err := e.trigger(a)
+	if !errors.Is(err, reclaim.ErrFenced) {
+		t.Fatalf("former leader's pass error = %v, want ErrFenced", err)
+	}
+	if e.backend.aborts.Load() != 0 || rep.Acted.Intents != (reclaim.Count{}) {
+		t.Fatalf("former leader sent %d aborts (acted %+v)", e.backend.aborts.Load(), rep.Acted)
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
+		t.Fatalf("parts on MinIO = %v, want all 27", got)
+	}
+	if st := e.getSession(inv.bucket, inv.s3).State; st != etcdstore.StateExpired {
+		t.Fatalf("S3 = %s, want still expired", st)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	termB, err := b.Elector().AwaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if termB <= termA {
+		t.Fatalf("new term %d is not above the old %d", termB, termA)
+	}
+	two := e.mustPass(b)
+	if two.Pass != 2 || two.Resumed != 1 || two.Term != termB {
+		t.Errorf("pass after hand-over = pass %d resumed %d term %d; want pass 2 resumed under term %d", two.Pass, two.Resumed, two.Term, termB)
+	}
+	if two.Acted.Deleted != count(1, 5) || e.parts(inv) != [4]int{12, 7, -1, 3} {
+		t.Errorf("new leader acted %+v, parts %v; want S3 deleted", two.Acted, e.parts(inv))
+	}
+	s3 := e.getSession(inv.bucket, inv.s3)
+	if tr := s3.History[len(s3.History)-1]; tr.Term != termB {
+		t.Errorf("S3's last transition %+v is not recorded under term %d", tr, termB)
+	}
+}
+
+// TestResumeAfterInterruption cuts passes short (the leader's term ends
+// mid-inventory, then mid-act) and checks that the next leader resumes
+// from the recorded position with every upload counted exactly once.
+func TestResumeAfterInterruption(t *testing.T) {
+	t.Parallel()
+	for _, at := range []string{reclaim.FaultPageRecorded, reclaim.FaultActed} {
+		t.Run(at, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			now := e.clock.Now()
+			// Three buckets, each with an idle session and a recent one.
+			var idle [][2]string
+			for _, b := range []string{"bucket-a", "bucket-b", "bucket-c"} {
+				e.bucket(b)
+				id := e.upload(b, "idle", 2)
+				e.session(b, "idle", id, etcdstore.StateActive, now.Add(-40*time.Hour), now.Add(-30*time.Hour))
+				idle = append(idle, [2]string{b, id})
+				id = e.upload(b, "busy", 3)
+				e.session(b, "busy", id, etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Minute))
+			}
+			var hits int
+			cfgA := e.config()
+			cfgA.ID = "a"
+			cfgA.Fault = func(point string) {
+				if point == at {
+					if hits++; hits == 1 {
+						e.revokeLeader()
+					}
+				}
+			}
+			a := e.start(cfgA)
+			cfgB := e.config()
+			cfgB.ID = "b"
+			b := e.run(cfgB)
+
+			if _, err := e.trigger(a); !errors.Is(err, reclaim.ErrFenced) {
+				t.Fatalf("interrupted pass error = %v, want ErrFenced", err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			if _, err := b.Elector().AwaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rep := e.mustPass(b)
+			if rep.Pass != 1 || rep.Resumed != 1 {
+				t.Errorf("pass %d resumed %d times, want pass 1 resumed once", rep.Pass, rep.Resumed)
+			}
+			wantUploads(t, rep.Uploads, count(3, 9), count(3, 6), count(0, 0), count(0, 0))
+			if rep.Acted.Marked != count(3, 6) || rep.Acted.Changed != (reclaim.Count{}) {
+				t.Errorf("acted %+v, want the three idle uploads marked once each", rep.Acted)
+			}
+			for _, u := range idle {
+				if st := e.getSession(u[0], u[1]).State; st != etcdstore.StateExpired {
+					t.Errorf("%s/%s = %s, want expired", u[0], u[1], st)
+				}
+			}
+		})
+	}
+}
+
+func TestUnclearAbortListsAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.issueInventory()
+	r := e.start(e.config())
+	e.marked(r)
+
+	e.backend.loseAbortAnswer.Store(true)
+	rep := e.mustPass(r)
+	if n := e.backend.aborts.Load(); n != 1 {
+		t.Errorf("%d aborts sent, want exactly one (no blind retry)", n)
+	}
+	if rep.Acted.Deleted != count(1, 5) {
+		t.Errorf("acted %+v, want S3 deleted", rep.Acted)
+	}
+	s3 := e.getSession(inv.bucket, inv.s3)
+	if s3.State != etcdstore.StateAborted || !contains(s3.Uncertain, "unclear", "gone") || s3.AbortAttempts != 1 {
+		t.Errorf("S3 = %s, uncertain %q, attempts %d; want aborted with the doubt recorded", s3.State, s3.Uncertain, s3.AbortAttempts)
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, -1, 3} {
+		t.Errorf("parts on MinIO = %v", got)
+	}
+}
+
+// TestDryRunChangesNothing plans on a process that does not lead, and
+// passes on a leader configured for dry runs: neither writes to etcd or
+// MinIO.
+func TestDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.issueInventory()
+	r := e.start(e.config())
+	e.marked(r)
+
+	dryCfg := e.config()
+	dryCfg.DryRun = true
+	dryCfg.ID = "dry"
+	dryCfg.Elector, _ = reclaim.NewElector(reclaim.ElectorConfig{Client: e.cli, Prefix: "/elsewhere/election/"})
+	var progress atomic.Int64
+	dryCfg.Progress = func(p reclaim.Progress) {
+		if p.DryRun && p.Pass == 2 {
+			progress.Add(1)
+		}
+	}
+	dry := e.start(dryCfg)
+
+	before := e.revision()
+	plan, err := r.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	passed := e.mustPass(dry)
+	for _, rep := range []reclaim.Report{plan, passed} {
+		if !rep.DryRun || rep.Pass != 2 {
+			t.Errorf("dry report: dry_run %v pass %d", rep.DryRun, rep.Pass)
+		}
+		wantUploads(t, rep.Uploads, count(2, 19), count(0, 0), count(1, 5), count(1, 3))
+		if rep.Acted != (reclaim.Acted{}) {
+			t.Errorf("dry run acted %+v", rep.Acted)
+		}
+	}
+	if progress.Load() == 0 {
+		t.Error("a dry-run pass reported no progress")
+	}
+	if after := e.revision(); after != before {
+		t.Errorf("etcd revision moved from %d to %d during dry runs", before, after)
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.backend.aborts.Load() != 0 {
+		t.Errorf("parts on MinIO = %v, %d aborts; want nothing changed", got, e.backend.aborts.Load())
+	}
+}
+
+func TestOrphans(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.issueInventory()
+	s5 := e.upload(inv.bucket, "s5/object", 2)
+	r := e.start(e.config())
+	term, _ := r.Leader()
+	one := e.mustPass(r)
+	if one.Totals.Orphans != 2 {
+		t.Fatalf("orphans = %+v, want S4 and S5", one.Orphans)
+	}
+	listed, total, err := r.Orphans(t.Context())
+	if err != nil || total != 2 || len(listed) != 2 {
+		t.Fatalf("Orphans = %v, %d, %v", listed, total, err)
+	}
+	var scanned []string
+	if err := r.ScanOrphans(t.Context(), func(o reclaim.Orphan) error { scanned = append(scanned, o.UploadID); return nil }); err != nil || len(scanned) != 2 {
+		t.Fatalf("ScanOrphans = %v, %v", scanned, err)
+	}
+
+	// Adopt S4: it gets an active session and follows the normal rules.
+	rec, err := r.Adopt(t.Context(), inv.bucket, inv.k4, inv.s4, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Parts != 3 || rec.Term != term {
+		t.Errorf("adopt record %+v", rec)
+	}
+	s4 := e.getSession(inv.bucket, inv.s4)
+	if s4.State != etcdstore.StateActive || s4.Owner != "bob" || s4.History[len(s4.History)-1].Reason != "adopted by operator" || s4.History[len(s4.History)-1].Term != term {
+		t.Errorf("adopted session %+v", s4)
+	}
+	if _, err := r.Adopt(t.Context(), inv.bucket, inv.k4, inv.s4, "bob"); !errors.Is(err, reclaim.ErrNotOrphan) {
+		t.Errorf("second adopt: %v, want ErrNotOrphan", err)
+	}
+
+	// An unconfirmed delete does nothing.
+	ref := reclaim.OrphanRef{Bucket: inv.bucket, Key: "s5/object", UploadID: s5}
+	res, err := r.DeleteOrphans(t.Context(), "carol", []reclaim.OrphanRef{ref}, false)
+	if !errors.Is(err, reclaim.ErrNotConfirmed) || len(res) != 1 || res[0].Deleted || res[0].Parts != 2 {
+		t.Fatalf("unconfirmed delete = %+v, %v", res, err)
+	}
+	if e.partsOnMinIO(inv.bucket, "s5/object", s5) != 2 || e.backend.aborts.Load() != 0 {
+		t.Fatal("an unconfirmed delete changed the backend")
+	}
+	if _, err := e.store.GetSession(t.Context(), inv.bucket, s5); !errors.Is(err, etcdstore.ErrNotFound) {
+		t.Fatalf("an unconfirmed delete wrote a session: %v", err)
+	}
+
+	// A confirmed delete of S5 and of S1 (which has a session): only the
+	// orphan goes.
+	s1ref := reclaim.OrphanRef{Bucket: inv.bucket, Key: inv.k1, UploadID: inv.s1}
+	res, err = r.DeleteOrphans(t.Context(), "carol", []reclaim.OrphanRef{ref, s1ref}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Deleted || res[0].Outcome != "aborted" || res[1].Deleted {
+		t.Errorf("confirmed delete = %+v", res)
+	}
+	if e.partsOnMinIO(inv.bucket, "s5/object", s5) != -1 || e.partsOnMinIO(inv.bucket, inv.k1, inv.s1) != 12 {
+		t.Error("confirmed delete did not remove exactly the orphan")
+	}
+	got, err := e.cli.Get(t.Context(), e.store.Keys().OrphanRecords(), clientv3.WithPrefix())
+	if err != nil || got.Count != 2 {
+		t.Fatalf("orphan records = %d (%v), want adopt and delete", got.Count, err)
+	}
+	for _, kv := range got.Kvs {
+		var rec etcdstore.OrphanRecord
+		if err := json.Unmarshal(kv.Value, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Action == etcdstore.OrphanDeleted && (rec.Outcome != "aborted" || rec.Principal != "carol" || rec.Parts != 2) {
+			t.Errorf("delete record %+v", rec)
+		}
+	}
+
+	// The next pass sees no orphans: S4 is adopted, S5 is gone.
+	two := e.mustPass(r)
+	if two.Uploads.Hold != (reclaim.Count{}) || len(two.Orphans) != 0 {
+		t.Errorf("orphans after adopt and delete: %+v", two.Orphans)
+	}
+}
+
+// TestUnlistedAndMissing hides S3 from the backend's listing, as MinIO does
+// after a restart, and adds a session whose upload is gone: S3 is found
+// through its session and judged like the rest; the other is reported.
+func TestUnlistedAndMissing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.issueInventory()
+	now := e.clock.Now()
+	e.session(inv.bucket, "gone", "no-such-upload", etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Hour))
+	e.session("no-such-bucket", "k", "no-such-upload-2", etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Hour))
+	e.backend.hidden.Store(inv.s3)
+	r := e.start(e.config())
+
+	rep := e.mustPass(r)
+	wantUploads(t, rep.Uploads, count(2, 19), count(1, 5), count(0, 0), count(1, 3))
+	if rep.Totals.Unlisted != 1 || rep.Acted.Marked != count(1, 5) {
+		t.Errorf("unlisted %d, acted %+v; want S3 found and marked", rep.Totals.Unlisted, rep.Acted)
+	}
+	if rep.Totals.Missing != 2 || len(rep.Missing) != 2 {
+		t.Fatalf("missing sessions = %+v, want two", rep.Missing)
+	}
+	for _, m := range rep.Missing {
+		if m.UploadID != "no-such-upload" && m.UploadID != "no-such-upload-2" {
+			t.Errorf("unexpected missing session %+v", m)
+		}
+	}
+}
+
+func TestParseOrphanRef(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want reclaim.OrphanRef
+		ok   bool
+	}{
+		{"b/k?uploadId=u", reclaim.OrphanRef{Bucket: "b", Key: "k", UploadID: "u"}, true},
+		{"b/dir/k?x?uploadId=u1", reclaim.OrphanRef{Bucket: "b", Key: "dir/k?x", UploadID: "u1"}, true},
+		{"b/k", reclaim.OrphanRef{}, false},
+		{"b?uploadId=u", reclaim.OrphanRef{}, false},
+		{"b/k?uploadId=", reclaim.OrphanRef{}, false},
+	} {
+		got, err := reclaim.ParseOrphanRef(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseOrphanRef(%q) = %+v, %v", tt.in, got, err)
+		}
+		if tt.ok && got.String() != tt.in {
+			t.Errorf("String() = %q, want %q", got.String(), tt.in)
+		}
+	}
+}
+
+func TestTriggerOffTheLeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, err := reclaim.New(e.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Trigger(t.Context()); !errors.Is(err, reclaim.ErrNotLeader) {
+		t.Errorf("Trigger off the leader = %v, want ErrNotLeader", err)
+	}
+	if _, err := r.Adopt(t.Context(), "b", "k", "u", "p"); !errors.Is(err, reclaim.ErrNotLeader) {
+		t.Errorf("Adopt off the leader = %v, want ErrNotLeader", err)
+	}
+}

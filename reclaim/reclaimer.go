@@ -1,0 +1,390 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/multipart"
+)
+
+// Defaults for Config.
+const (
+	DefaultGrace              = 24 * time.Hour
+	DefaultDeleteAfter        = 24 * time.Hour
+	DefaultStuckLimit         = 24 * time.Hour
+	DefaultClockSkew          = 5 * time.Minute
+	DefaultInterval           = time.Hour
+	DefaultBatchSize          = 1000
+	DefaultParallel           = 8
+	DefaultBackendTimeout     = 30 * time.Second
+	DefaultReconcileAfter     = 5 * time.Minute
+	DefaultMissingCheckBudget = 1000
+)
+
+// Config is what a Reclaimer needs. Zero durations and counts take the
+// defaults above.
+type Config struct {
+	Store *etcdstore.Store
+	// Sessions is the session service whose reconciler runs first in
+	// every pass.
+	Sessions *multipart.Service
+	Backend  multipart.Backend
+	// Elector, when set, is the election candidate to campaign with;
+	// otherwise one is made on Store's client with ID and ElectionTTL.
+	Elector     *Elector
+	ID          string
+	ElectionTTL time.Duration
+
+	Grace       time.Duration
+	DeleteAfter time.Duration
+	StuckLimit  time.Duration
+	ClockSkew   time.Duration
+	// MaxDelete is the most parts one pass deletes; negative means no
+	// absolute limit (the fraction still applies).
+	MaxDelete int64
+	// MaxDeleteFraction is the largest share of all stored parts one pass
+	// deletes, in (0, 1].
+	MaxDeleteFraction float64
+	// DryRun makes every pass a plan: it decides and reports, and writes
+	// nothing anywhere.
+	DryRun bool
+	// Interval is the time between passes while leading.
+	Interval time.Duration
+	// BatchSize is how many uploads one inventory page asks for and one
+	// batch examines (S3 lists at most 1000 at a time).
+	BatchSize int
+	// Parallel is how many uploads are examined at once.
+	Parallel int
+	// BackendTimeout bounds each backend request.
+	BackendTimeout time.Duration
+	// ReconcileAfter is passed to the reconciler: how long a session must
+	// stand in an unsettled state before it acts on it.
+	ReconcileAfter time.Duration
+	// SessionRetention is passed to the reconciler: how long terminal
+	// sessions are kept before pruning; zero keeps them.
+	SessionRetention time.Duration
+	// MissingCheckBudget bounds the backend checks per pass for sessions
+	// whose upload was not listed.
+	MissingCheckBudget int64
+
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Metrics registers the reclaimer's series; nil registers nothing.
+	Metrics prometheus.Registerer
+	// Fault, when set, is called at the Fault* points.
+	Fault func(point string)
+	// Progress, when set, is called after every recorded inventory page
+	// and every action, so a long pass or plan can show how far it got.
+	Progress func(Progress)
+}
+
+// Reclaimer is the elected upload sweep: it campaigns, and while it leads
+// it runs passes on an interval and on demand.
+type Reclaimer struct {
+	cfg      Config
+	store    *etcdstore.Store
+	sessions *multipart.Service
+	s3       s3
+	elector  *Elector
+	log      *slog.Logger
+	metrics  *metrics
+	now      func() time.Time
+
+	triggers chan chan passResult
+
+	mu   sync.Mutex
+	last *Report
+}
+
+type passResult struct {
+	rep Report
+	err error
+}
+
+// New returns a Reclaimer for cfg.
+func New(cfg Config) (*Reclaimer, error) {
+	if cfg.Store == nil || cfg.Sessions == nil || cfg.Backend == nil {
+		return nil, errors.New("reclaim: store, sessions and backend are required")
+	}
+	setDefaults(&cfg)
+	if cfg.MaxDeleteFraction <= 0 || cfg.MaxDeleteFraction > 1 {
+		return nil, fmt.Errorf("reclaim: max_delete_fraction %g must be in (0, 1]", cfg.MaxDeleteFraction)
+	}
+	if cfg.BatchSize > 1000 {
+		return nil, fmt.Errorf("reclaim: batch size %d is above 1000, the most S3 lists at once", cfg.BatchSize)
+	}
+	el := cfg.Elector
+	if el == nil {
+		var err error
+		el, err = NewElector(ElectorConfig{Client: cfg.Store.Client(), Prefix: cfg.Store.Keys().Election(), ID: cfg.ID, TTL: cfg.ElectionTTL, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &Reclaimer{
+		cfg: cfg, store: cfg.Store, sessions: cfg.Sessions,
+		s3:      s3{b: cfg.Backend, timeout: cfg.BackendTimeout},
+		elector: el, log: cfg.Logger, metrics: newMetrics(cfg.Metrics), now: cfg.Now,
+		triggers: make(chan chan passResult),
+	}, nil
+}
+
+func setDefaults(cfg *Config) {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Grace, DefaultGrace)
+	def(&cfg.DeleteAfter, DefaultDeleteAfter)
+	def(&cfg.StuckLimit, DefaultStuckLimit)
+	def(&cfg.ClockSkew, DefaultClockSkew)
+	def(&cfg.Interval, DefaultInterval)
+	def(&cfg.BackendTimeout, DefaultBackendTimeout)
+	def(&cfg.ReconcileAfter, DefaultReconcileAfter)
+	if cfg.MaxDelete == 0 {
+		cfg.MaxDelete = DefaultMaxDelete
+	}
+	if cfg.MaxDeleteFraction == 0 {
+		cfg.MaxDeleteFraction = DefaultMaxDeleteFraction
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = DefaultParallel
+	}
+	if cfg.MissingCheckBudget <= 0 {
+		cfg.MissingCheckBudget = DefaultMissingCheckBudget
+	}
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Fault == nil {
+		cfg.Fault = func(string) {}
+	}
+}
+
+func (r *Reclaimer) cli() *clientv3.Client { return r.store.Client() }
+func (r *Reclaimer) keys() etcdstore.Keys  { return r.store.Keys() }
+func (r *Reclaimer) fault(point string)    { r.cfg.Fault(point) }
+
+// progress reports how far pass p got, if anyone asked.
+func (r *Reclaimer) progress(p *pass) {
+	if r.cfg.Progress == nil {
+		return
+	}
+	c := p.cur
+	r.cfg.Progress(Progress{Pass: c.Pass, Term: c.Term, Phase: c.Phase, Bucket: c.Pos.Bucket, Started: c.Started,
+		DryRun: p.dry, Uploads: c.Tally.Uploads, Acted: c.Acted})
+}
+
+func (r *Reclaimer) policy() Policy {
+	return Policy{Grace: r.cfg.Grace, DeleteAfter: r.cfg.DeleteAfter, StuckLimit: r.cfg.StuckLimit, ClockSkew: r.cfg.ClockSkew}
+}
+
+// Elector returns the reclaimer's election candidate.
+func (r *Reclaimer) Elector() *Elector { return r.elector }
+
+// Leader reports this process's term and whether it leads.
+func (r *Reclaimer) Leader() (term int64, ok bool) { return r.elector.Leader() }
+
+// Run campaigns and, while it leads, runs a pass every Interval and on each
+// Trigger, until ctx ends. When a term ends (its etcd session ended, or a
+// write was refused by the fence) the running pass is cancelled and Run
+// campaigns again with a new session. When ctx ends it resigns, so another
+// process takes over at once.
+func (r *Reclaimer) Run(ctx context.Context) error {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		l, err := r.elector.Campaign(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			r.log.Warn("reclaimer campaign failed; trying again", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		r.metrics.leader(l.Term, true)
+		r.lead(l)
+		r.elector.Resign(l)
+		r.metrics.leader(0, false)
+	}
+	return nil
+}
+
+// lead runs passes while l's term lasts.
+func (r *Reclaimer) lead(l *Leadership) {
+	ticker := time.NewTicker(r.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		var waiters []chan passResult
+		select {
+		case <-l.Done():
+			return
+		case <-ticker.C:
+		case w := <-r.triggers:
+			waiters = append(waiters, w)
+			// Triggers that arrived meanwhile share this pass.
+			for more := true; more; {
+				select {
+				case w := <-r.triggers:
+					waiters = append(waiters, w)
+				default:
+					more = false
+				}
+			}
+		}
+		rep, err := r.runPass(l.Context(), l, r.cfg.DryRun)
+		for _, w := range waiters {
+			w <- passResult{rep, err}
+		}
+		if errors.Is(err, ErrFenced) || l.Context().Err() != nil {
+			return
+		}
+	}
+}
+
+// Trigger asks the running leader loop for a pass now and returns its
+// report once it ends. It fails with ErrNotLeader when this process does
+// not lead (ask the leader: CurrentLeader says who).
+func (r *Reclaimer) Trigger(ctx context.Context) (Report, error) {
+	w := make(chan passResult, 1)
+	for {
+		r.elector.mu.Lock()
+		cur, changed := r.elector.current, r.elector.changed
+		r.elector.mu.Unlock()
+		if cur == nil {
+			return Report{}, ErrNotLeader
+		}
+		select {
+		case r.triggers <- w:
+		case <-changed:
+			continue
+		case <-ctx.Done():
+			return Report{}, ctx.Err()
+		}
+		select {
+		case res := <-w:
+			return res.rep, res.err
+		case <-ctx.Done():
+			return Report{}, ctx.Err()
+		}
+	}
+}
+
+// Plan builds the plan a pass would make now and returns its report. It
+// changes nothing: no reconcile, no etcd write, no backend write. Any
+// process may plan, leader or not.
+func (r *Reclaimer) Plan(ctx context.Context) (Report, error) {
+	return r.runPass(ctx, nil, true)
+}
+
+// Status is what `sweepgate reclaim status` shows.
+type Status struct {
+	// Leading says whether this process leads, and Term its term.
+	Leading bool  `json:"leading"`
+	Term    int64 `json:"term,omitempty"`
+	// Leader is whoever leads, as etcd says.
+	Leader *LeaderInfo `json:"leader,omitempty"`
+	// Last is the newest stored pass report.
+	Last *Report `json:"last,omitempty"`
+	// LastLocal is the last report this process made, dry runs included.
+	LastLocal *Report `json:"last_local,omitempty"`
+	// InProgress is the pass a cursor says is in progress, if any.
+	InProgress *Progress `json:"in_progress,omitempty"`
+}
+
+// Progress describes a pass in progress: the uploads counted so far and
+// what it did so far.
+type Progress struct {
+	Pass    int64     `json:"pass"`
+	Term    int64     `json:"term"`
+	Phase   string    `json:"phase"`
+	Bucket  string    `json:"bucket,omitempty"`
+	Started time.Time `json:"started"`
+	DryRun  bool      `json:"dry_run,omitempty"`
+	Uploads Uploads   `json:"uploads"`
+	Acted   Acted     `json:"acted"`
+}
+
+// Status reads the reclaimer's status.
+func (r *Reclaimer) Status(ctx context.Context) (Status, error) {
+	var st Status
+	st.Term, st.Leading = r.elector.Leader()
+	info, ok, err := CurrentLeader(ctx, r.cli(), r.keys().Election())
+	if err != nil {
+		return st, err
+	}
+	if ok {
+		st.Leader = &info
+	}
+	last, ok, err := LastReport(ctx, r.store)
+	if err != nil {
+		return st, err
+	}
+	if ok {
+		st.Last = &last
+	}
+	r.mu.Lock()
+	st.LastLocal = r.last
+	r.mu.Unlock()
+	cur, _, ok, err := loadCursor(ctx, r.store)
+	if err != nil {
+		return st, err
+	}
+	if ok {
+		st.InProgress = &Progress{Pass: cur.Pass, Term: cur.Term, Phase: cur.Phase, Bucket: cur.Pos.Bucket, Started: cur.Started, Uploads: cur.Tally.Uploads, Acted: cur.Acted}
+	}
+	return st, nil
+}
+
+// observe records a finished pass in the metrics and as the last local
+// report.
+func (r *Reclaimer) observe(rep Report, err error, d time.Duration) {
+	r.metrics.pass(rep, err, d)
+	r.mu.Lock()
+	r.last = &rep
+	r.mu.Unlock()
+}
+
+// logReport writes the pass report's summary to the log.
+func (r *Reclaimer) logReport(rep Report) {
+	level := slog.LevelInfo
+	switch {
+	case rep.Refused != "" && !rep.DryRun:
+		level = slog.LevelError
+	case rep.Stopped != "":
+		level = slog.LevelWarn
+	}
+	r.log.Log(context.Background(), level, "reclaim pass report",
+		"pass", rep.Pass, "term", rep.Term, "dry_run", rep.DryRun, "refused", rep.Refused, "stopped", rep.Stopped,
+		"keep_parts", rep.Uploads.Keep.Parts, "mark_parts", rep.Uploads.Mark.Parts,
+		"delete_parts", rep.Uploads.Delete.Parts, "hold_parts", rep.Uploads.Hold.Parts,
+		"marked_parts", rep.Acted.Marked.Parts, "deleted_parts", rep.Acted.Deleted.Parts,
+		"cleanup_pending_parts", rep.Acted.CleanupPending.Parts, "changed", rep.Acted.Changed.Sessions,
+		"orphans", rep.Totals.Orphans, "stuck", rep.Totals.Stuck, "missing_sessions", rep.Totals.Missing,
+		"resumed", rep.Resumed, "duration", rep.Finished.Sub(rep.Started).String())
+}

@@ -27,7 +27,7 @@ func (s *Service) abort(ctx context.Context, w http.ResponseWriter, c *Call) {
 	err := s.abortUpload(ctx, c)
 	switch {
 	case errors.Is(err, errNoSession):
-		s.passThrough(ctx, w, c)
+		s.passThrough(w, c, nil)
 	case errors.Is(err, errNoSuchUpload):
 		s.rememberIdempotent(ctx, c, err)
 		s.writeError(w, c, err)

@@ -187,7 +187,7 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 			return
 		}
 		if !found {
-			s.forwardBody(ctx, w, c, body)
+			s.passThrough(w, c, body)
 			return
 		}
 		if !s.mayAct(c.Principal, &v.Value) {
@@ -336,20 +336,4 @@ func (s *Service) recordCompleted(ctx context.Context, c *Call, comp *etcdstore.
 func (s *Service) objectCompleted(ctx context.Context, sess *etcdstore.Session) (*etcdstore.Completion, bool) {
 	comp, _, err := s.completedObject(ctx, sess)
 	return comp, err == nil && comp != nil
-}
-
-// forwardBody forwards a call whose body the service already read.
-func (s *Service) forwardBody(ctx context.Context, w http.ResponseWriter, c *Call, body []byte) {
-	out, err := c.BackendRequest(body)
-	if err != nil {
-		s.writeError(w, c, err)
-		return
-	}
-	resp, err := s.backend.RoundTrip(out.WithContext(ctx))
-	if err != nil {
-		s.writeError(w, c, s3err.ErrBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	s.relay(w, c, resp)
 }

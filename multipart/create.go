@@ -21,17 +21,11 @@ type initiateResult struct {
 // the upload id the backend returns. If the session cannot be recorded the
 // new upload is aborted again, so no upload exists that nobody owns.
 func (s *Service) create(ctx context.Context, w http.ResponseWriter, c *Call) {
-	out, err := c.BackendRequest(nil)
-	if err != nil {
-		s.writeError(w, c, err)
-		return
-	}
-	resp, err := s.backend.RoundTrip(out)
+	resp, err := s.send(c, nil)
 	if err != nil {
 		// The backend may have created an upload we never heard of; the
 		// reclaimer holds such an orphan for a person, never deletes it.
-		s.log.Warn("create multipart upload: backend call failed", "id", c.RequestID, "err", err)
-		s.writeError(w, c, s3err.ErrBadGateway)
+		s.writeError(w, c, err)
 		return
 	}
 	defer resp.Body.Close()

@@ -17,7 +17,7 @@ func (s *Service) listParts(ctx context.Context, w http.ResponseWriter, c *Call)
 		s.writeError(w, c, err)
 		return
 	}
-	s.passThrough(ctx, w, c)
+	s.passThrough(w, c, nil)
 }
 
 // listUploadsResult is S3's ListMultipartUploads answer, every element kept
@@ -70,14 +70,9 @@ func hiddenFromListing(st etcdstore.SessionState) bool {
 // listUploads serves ListMultipartUploads from the backend's listing, less
 // the uploads whose sessions say they are aborted or being aborted.
 func (s *Service) listUploads(ctx context.Context, w http.ResponseWriter, c *Call) {
-	out, err := c.BackendRequest(nil)
+	resp, err := s.send(c, nil)
 	if err != nil {
 		s.writeError(w, c, err)
-		return
-	}
-	resp, err := s.backend.RoundTrip(out)
-	if err != nil {
-		s.writeError(w, c, s3err.ErrBadGateway)
 		return
 	}
 	defer resp.Body.Close()

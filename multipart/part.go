@@ -125,25 +125,16 @@ func (s *Service) uploadPart(ctx context.Context, w http.ResponseWriter, c *Call
 		return
 	}
 	if !found {
-		s.passThrough(ctx, w, c)
+		s.passThrough(w, c, nil)
 		return
 	}
 	sum := &countingHash{h: sha256.New()}
 	if c.Op == OpUploadPart {
 		c.Observe(sum)
 	}
-	out, err := c.BackendRequest(nil)
+	resp, err := s.send(c, nil)
 	if err != nil {
 		s.writeError(w, c, err)
-		return
-	}
-	resp, err := s.backend.RoundTrip(out)
-	if err != nil {
-		if perr := c.PayloadErr(); perr != nil {
-			s.writeError(w, c, perr)
-			return
-		}
-		s.writeError(w, c, s3err.ErrBadGateway)
 		return
 	}
 	defer resp.Body.Close()
@@ -202,20 +193,12 @@ func copyRangeSize(h string) int64 {
 
 // passThrough forwards a call on an upload that has no session (made before
 // sweepgate, or directly on the backend) unchanged: sweepgate does not own
-// it, and the reclaimer holds it as an orphan rather than deleting it.
-func (s *Service) passThrough(ctx context.Context, w http.ResponseWriter, c *Call) {
-	out, err := c.BackendRequest(nil)
+// it, and the reclaimer holds it as an orphan rather than deleting it. body
+// is the request body when the service has read it already, nil otherwise.
+func (s *Service) passThrough(w http.ResponseWriter, c *Call, body []byte) {
+	resp, err := s.send(c, body)
 	if err != nil {
 		s.writeError(w, c, err)
-		return
-	}
-	resp, err := s.backend.RoundTrip(out)
-	if err != nil {
-		if perr := c.PayloadErr(); perr != nil {
-			s.writeError(w, c, perr)
-			return
-		}
-		s.writeError(w, c, s3err.ErrBadGateway)
 		return
 	}
 	defer resp.Body.Close()

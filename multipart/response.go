@@ -89,6 +89,26 @@ func (s *Service) writeError(w http.ResponseWriter, c *Call, err error) {
 	s3err.Write(w, err, c.Resource, c.RequestID)
 }
 
+// send forwards the call to the backend: with body, or with the client's
+// verified payload when body is nil. When no answer came, the error is the
+// one the client should get: the body's own verification error if that is
+// what stopped the request, ServiceUnavailable otherwise.
+func (s *Service) send(c *Call, body []byte) (*http.Response, error) {
+	out, err := c.BackendRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.backend.RoundTrip(out)
+	if err != nil {
+		if perr := c.PayloadErr(); perr != nil {
+			return nil, perr
+		}
+		s.log.Warn("backend call failed", "id", c.RequestID, "op", c.Op, "upload_id", c.UploadID, "err", err)
+		return nil, s3err.ErrBadGateway
+	}
+	return resp, nil
+}
+
 // readBody reads a backend response body whole, up to maxResponseBody.
 func readBody(resp *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))

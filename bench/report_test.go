@@ -18,6 +18,7 @@ const (
 	targetLargeRatio  = 0.90    // throughput, gateway/direct, large objects
 	targetSmallRatio  = 0.80    // operations per second, gateway/direct, 4 KiB objects
 	targetRSSGrowthMB = 64      // MiB of gateway RSS growth while 1 GiB streams through
+	targetEtcdWrites  = 2       // etcd writes per UploadPart: one txn before the bytes, one put after
 	mib               = 1 << 20 // bytes
 	gib               = 1 << 30 // bytes
 	resultsEnv        = "SWEEPGATE_BENCH_RESULTS"
@@ -86,6 +87,8 @@ type report struct {
 	// Order is the order in which workloads ran, for printing.
 	Order []string   `json:"order"`
 	RSS   *rssResult `json:"rss_1gib_stream,omitempty"`
+	// EtcdWrites is the gateway's etcd requests per UploadPart.
+	EtcdWrites *etcdWritesResult `json:"etcd_writes_per_part,omitempty"`
 }
 
 func newReport() *report {
@@ -116,6 +119,12 @@ func (r *report) setRSS(res rssResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.RSS = &res
+}
+
+func (r *report) setEtcdWrites(res etcdWritesResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.EtcdWrites = &res
 }
 
 // newComparison computes medians, ratio and status from the samples.
@@ -155,6 +164,9 @@ func round2(xs []float64) []float64 {
 	return out
 }
 
+// titleWidth is the width of the table's first column.
+const titleWidth = 42
+
 // print writes the summary table.
 func (r *report) print(w io.Writer) {
 	r.mu.Lock()
@@ -164,10 +176,10 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "warning: the gateway was built with the race detector (SWEEPGATE_E2E_RACE=1); figures are not representative\n")
 	}
 	fmt.Fprintf(w, "PASS: meets its target; BELOW: misses it (reported, not enforced). Figures are medians of the samples.\n")
-	fmt.Fprintf(w, "%-34s %14s %14s %7s %8s  %s\n", "workload", "direct", "gateway", "ratio", "target", "")
+	fmt.Fprintf(w, "%-*s %14s %14s %7s %8s  %s\n", titleWidth, "workload", "direct", "gateway", "ratio", "target", "")
 	for _, name := range r.Order {
 		c := r.Workloads[name]
-		fmt.Fprintf(w, "%-34s %14s %14s %7.3f %8s  %s\n", c.Title,
+		fmt.Fprintf(w, "%-*s %14s %14s %7.3f %8s  %s\n", titleWidth, c.Title,
 			fmt.Sprintf("%.1f %s", c.Direct, c.Unit), fmt.Sprintf("%.1f %s", c.Gateway, c.Unit),
 			c.Ratio, fmt.Sprintf(">= %.2f", c.TargetRatio), c.Status)
 	}
@@ -176,14 +188,31 @@ func (r *report) print(w io.Writer) {
 		if r.RSS.Status != statusUnavailable {
 			fig = fmt.Sprintf("+%.1f MiB", r.RSS.GrowthMiB)
 		}
-		fmt.Fprintf(w, "%-34s %14s %14s %7s %8s  %s\n", "gateway RSS growth, 1 GiB stream", "", fig, "",
+		fmt.Fprintf(w, "%-*s %14s %14s %7s %8s  %s\n", titleWidth, "gateway RSS growth, 1 GiB stream", "", fig, "",
 			fmt.Sprintf("< %d MiB", targetRSSGrowthMB), r.RSS.Status)
 		for _, p := range r.RSS.Phases {
-			fmt.Fprintf(w, "    %-30s %14s %14s\n", p.Name, fmt.Sprintf("%.1f MB/s", p.MBPerSec), fmt.Sprintf("+%.1f MiB", p.PeakGrowthMiB))
+			fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, p.Name, fmt.Sprintf("%.1f MB/s", p.MBPerSec), fmt.Sprintf("+%.1f MiB", p.PeakGrowthMiB))
 		}
 		if r.RSS.Note != "" {
 			fmt.Fprintf(w, "    note: %s\n", r.RSS.Note)
 		}
+	}
+	if e := r.EtcdWrites; e != nil {
+		perPart := func(x float64) string { return fmt.Sprintf("%.2f /part", x) }
+		fmt.Fprintf(w, "%-*s %14s %14s %7s %8s  %s\n", titleWidth,
+			fmt.Sprintf("etcd writes per part (%d x %d MiB, %d par)", e.Parts, e.PartSize>>20, e.Parallel), "",
+			perPart(e.WritesPerPart), "", fmt.Sprintf("<= %.0f", e.TargetWrites), e.Status)
+		fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "txn (RecordActivity, before the bytes)", "", perPart(e.PerPart.Txn))
+		fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "put (PutPart, after the bytes)", "", perPart(e.PerPart.Put))
+		fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "delete", "", perPart(e.PerPart.Delete))
+		fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "get (reads, not counted)", "", perPart(e.PerPart.Get))
+		fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "etcd revisions (writes that landed)", "", perPart(e.RevisionsPerPart))
+		order := "NOT CONFIRMED"
+		if e.Order.Confirmed {
+			order = "confirmed"
+		}
+		fmt.Fprintf(w, "    order, 1 part held mid-body: %s (%s)\n", order, e.Order.Note)
+		fmt.Fprintf(w, "    not counted above: CreateMultipartUpload %v; CompleteMultipartUpload %v\n", e.Create, e.Complete)
 	}
 }
 

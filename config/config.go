@@ -48,8 +48,34 @@ type Config struct {
 
 	Etcd     Etcd
 	Sessions Sessions
+	Reclaim  Reclaim
 	Admin    Admin
 	Log      Log
+}
+
+// Reclaim configures the elected reclaimer that marks and later deletes
+// abandoned multipart uploads (DESIGN.md, "Reclaimer").
+type Reclaim struct {
+	// Enabled makes this process campaign for the reclaimer's lead.
+	Enabled bool
+	// DryRun makes every pass a plan that changes nothing.
+	DryRun      bool
+	Grace       time.Duration
+	DeleteAfter time.Duration
+	StuckLimit  time.Duration
+	ClockSkew   time.Duration
+	// MaxDelete is the breaker's ceiling in parts; -1 means none (the
+	// fraction still applies).
+	MaxDelete int64
+	// MaxDeleteFraction is the breaker's ceiling as a share of all stored
+	// parts, in (0, 1].
+	MaxDeleteFraction  float64
+	Interval           time.Duration
+	BatchSize          int64
+	Parallel           int64
+	BackendTimeout     time.Duration
+	ElectionTTL        time.Duration
+	MissingCheckBudget int64
 }
 
 // Sessions configures the multipart upload sessions and their reconciler.

@@ -72,6 +72,21 @@ func TestDefaults(t *testing.T) {
 			StuckLimit:           time.Hour,
 			CompleteHold:         30 * time.Second,
 		},
+		Reclaim: Reclaim{
+			Enabled:            true,
+			Grace:              24 * time.Hour,
+			DeleteAfter:        24 * time.Hour,
+			StuckLimit:         24 * time.Hour,
+			ClockSkew:          5 * time.Minute,
+			MaxDelete:          10000,
+			MaxDeleteFraction:  0.25,
+			Interval:           time.Hour,
+			BatchSize:          1000,
+			Parallel:           8,
+			BackendTimeout:     30 * time.Second,
+			ElectionTTL:        15 * time.Second,
+			MissingCheckBudget: 1000,
+		},
 		Admin: Admin{Listen: "127.0.0.1:9001"},
 		Log:   Log{Format: "text", Level: "info"},
 	}
@@ -183,11 +198,17 @@ func sampleValue(t *testing.T, s Setting) (text, yamlValue string) {
 	case *string, *Secret:
 		return "sample-" + s.Flag, `"sample-` + s.Flag + `"`
 	case *bool:
-		return "false", "false"
+		// The opposite of the default, so that setting it shows.
+		if s.Default == "true" {
+			return "false", "false"
+		}
+		return "true", "true"
 	case *time.Duration:
 		return "42s", "42s"
 	case *int64:
 		return "12345", "12345"
+	case *float64:
+		return "0.5", "0.5"
 	case *[]string:
 		return "a.example,b.example", "[a.example, b.example]"
 	case *[]Credential:
@@ -415,6 +436,20 @@ func TestValidation(t *testing.T) {
 		{"data dir", []string{"--etcd-embedded-data-dir="}, []string{"data_dir", "required"}},
 		{"log format", []string{"--log-format=xml"}, []string{"text or json"}},
 		{"log level", []string{"--log-level=verbose"}, []string{"debug, info, warn or error"}},
+		{"reclaim grace", []string{"--reclaim-grace=0s"}, []string{"reclaim.grace (--reclaim-grace, SWEEPGATE_RECLAIM_GRACE): must be positive"}},
+		{"reclaim durations", []string{"--reclaim-delete-after=-1h", "--reclaim-stuck-limit=0s", "--reclaim-clock-skew=0s", "--reclaim-interval=0s", "--reclaim-backend-timeout=0s"},
+			[]string{"reclaim.delete_after", "reclaim.stuck_limit", "reclaim.clock_skew", "reclaim.interval", "reclaim.backend_timeout"}},
+		{"reclaim fraction zero", []string{"--reclaim-max-delete-fraction=0"}, []string{"reclaim.max_delete_fraction", "greater than 0 and at most 1", "got 0"}},
+		{"reclaim fraction above one", []string{"--reclaim-max-delete-fraction=1.5"}, []string{"reclaim.max_delete_fraction", "got 1.5"}},
+		{"reclaim fraction negative", []string{"--reclaim-max-delete-fraction=-0.1"}, []string{"reclaim.max_delete_fraction"}},
+		{"reclaim max delete zero", []string{"--reclaim-max-delete=0"}, []string{"reclaim.max_delete", "reclaim.dry_run", "-1 for no absolute limit"}},
+		{"reclaim max delete negative", []string{"--reclaim-max-delete=-2"}, []string{"reclaim.max_delete", "got -2"}},
+		{"reclaim batch zero", []string{"--reclaim-batch-size=0"}, []string{"reclaim.batch_size", "1 to 1000"}},
+		{"reclaim batch too big", []string{"--reclaim-batch-size=1001"}, []string{"reclaim.batch_size", "got 1001"}},
+		{"reclaim parallel", []string{"--reclaim-parallel=0"}, []string{"reclaim.parallel", "1 to 256"}},
+		{"reclaim election ttl short", []string{"--reclaim-election-ttl=500ms"}, []string{"reclaim.election_ttl", "at least 1s"}},
+		{"reclaim election ttl fraction", []string{"--reclaim-election-ttl=1500ms"}, []string{"reclaim.election_ttl", "whole seconds"}},
+		{"reclaim missing budget", []string{"--reclaim-missing-check-budget=0"}, []string{"reclaim.missing_check_budget"}},
 		{"several at once", []string{"--log-level=verbose", "--log-format=xml", "--listen=x"}, []string{"log.level", "log.format", "listen"}},
 	}
 	for _, tt := range tests {
@@ -451,6 +486,10 @@ func TestValidConfigurations(t *testing.T) {
 		{"--accept-backend-credentials=false", "--credential=AK:S"},
 		{"--etcd-embedded-auto-compaction-mode=revision", "--etcd-embedded-auto-compaction-retention=10000"},
 		{"--log-level=DEBUG", "--log-format=JSON"},
+		{"--reclaim-max-delete=-1", "--reclaim-max-delete-fraction=1", "--reclaim-batch-size=1", "--reclaim-parallel=256", "--reclaim-election-ttl=1s"},
+		// A replica without sessions has no reclaimer; the default
+		// reclaim.enabled does not make that an error.
+		{"--sessions-enabled=false"},
 	}
 	for _, args := range tests {
 		c, err := Load(append(append([]string{}, requiredFlags...), args...), nil)
@@ -476,6 +515,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--credential=justakey"}, "ACCESS_KEY:SECRET"},
 		{[]string{"--credential=AK:"}, "must not be empty"},
 		{[]string{"--listen"}, "needs an argument"},
+		{[]string{"--reclaim-max-delete-fraction=quarter"}, "reclaim-max-delete-fraction"},
+		{[]string{"--reclaim-max-delete-fraction=NaN"}, "not a number"},
+		{[]string{"--reclaim-batch-size=1.5"}, "not a whole number"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {

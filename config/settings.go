@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -178,6 +179,48 @@ func Settings() []Setting {
 		setting("sessions.stuck_limit", "DURATION", "1h",
 			"A session completing for longer than this is flagged for a person (logged, counted in metrics); it is never reverted or deleted.",
 			func(c *Config) any { return &c.Sessions.StuckLimit }),
+		setting("reclaim.enabled", "BOOL", "true",
+			"Run the reclaimer in this process: it campaigns in the reclaimer election (only the leader acts) and, while it leads, runs a pass every reclaim.interval and on demand. Turn it off on replicas that should never reclaim; they still answer the reclaim admin API's reads and plans. Needs sessions.enabled.",
+			func(c *Config) any { return &c.Reclaim.Enabled }),
+		setting("reclaim.dry_run", "BOOL", "false",
+			"Make every pass a plan: it decides and reports what it would mark and delete, and changes nothing anywhere.",
+			func(c *Config) any { return &c.Reclaim.DryRun }),
+		setting("reclaim.grace", "DURATION", "24h",
+			"An active upload with no activity (part upload, part copy, part list, complete or abort attempt) for longer than this is marked expired. Marking deletes nothing.",
+			func(c *Config) any { return &c.Reclaim.Grace }),
+		setting("reclaim.delete_after", "DURATION", "24h",
+			"An upload marked expired and left unchanged for longer than this is deleted by a later pass. Any activity first makes it active again.",
+			func(c *Config) any { return &c.Reclaim.DeleteAfter }),
+		setting("reclaim.stuck_limit", "DURATION", "24h",
+			"A pass flags a session completing for longer than this as stuck, for a person; it is never deleted or reverted. (The reconciler that serve runs between passes uses sessions.stuck_limit.)",
+			func(c *Config) any { return &c.Reclaim.StuckLimit }),
+		setting("reclaim.clock_skew", "DURATION", "5m",
+			"A recorded time further in the future than this stops the pass with nothing marked or deleted: a clock that jumped must not make live uploads look idle.",
+			func(c *Config) any { return &c.Reclaim.ClockSkew }),
+		setting("reclaim.max_delete", "PARTS", "10000",
+			"Circuit breaker: a pass whose plan deletes more parts than this is refused (nothing marked or deleted, reported, logged as an error, counted in metrics). -1 sets no absolute limit; reclaim.max_delete_fraction still applies.",
+			func(c *Config) any { return &c.Reclaim.MaxDelete }),
+		setting("reclaim.max_delete_fraction", "FRACTION", "0.25",
+			"Circuit breaker: a pass whose plan deletes more than this share of all parts stored in multipart uploads is refused. A number greater than 0, at most 1.",
+			func(c *Config) any { return &c.Reclaim.MaxDeleteFraction }),
+		setting("reclaim.interval", "DURATION", "1h",
+			"Time between passes while this process leads. 'sweepgate reclaim run' starts one at once.",
+			func(c *Config) any { return &c.Reclaim.Interval }),
+		setting("reclaim.batch_size", "N", "1000",
+			"Uploads a pass lists and examines per batch, 1 to 1000 (S3 lists at most 1000 at a time). A pass records its position after each batch, so a restart resumes there.",
+			func(c *Config) any { return &c.Reclaim.BatchSize }),
+		setting("reclaim.parallel", "N", "8",
+			"Uploads a pass examines at once (their parts listed on the backend, their sessions read), 1 to 256.",
+			func(c *Config) any { return &c.Reclaim.Parallel }),
+		setting("reclaim.backend_timeout", "DURATION", "30s",
+			"Bound on each backend request of the reclaimer. An abort whose answer does not arrive in time is settled by listing again, never by a blind retry.",
+			func(c *Config) any { return &c.Reclaim.BackendTimeout }),
+		setting("reclaim.election_ttl", "DURATION", "15s",
+			"Lease of the reclaimer election, in whole seconds (at least 1s): how long a leader that crashed or lost etcd keeps the lead before another process takes over. A leader that stops cleanly hands over at once.",
+			func(c *Config) any { return &c.Reclaim.ElectionTTL }),
+		setting("reclaim.missing_check_budget", "N", "1000",
+			"Most backend checks one pass spends on sessions whose upload the backend's listing did not show; the rest wait for the next pass.",
+			func(c *Config) any { return &c.Reclaim.MissingCheckBudget }),
 		setting("admin.listen", "ADDR", "127.0.0.1:9001",
 			"Address (host:port) of the admin listener: /metrics, /healthz, /readyz and the admin API (/admin/v1, see docs/admin-api.md; no authentication yet, so keep it on loopback or a private network). Empty turns it off.",
 			func(c *Config) any { return &c.Admin.Listen }),
@@ -221,6 +264,12 @@ func (s Setting) setText(c *Config, values []string) error {
 			return fmt.Errorf("%q is not a whole number", last)
 		}
 		*p = v
+	case *float64:
+		v, err := strconv.ParseFloat(strings.TrimSpace(last), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%q is not a number (write it like 0.25)", last)
+		}
+		*p = v
 	case *[]string:
 		var items []string
 		for _, v := range values {
@@ -258,6 +307,8 @@ func (s Setting) format(c *Config) string {
 		return p.String()
 	case *int64:
 		return strconv.FormatInt(*p, 10)
+	case *float64:
+		return strconv.FormatFloat(*p, 'g', -1, 64)
 	case *[]string:
 		return "[" + strings.Join(*p, ",") + "]"
 	case *[]Credential:

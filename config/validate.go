@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
@@ -139,6 +140,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, c.validateEmbedded()...)
 	}
 
+	errs = append(errs, c.validateReclaim()...)
+
 	switch c.Log.Format {
 	case "text", "json":
 	default:
@@ -182,6 +185,64 @@ func (c *Config) validateEmbedded() []error {
 	}
 	if e.QuotaBackendBytes < 0 {
 		bad("etcd.embedded.quota_backend_bytes", "must not be negative")
+	}
+	return errs
+}
+
+// Limits of the reclaimer's counts.
+const (
+	// maxReclaimBatch is the most uploads S3 lists in one request.
+	maxReclaimBatch = 1000
+	// maxReclaimParallel keeps a pass from flooding the backend and etcd.
+	maxReclaimParallel = 256
+)
+
+// validateReclaim checks the reclaimer settings. They are checked even when
+// reclaim.enabled is off: such a replica still answers plans with them.
+func (c *Config) validateReclaim() []error {
+	var errs []error
+	r := c.Reclaim
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"reclaim.grace", r.Grace},
+		{"reclaim.delete_after", r.DeleteAfter},
+		{"reclaim.stuck_limit", r.StuckLimit},
+		{"reclaim.clock_skew", r.ClockSkew},
+		{"reclaim.interval", r.Interval},
+		{"reclaim.backend_timeout", r.BackendTimeout},
+	} {
+		if d.v <= 0 {
+			bad(d.key, "must be positive, got %s", d.v)
+		}
+	}
+	switch {
+	case r.ElectionTTL < time.Second:
+		bad("reclaim.election_ttl", "must be at least 1s (an etcd lease lives whole seconds), got %s", r.ElectionTTL)
+	case r.ElectionTTL%time.Second != 0:
+		bad("reclaim.election_ttl", "must be whole seconds (an etcd lease lives whole seconds), such as 15s; got %s", r.ElectionTTL)
+	}
+	switch {
+	case r.MaxDelete == 0:
+		bad("reclaim.max_delete", "0 is not a limit: set reclaim.dry_run to delete nothing, or -1 for no absolute limit")
+	case r.MaxDelete < -1:
+		bad("reclaim.max_delete", "must be a number of parts (1 or more), or -1 for no absolute limit; got %d", r.MaxDelete)
+	}
+	if !(r.MaxDeleteFraction > 0 && r.MaxDeleteFraction <= 1) {
+		bad("reclaim.max_delete_fraction", "must be greater than 0 and at most 1 (0.25 is a quarter of the stored parts), got %g", r.MaxDeleteFraction)
+	}
+	if r.BatchSize < 1 || r.BatchSize > maxReclaimBatch {
+		bad("reclaim.batch_size", "must be 1 to %d (S3 lists at most %d uploads at a time), got %d", maxReclaimBatch, maxReclaimBatch, r.BatchSize)
+	}
+	if r.Parallel < 1 || r.Parallel > maxReclaimParallel {
+		bad("reclaim.parallel", "must be 1 to %d, got %d", maxReclaimParallel, r.Parallel)
+	}
+	if r.MissingCheckBudget < 1 {
+		bad("reclaim.missing_check_budget", "must be 1 or more, got %d", r.MissingCheckBudget)
 	}
 	return errs
 }

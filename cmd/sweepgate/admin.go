@@ -28,6 +28,8 @@ type adminHandler struct {
 	checks   []readyCheck
 	// sessions serves /admin/v1/sessions (docs/admin-api.md).
 	sessions sessionsAPI
+	// reclaim serves /admin/v1/reclaim (docs/admin-api.md).
+	reclaim reclaimAPI
 }
 
 func (a *adminHandler) mux() *http.ServeMux {
@@ -37,6 +39,7 @@ func (a *adminHandler) mux() *http.ServeMux {
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
 	a.sessions.routes(mux, requireAdmin)
+	a.reclaim.routes(mux, requireAdmin)
 	return mux
 }
 

@@ -7,6 +7,7 @@
 //	sweepgate serve [flags]   run the gateway
 //	sweepgate sessions list   list upload sessions (through the admin API)
 //	sweepgate sessions show   show one upload session and its history
+//	sweepgate reclaim ...     run, plan and inspect the reclaimer; handle orphans
 //	sweepgate version         print the version
 //	sweepgate help [command]  show help
 package main
@@ -44,12 +45,15 @@ func main() {
 
 // Exit statuses. 2 is what the flag package and most Unix tools use for a
 // command line they cannot parse; 3 lets scripts tell "no such session"
-// from a failure.
+// from a failure; 4 says the reclaimer did not do its work (the breaker
+// refused the pass, the pass stopped, a delete was not confirmed), which a
+// script or an alert should look at.
 const (
 	exitOK       = 0
 	exitError    = 1
 	exitUsage    = 2
 	exitNotFound = 3
+	exitRefused  = 4
 )
 
 // cli holds what a command needs from its process, so that tests can run
@@ -61,6 +65,9 @@ type cli struct {
 	// onServing, when set, is called once serve listens, with the bound
 	// addresses; tests listen on port 0 and learn the ports from it.
 	onServing func(serving)
+	// isTerminal says whether w is a terminal, where long commands show
+	// their progress; nil asks the operating system.
+	isTerminal func(w io.Writer) bool
 }
 
 type command struct {
@@ -74,6 +81,7 @@ func commands() []command {
 	return []command{
 		{"serve", "run the S3 gateway", (*cli).serve, (*cli).serveHelp},
 		{"sessions", "list upload sessions, or show one with its history", (*cli).sessionsCmd, (*cli).sessionsHelp},
+		{"reclaim", "run or plan reclaimer passes; its status, reports and orphans", (*cli).reclaimCmd, (*cli).reclaimHelp},
 		{"version", "print the version and build information", (*cli).versionCmd, (*cli).versionHelp},
 		{"help", "show help for a command", (*cli).helpCmd, (*cli).helpHelp},
 	}

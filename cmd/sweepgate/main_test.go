@@ -67,12 +67,12 @@ func TestTopLevelUsage(t *testing.T) {
 		if code != exitOK || errOut != "" {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
-		for _, w := range []string{"Usage:", "serve", "sessions", "version", "help"} {
+		for _, w := range []string{"Usage:", "serve", "sessions", "\n  reclaim ", "version", "help"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("%q: usage does not mention %q:\n%s", args, w, out)
 			}
 		}
-		for _, later := range []string{"\n  reclaim ", "\n  frontier "} {
+		for _, later := range []string{"\n  frontier "} {
 			if strings.Contains(out, later) {
 				t.Errorf("%q: usage lists %q, which does not exist yet", args, later)
 			}
@@ -100,6 +100,11 @@ func TestCommandHelp(t *testing.T) {
 		{[]string{"help", "help"}, []string{"Usage: sweepgate help"}},
 		{[]string{"sessions", "--help"}, []string{"Usage: sweepgate sessions list", "Examples:"}},
 		{[]string{"help", "sessions"}, []string{"Usage: sweepgate sessions list"}},
+		{[]string{"reclaim", "--help"}, []string{"Usage: sweepgate reclaim run", "orphans delete", "Examples:", "Exit status"}},
+		{[]string{"reclaim", "help"}, []string{"Usage: sweepgate reclaim run"}},
+		{[]string{"reclaim", "status", "--help"}, []string{"Usage: sweepgate reclaim run"}},
+		{[]string{"reclaim", "orphans", "delete", "-h"}, []string{"Usage: sweepgate reclaim run"}},
+		{[]string{"help", "reclaim"}, []string{"Usage: sweepgate reclaim run"}},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, nil, tt.args...)
@@ -144,6 +149,19 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"sessions"}, "missing subcommand"},
 		{[]string{"sessions", "delete"}, `unknown subcommand "delete"`},
 		{[]string{"sessions", "show", "bucket"}, "want BUCKET and UPLOADID"},
+		{[]string{"reclaim"}, "missing subcommand"},
+		{[]string{"reclaim", "sweep"}, `unknown subcommand "sweep"`},
+		{[]string{"reclaim", "run", "extra"}, `unexpected argument "extra"`},
+		{[]string{"reclaim", "run", "--confirm"}, "flag provided but not defined"},
+		{[]string{"reclaim", "status", "--admin", "ftp://x"}, "admin URL"},
+		{[]string{"reclaim", "reports", "--limit", "0"}, "--limit 0"},
+		{[]string{"reclaim", "orphans", "purge"}, `unknown subcommand "purge"`},
+		{[]string{"reclaim", "orphans", "--limit", "0"}, "--limit 0"},
+		{[]string{"reclaim", "orphans", "adopt", "b/k?uploadId=1"}, "--principal is required"},
+		{[]string{"reclaim", "orphans", "adopt", "--principal", "p"}, "want one REF"},
+		{[]string{"reclaim", "orphans", "adopt", "--principal", "p", "b/k"}, "want BUCKET/KEY?uploadId=ID"},
+		{[]string{"reclaim", "orphans", "delete"}, "name the uploads to delete"},
+		{[]string{"reclaim", "orphans", "delete", "--confirm", "bucket-only?uploadId=1"}, "want BUCKET/KEY?uploadId=ID"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, nil, tt.args...)

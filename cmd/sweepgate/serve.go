@@ -26,6 +26,7 @@ import (
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reclaim"
 )
 
 const (
@@ -46,6 +47,12 @@ const (
 	// readyCheckTimeout bounds each dependency check behind /readyz, below
 	// the usual probe timeouts.
 	readyCheckTimeout = 3 * time.Second
+	// reclaimerStopTimeout bounds the wait for the reclaimer to stop its
+	// pass and resign at shutdown. Its pass stops at once (its context
+	// ends; the fence keeps a write under way from landing), and resigning
+	// takes milliseconds when etcd answers; when etcd does not, there is
+	// nobody to hand over to and the lease expires on its own.
+	reclaimerStopTimeout = 10 * time.Second
 )
 
 // serving describes the listeners of a running serve.
@@ -60,9 +67,11 @@ func (c *cli) serveHelp(w io.Writer) {
 
 Runs the S3 gateway: S3 clients connect to listen (and tls_listen), and
 operators to admin.listen for /metrics, /healthz, /readyz and the admin API
-that 'sweepgate sessions' reads. Upload sessions are kept in etcd: an
-embedded single-node etcd unless etcd.endpoints names a cluster. SIGINT or
-SIGTERM stops it gracefully.
+that 'sweepgate sessions' and 'sweepgate reclaim' use. Upload sessions are
+kept in etcd: an embedded single-node etcd unless etcd.endpoints names a
+cluster. Unless reclaim.enabled is off, it also campaigns for the
+reclaimer's lead and, while leading, reclaims abandoned uploads. SIGINT or
+SIGTERM stops it gracefully (a leading reclaimer hands over at once).
 
 `)
 	config.WriteHelp(w)
@@ -85,8 +94,8 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 	}
 	logger := newLogger(c.stderr, cfg)
 	for _, name := range config.UnknownEnv(c.environ) {
-		if name == adminURLEnv {
-			continue // the sessions command's, not a setting
+		if name == adminURLEnv || name == faultEnv {
+			continue // the admin commands' and the tests', not settings
 		}
 		logger.Warn("ignoring unknown environment variable; no setting has this name", "name", name)
 	}
@@ -148,6 +157,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		store = etcdstore.NewStore(etcdClient, keys).WithMetrics(reg)
 	}
 
+	fault := testFault(logger)
 	gw, err := gateway.New(gateway.Config{
 		BackendEndpoint:  cfg.Backend.Endpoint,
 		BackendRegion:    cfg.Backend.Region,
@@ -159,7 +169,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		MaxClockSkew:     cfg.MaxClockSkew,
 		Logger:           logger,
 		Metrics:          reg,
-		Sessions:         sessionsConfig(cfg, store, logger),
+		Sessions:         sessionsConfig(cfg, store, fault),
 	})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -174,18 +184,36 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 	}
 
 	// Bind every listener before serving on any, so that a taken port fails
-	// the start instead of leaving a half-running process.
+	// the start instead of leaving a half-running process. The admin
+	// listener comes first: its address names this process in the
+	// reclaimer election.
 	var (
 		servers   []*http.Server
 		listeners []net.Listener
 		names     []string
 		addrs     serving
+		adminL    net.Listener
 	)
 	defer func() {
 		for _, l := range listeners {
 			l.Close()
 		}
+		if adminL != nil {
+			adminL.Close()
+		}
 	}()
+	if cfg.Admin.Listen != "" {
+		adminL, err = net.Listen("tcp", cfg.Admin.Listen)
+		if err != nil {
+			return fmt.Errorf("admin.listen: %w", err)
+		}
+		addrs.Admin = adminL.Addr().String()
+	}
+	progress := newProgressHub()
+	rec, err := newReclaimer(cfg, store, gw, reg, logger, progress.publish, fault, addrs.Admin)
+	if err != nil {
+		return err
+	}
 	errorLog := httpErrorLog(logger)
 	s3Server := func() *http.Server {
 		return &http.Server{
@@ -224,11 +252,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		addrs.S3TLS = l.Addr().String()
 	}
 	var draining atomic.Bool
-	if cfg.Admin.Listen != "" {
-		l, err := net.Listen("tcp", cfg.Admin.Listen)
-		if err != nil {
-			return fmt.Errorf("admin.listen: %w", err)
-		}
+	if adminL != nil {
 		admin := &adminHandler{
 			registry: reg,
 			draining: &draining,
@@ -237,8 +261,10 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 				{"backend", gw.CheckBackend},
 			},
 			sessions: sessionsAPI{store: store, log: logger},
+			reclaim:  reclaimAPI{r: rec.r, store: store, info: rec.info, progress: progress, log: logger},
 		}
-		listeners = append(listeners, l)
+		listeners = append(listeners, adminL)
+		adminL = nil // the server owns it now
 		servers = append(servers, &http.Server{
 			Handler:           admin.mux(),
 			ReadHeaderTimeout: 10 * time.Second,
@@ -250,7 +276,6 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 			ErrorLog:       errorLog,
 		})
 		names = append(names, "admin")
-		addrs.Admin = l.Addr().String()
 	}
 	addrs.EtcdEndpoints, addrs.EmbeddedEtcd = endpoints, embedded != nil
 
@@ -265,6 +290,11 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 	}
 	listeners = nil // the servers own them now
 
+	// The reclaimer campaigns only once the gateway serves: a leader must
+	// be reachable on its admin address, which its election value names.
+	stopReclaimer := rec.start(ctx, logger)
+	defer stopReclaimer()
+
 	etcdMode := "external"
 	if embedded != nil {
 		etcdMode = "embedded"
@@ -278,6 +308,8 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		"etcd_endpoints", endpoints,
 		"etcd_prefix", cfg.Etcd.Prefix,
 		"backend", cfg.Backend.Endpoint,
+		"reclaimer", rec.info.mode(),
+		"reclaimer_id", rec.info.ID,
 	)
 	if onServing != nil {
 		onServing(addrs)
@@ -294,9 +326,19 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		logger.Error("shutting down: embedded etcd failed", "err", cause)
 	}
 	draining.Store(true)
+	// The reclaimer stops alongside the listeners: its pass ends and it
+	// resigns, so that another process leads at once instead of after the
+	// election TTL, and an admin request waiting for a pass gets its
+	// answer instead of holding up the shutdown.
+	reclaimerStopped := make(chan struct{})
+	go func() {
+		defer close(reclaimerStopped)
+		stopReclaimer()
+	}()
 	if err := shutdown(servers, names, logger); err != nil && cause == nil {
 		cause = err
 	}
+	<-reclaimerStopped
 	// The deferred closes now stop the etcd client, then the embedded
 	// server: after the listeners, so that no request loses its store.
 	return cause
@@ -377,9 +419,27 @@ func (w httpLogWriter) Write(p []byte) (int, error) {
 // an environment variable, not a setting: nobody should set it by accident.
 const faultEnv = "SWEEPGATE_TEST_FAULT"
 
+// testFault returns the hook armed by faultEnv, or nil. The point names of
+// multipart (multipart.Fault*) and of the reclaimer (reclaim.Fault*) are
+// distinct, so one variable serves both.
+func testFault(logger *slog.Logger) func(string) {
+	point := os.Getenv(faultEnv)
+	if point == "" {
+		return nil
+	}
+	logger.Warn("test fault hook armed: the process kills itself at this point", "point", point)
+	return func(at string) {
+		if at == point {
+			logger.Warn("test fault hook: killing the process", "point", at)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+}
+
 // sessionsConfig returns the gateway's multipart session settings over
 // store, or nil when sessions are off.
-func sessionsConfig(cfg *config.Config, store *etcdstore.Store, logger *slog.Logger) *gateway.SessionsConfig {
+func sessionsConfig(cfg *config.Config, store *etcdstore.Store, fault func(string)) *gateway.SessionsConfig {
 	if !cfg.Sessions.Enabled {
 		return nil
 	}
@@ -389,18 +449,128 @@ func sessionsConfig(cfg *config.Config, store *etcdstore.Store, logger *slog.Log
 		AdminPrincipals:      cfg.Sessions.AdminPrincipals,
 		IdempotencyRetention: cfg.Sessions.IdempotencyRetention,
 		CompleteHold:         cfg.Sessions.CompleteHold,
-	}
-	if point := os.Getenv(faultEnv); point != "" {
-		logger.Warn("test fault hook armed: the process kills itself at this point", "point", point)
-		sc.Fault = func(at string) {
-			if at == point {
-				logger.Warn("test fault hook: killing the process", "point", at)
-				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {} // the signal is on its way
-			}
-		}
+		Fault:                fault,
 	}
 	return sc
+}
+
+// reclaimerInfo describes this process's reclaimer for the admin API and
+// the start-up line.
+type reclaimerInfo struct {
+	// ID is what this process campaigns with: host name and admin address.
+	ID string
+	// Enabled says it campaigns (reclaim.enabled); a process that does not
+	// still answers reads and plans.
+	Enabled bool
+	DryRun  bool
+	// Off says why there is no reclaimer at all, when there is none.
+	Off string
+}
+
+func (i reclaimerInfo) mode() string {
+	switch {
+	case i.Off != "":
+		return "off: " + i.Off
+	case !i.Enabled:
+		return "off: reclaim.enabled is false (answers reads and plans, never leads)"
+	case i.DryRun:
+		return "on, dry run (reclaim.dry_run: every pass is a plan)"
+	}
+	return "on"
+}
+
+// serveReclaimer is serve's reclaimer: r is nil when sessions are off.
+type serveReclaimer struct {
+	r    *reclaim.Reclaimer
+	info reclaimerInfo
+}
+
+// reclaimerID names this process in the election: its host name and admin
+// address (host@127.0.0.1:9001), so that an operator told who leads knows
+// which admin API to ask; without an admin listener, its pid.
+func reclaimerID(adminAddr string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	if adminAddr == "" {
+		return fmt.Sprintf("%s@pid-%d", host, os.Getpid())
+	}
+	return host + "@" + adminAddr
+}
+
+// newReclaimer builds the reclaimer over the gateway's store, session
+// service and backend client. It is built whenever sessions are on, so that
+// a replica with reclaim.enabled off still answers status, plans and orphan
+// lists; only start decides whether it campaigns.
+func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gateway, reg prometheus.Registerer,
+	logger *slog.Logger, progress func(reclaim.Progress), fault func(string), adminAddr string) (serveReclaimer, error) {
+	rc := cfg.Reclaim
+	info := reclaimerInfo{ID: reclaimerID(adminAddr), Enabled: rc.Enabled, DryRun: rc.DryRun}
+	sessions := gw.Sessions()
+	if sessions == nil {
+		info.Off, info.Enabled = "sessions.enabled is false, so there are no sessions to reclaim by", false
+		return serveReclaimer{info: info}, nil
+	}
+	r, err := reclaim.New(reclaim.Config{
+		Store:             store,
+		Sessions:          sessions,
+		Backend:           gw.Backend(),
+		ID:                info.ID,
+		ElectionTTL:       rc.ElectionTTL,
+		Grace:             rc.Grace,
+		DeleteAfter:       rc.DeleteAfter,
+		StuckLimit:        rc.StuckLimit,
+		ClockSkew:         rc.ClockSkew,
+		MaxDelete:         rc.MaxDelete,
+		MaxDeleteFraction: rc.MaxDeleteFraction,
+		DryRun:            rc.DryRun,
+		Interval:          rc.Interval,
+		BatchSize:         int(rc.BatchSize),
+		Parallel:          int(rc.Parallel),
+		BackendTimeout:    rc.BackendTimeout,
+		ReconcileAfter:    cfg.Sessions.ReconcileAfter,
+		// Only serve's reconciler prunes terminal sessions, with
+		// sessions.retention; a pass keeps them.
+		SessionRetention:   0,
+		MissingCheckBudget: rc.MissingCheckBudget,
+		Logger:             logger.With("component", "reclaimer"),
+		Metrics:            reg,
+		Fault:              fault,
+		Progress:           progress,
+	})
+	if err != nil {
+		return serveReclaimer{}, fmt.Errorf("reclaimer: %w", err)
+	}
+	return serveReclaimer{r: r, info: info}, nil
+}
+
+// start runs the reclaimer's campaign and passes until ctx ends, if it is
+// enabled, and returns the function that stops it: the running pass is
+// cancelled and the lead resigned, so another process takes over at once.
+// The stop function may be called more than once.
+func (s serveReclaimer) start(ctx context.Context, logger *slog.Logger) (stop func()) {
+	if s.r == nil || !s.info.Enabled {
+		return func() {}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.r.Run(rctx) // it only returns when rctx ends
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+				logger.Info("reclaimer stopped", "id", s.info.ID)
+			case <-time.After(reclaimerStopTimeout):
+				logger.Warn("reclaimer did not stop in time; its lease expires after reclaim.election_ttl", "timeout", reclaimerStopTimeout.String())
+			}
+		})
+	}
 }
 
 // runReconciler settles sessions left unclear at start-up and then every

@@ -255,48 +255,122 @@ func (c *cli) sessionsShow(ctx context.Context, args []string) int {
 // adminGet fetches path from the admin API and returns its body, or the
 // exit code after reporting what went wrong.
 func (c *cli) adminGet(ctx context.Context, name, base, path string, q url.Values) ([]byte, int) {
-	u := base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
+	status, body, code := c.adminDo(ctx, name, base, adminRequest{method: http.MethodGet, path: path, query: q, timeout: adminClientTimeout})
+	if code != exitOK {
+		return nil, code
 	}
-	ctx, cancel := context.WithTimeout(ctx, adminClientTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if status == http.StatusOK {
+		return body, exitOK
+	}
+	return nil, c.apiFailure(name, base+path, status, body)
+}
+
+// adminRequest is one call of the admin API.
+type adminRequest struct {
+	method, path string
+	query        url.Values
+	// body, when not nil, is sent as a JSON document.
+	body any
+	// timeout bounds the whole call; zero leaves it to ctx (a pass may
+	// take long, and Ctrl-C ends it).
+	timeout time.Duration
+}
+
+func (r adminRequest) url(base string) string {
+	u := base + r.path
+	if len(r.query) > 0 {
+		u += "?" + r.query.Encode()
+	}
+	return u
+}
+
+// adminSend sends req and returns the response, whose body the caller
+// reads and closes, and done, which the caller calls when finished with
+// it. When the API cannot be reached it reports that and returns the exit
+// code instead.
+func (c *cli) adminSend(ctx context.Context, name, base string, req adminRequest) (resp *http.Response, done func(), code int) {
+	cancel := context.CancelFunc(func() {})
+	if req.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, req.timeout)
+	}
+	var body io.Reader
+	if req.body != nil {
+		b, err := json.Marshal(req.body)
+		if err != nil {
+			cancel()
+			fmt.Fprintf(c.stderr, "sweepgate %s: %v\n", name, err)
+			return nil, nil, exitError
+		}
+		body = bytes.NewReader(b)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, req.method, req.url(base), body)
 	if err != nil {
+		cancel()
 		fmt.Fprintf(c.stderr, "sweepgate %s: %v\n", name, err)
-		return nil, exitError
+		return nil, nil, exitError
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	hreq.Header.Set("Accept", "application/json")
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	resp, err = http.DefaultClient.Do(hreq)
 	if err != nil {
+		cancel()
+		if ctx.Err() != nil && req.timeout == 0 {
+			fmt.Fprintf(c.stderr, "sweepgate %s: interrupted: %v\n", name, err)
+			return nil, nil, exitError
+		}
 		fmt.Fprintf(c.stderr, "sweepgate %s: cannot reach the admin API at %s: %v\nIs sweepgate serve running there? Point --admin or %s at its admin.listen.\n", name, base, err, adminURLEnv)
-		return nil, exitError
+		return nil, nil, exitError
 	}
-	defer resp.Body.Close()
+	return resp, func() { resp.Body.Close(); cancel() }, exitOK
+}
+
+// adminDo sends req and returns the answer's status and body, or, when the
+// API cannot be reached or answered unreadably, the exit code after
+// reporting what went wrong.
+func (c *cli) adminDo(ctx context.Context, name, base string, req adminRequest) (status int, body []byte, code int) {
+	resp, done, code := c.adminSend(ctx, name, base, req)
+	if code != exitOK {
+		return 0, nil, code
+	}
+	defer done()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer))
 	if err != nil {
 		fmt.Fprintf(c.stderr, "sweepgate %s: reading the admin API's answer: %v\n", name, err)
-		return nil, exitError
+		return 0, nil, exitError
 	}
-	if resp.StatusCode == http.StatusOK {
-		return body, exitOK
+	return resp.StatusCode, body, exitOK
+}
+
+// decodeAPIError reads an error document; ok is false when body is not
+// one (a proxy, another service, a sweepgate too old to have the
+// endpoint).
+func decodeAPIError(body []byte) (e apiError, ok bool) {
+	var doc apiErrorBody
+	if json.Unmarshal(body, &doc) != nil || doc.Error.Code == "" {
+		return apiError{}, false
 	}
-	var e apiErrorBody
-	if json.Unmarshal(body, &e) != nil || e.Error.Code == "" {
-		// Not our API: a proxy, another service, or a sweepgate too old to
-		// have it.
+	return doc.Error, true
+}
+
+// apiFailure reports an answer that is not a success and returns the exit
+// code it means.
+func (c *cli) apiFailure(name, u string, status int, body []byte) int {
+	e, ok := decodeAPIError(body)
+	if !ok {
 		snippet := strings.TrimSpace(string(body[:min(len(body), 200)]))
-		fmt.Fprintf(c.stderr, "sweepgate %s: %s answered %s, not the sweepgate admin API: %s\n", name, u, resp.Status, snippet)
-		return nil, exitError
+		fmt.Fprintf(c.stderr, "sweepgate %s: %s answered %d %s, not the sweepgate admin API: %s\n", name, u, status, http.StatusText(status), snippet)
+		return exitError
 	}
-	fmt.Fprintf(c.stderr, "sweepgate %s: %s\n", name, e.Error.Message)
+	fmt.Fprintf(c.stderr, "sweepgate %s: %s\n", name, e.Message)
 	switch {
-	case resp.StatusCode == http.StatusNotFound && e.Error.Code == codeNotFound:
-		return nil, exitNotFound
-	case resp.StatusCode == http.StatusBadRequest:
-		return nil, exitUsage
+	case status == http.StatusNotFound && e.Code == codeNotFound:
+		return exitNotFound
+	case status == http.StatusBadRequest:
+		return exitUsage
 	}
-	return nil, exitError
+	return exitError
 }
 
 func (c *cli) writeIndented(name string, body []byte) int {

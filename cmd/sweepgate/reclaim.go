@@ -1,0 +1,761 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+func (c *cli) reclaimHelp(w io.Writer) {
+	fmt.Fprintf(w, `Usage: sweepgate reclaim run [--json]
+       sweepgate reclaim plan [--json]
+       sweepgate reclaim status [--json]
+       sweepgate reclaim reports [--limit N] [--json]
+       sweepgate reclaim orphans [list] [--fresh] [--limit N] [--json]
+       sweepgate reclaim orphans adopt --principal OWNER REF
+       sweepgate reclaim orphans delete [--confirm] [--principal WHO] REF...
+
+Drives the reclaimer of a running sweepgate through its admin API
+(/admin/v1/reclaim, see docs/admin-api.md). The reclaimer marks uploads
+idle past reclaim.grace as expired, and deletes them on a later pass once
+they stayed expired for reclaim.delete_after; uploads without a session
+(orphans) are only held and listed, for a person to adopt or delete.
+
+  run      run a pass now on the leader and print its report (the leader
+           is the gateway that won the reclaimer election; another gateway
+           answers with the leader's name)
+  plan     build the plan a pass would make now and print it; changes
+           nothing, on any gateway
+  status   who leads, in which term, the pass in progress and the newest
+           pass report
+  reports  the newest pass reports, one line each
+  orphans  list the orphans the newest pass held (--fresh: list the
+           backend now); adopt one (a session owned by OWNER is created,
+           so it follows the normal grace period from now on); or delete
+           named ones, which needs --confirm (without it, nothing is
+           deleted and the command shows what would be)
+
+REF names an upload as BUCKET/KEY?uploadId=ID, the form 'orphans' prints;
+quote it for the shell.
+
+Flags:
+  --admin URL        the gateway's admin listener (default $%s,
+                     else %s)
+  --json             print the API's JSON document instead of tables
+  --limit N          reports: at most N (1 to %d, default %d);
+                     orphans: at most N listed (1 to %d, default %d)
+  --fresh            orphans: list the backend now instead of reading the
+                     newest pass report
+  --principal P      adopt: the principal that owns the upload from now on
+                     (required); delete: who deletes, recorded with it
+                     (default $USER)
+  --confirm          delete: really delete
+
+On a terminal, run and plan show their progress on standard error.
+
+Examples:
+  sweepgate reclaim plan
+  sweepgate reclaim run --json | jq '.uploads.delete'
+  sweepgate reclaim status || echo "the last pass did not do its work"
+  sweepgate reclaim orphans --fresh
+  sweepgate reclaim orphans adopt --principal backup 'backups/db?uploadId=2~x'
+  sweepgate reclaim orphans delete 'backups/old.iso?uploadId=9~a1'   # a preview
+  sweepgate reclaim orphans delete --confirm 'backups/old.iso?uploadId=9~a1'
+  SWEEPGATE_ADMIN_URL=http://10.0.0.7:9001 sweepgate reclaim status
+
+Exit status: 0 done; 1 error (admin API unreachable, etcd unavailable, this
+gateway does not lead: the message names the leader); 2 bad command line;
+3 no such upload; 4 the reclaimer did not do its work: the breaker refused
+the pass (or would refuse the plan), the pass stopped (status: the newest
+pass report says so), a delete was not confirmed or left uploads in place.
+`, adminURLEnv, defaultAdminURL, maxReportsLimit, defaultReportsLimit, maxOrphansLimit, defaultOrphansLimit)
+}
+
+func (c *cli) reclaimCmd(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		return c.usageError("reclaim", errors.New("missing subcommand: run, plan, status, reports or orphans"))
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		c.reclaimHelp(c.stdout)
+		return exitOK
+	case "run":
+		return c.reclaimRun(ctx, args[1:])
+	case "plan":
+		return c.reclaimPlan(ctx, args[1:])
+	case "status":
+		return c.reclaimStatus(ctx, args[1:])
+	case "reports":
+		return c.reclaimReports(ctx, args[1:])
+	case "orphans":
+		return c.reclaimOrphans(ctx, args[1:])
+	}
+	return c.usageError("reclaim", fmt.Errorf("unknown subcommand %q: want run, plan, status, reports or orphans", args[0]))
+}
+
+// reclaimFlags are the flags of the reclaim subcommands; each takes some.
+type reclaimFlags struct {
+	admin     string
+	json      bool
+	limit     int
+	fresh     bool
+	principal string
+	confirm   bool
+}
+
+// reclaim subcommand flag sets.
+const (
+	withLimit = 1 << iota
+	withFresh
+	withPrincipal
+	withConfirm
+)
+
+func (c *cli) parseReclaimFlags(name string, args []string, with int, defLimit int) (reclaimFlags, []string, int, bool) {
+	f := reclaimFlags{limit: defLimit}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.admin, "admin", "", "")
+	fs.BoolVar(&f.json, "json", false, "")
+	if with&withLimit != 0 {
+		fs.IntVar(&f.limit, "limit", defLimit, "")
+	}
+	if with&withFresh != 0 {
+		fs.BoolVar(&f.fresh, "fresh", false, "")
+	}
+	if with&withPrincipal != 0 {
+		fs.StringVar(&f.principal, "principal", "", "")
+	}
+	if with&withConfirm != 0 {
+		fs.BoolVar(&f.confirm, "confirm", false, "")
+	}
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		c.reclaimHelp(c.stdout)
+		return f, nil, exitOK, false
+	}
+	if err != nil {
+		return f, nil, c.usageError(name, err), false
+	}
+	if f.admin == "" {
+		f.admin = envValue(c.environ, adminURLEnv)
+	}
+	if f.admin == "" {
+		f.admin = defaultAdminURL
+	}
+	if f.admin, err = normalizeAdminURL(f.admin); err != nil {
+		return f, nil, c.usageError(name, err), false
+	}
+	return f, pos, exitOK, true
+}
+
+// noArgs refuses positional arguments.
+func (c *cli) noArgs(name string, pos []string) (int, bool) {
+	if len(pos) > 0 {
+		return c.usageError(name, fmt.Errorf("unexpected argument %q", strings.Join(pos, " "))), false
+	}
+	return exitOK, true
+}
+
+func (c *cli) reclaimRun(ctx context.Context, args []string) int {
+	const name = "reclaim run"
+	f, pos, code, ok := c.parseReclaimFlags(name, args, 0, 0)
+	if !ok {
+		return code
+	}
+	if code, ok := c.noArgs(name, pos); !ok {
+		return code
+	}
+	return c.passCommand(ctx, name, f, adminRequest{method: http.MethodPost, path: "/admin/v1/reclaim/run", body: struct{}{}})
+}
+
+func (c *cli) reclaimPlan(ctx context.Context, args []string) int {
+	const name = "reclaim plan"
+	f, pos, code, ok := c.parseReclaimFlags(name, args, 0, 0)
+	if !ok {
+		return code
+	}
+	if code, ok := c.noArgs(name, pos); !ok {
+		return code
+	}
+	return c.passCommand(ctx, name, f, adminRequest{method: http.MethodGet, path: "/admin/v1/reclaim/plan"})
+}
+
+// passCommand runs a pass or a plan and prints its report. On a terminal
+// it asks for the streamed answer and shows the progress lines.
+func (c *cli) passCommand(ctx context.Context, name string, f reclaimFlags, req adminRequest) int {
+	progress := c.terminal(c.stderr)
+	if progress {
+		req.query = url.Values{"progress": {"1"}}
+	}
+	resp, done, code := c.adminSend(ctx, name, f.admin, req)
+	if code != exitOK {
+		return code
+	}
+	defer done()
+	var body []byte
+	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
+		line, code := c.readStream(name, resp.Body)
+		if code != exitOK {
+			return code
+		}
+		if line.Report == nil {
+			e := apiError{Code: codeReclaimFailed, Message: "the answer ended without a report"}
+			if line.Error != nil {
+				e = *line.Error
+			}
+			fmt.Fprintf(c.stderr, "sweepgate %s: %s\n", name, e.Message)
+			return exitError
+		}
+		body, _ = json.Marshal(line.Report)
+	} else {
+		var err error
+		if body, err = io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer)); err != nil {
+			fmt.Fprintf(c.stderr, "sweepgate %s: reading the admin API's answer: %v\n", name, err)
+			return exitError
+		}
+		if resp.StatusCode != http.StatusOK {
+			return c.apiFailure(name, req.url(f.admin), resp.StatusCode, body)
+		}
+	}
+	var rep reclaim.Report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a pass report: %v\n", name, f.admin, err)
+		return exitError
+	}
+	if f.json {
+		if code := c.writeIndented(name, body); code != exitOK {
+			return code
+		}
+	} else {
+		writeReport(c.stdout, &rep)
+	}
+	return passExit(&rep)
+}
+
+// passExit is the exit status a report means: 4 when the pass did not do
+// its work.
+func passExit(rep *reclaim.Report) int {
+	if rep.Refused != "" || rep.Stopped != "" {
+		return exitRefused
+	}
+	return exitOK
+}
+
+// readStream reads a streamed pass, showing its progress lines on the
+// terminal, and returns its last line.
+func (c *cli) readStream(name string, r io.Reader) (apiStreamLine, int) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxAdminAnswer)
+	shown := false
+	defer func() {
+		if shown {
+			fmt.Fprint(c.stderr, "\r\x1b[K")
+		}
+	}()
+	for sc.Scan() {
+		var line apiStreamLine
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			fmt.Fprintf(c.stderr, "sweepgate %s: the admin API answered a line that is not JSON: %v\n", name, err)
+			return line, exitError
+		}
+		if line.Progress == nil {
+			return line, exitOK
+		}
+		fmt.Fprint(c.stderr, "\r\x1b[K"+progressText(line.Progress, time.Now()))
+		shown = true
+	}
+	err := sc.Err()
+	if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	fmt.Fprintf(c.stderr, "sweepgate %s: the answer ended early: %v (a pass keeps running on the leader; see 'sweepgate reclaim status')\n", name, err)
+	return apiStreamLine{}, exitError
+}
+
+// progressText is one line about a pass in progress.
+func progressText(p *reclaim.Progress, now time.Time) string {
+	kind := "pass"
+	if p.DryRun {
+		kind = "plan"
+	}
+	u := p.Uploads
+	seen := u.Keep.Sessions + u.Mark.Sessions + u.Delete.Sessions + u.Hold.Sessions
+	s := fmt.Sprintf("%s %d: %s", kind, p.Pass, p.Phase)
+	if p.Bucket != "" {
+		s += " " + cell(p.Bucket)
+	}
+	s += fmt.Sprintf(", %d uploads seen (keep %d, mark %d, delete %d, hold %d)", seen, u.Keep.Sessions, u.Mark.Sessions, u.Delete.Sessions, u.Hold.Sessions)
+	if a := p.Acted; a.Marked.Sessions+a.Deleted.Sessions+a.CleanupPending.Sessions+a.Changed.Sessions > 0 {
+		s += fmt.Sprintf(", marked %d, deleted %d", a.Marked.Sessions, a.Deleted.Sessions)
+	}
+	if !p.Started.IsZero() {
+		s += ", " + now.Sub(p.Started).Truncate(time.Second).String()
+	}
+	return s
+}
+
+// terminal says whether w is a terminal.
+func (c *cli) terminal(w io.Writer) bool {
+	if c.isTerminal != nil {
+		return c.isTerminal(w)
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func (c *cli) reclaimStatus(ctx context.Context, args []string) int {
+	const name = "reclaim status"
+	f, pos, code, ok := c.parseReclaimFlags(name, args, 0, 0)
+	if !ok {
+		return code
+	}
+	if code, ok := c.noArgs(name, pos); !ok {
+		return code
+	}
+	body, code := c.adminGet(ctx, name, f.admin, "/admin/v1/reclaim/status", nil)
+	if code != exitOK {
+		return code
+	}
+	var st apiReclaimStatus
+	if err := json.Unmarshal(body, &st); err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a reclaimer status: %v\n", name, f.admin, err)
+		return exitError
+	}
+	if f.json {
+		if code := c.writeIndented(name, body); code != exitOK {
+			return code
+		}
+	} else {
+		writeStatus(c.stdout, &st, time.Now())
+	}
+	if st.Pass == 0 {
+		return exitOK
+	}
+	return passExit(&st.Report)
+}
+
+func (c *cli) reclaimReports(ctx context.Context, args []string) int {
+	const name = "reclaim reports"
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit, defaultReportsLimit)
+	if !ok {
+		return code
+	}
+	if code, ok := c.noArgs(name, pos); !ok {
+		return code
+	}
+	if f.limit < 1 || f.limit > maxReportsLimit {
+		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", f.limit, maxReportsLimit))
+	}
+	body, code := c.adminGet(ctx, name, f.admin, "/admin/v1/reclaim/reports", url.Values{"limit": {strconv.Itoa(f.limit)}})
+	if code != exitOK {
+		return code
+	}
+	var reps apiReports
+	if err := json.Unmarshal(body, &reps); err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a report list: %v\n", name, f.admin, err)
+		return exitError
+	}
+	if f.json {
+		return c.writeIndented(name, body)
+	}
+	if len(reps.Reports) == 0 {
+		fmt.Fprintln(c.stdout, "No pass reports yet.")
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PASS\tTERM\tSTARTED\tTOOK\tRESULT\tKEEP\tMARK\tDELETE\tHOLD\tMARKED\tDELETED")
+	for _, r := range reps.Reports {
+		u, a := r.Uploads, r.Acted
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Pass, r.Term, when(r.Started), took(r.Started, r.Finished), result(&r),
+			u.Keep.Parts, u.Mark.Parts, u.Delete.Parts, u.Hold.Parts, a.Marked.Parts, a.Deleted.Parts)
+	}
+	tw.Flush()
+	fmt.Fprintln(c.stdout, "(counts are parts)")
+	return exitOK
+}
+
+func (c *cli) reclaimOrphans(ctx context.Context, args []string) int {
+	sub := "list"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "list":
+		return c.orphansList(ctx, args)
+	case "adopt":
+		return c.orphansAdopt(ctx, args)
+	case "delete":
+		return c.orphansDelete(ctx, args)
+	case "help":
+		c.reclaimHelp(c.stdout)
+		return exitOK
+	}
+	return c.usageError("reclaim orphans", fmt.Errorf("unknown subcommand %q: want list, adopt or delete", sub))
+}
+
+func (c *cli) orphansList(ctx context.Context, args []string) int {
+	const name = "reclaim orphans"
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit|withFresh, defaultOrphansLimit)
+	if !ok {
+		return code
+	}
+	if code, ok := c.noArgs(name, pos); !ok {
+		return code
+	}
+	if f.limit < 1 || f.limit > maxOrphansLimit {
+		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", f.limit, maxOrphansLimit))
+	}
+	q := url.Values{"limit": {strconv.Itoa(f.limit)}}
+	timeout := adminClientTimeout
+	if f.fresh {
+		// A fresh list reads every bucket's uploads.
+		q.Set("fresh", "1")
+		timeout = 0
+	}
+	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodGet, path: "/admin/v1/reclaim/orphans", query: q, timeout: timeout})
+	if code != exitOK {
+		return code
+	}
+	if status != http.StatusOK {
+		return c.apiFailure(name, f.admin+"/admin/v1/reclaim/orphans", status, body)
+	}
+	var list apiOrphans
+	if err := json.Unmarshal(body, &list); err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not an orphan list: %v\n", name, f.admin, err)
+		return exitError
+	}
+	if f.json {
+		return c.writeIndented(name, body)
+	}
+	source := "the backend's uploads listed now"
+	if !list.Fresh {
+		if list.Pass == 0 {
+			fmt.Fprintln(c.stdout, "No pass report yet; list the backend now with --fresh.")
+			return exitOK
+		}
+		source = fmt.Sprintf("pass %d, finished %s (--fresh lists the backend now)", list.Pass, when(list.AsOf))
+	}
+	if list.Total == 0 {
+		fmt.Fprintf(c.stdout, "No orphans, as of %s.\n", source)
+		return exitOK
+	}
+	fmt.Fprintf(c.stdout, "%d orphan(s) (uploads without a session: held, never deleted by a pass), as of %s:\n\n", list.Total, source)
+	writeOrphans(c.stdout, list.Orphans)
+	if list.Truncated {
+		fmt.Fprintf(c.stderr, "Only %d of %d are listed.\n", len(list.Orphans), list.Total)
+	}
+	o := list.Orphans[0]
+	ref := reclaim.OrphanRef{Bucket: o.Bucket, Key: o.Key, UploadID: o.UploadID}
+	fmt.Fprintf(c.stdout, "\nAdopt one:  sweepgate reclaim orphans adopt --principal OWNER %s\nDelete:     sweepgate reclaim orphans delete --confirm %s\n",
+		shellWord(ref.String()), shellWord(ref.String()))
+	return exitOK
+}
+
+func writeOrphans(w io.Writer, orphans []reclaim.Orphan) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BUCKET\tKEY\tUPLOAD ID\tINITIATED\tPARTS\tBYTES")
+	for _, o := range orphans {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", cell(o.Bucket), cell(o.Key), cell(o.UploadID), when(o.Initiated), o.Parts, o.Bytes)
+	}
+	tw.Flush()
+}
+
+// parseRefs reads REF arguments.
+func (c *cli) parseRefs(name string, pos []string) ([]reclaim.OrphanRef, int, bool) {
+	refs := make([]reclaim.OrphanRef, 0, len(pos))
+	for _, p := range pos {
+		ref, err := reclaim.ParseOrphanRef(p)
+		if err != nil {
+			return nil, c.usageError(name, fmt.Errorf("%q: want BUCKET/KEY?uploadId=ID, as 'sweepgate reclaim orphans' prints it", p)), false
+		}
+		refs = append(refs, ref)
+	}
+	return refs, exitOK, true
+}
+
+func (c *cli) orphansAdopt(ctx context.Context, args []string) int {
+	const name = "reclaim orphans adopt"
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withPrincipal, 0)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return c.usageError(name, fmt.Errorf("want one REF (BUCKET/KEY?uploadId=ID), got %d argument(s)", len(pos)))
+	}
+	if f.principal == "" {
+		return c.usageError(name, errors.New("--principal is required: the principal that owns the upload from now on"))
+	}
+	refs, code, ok := c.parseRefs(name, pos)
+	if !ok {
+		return code
+	}
+	req := apiAdoptRequest{Bucket: refs[0].Bucket, Key: refs[0].Key, UploadID: refs[0].UploadID, Principal: f.principal}
+	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: "/admin/v1/reclaim/orphans/adopt", body: req, timeout: adminClientTimeout})
+	if code != exitOK {
+		return code
+	}
+	if status != http.StatusOK {
+		return c.apiFailure(name, f.admin+"/admin/v1/reclaim/orphans/adopt", status, body)
+	}
+	var ans apiAdopted
+	if err := json.Unmarshal(body, &ans); err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not an adoption: %v\n", name, f.admin, err)
+		return exitError
+	}
+	if f.json {
+		return c.writeIndented(name, body)
+	}
+	a := ans.Adopted
+	fmt.Fprintf(c.stdout, "Adopted %s: %d part(s), %s, now owned by %s (term %d, at %s).\nIt follows the normal grace period from now on.\n",
+		reclaim.OrphanRef{Bucket: a.Bucket, Key: a.Key, UploadID: a.UploadID}, a.Parts, sizeText(a.Bytes), cell(a.Principal), a.Term, when(a.At))
+	return exitOK
+}
+
+func (c *cli) orphansDelete(ctx context.Context, args []string) int {
+	const name = "reclaim orphans delete"
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withPrincipal|withConfirm, 0)
+	if !ok {
+		return code
+	}
+	if len(pos) == 0 {
+		return c.usageError(name, errors.New("name the uploads to delete: REF... (BUCKET/KEY?uploadId=ID)"))
+	}
+	if len(pos) > maxOrphanRefs {
+		return c.usageError(name, fmt.Errorf("at most %d uploads at once, got %d", maxOrphanRefs, len(pos)))
+	}
+	refs, code, ok := c.parseRefs(name, pos)
+	if !ok {
+		return code
+	}
+	if f.principal == "" {
+		f.principal = envValue(c.environ, "USER")
+	}
+	req := apiDeleteRequest{Refs: refs, Confirm: f.confirm, Principal: f.principal}
+	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: "/admin/v1/reclaim/orphans/delete", body: req})
+	if code != exitOK {
+		return code
+	}
+	var ans apiOrphanDeletion
+	if err := json.Unmarshal(body, &ans); err != nil || ans.Results == nil {
+		return c.apiFailure(name, f.admin+"/admin/v1/reclaim/orphans/delete", status, body)
+	}
+	if f.json {
+		if code := c.writeIndented(name, body); code != exitOK {
+			return code
+		}
+	} else {
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "BUCKET\tKEY\tUPLOAD ID\tPARTS\tBYTES\tOUTCOME")
+		for _, r := range ans.Results {
+			outcome := r.Outcome
+			if r.Uncertain != "" {
+				outcome += " (uncertain: " + r.Uncertain + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", cell(r.Bucket), cell(r.Key), cell(r.UploadID), r.Parts, r.Bytes, cell(outcome))
+		}
+		tw.Flush()
+	}
+	switch {
+	case ans.Error != nil && ans.Error.Code == codeNotConfirmed:
+		fmt.Fprintf(c.stderr, "Nothing was deleted. Run again with --confirm to delete %s.\n", plural(len(refs), "this upload", "these uploads"))
+		return exitRefused
+	case ans.Error != nil:
+		fmt.Fprintf(c.stderr, "sweepgate %s: %s\n", name, ans.Error.Message)
+		return exitError
+	case ans.Deleted == len(refs):
+		fmt.Fprintf(c.stdout, "Deleted %d of %d.\n", ans.Deleted, len(refs))
+		return exitOK
+	}
+	fmt.Fprintf(c.stdout, "Deleted %d of %d; the outcome says why the others were not.\n", ans.Deleted, len(refs))
+	for _, r := range ans.Results {
+		if !r.Deleted && r.Outcome != reclaim.ErrNoSuchUpload.Error() {
+			return exitRefused
+		}
+	}
+	return exitNotFound
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// result says in a word or two how a pass ended.
+func result(r *reclaim.Report) string {
+	switch {
+	case r.Refused != "":
+		return "REFUSED"
+	case r.Stopped != "":
+		return "STOPPED"
+	case r.DryRun:
+		return "dry run"
+	}
+	return "ok"
+}
+
+func took(from, to time.Time) string {
+	if from.IsZero() || to.IsZero() {
+		return "-"
+	}
+	d := to.Sub(from)
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// writeReport prints a pass report as tables.
+func writeReport(w io.Writer, r *reclaim.Report) {
+	head := fmt.Sprintf("Pass %d", r.Pass)
+	if r.DryRun {
+		head = fmt.Sprintf("Plan for pass %d (a dry run: nothing was changed)", r.Pass)
+	}
+	fmt.Fprintf(w, "%s, term %d, started %s, took %s\n", head, r.Term, when(r.Started), took(r.Started, r.Finished))
+	switch {
+	case r.Refused != "" && r.DryRun:
+		fmt.Fprintf(w, "The breaker would REFUSE this plan: %s\n", r.Refused)
+	case r.Refused != "":
+		fmt.Fprintf(w, "REFUSED by the breaker, nothing marked or deleted: %s\n", r.Refused)
+	case r.Stopped != "":
+		fmt.Fprintf(w, "STOPPED, nothing further marked or deleted: %s\n", r.Stopped)
+	}
+	if r.Revision != 0 {
+		fmt.Fprintf(w, "Decided at %s from the sessions at etcd revision %d", when(r.Clock), r.Revision)
+		if r.Resumed > 0 {
+			fmt.Fprintf(w, "; resumed %d time(s)", r.Resumed)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLAN\tUPLOADS\tPARTS\tBYTES")
+	row := func(name string, c reclaim.Count) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", name, c.Sessions, c.Parts, shortSize(c.Bytes))
+	}
+	row("keep", r.Uploads.Keep)
+	row("mark", r.Uploads.Mark)
+	row("delete", r.Uploads.Delete)
+	row("hold", r.Uploads.Hold)
+	tw.Flush()
+
+	if !r.DryRun {
+		a := r.Acted
+		fmt.Fprintf(w, "\nDone: marked %d upload(s) (%d parts), deleted %d (%d parts, %s)", a.Marked.Sessions, a.Marked.Parts,
+			a.Deleted.Sessions, a.Deleted.Parts, shortSize(a.Deleted.Bytes))
+		if a.CleanupPending.Sessions > 0 {
+			fmt.Fprintf(w, ", %d left cleanup_pending (the backend's answer was unclear; the reconciler settles them)", a.CleanupPending.Sessions)
+		}
+		if a.Changed.Sessions > 0 {
+			fmt.Fprintf(w, ", %d skipped because they changed since the plan", a.Changed.Sessions)
+		}
+		fmt.Fprintln(w)
+	}
+	if b := r.Breaker; b.StoredParts > 0 || b.DeleteParts > 0 {
+		limit := "none"
+		if b.MaxDelete >= 0 {
+			limit = strconv.FormatInt(b.MaxDelete, 10)
+		}
+		fmt.Fprintf(w, "Breaker: the plan deletes %d of %d stored parts; max_delete %s, max_delete_fraction %g\n", b.DeleteParts, b.StoredParts, limit, b.MaxDeleteFraction)
+	}
+
+	if n := r.Totals.Stuck; n > 0 {
+		fmt.Fprintf(w, "\nStuck (completing for longer than the stuck limit; never deleted, look at them): %d\n", n)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "BUCKET\tKEY\tUPLOAD ID\tSINCE")
+		for _, s := range r.Stuck {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(s.Bucket), cell(s.Key), cell(s.UploadID), when(s.Since))
+		}
+		tw.Flush()
+	}
+	if n := r.Totals.Orphans; n > 0 {
+		fmt.Fprintf(w, "\nOrphans (no session; held, never deleted by a pass; see 'sweepgate reclaim orphans'): %d\n", n)
+		writeOrphans(w, r.Orphans)
+	}
+	if n := r.Totals.Missing; n > 0 {
+		fmt.Fprintf(w, "\nSessions whose upload the backend does not have: %d\n", n)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "BUCKET\tKEY\tUPLOAD ID\tSTATE\tLAST ACTIVITY")
+		for _, m := range r.Missing {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(m.Bucket), cell(m.Key), cell(m.UploadID), cell(string(m.State)), when(m.LastActivity))
+		}
+		tw.Flush()
+	}
+	for _, l := range [][3]int64{{int64(len(r.Stuck)), r.Totals.Stuck}, {int64(len(r.Orphans)), r.Totals.Orphans}, {int64(len(r.Missing)), r.Totals.Missing}} {
+		if l[0] < l[1] {
+			fmt.Fprintln(w, "(The lists are cut short; the counts are complete.)")
+			break
+		}
+	}
+}
+
+// writeStatus prints a reclaimer status.
+func writeStatus(w io.Writer, st *apiReclaimStatus, now time.Time) {
+	rc := st.Reclaimer
+	switch {
+	case rc.Leading:
+		fmt.Fprintf(w, "Reclaimer: this gateway (%s) leads, term %d.\n", rc.ID, rc.Term)
+	case rc.Leader != nil:
+		fmt.Fprintf(w, "Reclaimer: %s leads, term %d; this gateway (%s) does not.\n", rc.Leader.ID, rc.Leader.Term, rc.ID)
+	default:
+		fmt.Fprintf(w, "Reclaimer: no gateway leads now; this one is %s.\n", rc.ID)
+	}
+	var notes []string
+	if !rc.Enabled {
+		notes = append(notes, "this gateway does not campaign (reclaim.enabled is off)")
+	}
+	if rc.DryRun {
+		notes = append(notes, "reclaim.dry_run is on here: its passes change nothing")
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "Note: %s.\n", strings.Join(notes, "; "))
+	}
+	if p := st.InProgress; p != nil {
+		fmt.Fprintf(w, "In progress: %s\n", progressText(p, now))
+	}
+	fmt.Fprintln(w)
+	if st.Pass == 0 {
+		fmt.Fprintln(w, "No pass report yet.")
+		return
+	}
+	fmt.Fprintln(w, "Newest pass report:")
+	writeReport(w, &st.Report)
+}
+
+// shortSize is a byte count for a table cell.
+func shortSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, suffix := float64(n), ""
+	for _, s := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
+		v, suffix = v/unit, s
+		if v < unit {
+			break
+		}
+	}
+	return fmt.Sprintf("%.1f %s", v, suffix)
+}

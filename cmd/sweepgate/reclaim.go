@@ -150,13 +150,7 @@ func (c *cli) parseReclaimFlags(name string, args []string, with int, defLimit i
 	if err != nil {
 		return f, nil, c.usageError(name, err), false
 	}
-	if f.admin == "" {
-		f.admin = envValue(c.environ, adminURLEnv)
-	}
-	if f.admin == "" {
-		f.admin = defaultAdminURL
-	}
-	if f.admin, err = normalizeAdminURL(f.admin); err != nil {
+	if f.admin, err = c.adminURL(f.admin); err != nil {
 		return f, nil, c.usageError(name, err), false
 	}
 	return f, pos, exitOK, true

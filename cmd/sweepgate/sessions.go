@@ -115,16 +115,23 @@ func (c *cli) parseSessionsFlags(name string, args []string, forList bool) (sess
 	if err != nil {
 		return f, nil, c.usageError(name, err), false
 	}
-	if f.admin == "" {
-		f.admin = envValue(c.environ, adminURLEnv)
-	}
-	if f.admin == "" {
-		f.admin = defaultAdminURL
-	}
-	if f.admin, err = normalizeAdminURL(f.admin); err != nil {
+	if f.admin, err = c.adminURL(f.admin); err != nil {
 		return f, nil, c.usageError(name, err), false
 	}
 	return f, pos, 0, true
+}
+
+// adminURL picks the admin API's URL: the --admin flag's value, else
+// $SWEEPGATE_ADMIN_URL, else the default, and checks it.
+func (c *cli) adminURL(flagValue string) (string, error) {
+	u := flagValue
+	if u == "" {
+		u = envValue(c.environ, adminURLEnv)
+	}
+	if u == "" {
+		u = defaultAdminURL
+	}
+	return normalizeAdminURL(u)
 }
 
 // parseInterspersed parses flags wherever they stand among the positional

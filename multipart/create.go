@@ -2,7 +2,6 @@ package multipart
 
 import (
 	"context"
-	"encoding/xml"
 	"net/http"
 	"net/url"
 
@@ -21,26 +20,15 @@ type initiateResult struct {
 // the upload id the backend returns. If the session cannot be recorded the
 // new upload is aborted again, so no upload exists that nobody owns.
 func (s *Service) create(ctx context.Context, w http.ResponseWriter, c *Call) {
-	resp, err := s.send(c, nil)
-	if err != nil {
-		// The backend may have created an upload we never heard of; the
-		// reclaimer holds such an orphan for a person, never deletes it.
-		s.writeError(w, c, err)
-		return
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		s.relay(w, c, resp)
-		return
-	}
-	body, err := readBody(resp)
-	if err != nil {
-		s.writeError(w, c, s3err.ErrBadGateway)
-		return
-	}
+	// Without an answer the backend may still have created the upload;
+	// the reclaimer holds such an orphan for a person, never deletes it.
 	var res initiateResult
-	if err := xml.Unmarshal(body, &res); err != nil || res.UploadID == "" {
-		s.log.Error("create multipart upload: unreadable backend answer; upload not recorded", "id", c.RequestID, "err", err)
+	resp, body, ok := s.sendForXML(w, c, &res)
+	if !ok {
+		return
+	}
+	if res.UploadID == "" {
+		s.log.Error("create multipart upload: no upload id in the backend's answer", "id", c.RequestID)
 		s.writeError(w, c, s3err.ErrBadGateway)
 		return
 	}

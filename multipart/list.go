@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
 )
 
 // listParts serves ListParts, which counts as activity on the upload.
@@ -70,24 +69,9 @@ func hiddenFromListing(st etcdstore.SessionState) bool {
 // listUploads serves ListMultipartUploads from the backend's listing, less
 // the uploads whose sessions say they are aborted or being aborted.
 func (s *Service) listUploads(ctx context.Context, w http.ResponseWriter, c *Call) {
-	resp, err := s.send(c, nil)
-	if err != nil {
-		s.writeError(w, c, err)
-		return
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		s.relay(w, c, resp)
-		return
-	}
-	body, err := readBody(resp)
-	if err != nil {
-		s.writeError(w, c, s3err.ErrBadGateway)
-		return
-	}
 	var res listUploadsResult
-	if err := xml.Unmarshal(body, &res); err != nil {
-		s.writeError(w, c, s3err.ErrBadGateway)
+	resp, body, ok := s.sendForXML(w, c, &res)
+	if !ok {
 		return
 	}
 	hidden := 0

@@ -109,6 +109,32 @@ func (s *Service) send(c *Call, body []byte) (*http.Response, error) {
 	return resp, nil
 }
 
+// sendForXML forwards the call and reads a 200 answer whole, decoding its XML
+// into v. When there is nothing to decode (no answer, another status, an
+// unreadable document) it answers the client itself and returns ok false;
+// other statuses are relayed unchanged.
+func (s *Service) sendForXML(w http.ResponseWriter, c *Call, v any) (resp *http.Response, body []byte, ok bool) {
+	resp, err := s.send(c, nil)
+	if err != nil {
+		s.writeError(w, c, err)
+		return nil, nil, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.relay(w, c, resp)
+		return nil, nil, false
+	}
+	if body, err = readBody(resp); err == nil {
+		err = xml.Unmarshal(body, v)
+	}
+	if err != nil {
+		s.log.Error("unreadable backend answer", "id", c.RequestID, "op", c.Op, "err", err)
+		s.writeError(w, c, s3err.ErrBadGateway)
+		return nil, nil, false
+	}
+	return resp, body, true
+}
+
 // readBody reads a backend response body whole, up to maxResponseBody.
 func readBody(resp *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))

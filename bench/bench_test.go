@@ -22,7 +22,10 @@ import (
 )
 
 // TestMain removes what the harness shared (the sweepgate binary it built).
-func TestMain(m *testing.M) { harness.Main(m) }
+func TestMain(m *testing.M) {
+	runEtcdChild()
+	harness.Main(m)
+}
 
 // Workload sizes and shapes, from the foundation issue.
 const (

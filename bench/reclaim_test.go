@@ -1,0 +1,570 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/e2e/harness"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// The reclaimer benchmark (issue 4): one dry-run pass (Reclaimer.Plan, the
+// same inventory and classification a real pass makes, writing nothing)
+// over N real multipart uploads on MinIO, and over M session records in
+// etcd whose uploads the backend does not have, with the peak Go heap of
+// the pass. The pass runs in this process; etcd runs embedded in a child
+// process (this test binary again, see init below), so that the heap
+// measured is the reclaimer's and its client's, not etcd's index of a
+// million keys.
+const (
+	uploadsEnv      = "SWEEPGATE_BENCH_UPLOADS"
+	sessionsEnv     = "SWEEPGATE_BENCH_SESSIONS"
+	defaultUploads  = 10_000
+	defaultSessions = 1_000_000
+	// sessionTxn is how many session puts go in one etcd transaction, and
+	// sessionWriters how many transactions are in flight.
+	sessionTxn     = 128
+	sessionWriters = 8
+	// uploadWriters is how many uploads are created on MinIO at once.
+	uploadWriters = 32
+	// uploadPartSize is the one part each benchmark upload has.
+	uploadPartSize = 1024
+	// The session scan's memory passes when the peak at M is below twice
+	// the peak at M/10, or below targetScanHeapMiB whatever the ratio.
+	targetScanRatio   = 2.0
+	targetScanHeapMiB = 64
+	heapSampleEvery   = 10 * time.Millisecond
+	// etcdChildEnv makes this test binary an etcd server (see init).
+	etcdChildEnv = "SWEEPGATE_BENCH_ETCD_CHILD"
+)
+
+// passResult is one measured pass.
+type reclaimPass struct {
+	Name  string `json:"name"`
+	Title string `json:"title"`
+	// Items is what the pass went through (uploads or session records).
+	Items   int64   `json:"items"`
+	Unit    string  `json:"unit"`
+	Seconds float64 `json:"seconds"`
+	PerSec  float64 `json:"per_s"`
+	// PeakHeapBytes is the highest heap in use (runtime/metrics heap
+	// objects + unused heap spans) seen during the pass minus the heap in
+	// use after a GC just before it; PeakLiveBytes the same for the heap
+	// marked live by the GC cycles that ran during the pass.
+	PeakHeapBytes int64   `json:"peak_heap_bytes"`
+	PeakHeapMiB   float64 `json:"peak_heap_mib"`
+	PeakLiveBytes int64   `json:"peak_live_bytes"`
+	PeakLiveMiB   float64 `json:"peak_live_mib"`
+	HeapSamples   int     `json:"heap_samples"`
+	// Setup is how long writing the fixture took.
+	SetupSeconds float64 `json:"setup_seconds"`
+	// Plan figures, as the pass reported them.
+	Report map[string]int64 `json:"report"`
+}
+
+type reclaimResult struct {
+	Uploads  *reclaimPass  `json:"uploads,omitempty"`
+	Sessions []reclaimPass `json:"sessions,omitempty"`
+	// ScanRatio is peak heap at M over peak heap at M/10.
+	ScanRatio       float64  `json:"scan_ratio,omitempty"`
+	TargetScanRatio float64  `json:"target_scan_ratio"`
+	TargetScanMiB   float64  `json:"target_scan_mib"`
+	ScanStatus      string   `json:"scan_status,omitempty"`
+	Notes           []string `json:"notes,omitempty"`
+}
+
+// runEtcdChild turns this test binary into an embedded etcd server when the
+// benchmark started it as a child (so etcd's memory is not counted in the
+// benchmark's heap): it prints the client endpoint and serves until its stdin
+// closes, then exits. TestMain calls it first.
+func runEtcdChild() {
+	dir := os.Getenv(etcdChildEnv)
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	e, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{
+		DataDir: dir, ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
+		QuotaBackendBytes: 8 << 30,
+	})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "etcd child: %v\n", err)
+		os.Exit(2)
+	}
+	fmt.Printf("endpoint %s\n", strings.Join(e.Endpoints(), ","))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	e.Close()
+	os.Exit(0)
+}
+
+// startEtcdChild runs etcd in a child process and connects to it.
+func startEtcdChild(b *testing.B) *clientv3.Client {
+	b.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), etcdChildEnv+"="+filepath.Join(b.TempDir(), "etcd"))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start etcd child: %v", err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("etcd child did not start: %v", err)
+	}
+	eps, ok := strings.CutPrefix(strings.TrimSpace(line), "endpoint ")
+	if !ok {
+		b.Fatalf("etcd child said %q", line)
+	}
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Second)
+	defer cancel()
+	cli, err := etcdstore.Connect(ctx, strings.Split(eps, ","), 5*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// envCount reads a positive count from the environment.
+func envCount(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive count", name, v)
+	}
+	return n
+}
+
+// heapSampler records the peak Go heap every heapSampleEvery.
+type heapSampler struct {
+	baseHeap, baseLive int64
+	peakHeap, peakLive atomic.Int64
+	samples            atomic.Int64
+	stop               chan struct{}
+	done               chan struct{}
+}
+
+var heapMetrics = []string{"/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes", "/gc/heap/live:bytes"}
+
+func readHeap(s []metrics.Sample) (inuse, live int64) {
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64() + s[1].Value.Uint64()), int64(s[2].Value.Uint64())
+}
+
+func startHeapSampler() *heapSampler {
+	runtime.GC()
+	runtime.GC()
+	s := make([]metrics.Sample, len(heapMetrics))
+	for i, n := range heapMetrics {
+		s[i].Name = n
+	}
+	h := &heapSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	h.baseHeap, h.baseLive = readHeap(s)
+	h.peakHeap.Store(h.baseHeap)
+	h.peakLive.Store(h.baseLive)
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(heapSampleEvery)
+		defer t.Stop()
+		for {
+			inuse, live := readHeap(s)
+			h.samples.Add(1)
+			if inuse > h.peakHeap.Load() {
+				h.peakHeap.Store(inuse)
+			}
+			if live > h.peakLive.Load() {
+				h.peakLive.Store(live)
+			}
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heapSampler) finish(p *reclaimPass) {
+	close(h.stop)
+	<-h.done
+	p.PeakHeapBytes = h.peakHeap.Load() - h.baseHeap
+	p.PeakLiveBytes = h.peakLive.Load() - h.baseLive
+	p.PeakHeapMiB = float64(p.PeakHeapBytes) / mib
+	p.PeakLiveMiB = float64(p.PeakLiveBytes) / mib
+	p.HeapSamples = int(h.samples.Load())
+}
+
+// reclaimWorld is MinIO and etcd (in a child) with a backend client.
+type reclaimWorld struct {
+	minio   *harness.MinIO
+	direct  minio.Core
+	backend multipart.Backend
+	cli     *clientv3.Client
+}
+
+// newReclaimWorld starts a MinIO for the rest of b and uses etcd cli.
+func newReclaimWorld(b *testing.B, cli *clientv3.Client) *reclaimWorld {
+	b.Helper()
+	w := &reclaimWorld{minio: harness.StartMinIO(b), cli: cli}
+	mc, err := harness.NewMinioGo(w.minio.Endpoint, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w.direct = minio.Core{Client: mc}
+	if w.backend, err = gateway.NewBackendClient(w.minio.Endpoint, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey); err != nil {
+		b.Fatal(err)
+	}
+	return w
+}
+
+func (w *reclaimWorld) store(b *testing.B, prefix string) *etcdstore.Store {
+	keys, err := etcdstore.NewKeys(prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return etcdstore.NewStore(w.cli, keys)
+}
+
+// plan runs one measured dry-run pass with store's sessions.
+func (w *reclaimWorld) plan(b *testing.B, store *etcdstore.Store, p *reclaimPass) reclaim.Report {
+	b.Helper()
+	svc, err := multipart.New(multipart.Config{Store: store, Backend: w.backend})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := reclaim.New(reclaim.Config{
+		Store: store, Sessions: svc, Backend: w.backend, ID: "bench",
+		// Everything else at its default: batches of 1000, 8 uploads
+		// examined at once, 1000 missing-session checks, 24h grace.
+		Interval: 24 * time.Hour,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+	defer cancel()
+	h := startHeapSampler()
+	start := time.Now()
+	rep, err := r.Plan(ctx)
+	elapsed := time.Since(start)
+	h.finish(p)
+	if err != nil {
+		b.Fatalf("%s: plan: %v", p.Name, err)
+	}
+	p.Seconds = elapsed.Seconds()
+	p.PerSec = float64(p.Items) / elapsed.Seconds()
+	p.Report = map[string]int64{
+		"keep": rep.Uploads.Keep.Sessions, "mark": rep.Uploads.Mark.Sessions, "delete": rep.Uploads.Delete.Sessions,
+		"hold": rep.Uploads.Hold.Sessions, "missing": rep.Totals.Missing, "missing_unverified": rep.Totals.MissingUnverified,
+		"orphans": rep.Totals.Orphans, "stuck": rep.Totals.Stuck, "vanished": rep.Vanished,
+	}
+	return rep
+}
+
+func reportPass(b *testing.B, p *reclaimPass) {
+	b.ReportMetric(p.PerSec, p.Unit+"/s")
+	b.ReportMetric(p.PeakHeapMiB, "peak-heap-MiB")
+}
+
+// benchSession is the record of one benchmark session.
+func benchSession(bucket, key, id string, created, last time.Time) (string, error) {
+	s := &etcdstore.Session{Bucket: bucket, Key: key, UploadID: id, Owner: "bench", Created: created, LastActivity: last}
+	s.Transition(etcdstore.StateActive, created, "gateway", "created")
+	return etcdstore.MarshalSession(s)
+}
+
+// putSessions writes n sessions through store's keys, sessionTxn puts per
+// transaction, sessionWriters transactions at once. rec returns the i-th
+// session's upload id and record.
+func putSessions(ctx context.Context, store *etcdstore.Store, bucket string, n int, rec func(i int) (id, val string, err error)) error {
+	batches := make(chan int)
+	errs := make(chan error, sessionWriters)
+	var wg sync.WaitGroup
+	for range sessionWriters {
+		wg.Go(func() {
+			for first := range batches {
+				ops := make([]clientv3.Op, 0, sessionTxn)
+				for i := first; i < min(first+sessionTxn, n); i++ {
+					id, val, err := rec(i)
+					if err != nil {
+						errs <- err
+						return
+					}
+					ops = append(ops, clientv3.OpPut(store.Keys().Session(bucket, id), val))
+				}
+				if _, err := store.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
+					errs <- fmt.Errorf("write sessions %d..%d: %w", first, first+len(ops)-1, err)
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for first := 0; first < n; first += sessionTxn {
+		select {
+		case batches <- first:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(batches)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+// BenchmarkReclaimPass measures one reclaim pass (a dry run: Plan) over
+// real uploads on MinIO and over session records in etcd.
+func BenchmarkReclaimPass(b *testing.B) {
+	nUploads := envCount(b, uploadsEnv, defaultUploads)
+	nSessions := envCount(b, sessionsEnv, defaultSessions)
+	cli := startEtcdChild(b)
+	res := reclaimResult{TargetScanRatio: targetScanRatio, TargetScanMiB: targetScanHeapMiB}
+	res.Notes = append(res.Notes,
+		"passes are dry runs (Reclaimer.Plan): the inventory and classification of a real pass, no writes",
+		"etcd runs embedded in a child process; the heap figures are the benchmark process's: the reclaimer and its etcd and S3 clients")
+
+	b.Run("Uploads_MinIO", func(b *testing.B) {
+		// The framework runs a sub-benchmark again with a larger b.N when
+		// it took under -benchtime; the pass is measured once.
+		if res.Uploads == nil {
+			p := benchUploads(b, newReclaimWorld(b, cli), nUploads)
+			res.Uploads = &p
+		}
+		reportPass(b, res.Uploads)
+	})
+	b.Run("Sessions_etcd", func(b *testing.B) {
+		// A MinIO of its own: a pass inventories every bucket, and the
+		// uploads above would be counted as orphans here.
+		if res.Sessions == nil {
+			w := newReclaimWorld(b, cli)
+			small := max(nSessions/10, 1)
+			for i, n := range []int{small, nSessions} {
+				p := benchSessions(b, w, fmt.Sprintf("/bench-sessions-%d/", i), n)
+				res.Sessions = append(res.Sessions, p)
+			}
+		}
+		reportPass(b, &res.Sessions[len(res.Sessions)-1])
+	})
+	if len(res.Sessions) == 2 {
+		small, large := res.Sessions[0], res.Sessions[1]
+		if small.PeakHeapBytes > 0 {
+			res.ScanRatio = float64(large.PeakHeapBytes) / float64(small.PeakHeapBytes)
+		}
+		res.ScanStatus = statusBelow
+		if large.PeakHeapBytes < int64(targetScanRatio*float64(small.PeakHeapBytes)) || large.PeakHeapMiB < targetScanHeapMiB {
+			res.ScanStatus = statusPass
+		}
+	}
+	printReclaim(os.Stdout, &res)
+	path, err := mergeResults("reclaim_pass", &res)
+	if err != nil {
+		b.Fatalf("%v", err)
+	}
+	fmt.Fprintf(os.Stdout, "results: %s\n\n", path)
+}
+
+// benchUploads creates n uploads with one tiny part each directly on MinIO,
+// a session for each (half idle for 30h, half active a minute ago), and
+// plans a pass over them.
+func benchUploads(b *testing.B, w *reclaimWorld, n int) reclaimPass {
+	ctx := b.Context()
+	p := reclaimPass{Name: "uploads_minio", Title: fmt.Sprintf("plan pass, %d uploads on MinIO", n), Items: int64(n), Unit: "uploads"}
+	const bucket = "reclaim-bench"
+	if err := w.direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	store := w.store(b, "/bench-uploads/")
+	setup := time.Now()
+	ids := make([]string, n)
+	part := bytes.Repeat([]byte{0xab}, uploadPartSize)
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	for range uploadWriters {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || failed.Load() != nil {
+					return
+				}
+				key := fmt.Sprintf("obj/%06d", i)
+				id, err := w.direct.NewMultipartUpload(ctx, bucket, key, minio.PutObjectOptions{})
+				if err == nil {
+					_, err = w.direct.PutObjectPart(ctx, bucket, key, id, 1, bytes.NewReader(part), uploadPartSize, minio.PutObjectPartOptions{})
+				}
+				if err != nil {
+					failed.CompareAndSwap(nil, fmt.Errorf("upload %s: %w", key, err))
+					return
+				}
+				ids[i] = id
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if err := putSessions(ctx, store, bucket, n, func(i int) (string, string, error) {
+		last := now.Add(-time.Minute)
+		if i%2 == 0 {
+			last = now.Add(-30 * time.Hour)
+		}
+		val, err := benchSession(bucket, fmt.Sprintf("obj/%06d", i), ids[i], now.Add(-31*time.Hour), last)
+		return ids[i], val, err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	p.SetupSeconds = time.Since(setup).Seconds()
+	rep := w.plan(b, store, &p)
+	if got := rep.Uploads.Keep.Sessions + rep.Uploads.Mark.Sessions + rep.Uploads.Delete.Sessions + rep.Uploads.Hold.Sessions; got != int64(n) {
+		b.Fatalf("the pass counted %d uploads, want %d (report %+v)", got, n, p.Report)
+	}
+	return p
+}
+
+// benchSessions writes n active sessions in an (empty) bucket on MinIO that
+// has no uploads and plans a pass: the pass scans every session of the
+// bucket at its revision, checks the first MissingCheckBudget of them on
+// the backend and counts the rest as unverified.
+func benchSessions(b *testing.B, w *reclaimWorld, prefix string, n int) reclaimPass {
+	ctx := b.Context()
+	bucket := "sessions-" + strconv.Itoa(n)
+	p := reclaimPass{Name: fmt.Sprintf("sessions_etcd_%d", n), Title: fmt.Sprintf("plan pass, %d sessions, no uploads", n), Items: int64(n), Unit: "records"}
+	if err := w.direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	store := w.store(b, prefix)
+	setup := time.Now()
+	now := time.Now().UTC()
+	if err := putSessions(ctx, store, bucket, n, func(i int) (string, string, error) {
+		id := fmt.Sprintf("upload-%08d", i)
+		val, err := benchSession(bucket, fmt.Sprintf("obj/%08d", i), id, now.Add(-2*time.Hour), now.Add(-time.Hour))
+		return id, val, err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	p.SetupSeconds = time.Since(setup).Seconds()
+	rep := w.plan(b, store, &p)
+	if got := rep.Totals.Missing + rep.Totals.MissingUnverified; got != int64(n) {
+		b.Fatalf("the pass went through %d sessions, want %d (report %+v)", got, n, p.Report)
+	}
+	return p
+}
+
+func printReclaim(out io.Writer, res *reclaimResult) {
+	fmt.Fprintf(out, "\nreclaim pass (%s, %d CPUs, GOMAXPROCS %d)\n", runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(out, "Peak heap: highest Go heap in use during the pass minus the heap after a GC before it (live: GC-marked live heap).\n")
+	fmt.Fprintf(out, "%-*s %14s %14s %14s %9s\n", titleWidth, "pass", "rate", "peak heap", "peak live", "setup")
+	line := func(p *reclaimPass) {
+		fmt.Fprintf(out, "%-*s %14s %14s %14s %9s\n", titleWidth, p.Title,
+			fmt.Sprintf("%.0f %s/s", p.PerSec, p.Unit), fmt.Sprintf("+%.1f MiB", p.PeakHeapMiB),
+			fmt.Sprintf("+%.1f MiB", p.PeakLiveMiB), fmt.Sprintf("%.0fs", p.SetupSeconds))
+		keys := []string{"keep", "mark", "delete", "hold", "missing", "missing_unverified"}
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, p.Report[k]))
+		}
+		fmt.Fprintf(out, "    %.1fs; plan: %s\n", p.Seconds, strings.Join(parts, ", "))
+	}
+	if res.Uploads != nil {
+		line(res.Uploads)
+	}
+	for i := range res.Sessions {
+		line(&res.Sessions[i])
+	}
+	if len(res.Sessions) == 2 {
+		fmt.Fprintf(out, "%-*s %14s %14s %14s %9s  %s\n", titleWidth,
+			fmt.Sprintf("session scan peak heap, %d vs %d", res.Sessions[1].Items, res.Sessions[0].Items), "",
+			fmt.Sprintf("x%.2f", res.ScanRatio), "", "",
+			fmt.Sprintf("< x%.0f or < %d MiB  %s", targetScanRatio, targetScanHeapMiB, res.ScanStatus))
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(out, "    note: %s\n", n)
+	}
+}
+
+// mergeResults adds res under name to the results file (written by
+// BenchmarkGateway when it ran first), keeping what it holds.
+func mergeResults(name string, res any) (string, error) {
+	path := os.Getenv(resultsEnv)
+	if path == "" {
+		path = defaultResults
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("results path %s: %w", path, err)
+	}
+	all := map[string]json.RawMessage{}
+	if old, err := os.ReadFile(abs); err == nil {
+		if err := json.Unmarshal(old, &all); err != nil {
+			return "", fmt.Errorf("results %s: %w", abs, err)
+		}
+	} else if !os.IsNotExist(err) {
+		return "", err
+	}
+	body, err := json.Marshal(res)
+	if err != nil {
+		return "", err
+	}
+	all[name] = body
+	b, err := json.MarshalIndent(all, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return "", err
+	}
+	return abs, os.WriteFile(abs, append(b, '\n'), 0o644)
+}

@@ -12,33 +12,14 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 )
 
 // newGaugeTestStore starts an embedded etcd for one test and returns a store
 // over it.
 func newGaugeTestStore(t *testing.T) *etcdstore.Store {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	e, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{
-		DataDir:   t.TempDir(),
-		ClientURL: "http://127.0.0.1:0",
-		PeerURL:   "http://127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatalf("StartEmbedded: %v", err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := etcdstore.Connect(ctx, e.Endpoints(), 5*time.Second)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	keys, err := etcdstore.NewKeys("/gauge-test/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return etcdstore.NewStore(cli, keys)
+	return etcdtest.NewStore(t, "/gauge-test/")
 }
 
 // gaugeValues reads sweepgate_sessions from reg, by state.

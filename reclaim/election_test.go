@@ -8,27 +8,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
 // startEtcd starts an embedded etcd for a test and returns a client.
 func startEtcd(t *testing.T) (*etcdstore.Embedded, *clientv3.Client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	srv, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{
-		DataDir: t.TempDir(), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	cli, err := etcdstore.Connect(ctx, srv.Endpoints(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return srv, cli
+	return etcdtest.Start(t)
 }
 
 const electionPrefix = "/sweepgate-test/reclaim/election/"

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -18,33 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 )
 
 // newAPITestStore starts an embedded etcd for one test and returns a store
 // over it.
 func newAPITestStore(t *testing.T) *etcdstore.Store {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	e, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{
-		DataDir:   filepath.Join(t.TempDir(), "etcd"),
-		ClientURL: "http://127.0.0.1:0",
-		PeerURL:   "http://127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatalf("StartEmbedded: %v", err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := etcdstore.Connect(ctx, e.Endpoints(), 5*time.Second)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	keys, err := etcdstore.NewKeys(etcdstore.DefaultPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return etcdstore.NewStore(cli, keys)
+	return etcdtest.NewStore(t, etcdstore.DefaultPrefix)
 }
 
 // newAdminServer serves the real admin handler over store (nil: sessions

@@ -364,6 +364,13 @@ type responseRecorder struct {
 }
 
 func (w *responseRecorder) WriteHeader(code int) {
+	if code == http.StatusContinue {
+		// net/http answers the client's Expect: 100-continue itself when
+		// the body is first read (which happens once the backend has said
+		// 100 Continue); forwarding the backend's own 100 as well would
+		// send the client a second one.
+		return
+	}
 	if w.status == 0 && code >= 200 {
 		w.status = code
 		lowerMetadataNames(w.Header())

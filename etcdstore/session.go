@@ -103,6 +103,39 @@ func (s *Session) Transition(to SessionState, at time.Time, actor, reason string
 	s.State = to
 }
 
+// LastChange is when the session last changed state (its last history
+// entry), or, without history, its last activity or creation.
+func (s *Session) LastChange() time.Time {
+	if n := len(s.History); n > 0 {
+		return s.History[n-1].At
+	}
+	if !s.LastActivity.IsZero() {
+		return s.LastActivity
+	}
+	return s.Created
+}
+
+// StateSince is when the session entered its current state. Re-recording
+// the same state (a doubt noted on a completing session, a stuck flag) does
+// not restart the clock that limits such as the stuck limit run on.
+func (s *Session) StateSince() time.Time {
+	var since time.Time
+	for i := len(s.History) - 1; i >= 0; i-- {
+		h := s.History[i]
+		if h.To != s.State {
+			break
+		}
+		since = h.At
+		if h.From != s.State {
+			break
+		}
+	}
+	if since.IsZero() {
+		return s.LastChange()
+	}
+	return since
+}
+
 // Activity is the latest client activity on an upload, kept at Keys.Activity.
 type Activity struct {
 	At time.Time `json:"at"`

@@ -189,7 +189,7 @@ func (r *reconcileRun) run(ctx context.Context) error {
 		sess := &v.Value
 		switch sess.State {
 		case etcdstore.StateAborting, etcdstore.StateCleanupPending, etcdstore.StateCompleting:
-			if !r.older(lastChange(sess), r.opts.After) {
+			if !r.older(sess.LastChange(), r.opts.After) {
 				r.rep.Young++
 				r.countStuck(sess)
 				return nil
@@ -201,7 +201,7 @@ func (r *reconcileRun) run(ctx context.Context) error {
 			}
 			due = append(due, v)
 		case etcdstore.StateCompleted, etcdstore.StateAborted:
-			if r.opts.Retention <= 0 || !r.older(lastChange(sess), r.opts.Retention) {
+			if r.opts.Retention <= 0 || !r.older(sess.LastChange(), r.opts.Retention) {
 				return nil
 			}
 			if len(prune) >= r.opts.MaxPrune {
@@ -276,7 +276,7 @@ func (r *reconcileRun) countStuck(sess *etcdstore.Session) {
 }
 
 func (r *reconcileRun) stuck(sess *etcdstore.Session) bool {
-	return r.opts.StuckLimit > 0 && r.older(stateSince(sess), r.opts.StuckLimit)
+	return r.opts.StuckLimit > 0 && r.older(sess.StateSince(), r.opts.StuckLimit)
 }
 
 // unsettled counts and logs a session the run could not check or settle.
@@ -395,7 +395,7 @@ func (r *reconcileRun) settleCompleting(ctx context.Context, v etcdstore.Version
 	if strings.HasPrefix(sess.Uncertain, stuckNote) {
 		return nil // flagged already: the record is not rewritten every run
 	}
-	since := stateSince(sess)
+	since := sess.StateSince()
 	note := fmt.Sprintf("%scompleting since %s, past the stuck limit of %s; %s; a person should look (the session is never reverted or deleted by cleanup)",
 		stuckNote, since.UTC().Format(time.RFC3339), r.opts.StuckLimit, found)
 	r.s.log.Warn("reconcile: completing session stuck; flagged for a person", "bucket", sess.Bucket, "key", sess.Key, "upload_id", sess.UploadID,
@@ -422,7 +422,7 @@ func (r *reconcileRun) prune(ctx context.Context, v etcdstore.Versioned[etcdstor
 	}
 	r.rep.Pruned++
 	r.s.log.Info("reconcile: pruned session past retention", "bucket", sess.Bucket, "key", sess.Key, "upload_id", sess.UploadID,
-		"state", sess.State, "since", lastChange(sess), "retention", r.opts.Retention, "actor", r.opts.Actor)
+		"state", sess.State, "since", sess.LastChange(), "retention", r.opts.Retention, "actor", r.opts.Actor)
 	return nil
 }
 
@@ -536,37 +536,4 @@ func (s *Service) completedObject(ctx context.Context, sess *etcdstore.Session) 
 		return nil, "no object at the key", nil
 	}
 	return nil, "", fmt.Errorf("head object: backend answered %s", resp.Status)
-}
-
-// lastChange is when the session last changed state (its last history
-// entry), which the After and Retention thresholds are measured from.
-func lastChange(sess *etcdstore.Session) time.Time {
-	if n := len(sess.History); n > 0 {
-		return sess.History[n-1].At
-	}
-	if !sess.LastActivity.IsZero() {
-		return sess.LastActivity
-	}
-	return sess.Created
-}
-
-// stateSince is when the session entered its current state: re-recording a
-// state (a doubt noted on a completing session) does not restart the clock
-// the stuck limit runs on.
-func stateSince(sess *etcdstore.Session) time.Time {
-	var since time.Time
-	for i := len(sess.History) - 1; i >= 0; i-- {
-		h := sess.History[i]
-		if h.To != sess.State {
-			break
-		}
-		since = h.At
-		if h.From != sess.State {
-			break
-		}
-	}
-	if since.IsZero() {
-		return lastChange(sess)
-	}
-	return since
 }

@@ -99,7 +99,7 @@ func Classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 	switch {
 	case sess.State == etcdstore.StateCompleting:
 		d.Verdict = Keep
-		d.Since = completingSince(sess)
+		d.Since = sess.StateSince()
 		d.Reason = "completing: never deleted by cleanup"
 		if p.StuckLimit > 0 && now.Sub(d.Since) > p.StuckLimit {
 			d.Stuck = true
@@ -161,27 +161,6 @@ func lastActivity(sess *etcdstore.Session, act *etcdstore.Activity) time.Time {
 		last = act.At
 	}
 	return last
-}
-
-// completingSince is when the session entered completing. A completing
-// session re-recorded as completing (the reconciler noting a doubt or
-// flagging it stuck) does not restart the clock the stuck limit runs on.
-func completingSince(sess *etcdstore.Session) time.Time {
-	var since time.Time
-	for i := len(sess.History) - 1; i >= 0; i-- {
-		h := sess.History[i]
-		if h.To != etcdstore.StateCompleting {
-			break
-		}
-		since = h.At
-		if h.From != etcdstore.StateCompleting {
-			break
-		}
-	}
-	if since.IsZero() {
-		return sess.LastActivity
-	}
-	return since
 }
 
 // checkTimes finds a recorded time later than now plus the skew allowance.

@@ -1,0 +1,316 @@
+// Package cas describes content-addressed storage kept on the backend: the
+// namespaces whose object keys carry a digest (blobs) and the reference
+// sources whose objects name digests (manifests, link or pointer files). It
+// finds the digest in a blob's key and the digests in a reference object's
+// body, and nothing else: recording references is etcdstore's, deciding
+// what to delete is reclaim's.
+//
+// A digest is written "<algorithm>:<lower-case hex>", such as
+// "sha256:9f86d081...", whatever the layout it was found in.
+package cas
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// The defaults match a registry-like layout: blobs under blobs/sha256/<hex>
+// and JSON manifests that name "sha256:<hex>" digests. The source pattern
+// also finds the digests of Git LFS pointer files ("oid sha256:<hex>").
+const (
+	DefaultNamespacePattern = `^(?P<hex>[0-9a-f]{64})$`
+	DefaultSourcePattern    = `(?P<algo>sha256):(?P<hex>[0-9a-f]{64})`
+	DefaultAlgorithm        = "sha256"
+	DefaultMaxBody          = 4 << 20
+)
+
+// MaxDigestsPerObject is the most digests one reference object may name.
+// Its references are recorded in one etcd transaction, which etcd limits to
+// 128 operations (old references removed, new ones written, revision
+// shards advanced); an object naming more is refused, never recorded in part.
+const MaxDigestsPerObject = 50
+
+// ErrTooManyDigests says a reference object names more digests than
+// MaxDigestsPerObject.
+var ErrTooManyDigests = fmt.Errorf("cas: the object names more than %d digests", MaxDigestsPerObject)
+
+// algorithms are the digest algorithms and their hex lengths. Only these
+// can be verified on write.
+var algorithms = map[string]func() hash.Hash{"sha256": sha256.New}
+
+// Namespace is a bucket prefix whose object keys carry the digest of their
+// content.
+type Namespace struct {
+	// Name identifies the namespace in logs and reports.
+	Name   string
+	Bucket string
+	// Prefix starts every key of the namespace; Pattern sees the rest.
+	Prefix string
+	// Pattern matches the part of a key after Prefix and captures the
+	// digest's hex in the group "hex" (and its algorithm in "algo", or
+	// Algorithm applies).
+	Pattern   *regexp.Regexp
+	Algorithm string
+	// Verify makes the gateway refuse (BadDigest) a blob whose content does
+	// not hash to the digest in its key.
+	Verify bool
+}
+
+// Source is a bucket prefix whose objects name digests in their bodies.
+type Source struct {
+	// Name identifies the source in logs and reports.
+	Name   string
+	Bucket string
+	Prefix string
+	// Pattern finds digests in a body: each match's "hex" group (and "algo"
+	// group, or Algorithm) names one.
+	Pattern   *regexp.Regexp
+	Algorithm string
+	// MaxBody is the largest body that is parsed. A larger object in the
+	// source is refused, since its references could not be recorded whole.
+	MaxBody int64
+}
+
+// NewNamespace returns a namespace, filling in the default pattern and
+// algorithm for empty ones.
+func NewNamespace(name, bucket, prefix, pattern string, verify bool) (Namespace, error) {
+	if bucket == "" {
+		return Namespace{}, errors.New("cas: a namespace needs a bucket")
+	}
+	if pattern == "" {
+		pattern = DefaultNamespacePattern
+	}
+	re, err := compile(pattern)
+	if err != nil {
+		return Namespace{}, fmt.Errorf("cas: namespace %s pattern: %w", bucket+"/"+prefix, err)
+	}
+	if name == "" {
+		name = bucket + "/" + prefix
+	}
+	return Namespace{Name: name, Bucket: bucket, Prefix: prefix, Pattern: re, Algorithm: DefaultAlgorithm, Verify: verify}, nil
+}
+
+// NewSource returns a reference source, filling in the default pattern,
+// algorithm and body limit for empty ones.
+func NewSource(name, bucket, prefix, pattern string, maxBody int64) (Source, error) {
+	if bucket == "" {
+		return Source{}, errors.New("cas: a reference source needs a bucket")
+	}
+	if pattern == "" {
+		pattern = DefaultSourcePattern
+	}
+	re, err := compile(pattern)
+	if err != nil {
+		return Source{}, fmt.Errorf("cas: source %s pattern: %w", bucket+"/"+prefix, err)
+	}
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBody
+	}
+	if name == "" {
+		name = bucket + "/" + prefix
+	}
+	return Source{Name: name, Bucket: bucket, Prefix: prefix, Pattern: re, Algorithm: DefaultAlgorithm, MaxBody: maxBody}, nil
+}
+
+func compile(pattern string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	if re.SubexpIndex("hex") < 0 {
+		return nil, fmt.Errorf("%q has no group named hex, such as (?P<hex>[0-9a-f]{64})", pattern)
+	}
+	return re, nil
+}
+
+// ParseSpec splits the short form of a namespace or source, "BUCKET/PREFIX"
+// (the prefix may be empty), as flags and environment variables give it.
+func ParseSpec(spec string) (bucket, prefix string, err error) {
+	bucket, prefix, _ = strings.Cut(strings.TrimSpace(spec), "/")
+	if bucket == "" {
+		return "", "", fmt.Errorf("cas: %q: want BUCKET/PREFIX", spec)
+	}
+	return bucket, prefix, nil
+}
+
+// digestOf builds a digest from one match of re in s.
+func digestOf(re *regexp.Regexp, algorithm string, s string, m []int) (string, bool) {
+	group := func(name string) string {
+		i := re.SubexpIndex(name)
+		if i < 0 || m[2*i] < 0 {
+			return ""
+		}
+		return s[m[2*i]:m[2*i+1]]
+	}
+	algo := group("algo")
+	if algo == "" {
+		algo = algorithm
+	}
+	d := strings.ToLower(algo) + ":" + strings.ToLower(group("hex"))
+	return d, Valid(d)
+}
+
+// Valid reports whether d is a digest of a known algorithm with a hex value
+// of the right length.
+func Valid(d string) bool {
+	algo, hexs, ok := strings.Cut(d, ":")
+	newHash, known := algorithms[algo]
+	if !ok || !known || len(hexs) != 2*newHash().Size() {
+		return false
+	}
+	for _, c := range []byte(hexs) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewHash returns a hash for d's algorithm, to verify content against it.
+func NewHash(d string) (hash.Hash, bool) {
+	algo, _, _ := strings.Cut(d, ":")
+	newHash, ok := algorithms[algo]
+	if !ok {
+		return nil, false
+	}
+	return newHash(), true
+}
+
+// Digest returns the digest that key carries, and false when key is not a
+// blob of the namespace.
+func (n *Namespace) Digest(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, n.Prefix)
+	if !ok {
+		return "", false
+	}
+	m := n.Pattern.FindStringSubmatchIndex(rest)
+	if m == nil || m[0] != 0 || m[1] != len(rest) {
+		return "", false
+	}
+	return digestOf(n.Pattern, n.Algorithm, rest, m)
+}
+
+// Contains reports whether key lies in the namespace's prefix.
+func (n *Namespace) Contains(key string) bool { return strings.HasPrefix(key, n.Prefix) }
+
+// Contains reports whether key lies in the source's prefix.
+func (s *Source) Contains(key string) bool { return strings.HasPrefix(key, s.Prefix) }
+
+// Extract returns the digests that body names, sorted and without repeats.
+// It fails with ErrTooManyDigests past MaxDigestsPerObject, so that a
+// caller never records part of an object's references.
+func (s *Source) Extract(body []byte) ([]string, error) {
+	var out []string
+	seen := make(map[string]bool)
+	for _, m := range s.Pattern.FindAllSubmatchIndex(body, -1) {
+		d, ok := digestOf(s.Pattern, s.Algorithm, string(body[m[0]:m[1]]), shift(m, m[0]))
+		if !ok || seen[d] {
+			continue
+		}
+		if len(out) == MaxDigestsPerObject {
+			return nil, ErrTooManyDigests
+		}
+		seen[d] = true
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// shift makes the submatch indexes m relative to offset.
+func shift(m []int, offset int) []int {
+	out := make([]int, len(m))
+	for i, v := range m {
+		if v >= 0 {
+			v -= offset
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// Layout is every namespace and source of a deployment.
+type Layout struct {
+	Namespaces []Namespace
+	Sources    []Source
+}
+
+// Empty reports whether the layout names nothing, so that digest
+// reclamation is off.
+func (l *Layout) Empty() bool { return l == nil || len(l.Namespaces) == 0 && len(l.Sources) == 0 }
+
+// Namespace returns the namespace that key of bucket lies in (nil when
+// none), and the digest it carries (ok false when it lies in the prefix but
+// does not match the pattern).
+func (l *Layout) Namespace(bucket, key string) (ns *Namespace, digest string, ok bool) {
+	if l == nil {
+		return nil, "", false
+	}
+	for i := range l.Namespaces {
+		n := &l.Namespaces[i]
+		if n.Bucket == bucket && n.Contains(key) {
+			d, ok := n.Digest(key)
+			return n, d, ok
+		}
+	}
+	return nil, "", false
+}
+
+// Source returns the reference source that key of bucket lies in, or nil.
+func (l *Layout) Source(bucket, key string) *Source {
+	if l == nil {
+		return nil
+	}
+	for i := range l.Sources {
+		s := &l.Sources[i]
+		if s.Bucket == bucket && s.Contains(key) {
+			return s
+		}
+	}
+	return nil
+}
+
+// HasBucket reports whether any namespace or source lies in bucket.
+func (l *Layout) HasBucket(bucket string) bool {
+	if l == nil {
+		return false
+	}
+	for _, n := range l.Namespaces {
+		if n.Bucket == bucket {
+			return true
+		}
+	}
+	for _, s := range l.Sources {
+		if s.Bucket == bucket {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate refuses a layout in which one key could belong to two places: a
+// namespace and a source, or two of either, whose prefixes overlap in one
+// bucket.
+func (l *Layout) Validate() error {
+	type place struct{ name, bucket, prefix string }
+	var all []place
+	for _, n := range l.Namespaces {
+		all = append(all, place{"namespace " + n.Name, n.Bucket, n.Prefix})
+	}
+	for _, s := range l.Sources {
+		all = append(all, place{"source " + s.Name, s.Bucket, s.Prefix})
+	}
+	for i, a := range all {
+		for _, b := range all[i+1:] {
+			if a.bucket == b.bucket && (strings.HasPrefix(a.prefix, b.prefix) || strings.HasPrefix(b.prefix, a.prefix)) {
+				return fmt.Errorf("cas: %s and %s overlap in bucket %s (prefixes %q and %q)", a.name, b.name, a.bucket, a.prefix, b.prefix)
+			}
+		}
+	}
+	return nil
+}

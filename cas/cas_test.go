@@ -1,0 +1,159 @@
+package cas
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func hex64(i int) string { return fmt.Sprintf("%064x", i) }
+
+func TestNamespaceDigest(t *testing.T) {
+	t.Parallel()
+	reg, err := NewNamespace("", "reg", "blobs/sha256/", "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lfs, err := NewNamespace("lfs", "lfs", "lfs/objects/", `^[0-9a-f]{2}/[0-9a-f]{2}/(?P<hex>[0-9a-f]{64})$`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hex64(0xabcdef7)
+	tests := []struct {
+		ns   *Namespace
+		key  string
+		want string
+	}{
+		{&reg, "blobs/sha256/" + h, "sha256:" + h},
+		{&reg, "blobs/sha256/" + h + "/data", ""},
+		{&reg, "blobs/sha256/" + strings.ToUpper(h), ""},
+		{&reg, "blobs/sha256/" + h[:63], ""},
+		{&reg, "manifests/" + h, ""},
+		{&lfs, "lfs/objects/" + h[:2] + "/" + h[2:4] + "/" + h, "sha256:" + h},
+	}
+	for _, tt := range tests {
+		got, ok := tt.ns.Digest(tt.key)
+		if ok != (tt.want != "") || got != tt.want && tt.want != "" {
+			t.Errorf("%s Digest(%q) = %q, %v; want %q", tt.ns.Name, tt.key, got, ok, tt.want)
+		}
+	}
+	if reg.Name != "reg/blobs/sha256/" {
+		t.Errorf("default name = %q", reg.Name)
+	}
+}
+
+func TestSourceExtract(t *testing.T) {
+	t.Parallel()
+	src, err := NewSource("", "reg", "manifests/", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := hex64(1), hex64(2)
+	manifest := fmt.Sprintf(`{"config":{"digest":"sha256:%s"},"layers":[{"digest":"sha256:%s"},{"digest":"sha256:%s"},{"digest":"sha512:%s"}]}`, b, a, b, a)
+	got, err := src.Extract([]byte(manifest))
+	if err != nil || !slices.Equal(got, []string{"sha256:" + a, "sha256:" + b}) {
+		t.Fatalf("Extract = %v, %v", got, err)
+	}
+	lfsPointer := "version https://git-lfs.github.com/spec/v1\noid sha256:" + a + "\nsize 12345\n"
+	if got, _ := src.Extract([]byte(lfsPointer)); !slices.Equal(got, []string{"sha256:" + a}) {
+		t.Fatalf("Extract(LFS pointer) = %v", got)
+	}
+	var many strings.Builder
+	for i := range MaxDigestsPerObject + 1 {
+		fmt.Fprintf(&many, "sha256:%s\n", hex64(i))
+	}
+	if _, err := src.Extract([]byte(many.String())); !errors.Is(err, ErrTooManyDigests) {
+		t.Fatalf("Extract(too many) = %v", err)
+	}
+	if src.MaxBody != DefaultMaxBody {
+		t.Fatalf("default MaxBody = %d", src.MaxBody)
+	}
+}
+
+func TestPatternsNeedAHexGroup(t *testing.T) {
+	t.Parallel()
+	if _, err := NewNamespace("", "b", "p/", `^[0-9a-f]{64}$`, false); err == nil {
+		t.Fatal("a pattern without a hex group was accepted")
+	}
+	if _, err := NewSource("", "b", "p/", `(`, 0); err == nil {
+		t.Fatal("an invalid pattern was accepted")
+	}
+	if _, err := NewSource("", "", "p/", "", 0); err == nil {
+		t.Fatal("a source without a bucket was accepted")
+	}
+}
+
+func TestLayout(t *testing.T) {
+	t.Parallel()
+	ns, _ := NewNamespace("", "reg", "blobs/", "", false)
+	src, _ := NewSource("", "reg", "manifests/", "", 0)
+	l := &Layout{Namespaces: []Namespace{ns}, Sources: []Source{src}}
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if n, d, ok := l.Namespace("reg", "blobs/"+hex64(3)); n == nil || !ok || d != "sha256:"+hex64(3) {
+		t.Fatalf("Namespace = %v %q %v", n, d, ok)
+	}
+	if n, _, ok := l.Namespace("reg", "blobs/not-a-digest"); n == nil || ok {
+		t.Fatal("a key in the prefix that does not match must report the namespace without a digest")
+	}
+	if l.Source("reg", "manifests/x") == nil || l.Source("other", "manifests/x") != nil {
+		t.Fatal("Source")
+	}
+	if !l.HasBucket("reg") || l.HasBucket("other") || l.Empty() || !(*Layout)(nil).Empty() {
+		t.Fatal("HasBucket/Empty")
+	}
+	overlap, _ := NewSource("", "reg", "blobs/sha256/", "", 0)
+	bad := &Layout{Namespaces: []Namespace{ns}, Sources: []Source{overlap}}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("overlapping namespace and source were accepted")
+	}
+}
+
+func TestValid(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[string]bool{
+		"sha256:" + hex64(1):                true,
+		"sha256:" + hex64(1)[:10]:           false,
+		"md5:" + hex64(1):                   false,
+		"sha256:" + strings.Repeat("g", 64): false,
+		"":                                  false,
+	} {
+		if Valid(d) != want {
+			t.Errorf("Valid(%q) = %v", d, !want)
+		}
+	}
+}
+
+// FuzzExtract feeds hostile bodies to the default reference extractor:
+// it must not panic, must return at most MaxDigestsPerObject valid digests
+// that occur in the body, sorted and unique.
+func FuzzExtract(f *testing.F) {
+	f.Add([]byte(`{"layers":[{"digest":"sha256:` + hex64(1) + `"}]}`))
+	f.Add([]byte("oid sha256:" + hex64(2) + "\n"))
+	f.Add([]byte("sha256:sha256:" + hex64(3) + hex64(4)))
+	f.Add([]byte{0xff, 0xfe, 's', 'h', 'a'})
+	src, err := NewSource("", "b", "", "", 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := src.Extract(body)
+		if err != nil {
+			if !errors.Is(err, ErrTooManyDigests) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		if len(got) > MaxDigestsPerObject || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+			t.Fatalf("Extract = %v", got)
+		}
+		for _, d := range got {
+			if !Valid(d) || !strings.Contains(strings.ToLower(string(body)), d) {
+				t.Fatalf("digest %q is not valid or not in the body", d)
+			}
+		}
+	})
+}

@@ -2,7 +2,8 @@
 #
 #   make build   bin/sweepgate
 #   make test    unit and integration tests (race detector), then the e2e
-#                tests against a real MinIO (builds bin/minio once)
+#                tests against a real MinIO (builds bin/minio once), then
+#                every fuzz target for TEST_FUZZTIME
 #   make lint    gofmt, go vet, staticcheck
 #   make run     MinIO and sweepgate on loopback, for trying it out
 #   make bench   gateway vs direct MinIO benchmarks
@@ -34,6 +35,9 @@ UNIT_TIMEOUT ?= 10m
 E2E_TIMEOUT ?= 20m
 TESTFLAGS ?=
 FUZZTIME ?= 30s
+# make test runs every fuzz target briefly too, so a parser change that
+# panics on hostile input fails the ordinary run; make fuzz runs longer.
+TEST_FUZZTIME ?= 5s
 
 # Every package except the e2e tests themselves (run separately) and the
 # benchmarks (only `make bench` runs them).
@@ -60,6 +64,8 @@ test: build bin/minio
 	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) $$($(UNIT_PKGS)) || status=1; \
 	echo "== e2e tests (real MinIO, sweepgate binary, real clients)"; \
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) ./e2e/ || status=1; \
+	echo "== fuzz targets, $(TEST_FUZZTIME) each"; \
+	FUZZTIME=$(TEST_FUZZTIME) GO=$(GO) scripts/fuzz.sh || status=1; \
 	exit $$status
 
 .PHONY: test-unit

@@ -53,6 +53,9 @@ type Config struct {
 	// Sessions turns on multipart sessions; nil passes multipart calls
 	// through like any other.
 	Sessions *SessionsConfig
+	// Digests turns on reference recording for content-addressed layouts;
+	// nil passes their writes through like any other.
+	Digests *DigestsConfig
 }
 
 // Gateway is an http.Handler that serves the S3 API in front of a backend.
@@ -63,6 +66,7 @@ type Gateway struct {
 	client        *http.Client // signed requests to the backend, for health checks
 	backendClient *backendClient
 	sessions      *multipart.Service
+	digests       *digestGate // nil when digest reclamation is off
 	proxy         *httputil.ReverseProxy
 	log           *slog.Logger
 	metrics       *metrics
@@ -126,6 +130,11 @@ func New(cfg Config) (*Gateway, error) {
 			Metrics:              cfg.Metrics,
 		})
 		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Digests != nil {
+		if g.digests, err = newDigestGate(cfg.Digests, cfg.Sessions); err != nil {
 			return nil, err
 		}
 	}
@@ -220,10 +229,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // dispatch sends an authenticated request to the handler for its operation:
-// the multipart calls to the session service (when sessions are on), and
-// everything else through the reverse proxy.
+// writes, reads and deletes in a content-addressed layout to the digest
+// handlers (when digest reclamation is on), the multipart calls to the
+// session service (when sessions are on), and everything else through the
+// reverse proxy.
 func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request) {
 	switch {
+	case g.digests.serves(req.route):
+		g.serveDigests(w, r, req)
 	case req.route.Operation.IsMultipart() && g.sessions != nil:
 		g.serveMultipart(w, r, req)
 	default:

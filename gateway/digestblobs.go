@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// place records a write of digest's blob in flight, and returns the
+// function that ends the record (always to be called). ok false means the
+// request has been answered.
+func (g *Gateway) place(w http.ResponseWriter, r *http.Request, req *request, digest string) (end func(), ok bool) {
+	end = func() {
+		ctx, cancel := stateContext(r)
+		defer cancel()
+		if err := g.digests.store.EndPlacement(ctx, digest, req.id); err != nil {
+			g.log.Warn("blob placement not removed; the reclaimer ignores it once the blob is stored", "digest", digest, "err", err)
+		}
+	}
+	ctx, cancel := stateContext(r)
+	defer cancel()
+	if err := g.digests.store.PlaceBlob(ctx, digest, req.id, req.route.Bucket, req.route.Key, g.now()); err != nil {
+		end() // it may have been made
+		if errors.Is(err, etcdstore.ErrGuarded) {
+			g.metrics.guardRefusals.WithLabelValues(string(req.route.Operation)).Inc()
+			g.writeError(w, r, s3err.ErrSlowDown.WithMessage("The blob %s is being reclaimed; upload it again once its deletion is done.", digest))
+			return nil, false
+		}
+		g.refuseState(w, r, req, err)
+		return nil, false
+	}
+	return end, true
+}
+
+// putBlob serves a PutObject of a blob: the write is placed, and, when the
+// namespace verifies, its content must hash to the digest in its key.
+func (g *Gateway) putBlob(w http.ResponseWriter, r *http.Request, req *request, ns *cas.Namespace, digest string) {
+	end, ok := g.place(w, r, req, digest)
+	if !ok {
+		return
+	}
+	defer end()
+	if !ns.Verify {
+		g.forward(w, r, req)
+		return
+	}
+	h, _ := cas.NewHash(digest) // Namespace.Digest returns valid digests only
+	_, hexs, _ := strings.Cut(digest, ":")
+	want, _ := hex.DecodeString(hexs)
+	payload := req.auth.Payload
+	payload.Observe(h)
+	out, err := g.backendRequest(r, req, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	if out.ContentLength == 0 {
+		if !bytes.Equal(h.Sum(nil), want) {
+			g.writeError(w, r, errBadBlob(digest))
+			return
+		}
+		g.forwardRequest(w, r, req, out)
+		return
+	}
+	check := &digestCheck{src: out.Body, h: h, want: want}
+	out.Body = io.NopCloser(check)
+	resp, err := g.roundTrip(req, out)
+	// A mismatch makes the transport fail the request; an answer that came
+	// before the body was read whole is the backend's own refusal.
+	if err != nil && check.mismatch.Load() {
+		g.writeError(w, r, errBadBlob(digest))
+		return
+	}
+	g.relay(w, r, req, resp, err)
+}
+
+func errBadBlob(digest string) error {
+	return s3err.ErrBadDigest.WithMessage("The content does not hash to %s, the digest its key names; nothing was stored.", digest)
+}
+
+// digestCheck passes a blob's outbound body through, always holding back
+// its last byte until the source has ended, and then releases it only if
+// the content (hashed into h as it was decoded) matches the digest. On a
+// mismatch the backend never receives a complete body and stores nothing.
+type digestCheck struct {
+	src      io.Reader
+	h        hash.Hash
+	want     []byte
+	held     byte
+	hasHeld  bool
+	checked  bool
+	err      error
+	mismatch atomic.Bool // read after the transport's goroutine failed
+}
+
+func (c *digestCheck) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for range 100 {
+		if c.err == io.EOF && !c.checked {
+			c.checked = true
+			if !bytes.Equal(c.h.Sum(nil), c.want) {
+				c.mismatch.Store(true)
+				c.err = errDigestMismatch
+			}
+		}
+		if c.err != nil {
+			if c.err == io.EOF && c.hasHeld {
+				p[0], c.hasHeld = c.held, false
+				return 1, nil
+			}
+			return 0, c.err
+		}
+		var n int
+		var err error
+		if !c.hasHeld {
+			n, err = c.src.Read(p)
+			if n > 0 {
+				c.held, c.hasHeld = p[n-1], true
+				n--
+			}
+		} else if len(p) > 1 {
+			// Read behind the held byte, send it first and hold the last.
+			n, err = c.src.Read(p[1:])
+			if n > 0 {
+				p[0], c.held = c.held, p[n]
+			}
+		} else {
+			var one [1]byte
+			n, err = c.src.Read(one[:])
+			if n == 1 {
+				p[0], c.held = c.held, one[0]
+			}
+		}
+		if err != nil {
+			c.err = err
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+	return 0, io.ErrNoProgress
+}
+
+var errDigestMismatch = errors.New("gateway: blob content does not match its digest")
+
+// writeBlob serves a CopyObject or CompleteMultipartUpload of a blob under
+// a placement. Its content is not seen on the way in, so in a verifying
+// namespace the stored object is read back and hashed: one that does not
+// match its digest is deleted again and the client hears BadDigest. (A
+// correct blob another client stored under the same key in between would
+// be deleted with it; a producer retries a failed blob write anyway.)
+func (g *Gateway) writeBlob(w http.ResponseWriter, r *http.Request, req *request, ns *cas.Namespace, digest string) {
+	end, ok := g.place(w, r, req, digest)
+	if !ok {
+		return
+	}
+	defer end()
+	if !ns.Verify {
+		g.pass(w, r, req)
+		return
+	}
+	c := newCapture()
+	g.pass(c, r, req)
+	if etag, ok := c.result(); ok {
+		ctx, cancel := stateContext(r)
+		defer cancel()
+		bucket, key := req.route.Bucket, req.route.Key
+		match, err := g.blobMatches(ctx, bucket, key, etag, digest)
+		switch {
+		case err != nil:
+			g.log.Warn("stored blob not verified", "bucket", bucket, "key", key, "err", err)
+		case !match:
+			removed := "it was deleted again"
+			if a, err := g.call(ctx, http.MethodDelete, bucket, key, nil, nil); err != nil || !a.success() {
+				g.log.Error("blob that does not match its digest not deleted", "bucket", bucket, "key", key, "err", err)
+				removed = "deleting it again failed; delete it"
+			}
+			g.writeError(w, r, s3err.ErrBadDigest.WithMessage("The stored content does not hash to %s, the digest its key names; %s.", digest, removed))
+			return
+		}
+	}
+	c.writeTo(w)
+}
+
+// blobMatches reads the version etag of a stored blob and reports whether
+// it hashes to digest.
+func (g *Gateway) blobMatches(ctx context.Context, bucket, key, etag, digest string) (bool, error) {
+	req, err := g.backendClient.NewRequest(ctx, http.MethodGet, bucket, key, nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("If-Match", `"`+etag+`"`)
+	resp, err := g.backendClient.RoundTrip(req)
+	if err != nil {
+		return false, fmt.Errorf("read blob: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("read blob: backend answered %d", resp.StatusCode)
+	}
+	h, _ := cas.NewHash(digest)
+	if _, err := io.Copy(h, resp.Body); err != nil {
+		return false, fmt.Errorf("read blob: %w", err)
+	}
+	return digestOf(digest, h) == digest, nil
+}
+
+// digestOf returns the sum of h as a digest of digest's algorithm.
+func digestOf(digest string, h hash.Hash) string {
+	algo, _, _ := strings.Cut(digest, ":")
+	return algo + ":" + hex.EncodeToString(h.Sum(nil))
+}
+
+// readBlob serves a GetObject or HeadObject of a blob: one whose bytes are
+// being deleted does not exist, so that a producer uploads it again rather
+// than naming bytes that are about to go.
+func (g *Gateway) readBlob(w http.ResponseWriter, r *http.Request, req *request, digest string) {
+	ctx, cancel := stateContext(r)
+	defer cancel()
+	guarded, err := g.digests.store.Guarded(ctx, digest)
+	if err != nil {
+		g.refuseState(w, r, req, err)
+		return
+	}
+	if guarded {
+		g.writeError(w, r, s3err.ErrNoSuchKey.WithMessage("The specified key does not exist: its blob is being reclaimed; upload it again."))
+		return
+	}
+	g.forward(w, r, req)
+}
+
+// deleteBlob serves a client's DeleteObject of a blob: one still referenced
+// is refused unless an admin principal asks.
+func (g *Gateway) deleteBlob(w http.ResponseWriter, r *http.Request, req *request, digest string) {
+	ctx, cancel := stateContext(r)
+	defer cancel()
+	referenced, err := g.digests.store.Referenced(ctx, digest, g.now())
+	if err != nil {
+		g.refuseState(w, r, req, err)
+		return
+	}
+	if referenced {
+		if !g.digests.isAdmin(req.auth.Principal) {
+			g.writeError(w, r, errReferenced(digest))
+			return
+		}
+		g.log.Warn("admin deletes a referenced blob", "id", req.id, "principal", req.auth.Principal, "digest", digest, "bucket", req.route.Bucket, "key", req.route.Key)
+	}
+	g.forward(w, r, req)
+}
+
+func errReferenced(digest string) *s3err.Error {
+	return s3err.ErrBlobReferenced.WithMessage("The blob %s is still referenced by a reference object or its trash; only an admin principal may delete it.", digest)
+}

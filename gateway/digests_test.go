@@ -1,0 +1,947 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	"github.com/minio/minio-go/v7"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/e2e/harness"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
+	"github.com/sweepgate/sweepgate/gateway/sigv4"
+)
+
+// The layout of the digest tests: a registry-like bucket with verified
+// blobs and JSON manifests, and a source in a bucket that does not exist.
+const (
+	regBucket      = "registry"
+	missingBucket  = "missing"
+	blobPrefix     = "blobs/sha256/"
+	sourcePrefix   = "manifests/"
+	sourceLimit    = 16 << 10
+	alicePrincipal = "alice"
+	adminPrincipal = "admin"
+)
+
+// digestClock is the injected clock: time moves only when a test says so.
+type digestClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *digestClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// digestEnv is one test's world: a real MinIO behind a fault proxy, a real
+// etcd, and a gateway with sessions and digest reclamation on.
+type digestEnv struct {
+	t      *testing.T
+	minio  *harness.MinIO
+	proxy  *harness.FaultProxy
+	direct *minio.Client
+	store  *etcdstore.Store
+	reg    *prometheus.Registry
+	clock  *digestClock
+	url    string
+	// alice is an ordinary principal, admin an admin principal.
+	alice, admin *s3.Client
+	aliceMC      *minio.Client
+	creds        map[string]sigv4.Credential
+}
+
+func newDigestEnv(t *testing.T) *digestEnv {
+	t.Helper()
+	e := &digestEnv{t: t, clock: &digestClock{now: time.Now().UTC().Truncate(time.Second)}, reg: prometheus.NewRegistry()}
+	e.minio = harness.StartMinIO(t)
+	e.proxy = harness.StartFaultProxy(t, e.minio.Endpoint)
+	var err error
+	e.direct, err = harness.NewMinioGo(e.minio.Endpoint, e.minio.Region, e.minio.AccessKey, e.minio.SecretKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.direct.MakeBucket(t.Context(), regBucket, minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.store = etcdtest.NewStore(t, "/digest-test/")
+
+	ns, err := cas.NewNamespace("blobs", regBucket, blobPrefix, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := cas.NewSource("manifests", regBucket, sourcePrefix, "", sourceLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing, err := cas.NewSource("missing", missingBucket, "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := &cas.Layout{Namespaces: []cas.Namespace{ns}, Sources: []cas.Source{src, missing}}
+
+	e.creds = map[string]sigv4.Credential{
+		alicePrincipal: {AccessKey: "alicekey", SecretKey: "alice-secret-0123456789", Principal: alicePrincipal},
+		adminPrincipal: {AccessKey: "adminkey", SecretKey: "admin-secret-0123456789", Principal: adminPrincipal},
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	g, err := New(Config{
+		BackendEndpoint: e.proxy.URL, BackendRegion: e.minio.Region,
+		BackendAccessKey: e.minio.AccessKey, BackendSecretKey: e.minio.SecretKey,
+		Credentials: []sigv4.Credential{e.creds[alicePrincipal], e.creds[adminPrincipal]},
+		Logger:      logger, Metrics: e.reg, Now: e.clock.Now,
+		Sessions: &SessionsConfig{Store: e.store},
+		Digests: &DigestsConfig{
+			Store: e.store, Layout: layout, TrashWindow: 24 * time.Hour,
+			AdminPrincipals: []string{adminPrincipal}, HoldTTL: 10 * time.Second,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	e.alice = e.sdk(alicePrincipal)
+	e.admin = e.sdk(adminPrincipal)
+	c := e.creds[alicePrincipal]
+	e.aliceMC, err = harness.NewMinioGo(e.url, e.minio.Region, c.AccessKey, c.SecretKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *digestEnv) sdk(principal string) *s3.Client {
+	c := e.creds[principal]
+	tr := &http.Transport{}
+	e.t.Cleanup(tr.CloseIdleConnections)
+	return harness.NewS3Client(e.url, e.minio.Region, c.AccessKey, c.SecretKey, tr, true)
+}
+
+// blob returns the digest of content and the key of its blob.
+func blob(content string) (digest, key string) {
+	sum := sha256.Sum256([]byte(content))
+	h := hex.EncodeToString(sum[:])
+	return "sha256:" + h, blobPrefix + h
+}
+
+// manifest returns a JSON manifest naming digests.
+func manifest(digests ...string) []byte {
+	var b strings.Builder
+	b.WriteString(`{"schemaVersion":2,"layers":[`)
+	for i, d := range digests {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"mediaType":"application/octet-stream","digest":%q}`, d)
+	}
+	b.WriteString("]}")
+	return []byte(b.String())
+}
+
+func (e *digestEnv) put(c *s3.Client, bucket, key string, body []byte) (*s3.PutObjectOutput, error) {
+	return c.PutObject(e.t.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)})
+}
+
+func (e *digestEnv) mustPut(c *s3.Client, bucket, key string, body []byte) string {
+	e.t.Helper()
+	out, err := e.put(c, bucket, key, body)
+	if err != nil {
+		e.t.Fatalf("PUT %s/%s: %v", bucket, key, err)
+	}
+	return strings.Trim(aws.ToString(out.ETag), `"`)
+}
+
+// putDirect writes an object on MinIO, around the gateway.
+func (e *digestEnv) putDirect(key string, body []byte) {
+	e.t.Helper()
+	if _, err := e.direct.PutObject(e.t.Context(), regBucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// onMinIO reports whether bucket/key exists on MinIO.
+func (e *digestEnv) onMinIO(bucket, key string) bool {
+	e.t.Helper()
+	_, err := e.direct.StatObject(e.t.Context(), bucket, key, minio.StatObjectOptions{})
+	if err == nil {
+		return true
+	}
+	if code := minio.ToErrorResponse(err).Code; code == "NoSuchKey" || code == "NoSuchBucket" {
+		return false
+	}
+	e.t.Fatalf("stat %s/%s on MinIO: %v", bucket, key, err)
+	return false
+}
+
+// record returns the reference record of bucket/key, or nil.
+func (e *digestEnv) record(bucket, key string) *etcdstore.RefSource {
+	e.t.Helper()
+	v, err := e.store.GetRefSource(e.t.Context(), bucket, key)
+	if errors.Is(err, etcdstore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &v.Value
+}
+
+// count returns how many etcd keys lie under prefix.
+func (e *digestEnv) count(prefix string) int64 {
+	e.t.Helper()
+	resp, err := e.store.Client().Get(e.t.Context(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp.Count
+}
+
+// requireRecord checks that bucket/key records exactly digests (sorted),
+// with no write pending.
+func (e *digestEnv) requireRecord(bucket, key string, digests ...string) *etcdstore.RefSource {
+	e.t.Helper()
+	rec := e.record(bucket, key)
+	if rec == nil {
+		e.t.Fatalf("no reference record for %s/%s; want %v", bucket, key, digests)
+	}
+	slices.Sort(digests)
+	if !slices.Equal(rec.Digests, digests) || rec.Pending != nil {
+		e.t.Fatalf("record of %s/%s = digests %v, pending %+v; want %v, none pending", bucket, key, rec.Digests, rec.Pending, digests)
+	}
+	keys := e.store.Keys()
+	for _, d := range digests {
+		if n := e.count(keys.Ref(d, bucket, key)); n != 1 {
+			e.t.Fatalf("reference key of %s from %s/%s: %d keys, want 1", d, bucket, key, n)
+		}
+	}
+	return rec
+}
+
+func (e *digestEnv) guard(digest string) {
+	e.t.Helper()
+	if _, err := e.store.Client().Put(e.t.Context(), e.store.Keys().Guard(digest), `{"v":1}`); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *digestEnv) unguard(digest string) {
+	e.t.Helper()
+	if _, err := e.store.Client().Delete(e.t.Context(), e.store.Keys().Guard(digest)); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// guardRefusals reads the guard refusal counter of op.
+func (e *digestEnv) guardRefusals(op Operation) float64 {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sweepgate_gateway_guard_refusals_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetName() == "op" && m.GetLabel()[0].GetValue() == string(op) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// requireCode checks that err is an S3 API error with code and status.
+func requireCode(t *testing.T, err error, status int, code string) {
+	t.Helper()
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != code {
+		t.Fatalf("error %v; want code %s", err, code)
+	}
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) && re.HTTPStatusCode() != status {
+		t.Fatalf("error %v: status %d, want %d", err, re.HTTPStatusCode(), status)
+	}
+}
+
+func TestDigestsReferenceWrites(t *testing.T) {
+	e := newDigestEnv(t)
+	d1, _ := blob("one")
+	d2, _ := blob("two")
+	d3, _ := blob("three")
+
+	t.Run("a manifest PUT records its digests and an overwrite replaces them", func(t *testing.T) {
+		key := sourcePrefix + "app/v1"
+		etag := e.mustPut(e.alice, regBucket, key, manifest(d1, d2, d1))
+		rec := e.requireRecord(regBucket, key, d1, d2)
+		if rec.ETag != etag {
+			t.Fatalf("recorded ETag %q, want the backend's %q", rec.ETag, etag)
+		}
+		// minio-go signs its body in STREAMING-AWS4-HMAC-SHA256-PAYLOAD chunks.
+		body := manifest(d2, d3)
+		if _, err := e.aliceMC.PutObject(t.Context(), regBucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.requireRecord(regBucket, key, d2, d3)
+		if n := e.count(e.store.Keys().Ref(d1, regBucket, key)); n != 0 {
+			t.Fatalf("the overwritten body's reference to %s stays", d1)
+		}
+		got, err := e.direct.GetObject(t.Context(), regBucket, key, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer got.Close()
+		if b, _ := io.ReadAll(got); !bytes.Equal(b, body) {
+			t.Fatalf("MinIO holds %q, want %q", b, body)
+		}
+	})
+
+	t.Run("a body over the parse limit is refused and nothing is stored", func(t *testing.T) {
+		key := sourcePrefix + "app/huge"
+		body := append(manifest(d1), bytes.Repeat([]byte(" "), sourceLimit)...)
+		_, err := e.put(e.alice, regBucket, key, body)
+		requireCode(t, err, http.StatusBadRequest, "EntityTooLarge")
+		if !strings.Contains(err.Error(), "parse limit") {
+			t.Fatalf("error %v does not name the parse limit", err)
+		}
+		if e.record(regBucket, key) != nil || e.count(e.store.Keys().Refs(d1)) != 0 {
+			t.Fatal("a refused body left references in etcd")
+		}
+		if e.onMinIO(regBucket, key) {
+			t.Fatal("a refused body reached MinIO")
+		}
+	})
+
+	t.Run("a body naming too many digests is refused", func(t *testing.T) {
+		var ds []string
+		for i := range cas.MaxDigestsPerObject + 1 {
+			d, _ := blob(fmt.Sprint("layer", i))
+			ds = append(ds, d)
+		}
+		key := sourcePrefix + "app/wide"
+		_, err := e.put(e.alice, regBucket, key, manifest(ds...))
+		requireCode(t, err, http.StatusBadRequest, "InvalidArgument")
+		if e.record(regBucket, key) != nil || e.onMinIO(regBucket, key) {
+			t.Fatal("a refused body was recorded or stored")
+		}
+	})
+
+	t.Run("a manifest naming a guarded digest is refused until the guard is gone", func(t *testing.T) {
+		key := sourcePrefix + "app/guarded"
+		dg, _ := blob("guarded")
+		e.guard(dg)
+		before := e.guardRefusals(OpPutObject)
+		_, err := e.put(e.alice, regBucket, key, manifest(d1, dg))
+		requireCode(t, err, http.StatusServiceUnavailable, "SlowDown")
+		if !strings.Contains(err.Error(), "being reclaimed") {
+			t.Fatalf("error %v does not say why", err)
+		}
+		if e.record(regBucket, key) != nil || e.count(e.store.Keys().Refs(dg)) != 0 {
+			t.Fatal("a refused manifest was recorded")
+		}
+		if e.onMinIO(regBucket, key) {
+			t.Fatal("a refused manifest reached MinIO")
+		}
+		if got := e.guardRefusals(OpPutObject); got != before+1 {
+			t.Fatalf("guard refusals = %v, want %v", got, before+1)
+		}
+		e.unguard(dg)
+		e.mustPut(e.alice, regBucket, key, manifest(d1, dg))
+		e.requireRecord(regBucket, key, d1, dg)
+	})
+
+	t.Run("a failed backend write leaves no references and no pending write", func(t *testing.T) {
+		key := "manifests/nowhere"
+		_, err := e.put(e.alice, missingBucket, key, manifest(d3))
+		requireCode(t, err, http.StatusNotFound, "NoSuchBucket")
+		if rec := e.record(missingBucket, key); rec != nil {
+			t.Fatalf("a failed write left a record: %+v", rec)
+		}
+		if n := e.count(e.store.Keys().Ref(d3, missingBucket, key)); n != 0 {
+			t.Fatal("a failed write left a reference")
+		}
+	})
+
+	t.Run("a DELETE moves the references to the trash and a restore brings them back", func(t *testing.T) {
+		key := sourcePrefix + "app/deleted"
+		dd, _ := blob("deleted-only")
+		e.mustPut(e.alice, regBucket, key, manifest(dd))
+		if _, err := e.alice.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)}); err != nil {
+			t.Fatal(err)
+		}
+		if e.onMinIO(regBucket, key) {
+			t.Fatal("the manifest is still on MinIO")
+		}
+		if e.record(regBucket, key) != nil || e.count(e.store.Keys().Refs(dd)) != 0 {
+			t.Fatal("the deleted manifest's references stay recorded")
+		}
+		trash, err := e.store.ListTrash(t.Context(), regBucket, key, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(trash) != 1 || !slices.Equal(trash[0].Digests, []string{dd}) || trash[0].Principal != alicePrincipal ||
+			!trash[0].Expires.Equal(e.clock.Now().Add(24*time.Hour)) {
+			t.Fatalf("trash = %+v; want one record of %s by alice, expiring after the window", trash, dd)
+		}
+		if ref, err := e.store.Referenced(t.Context(), dd, e.clock.Now()); err != nil || !ref {
+			t.Fatalf("Referenced(%s) = %v, %v; the trash retains it", dd, ref, err)
+		}
+		if _, err := e.store.RestoreTrash(t.Context(), regBucket, key, trash[0].DeletedAt, e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		e.requireRecord(regBucket, key, dd)
+	})
+
+	t.Run("a DELETE of an object with no record passes through", func(t *testing.T) {
+		key := sourcePrefix + "app/unrecorded"
+		e.putDirect(key, manifest(d1))
+		if _, err := e.alice.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)}); err != nil {
+			t.Fatal(err)
+		}
+		if e.onMinIO(regBucket, key) {
+			t.Fatal("not deleted")
+		}
+	})
+
+	t.Run("a CopyObject into a source records the copied body's digests", func(t *testing.T) {
+		e.putDirect("staging/m", manifest(d1, d3))
+		key := sourcePrefix + "app/copied"
+		_, err := e.alice.CopyObject(t.Context(), &s3.CopyObjectInput{
+			Bucket: aws.String(regBucket), Key: aws.String(key), CopySource: aws.String(regBucket + "/staging/m"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := e.requireRecord(regBucket, key, d1, d3)
+		info, err := e.direct.StatObject(t.Context(), regBucket, key, minio.StatObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.ETag != info.ETag {
+			t.Fatalf("recorded ETag %q, MinIO has %q", rec.ETag, info.ETag)
+		}
+	})
+
+	t.Run("a CopyObject of a source over the parse limit is refused", func(t *testing.T) {
+		e.putDirect("staging/huge", bytes.Repeat([]byte("x"), sourceLimit+1))
+		key := sourcePrefix + "app/copied-huge"
+		_, err := e.alice.CopyObject(t.Context(), &s3.CopyObjectInput{
+			Bucket: aws.String(regBucket), Key: aws.String(key), CopySource: aws.String(regBucket + "/staging/huge"),
+		})
+		requireCode(t, err, http.StatusBadRequest, "EntityTooLarge")
+		if e.record(regBucket, key) != nil || e.onMinIO(regBucket, key) {
+			t.Fatal("a refused copy was recorded or stored")
+		}
+	})
+}
+
+func TestDigestsBlobs(t *testing.T) {
+	e := newDigestEnv(t)
+
+	t.Run("a verified blob with the wrong content is refused and not stored", func(t *testing.T) {
+		_, key := blob("the right content")
+		_, err := e.put(e.alice, regBucket, key, []byte("other content"))
+		requireCode(t, err, http.StatusBadRequest, "BadDigest")
+		if e.onMinIO(regBucket, key) {
+			t.Fatal("a blob that does not match its digest reached MinIO")
+		}
+		// minio-go streams signed chunks; the check holds for them too.
+		body := []byte("other content, streamed")
+		_, err = e.aliceMC.PutObject(t.Context(), regBucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+		if code := minio.ToErrorResponse(err).Code; code != "BadDigest" {
+			t.Fatalf("minio-go PUT: %v; want BadDigest", err)
+		}
+		if e.onMinIO(regBucket, key) {
+			t.Fatal("a blob that does not match its digest reached MinIO")
+		}
+	})
+
+	t.Run("a verified blob with the right content is stored and its placement ends", func(t *testing.T) {
+		d, key := blob("the right content")
+		e.mustPut(e.alice, regBucket, key, []byte("the right content"))
+		if !e.onMinIO(regBucket, key) {
+			t.Fatal("the blob is not on MinIO")
+		}
+		d2, key2 := blob("streamed right content")
+		body := []byte("streamed right content")
+		if _, err := e.aliceMC.PutObject(t.Context(), regBucket, key2, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if !e.onMinIO(regBucket, key2) {
+			t.Fatal("the streamed blob is not on MinIO")
+		}
+		for _, d := range []string{d, d2} {
+			if n := e.count(e.store.Keys().Placements(d)); n != 0 {
+				t.Fatalf("%d placements of %s left after the write", n, d)
+			}
+		}
+	})
+
+	t.Run("an empty blob is verified too", func(t *testing.T) {
+		_, key := blob("")
+		e.mustPut(e.alice, regBucket, key, nil)
+		_, wrong := blob("not empty")
+		_, err := e.put(e.alice, regBucket, wrong, nil)
+		requireCode(t, err, http.StatusBadRequest, "BadDigest")
+		if e.onMinIO(regBucket, wrong) {
+			t.Fatal("an empty body stored under another digest")
+		}
+	})
+
+	t.Run("a key in the namespace that carries no digest passes through", func(t *testing.T) {
+		key := blobPrefix + "not-a-digest"
+		e.mustPut(e.alice, regBucket, key, []byte("anything"))
+		if !e.onMinIO(regBucket, key) {
+			t.Fatal("not stored")
+		}
+	})
+
+	t.Run("a guarded blob reads as missing and refuses writes", func(t *testing.T) {
+		content := "guarded blob"
+		d, key := blob(content)
+		e.mustPut(e.alice, regBucket, key, []byte(content))
+		e.guard(d)
+		_, err := e.alice.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)})
+		requireCode(t, err, http.StatusNotFound, "NotFound") // a HEAD answer has no body
+		_, err = e.alice.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)})
+		requireCode(t, err, http.StatusNotFound, "NoSuchKey")
+		before := e.guardRefusals(OpPutObject)
+		_, err = e.put(e.alice, regBucket, key, []byte(content))
+		requireCode(t, err, http.StatusServiceUnavailable, "SlowDown")
+		if got := e.guardRefusals(OpPutObject); got != before+1 {
+			t.Fatalf("guard refusals = %v, want %v", got, before+1)
+		}
+		e.unguard(d)
+		out, err := e.alice.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(out.Body)
+		out.Body.Close()
+		if string(b) != content {
+			t.Fatalf("GET = %q, want %q", b, content)
+		}
+	})
+
+	t.Run("a referenced blob is deleted only by an admin", func(t *testing.T) {
+		content := "referenced blob"
+		d, key := blob(content)
+		e.mustPut(e.alice, regBucket, key, []byte(content))
+		e.mustPut(e.alice, regBucket, sourcePrefix+"uses-it", manifest(d))
+		_, err := e.alice.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)})
+		requireCode(t, err, http.StatusConflict, "BlobReferenced")
+		if !strings.Contains(err.Error(), d) || !strings.Contains(err.Error(), "admin") {
+			t.Fatalf("error %v does not name the digest and who may delete it", err)
+		}
+		if !e.onMinIO(regBucket, key) {
+			t.Fatal("a refused delete removed the blob")
+		}
+		if _, err := e.admin.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)}); err != nil {
+			t.Fatal(err)
+		}
+		if e.onMinIO(regBucket, key) {
+			t.Fatal("the admin's delete did not remove the blob")
+		}
+	})
+
+	t.Run("an unreferenced blob is deleted by anyone", func(t *testing.T) {
+		content := "unreferenced blob"
+		_, key := blob(content)
+		e.mustPut(e.alice, regBucket, key, []byte(content))
+		if _, err := e.alice.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)}); err != nil {
+			t.Fatal(err)
+		}
+		if e.onMinIO(regBucket, key) {
+			t.Fatal("not deleted")
+		}
+	})
+
+	t.Run("a CopyObject into a verified namespace is checked after the copy", func(t *testing.T) {
+		e.putDirect("staging/blob", []byte("copied content"))
+		_, wrong := blob("something else")
+		_, err := e.alice.CopyObject(t.Context(), &s3.CopyObjectInput{
+			Bucket: aws.String(regBucket), Key: aws.String(wrong), CopySource: aws.String(regBucket + "/staging/blob"),
+		})
+		requireCode(t, err, http.StatusBadRequest, "BadDigest")
+		if e.onMinIO(regBucket, wrong) {
+			t.Fatal("a copied blob that does not match its digest stays on MinIO")
+		}
+		d, right := blob("copied content")
+		if _, err := e.alice.CopyObject(t.Context(), &s3.CopyObjectInput{
+			Bucket: aws.String(regBucket), Key: aws.String(right), CopySource: aws.String(regBucket + "/staging/blob"),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !e.onMinIO(regBucket, right) || e.count(e.store.Keys().Placements(d)) != 0 {
+			t.Fatal("the right copy is not stored, or its placement stays")
+		}
+	})
+}
+
+func TestDigestsDeleteObjects(t *testing.T) {
+	e := newDigestEnv(t)
+	shared := "shared blob"
+	dShared, sharedKey := blob(shared)
+	dOnly, _ := blob("only in the deleted manifest")
+	e.mustPut(e.alice, regBucket, sharedKey, []byte(shared))
+	e.mustPut(e.alice, regBucket, sourcePrefix+"keeper", manifest(dShared))
+	doomed := sourcePrefix + "doomed"
+	e.mustPut(e.alice, regBucket, doomed, manifest(dOnly))
+	e.putDirect("plain/key", []byte("plain"))
+
+	for _, quiet := range []bool{false, true} {
+		t.Run(fmt.Sprintf("quiet=%v", quiet), func(t *testing.T) {
+			if quiet {
+				e.mustPut(e.alice, regBucket, doomed, manifest(dOnly))
+				e.putDirect("plain/key", []byte("plain"))
+			}
+			out, err := e.alice.DeleteObjects(t.Context(), &s3.DeleteObjectsInput{
+				Bucket: aws.String(regBucket),
+				Delete: &types.Delete{Quiet: aws.Bool(quiet), Objects: []types.ObjectIdentifier{
+					{Key: aws.String(doomed)}, {Key: aws.String(sharedKey)}, {Key: aws.String("plain/key")},
+				}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var deleted []string
+			for _, d := range out.Deleted {
+				deleted = append(deleted, aws.ToString(d.Key))
+			}
+			slices.Sort(deleted)
+			want := []string{doomed, "plain/key"}
+			if quiet {
+				want = nil
+			}
+			if !slices.Equal(deleted, want) {
+				t.Fatalf("deleted %v, want %v", deleted, want)
+			}
+			if len(out.Errors) != 1 || aws.ToString(out.Errors[0].Key) != sharedKey || aws.ToString(out.Errors[0].Code) != "BlobReferenced" {
+				t.Fatalf("errors %+v; want one BlobReferenced for %s", out.Errors, sharedKey)
+			}
+			if e.onMinIO(regBucket, doomed) || e.onMinIO(regBucket, "plain/key") || !e.onMinIO(regBucket, sharedKey) {
+				t.Fatal("MinIO does not hold exactly the referenced blob")
+			}
+			if e.record(regBucket, doomed) != nil {
+				t.Fatal("the deleted manifest's references stay recorded")
+			}
+			trash, err := e.store.ListTrash(t.Context(), regBucket, doomed, 0)
+			if err != nil || len(trash) == 0 || !slices.Equal(trash[len(trash)-1].Digests, []string{dOnly}) {
+				t.Fatalf("trash of %s = %+v, %v; want its digests", doomed, trash, err)
+			}
+			e.clock.mu.Lock()
+			e.clock.now = e.clock.now.Add(time.Second) // a second delete gets its own trash record
+			e.clock.mu.Unlock()
+		})
+	}
+
+	t.Run("an admin deletes a referenced blob in a batch", func(t *testing.T) {
+		out, err := e.admin.DeleteObjects(t.Context(), &s3.DeleteObjectsInput{
+			Bucket: aws.String(regBucket),
+			Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String(sharedKey)}}},
+		})
+		if err != nil || len(out.Errors) != 0 || len(out.Deleted) != 1 {
+			t.Fatalf("DeleteObjects: %+v, %v", out, err)
+		}
+		if e.onMinIO(regBucket, sharedKey) {
+			t.Fatal("not deleted")
+		}
+	})
+
+	t.Run("a malformed document changes nothing", func(t *testing.T) {
+		e.mustPut(e.alice, regBucket, doomed, manifest(dOnly))
+		resp := e.raw(http.MethodPost, "/"+regBucket+"?delete", []byte("<Delete><Object><Key>"+doomed+"</Key>"))
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "<Code>MalformedXML</Code>") {
+			t.Fatalf("%s %s; want 400 MalformedXML", resp.Status, b)
+		}
+		e.requireRecord(regBucket, doomed, dOnly)
+		if !e.onMinIO(regBucket, doomed) {
+			t.Fatal("a malformed request deleted an object")
+		}
+	})
+
+	t.Run("a document whose Content-MD5 does not match changes nothing", func(t *testing.T) {
+		doc := []byte(`<Delete><Object><Key>` + doomed + `</Key></Object></Delete>`)
+		sum := md5.Sum([]byte("something else"))
+		resp := e.raw(http.MethodPost, "/"+regBucket+"?delete", doc, "Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%s; want 400 BadDigest", resp.Status)
+		}
+		e.requireRecord(regBucket, doomed, dOnly)
+	})
+
+	t.Run("a bucket key outside the layout passes through", func(t *testing.T) {
+		e.putDirect("plain/other", []byte("plain"))
+		out, err := e.alice.DeleteObjects(t.Context(), &s3.DeleteObjectsInput{
+			Bucket: aws.String(regBucket),
+			Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String("plain/other")}}},
+		})
+		if err != nil || len(out.Deleted) != 1 || e.onMinIO(regBucket, "plain/other") {
+			t.Fatalf("DeleteObjects: %+v, %v", out, err)
+		}
+	})
+}
+
+// raw sends a request signed by alice with a SHA-256 payload hash;
+// header holds name, value pairs.
+func (e *digestEnv) raw(method, target string, body []byte, header ...string) *http.Response {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.url+target, bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	sum := sha256.Sum256(body)
+	payload := hex.EncodeToString(sum[:])
+	req.Header.Set("X-Amz-Content-Sha256", payload)
+	c := e.creds[alicePrincipal]
+	creds := aws.Credentials{AccessKeyID: c.AccessKey, SecretAccessKey: c.SecretKey}
+	if err := v4.NewSigner().SignHTTP(e.t.Context(), creds, req, payload, "s3", e.minio.Region, time.Now()); err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp
+}
+
+func TestDigestsMultipartComplete(t *testing.T) {
+	e := newDigestEnv(t)
+	d1, _ := blob("mp one")
+	d2, _ := blob("mp two")
+
+	upload := func(key string, body []byte) (string, types.CompletedPart) {
+		t.Helper()
+		ctx := t.Context()
+		created, err := e.alice.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(regBucket), Key: aws.String(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := e.alice.UploadPart(ctx, &s3.UploadPartInput{
+			Bucket: aws.String(regBucket), Key: aws.String(key), UploadId: created.UploadId,
+			PartNumber: aws.Int32(1), Body: bytes.NewReader(body),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aws.ToString(created.UploadId), types.CompletedPart{ETag: part.ETag, PartNumber: aws.Int32(1)}
+	}
+	complete := func(key, id string, part types.CompletedPart) (*s3.CompleteMultipartUploadOutput, error) {
+		return e.alice.CompleteMultipartUpload(t.Context(), &s3.CompleteMultipartUploadInput{
+			Bucket: aws.String(regBucket), Key: aws.String(key), UploadId: aws.String(id),
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{part}},
+		})
+	}
+
+	t.Run("a complete into a source records the assembled object's digests", func(t *testing.T) {
+		key := sourcePrefix + "mp/ok"
+		id, part := upload(key, manifest(d1, d2))
+		out, err := complete(key, id, part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := e.requireRecord(regBucket, key, d1, d2)
+		if want := strings.Trim(aws.ToString(out.ETag), `"`); rec.ETag != want {
+			t.Fatalf("recorded ETag %q, want %q", rec.ETag, want)
+		}
+		if n := e.count(e.store.Keys().RefHolds()); n != 0 {
+			t.Fatalf("%d reference holds left after the complete", n)
+		}
+	})
+
+	t.Run("a complete while a guard is armed is refused and changes nothing", func(t *testing.T) {
+		key := sourcePrefix + "mp/guarded"
+		id, part := upload(key, manifest(d1))
+		dg, _ := blob("some guarded digest")
+		e.guard(dg)
+		before := e.guardRefusals(OpCompleteMultipartUpload)
+		_, err := complete(key, id, part)
+		requireCode(t, err, http.StatusServiceUnavailable, "SlowDown")
+		if e.onMinIO(regBucket, key) || e.record(regBucket, key) != nil {
+			t.Fatal("a refused complete stored or recorded the object")
+		}
+		if got := e.guardRefusals(OpCompleteMultipartUpload); got != before+1 {
+			t.Fatalf("guard refusals = %v, want %v", got, before+1)
+		}
+		e.unguard(dg)
+		if _, err := complete(key, id, part); err != nil {
+			t.Fatal(err)
+		}
+		e.requireRecord(regBucket, key, d1)
+	})
+
+	t.Run("a complete of parts over the parse limit is refused", func(t *testing.T) {
+		key := sourcePrefix + "mp/huge"
+		id, part := upload(key, bytes.Repeat([]byte("x"), sourceLimit+1))
+		_, err := complete(key, id, part)
+		requireCode(t, err, http.StatusBadRequest, "EntityTooLarge")
+		if e.onMinIO(regBucket, key) {
+			t.Fatal("a refused complete stored the object")
+		}
+	})
+
+	t.Run("a complete of a blob is placed and verified", func(t *testing.T) {
+		content := []byte("multipart blob")
+		d, key := blob(string(content))
+		id, part := upload(key, content)
+		if _, err := complete(key, id, part); err != nil {
+			t.Fatal(err)
+		}
+		if !e.onMinIO(regBucket, key) || e.count(e.store.Keys().Placements(d)) != 0 {
+			t.Fatal("the blob is not stored, or its placement stays")
+		}
+		_, wrong := blob("not this")
+		id, part = upload(wrong, content)
+		_, err := complete(wrong, id, part)
+		requireCode(t, err, http.StatusBadRequest, "BadDigest")
+		if e.onMinIO(regBucket, wrong) {
+			t.Fatal("a completed blob that does not match its digest stays on MinIO")
+		}
+	})
+}
+
+// TestDigestsLostAnswers loses the backend's answers on the way to the
+// gateway: the outcome is settled by looking at the backend, and no write
+// stays pending.
+func TestDigestsLostAnswers(t *testing.T) {
+	e := newDigestEnv(t)
+	d1, _ := blob("lost one")
+	d2, _ := blob("lost two")
+	match := func(method, key string) func(harness.ProxiedRequest) bool {
+		return func(p harness.ProxiedRequest) bool {
+			return p.Method == method && strings.HasSuffix(p.Path, "/"+regBucket+"/"+key) && !p.Query.Has("uploadId")
+		}
+	}
+
+	t.Run("a PUT whose answer is lost is recorded as committed when the backend has it", func(t *testing.T) {
+		key := sourcePrefix + "lost/put"
+		in := e.proxy.Inject(harness.Rule{Match: match(http.MethodPut, key), Fault: harness.DropResponse, Times: 1})
+		defer in.Remove()
+		_, err := e.put(e.alice, regBucket, key, manifest(d1))
+		requireCode(t, err, http.StatusServiceUnavailable, "ServiceUnavailable")
+		if in.Hits() != 1 {
+			t.Fatalf("fault applied %d times", in.Hits())
+		}
+		rec := e.requireRecord(regBucket, key, d1)
+		if rec.Dirty || rec.ETag == "" {
+			t.Fatalf("record %+v; want committed with the stored ETag", rec)
+		}
+	})
+
+	t.Run("an overwrite the backend may or may not have keeps both bodies' digests", func(t *testing.T) {
+		key := sourcePrefix + "lost/unknown"
+		e.mustPut(e.alice, regBucket, key, manifest(d1))
+		in := e.proxy.Inject(harness.Rule{Match: match(http.MethodPut, key), Fault: harness.CloseBeforeForward, Times: 1})
+		defer in.Remove()
+		_, err := e.put(e.alice, regBucket, key, manifest(d2))
+		requireCode(t, err, http.StatusServiceUnavailable, "ServiceUnavailable")
+		rec := e.record(regBucket, key)
+		if rec == nil || rec.Pending != nil || !rec.Dirty || !slices.Equal(rec.Digests, []string{d1, d2}) && !slices.Equal(rec.Digests, []string{d2, d1}) {
+			t.Fatalf("record %+v; want both bodies' digests, dirty, none pending", rec)
+		}
+	})
+
+	t.Run("a DELETE whose answer is lost keeps the trash when the object is gone", func(t *testing.T) {
+		key := sourcePrefix + "lost/delete"
+		e.mustPut(e.alice, regBucket, key, manifest(d2))
+		in := e.proxy.Inject(harness.Rule{Match: match(http.MethodDelete, key), Fault: harness.DropResponse, Times: 1})
+		defer in.Remove()
+		_, err := e.alice.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)})
+		requireCode(t, err, http.StatusServiceUnavailable, "ServiceUnavailable")
+		if e.onMinIO(regBucket, key) || e.record(regBucket, key) != nil {
+			t.Fatal("the object stays, or its references stay recorded")
+		}
+		if trash, err := e.store.ListTrash(t.Context(), regBucket, key, 0); err != nil || len(trash) != 1 {
+			t.Fatalf("trash %+v, %v; want one record", trash, err)
+		}
+	})
+
+	t.Run("a DELETE that never reached the backend gets its references back", func(t *testing.T) {
+		key := sourcePrefix + "lost/kept"
+		e.mustPut(e.alice, regBucket, key, manifest(d1))
+		in := e.proxy.Inject(harness.Rule{Match: match(http.MethodDelete, key), Fault: harness.CloseBeforeForward, Times: 1})
+		defer in.Remove()
+		_, err := e.alice.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)})
+		requireCode(t, err, http.StatusServiceUnavailable, "ServiceUnavailable")
+		if !e.onMinIO(regBucket, key) {
+			t.Fatal("the object is gone")
+		}
+		rec := e.record(regBucket, key)
+		if rec == nil || !slices.Equal(rec.Digests, []string{d1}) {
+			t.Fatalf("record %+v; want the references back", rec)
+		}
+		if trash, err := e.store.ListTrash(t.Context(), regBucket, key, 0); err != nil || len(trash) != 0 {
+			t.Fatalf("trash %+v, %v; want none", trash, err)
+		}
+	})
+}
+
+// TestDigestCheck checks the outbound reader of verified blobs: it releases
+// the last byte only when the content matches.
+func TestDigestCheck(t *testing.T) {
+	content := []byte("some blob content")
+	sum := sha256.Sum256(content)
+	for _, tc := range []struct {
+		name string
+		want []byte
+		ok   bool
+	}{
+		{"match", sum[:], true},
+		{"mismatch", make([]byte, sha256.Size), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := sha256.New()
+			c := &digestCheck{src: io.TeeReader(bytes.NewReader(content), h), h: h, want: tc.want}
+			var got bytes.Buffer
+			buf := make([]byte, 3)
+			var err error
+			for err == nil {
+				var n int
+				n, err = c.Read(buf)
+				got.Write(buf[:n])
+			}
+			if tc.ok && (err != io.EOF || !bytes.Equal(got.Bytes(), content)) {
+				t.Fatalf("read %q, %v; want the whole content and io.EOF", got.Bytes(), err)
+			}
+			if !tc.ok && (!errors.Is(err, errDigestMismatch) || got.Len() != len(content)-1 || !c.mismatch.Load()) {
+				t.Fatalf("read %d bytes, %v; want all but the last and a mismatch", got.Len(), err)
+			}
+		})
+	}
+}

@@ -115,7 +115,11 @@ func TestRefWriteLifecycle(t *testing.T) {
 		t.Fatalf("after an unknown outcome: refs %v, dirty %v", got, rec.Value.Dirty)
 	}
 	// The rebuild settles a dirty record to what the body names.
-	if _, err := s.RecordFoundRefs(ctx, "reg", "m1", []string{a}, "e5", t0); err != nil {
+	rec, _ = s.GetRefSource(ctx, "reg", "m1")
+	if _, err := s.RecordFoundRefs(ctx, "reg", "m1", []string{a}, "e5", rec.ModRev-1, t0); !errors.Is(err, etcdstore.ErrConflict) {
+		t.Fatalf("settling from an older read of the record: %v, want ErrConflict", err)
+	}
+	if _, err := s.RecordFoundRefs(ctx, "reg", "m1", []string{a}, "e5", rec.ModRev, t0); err != nil {
 		t.Fatal(err)
 	}
 	rec, _ = s.GetRefSource(ctx, "reg", "m1")
@@ -247,7 +251,7 @@ func TestFoundRefsMarkUnknownProducer(t *testing.T) {
 	t.Parallel()
 	s := etcdtest.NewStore(t, "/refs/")
 	ctx := context.Background()
-	added, err := s.RecordFoundRefs(ctx, "reg", "direct", []string{digest(1)}, "e", t0)
+	added, err := s.RecordFoundRefs(ctx, "reg", "direct", []string{digest(1)}, "e", 0, t0)
 	if err != nil || len(added) != 1 {
 		t.Fatalf("found refs: %v, %v", added, err)
 	}
@@ -256,14 +260,15 @@ func TestFoundRefsMarkUnknownProducer(t *testing.T) {
 		t.Fatal("references found around the gateway are not marked unknown")
 	}
 	// Finding the same again adds nothing.
-	if added, _ := s.RecordFoundRefs(ctx, "reg", "direct", []string{digest(1)}, "e", t0); len(added) != 0 {
+	if added, _ := s.RecordFoundRefs(ctx, "reg", "direct", []string{digest(1)}, "e", rec.ModRev, t0); len(added) != 0 {
 		t.Fatalf("second find added %v", added)
 	}
 	// A pending write is left to its own end.
 	if err := s.BeginRefWrite(ctx, "reg", "m", etcdstore.RefWrite{ID: "w", Digests: []string{digest(2)}, At: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RecordFoundRefs(ctx, "reg", "m", []string{digest(3)}, "e", t0); !errors.Is(err, etcdstore.ErrWriteInFlight) {
+	pending, _ := s.GetRefSource(ctx, "reg", "m")
+	if _, err := s.RecordFoundRefs(ctx, "reg", "m", []string{digest(3)}, "e", pending.ModRev, t0); !errors.Is(err, etcdstore.ErrWriteInFlight) {
 		t.Fatalf("found refs over a pending write: %v", err)
 	}
 }

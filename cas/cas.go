@@ -74,6 +74,25 @@ type Source struct {
 	// MaxBody is the largest body that is parsed. A larger object in the
 	// source is refused, since its references could not be recorded whole.
 	MaxBody int64
+	// Keys, when set, narrows the source to the keys whose part after
+	// Prefix it matches (a registry keeps upload data next to its link
+	// files, for example); other keys under Prefix are plain objects.
+	Keys *regexp.Regexp
+}
+
+// SetKeys narrows the source to the keys whose part after Prefix matches
+// pattern; an empty pattern takes every key under Prefix.
+func (s *Source) SetKeys(pattern string) error {
+	if pattern == "" {
+		s.Keys = nil
+		return nil
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return fmt.Errorf("cas: source %s key pattern: %w", s.Name, err)
+	}
+	s.Keys = re
+	return nil
 }
 
 // NewNamespace returns a namespace, filling in the default pattern and
@@ -198,8 +217,12 @@ func (n *Namespace) Digest(key string) (string, bool) {
 // Contains reports whether key lies in the namespace's prefix.
 func (n *Namespace) Contains(key string) bool { return strings.HasPrefix(key, n.Prefix) }
 
-// Contains reports whether key lies in the source's prefix.
-func (s *Source) Contains(key string) bool { return strings.HasPrefix(key, s.Prefix) }
+// Contains reports whether key is an object of the source: under its
+// prefix and, when Keys is set, matching it.
+func (s *Source) Contains(key string) bool {
+	rest, ok := strings.CutPrefix(key, s.Prefix)
+	return ok && (s.Keys == nil || s.Keys.MatchString(rest))
+}
 
 // Extract returns the digests that body names, sorted and without repeats.
 // It fails with ErrTooManyDigests past MaxDigestsPerObject, so that a

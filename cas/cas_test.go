@@ -102,6 +102,15 @@ func TestLayout(t *testing.T) {
 	if l.Source("reg", "manifests/x") == nil || l.Source("other", "manifests/x") != nil {
 		t.Fatal("Source")
 	}
+	if err := l.Sources[0].SetKeys(`/link$`); err != nil {
+		t.Fatal(err)
+	}
+	if l.Source("reg", "manifests/a/link") == nil || l.Source("reg", "manifests/a/_uploads/u/data") != nil {
+		t.Fatal("a source's key pattern does not narrow it")
+	}
+	if err := l.Sources[0].SetKeys(`(`); err == nil {
+		t.Fatal("an invalid key pattern was accepted")
+	}
 	if !l.HasBucket("reg") || l.HasBucket("other") || l.Empty() || !(*Layout)(nil).Empty() {
 		t.Fatal("HasBucket/Empty")
 	}

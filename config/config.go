@@ -9,11 +9,13 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
@@ -49,6 +51,7 @@ type Config struct {
 	Etcd     Etcd
 	Sessions Sessions
 	Reclaim  Reclaim
+	Digests  Digests
 	Admin    Admin
 	Log      Log
 }
@@ -76,6 +79,119 @@ type Reclaim struct {
 	BackendTimeout     time.Duration
 	ElectionTTL        time.Duration
 	MissingCheckBudget int64
+}
+
+// Digests configures digest reclamation (DESIGN.md, "Digest sweep"): the
+// content-addressed namespaces whose unreferenced blobs may be deleted, the
+// reference sources whose objects keep blobs, and the gates a blob passes
+// before its bytes go. Layout builds the namespaces and sources; with none
+// configured digest reclamation is off.
+type Digests struct {
+	Namespaces []DigestNamespace
+	Sources    []DigestSource
+	// Verify is the digest verification of namespaces that do not set
+	// their own.
+	Verify bool
+	// MaxBody is the body limit of sources that do not set their own.
+	MaxBody int64
+	// TrashWindow is how long a deleted reference object's digests stay
+	// retained (and restorable).
+	TrashWindow time.Duration
+	// PlacementGrace protects young blobs, whose manifest may not be
+	// written yet.
+	PlacementGrace time.Duration
+	// Planes are the replica and backup planes whose reported frontier
+	// gates every delete; one that has not reported counts as revision 0.
+	Planes []string
+	// MaxDelete is the breaker's ceiling in blobs; -1 means none (the
+	// fraction still applies).
+	MaxDelete         int64
+	MaxDeleteFraction float64
+	// RebuildInterval spaces the rebuilds of the recorded references from
+	// the backend; 0 rebuilds before every pass.
+	RebuildInterval    time.Duration
+	TombstoneRetention time.Duration
+}
+
+// DigestNamespace is one configured CAS namespace: a bucket prefix whose
+// object keys carry the digest of their content. Empty fields take the
+// defaults of cas.NewNamespace; a nil Verify takes Digests.Verify.
+type DigestNamespace struct {
+	Name    string
+	Bucket  string
+	Prefix  string
+	Pattern string
+	Verify  *bool
+}
+
+// DigestSource is one configured reference source: a bucket prefix whose
+// objects name digests in their bodies. Empty fields take the defaults of
+// cas.NewSource; a MaxBody of 0 takes Digests.MaxBody.
+type DigestSource struct {
+	Name    string
+	Bucket  string
+	Prefix  string
+	Pattern string
+	// Keys narrows the source to keys whose part after Prefix matches it.
+	Keys    string
+	MaxBody int64
+}
+
+// String writes the namespace as BUCKET/PREFIX, with the fields that the
+// short form cannot say after it, so that a printed Config shows them.
+func (n DigestNamespace) String() string {
+	s := n.Bucket + "/" + n.Prefix
+	var extra []string
+	if n.Name != "" {
+		extra = append(extra, "name="+n.Name)
+	}
+	if n.Pattern != "" {
+		extra = append(extra, "pattern="+n.Pattern)
+	}
+	if n.Verify != nil {
+		extra = append(extra, fmt.Sprintf("verify=%t", *n.Verify))
+	}
+	if len(extra) > 0 {
+		s += "{" + strings.Join(extra, " ") + "}"
+	}
+	return s
+}
+
+// String writes the source as BUCKET/PREFIX, with the fields that the
+// short form cannot say after it.
+func (s DigestSource) String() string {
+	out := s.Bucket + "/" + s.Prefix
+	var extra []string
+	if s.Name != "" {
+		extra = append(extra, "name="+s.Name)
+	}
+	if s.Pattern != "" {
+		extra = append(extra, "pattern="+s.Pattern)
+	}
+	if s.Keys != "" {
+		extra = append(extra, "keys="+s.Keys)
+	}
+	if s.MaxBody != 0 {
+		extra = append(extra, fmt.Sprintf("max_body=%d", s.MaxBody))
+	}
+	if len(extra) > 0 {
+		out += "{" + strings.Join(extra, " ") + "}"
+	}
+	return out
+}
+
+// Layout builds the content-addressed layout of digests.namespaces and
+// digests.sources, each entry's missing fields filled from the defaults
+// and from digests.verify and digests.max_body, and checks it: a bad
+// pattern, or a namespace and a source that one key could belong to both
+// of, is an error. An empty layout (nothing configured) means digest
+// reclamation is off. Each call compiles a new layout.
+func (c *Config) Layout() (*cas.Layout, error) {
+	l, errs := c.buildLayout()
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return l, nil
 }
 
 // Sessions configures the multipart upload sessions and their reconciler.

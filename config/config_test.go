@@ -87,6 +87,15 @@ func TestDefaults(t *testing.T) {
 			ElectionTTL:        15 * time.Second,
 			MissingCheckBudget: 1000,
 		},
+		Digests: Digests{
+			Verify:             true,
+			MaxBody:            4 << 20,
+			TrashWindow:        7 * 24 * time.Hour,
+			PlacementGrace:     24 * time.Hour,
+			MaxDelete:          10000,
+			MaxDeleteFraction:  0.25,
+			TombstoneRetention: 7 * 24 * time.Hour,
+		},
 		Admin: Admin{Listen: "127.0.0.1:9001"},
 		Log:   Log{Format: "text", Level: "info"},
 	}
@@ -95,6 +104,9 @@ func TestDefaults(t *testing.T) {
 	}
 	if !c.UsesEmbeddedEtcd() {
 		t.Error("no etcd endpoints should mean embedded etcd")
+	}
+	if l, err := c.Layout(); err != nil || !l.Empty() {
+		t.Errorf("default layout = %+v, %v; want an empty one (digest reclamation off)", l, err)
 	}
 }
 
@@ -213,6 +225,8 @@ func sampleValue(t *testing.T, s Setting) (text, yamlValue string) {
 		return "a.example,b.example", "[a.example, b.example]"
 	case *[]Credential:
 		return "AKS:sec:pr", "[{access_key: AKS, secret_key: sec, principal: pr}]"
+	case *[]DigestNamespace, *[]DigestSource:
+		return "bkt/pre/,other/", "[bkt/pre/, other/]"
 	}
 	t.Fatalf("no sample for %s", s.Key)
 	return "", ""
@@ -283,7 +297,7 @@ func TestSettingNames(t *testing.T) {
 			t.Errorf("%s: flag or environment name used twice", s.Key)
 		}
 		flags[s.Flag], envs[s.Env] = true, true
-		if s.Key != "credentials" {
+		if !flagPerItem[s.Key] {
 			if want := strings.NewReplacer(".", "-", "_", "-").Replace(s.Key); s.Flag != want {
 				t.Errorf("%s: flag %q, want %q", s.Key, s.Flag, want)
 			}
@@ -301,12 +315,19 @@ func TestSettingNames(t *testing.T) {
 		"credential":             "SWEEPGATE_CREDENTIALS",
 		"etcd-embedded-data-dir": "SWEEPGATE_ETCD_EMBEDDED_DATA_DIR",
 		"admin-listen":           "SWEEPGATE_ADMIN_LISTEN",
+		"digests-namespace":      "SWEEPGATE_DIGESTS_NAMESPACES",
+		"digests-source":         "SWEEPGATE_DIGESTS_SOURCES",
+		"digests-planes":         "SWEEPGATE_DIGESTS_PLANES",
 	} {
 		if !flags[flagName] || !envs[env] {
 			t.Errorf("missing flag --%s or env %s", flagName, env)
 		}
 	}
 }
+
+// flagPerItem are the list settings whose flag names one item, so it is
+// singular, unlike their key.
+var flagPerItem = map[string]bool{"credentials": true, "digests.namespaces": true, "digests.sources": true}
 
 func TestYAMLErrors(t *testing.T) {
 	t.Parallel()

@@ -32,6 +32,9 @@ func FuzzLoadYAML(f *testing.F) {
 		strings.Repeat("[", 5000),
 		strings.Repeat("a:\n  ", 500) + "b",
 		"listen: \"\\u0000\"\n",
+		registryExampleYAML,
+		lfsExampleYAML,
+		"digests:\n  namespaces: [{bucket: a, pattern: '(?P<hex>'}, [x], ~]\n  sources: [{bucket: a, max_body: -1}]\n",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -45,5 +48,6 @@ func FuzzLoadYAML(f *testing.F) {
 		_ = c.Validate()
 		_ = c.String()
 		_ = c.ClientCredentials()
+		_, _ = c.Layout()
 	})
 }

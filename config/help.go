@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/sweepgate/sweepgate/cas"
 )
 
 // defaultText is how help and docs show a setting's default; quote wraps a
@@ -99,8 +101,8 @@ sources below it; lists are not merged.
 
 Every setting has one name, its YAML key. The flag is the key with ` + "`.`" + ` and
 ` + "`_`" + ` turned into ` + "`-`" + `; the environment variable is ` + "`SWEEPGATE_`" + ` and the key in
-capitals with ` + "`.`" + ` turned into ` + "`_`" + `. The one exception is
-` + "`credentials`" + `, whose flag is ` + "`--credential`" + ` (given once per credential).
+capitals with ` + "`.`" + ` turned into ` + "`_`" + `. The exceptions are lists whose
+flag is given once per item: ` + flagExceptions() + `.
 
 In the YAML file the dotted keys nest: ` + "`backend.endpoint`" + ` is written
 ` + "`backend: {endpoint: ...}`" + `. Unknown keys, anchors and aliases, and more than
@@ -121,10 +123,98 @@ of the machine can read a process's flags.
 		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s | %s |\n",
 			s.Key, s.flagUsage(), s.Env, mdEscape(s.defaultText(codeSpan)), mdEscape(s.Usage))
 	}
+	b.WriteString(digestsDoc())
 	b.WriteString("\n## Example file\n\nEvery setting, with its default where it has one:\n\n```yaml\n")
 	b.WriteString(ExampleYAML())
 	b.WriteString("```\n")
 	return b.String()
+}
+
+// flagExceptions lists the settings whose flag is not derived from their
+// key, so that the rule the document states cannot leave one out.
+func flagExceptions() string {
+	var items []string
+	for _, s := range Settings() {
+		if s.Flag != strings.NewReplacer(".", "-", "_", "-").Replace(s.Key) {
+			items = append(items, fmt.Sprintf("`%s` (`--%s`)", s.Key, s.Flag))
+		}
+	}
+	switch len(items) {
+	case 0:
+		return "none"
+	case 1:
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// The examples of digest reclamation in docs/configuration.md. Tests load
+// each, so that the document never shows a layout that is refused.
+const (
+	registryExampleYAML = `digests:
+  namespaces:
+    - registry/blobs/sha256/     # blobs: registry/blobs/sha256/<hex>
+  sources:
+    - registry/manifests/        # manifests naming "sha256:<hex>"
+`
+	lfsExampleYAML = `digests:
+  namespaces:
+    - name: lfs-objects
+      bucket: lfs
+      prefix: lfs/objects/
+      # lfs/objects/<oid[0:2]>/<oid[2:4]>/<oid>
+      pattern: '^[0-9a-f]{2}/[0-9a-f]{2}/(?P<hex>[0-9a-f]{64})$'
+      verify: true
+  sources:
+    - name: lfs-pointers
+      bucket: lfs
+      prefix: lfs/refs/
+      # a pointer file's "oid sha256:<hex>" line
+      pattern: 'oid sha256:(?P<hex>[0-9a-f]{64})'
+      max_body: 1024
+`
+)
+
+// digestsDoc explains the two forms of digests.namespaces and
+// digests.sources, which a table row is too small for, with examples.
+func digestsDoc() string {
+	return `
+## Digest reclamation
+
+Digest reclamation deletes the blobs of content-addressed namespaces that no
+reference source names any more (see DESIGN.md, "Digest sweep"). It is off
+until ` + "`digests.namespaces`" + ` and ` + "`digests.sources`" + ` are set. A namespace or
+a source is written in a short form, ` + "`BUCKET/PREFIX`" + ` (in flags, environment
+variables and YAML), which uses the default pattern, or in YAML as a mapping:
+
+| key | namespace | source |
+| --- | --- | --- |
+| ` + "`name`" + ` | names it in logs and reports; default ` + "`BUCKET/PREFIX`" + ` | the same |
+| ` + "`bucket`" + ` | required | required |
+| ` + "`prefix`" + ` | starts every key of the namespace; empty is the whole bucket | starts every key of the source |
+| ` + "`pattern`" + ` | matches the whole key after the prefix, the digest's hex in group ` + "`hex`" + ` (its algorithm in ` + "`algo`" + `, else sha256); default ` + "`" + cas.DefaultNamespacePattern + "`" + ` | each match in a body names a digest, groups as for a namespace; default ` + "`" + cas.DefaultSourcePattern + "`" + ` |
+| ` + "`verify`" + ` | refuse a blob whose content does not hash to its key's digest; default ` + "`digests.verify`" + ` | - |
+| ` + "`keys`" + ` | - | a pattern the key after the prefix must match to be in the source (other keys are plain objects), such as ` + "`/link$`" + ` for a registry's link files; default: every key |
+| ` + "`max_body`" + ` | - | largest body parsed, larger writes are refused; default ` + "`digests.max_body`" + ` |
+
+Patterns are Go regular expressions (RE2 syntax); in YAML write them in single
+quotes, where a backslash is an ordinary character. No key may belong to two
+places: a namespace and a source (or two of either) whose prefixes overlap in
+one bucket are refused.
+
+A registry-like layout, which the defaults fit:
+
+` + "```yaml\n" + registryExampleYAML + "```" + `
+
+or, on the command line, ` + "`--digests-namespace registry/blobs/sha256/ --digests-source registry/manifests/`" + `.
+
+A Git LFS server that keeps its objects under ` + "`lfs/objects/`" + ` and the pointer
+files that name them under ` + "`lfs/refs/`" + `, in the long form:
+
+` + "```yaml\n" + lfsExampleYAML + "```" + `
+
+[digests.md](digests.md) explains digest reclamation, with more examples.
+`
 }
 
 func mdEscape(s string) string {

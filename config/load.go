@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -376,6 +377,34 @@ func (w *yamlWalker) leaf(c *Config, s Setting, n *yaml.Node) {
 			creds = append(creds, cr)
 		}
 		*p = creds
+	case *[]DigestNamespace:
+		if n.Kind != yaml.SequenceNode {
+			w.errorf(n, "%s must be a list of BUCKET/PREFIX strings or {name, bucket, prefix, pattern, verify} mappings", s.Key)
+			return
+		}
+		out := make([]DigestNamespace, 0, len(n.Content))
+		for _, item := range n.Content {
+			ns, ok := w.namespace(s.Key, item)
+			if !ok {
+				return
+			}
+			out = append(out, ns)
+		}
+		*p = out
+	case *[]DigestSource:
+		if n.Kind != yaml.SequenceNode {
+			w.errorf(n, "%s must be a list of BUCKET/PREFIX strings or {name, bucket, prefix, pattern, max_body} mappings", s.Key)
+			return
+		}
+		out := make([]DigestSource, 0, len(n.Content))
+		for _, item := range n.Content {
+			src, ok := w.source(s.Key, item)
+			if !ok {
+				return
+			}
+			out = append(out, src)
+		}
+		*p = out
 	default:
 		if n.Kind != yaml.ScalarNode {
 			w.errorf(n, "%s must be a single value", s.Key)
@@ -428,4 +457,115 @@ func (w *yamlWalker) credential(n *yaml.Node) (Credential, bool) {
 		ok = false
 	}
 	return cr, ok
+}
+
+// casItem reads one item of digests.namespaces or digests.sources. The
+// short form, a string BUCKET/PREFIX, comes back as spec; the long form, a
+// mapping of plain values whose keys are all in known, as fields (a null
+// value counts as unset).
+func (w *yamlWalker) casItem(key string, n *yaml.Node, known []string) (spec string, fields map[string]*yaml.Node, ok bool) {
+	want := "each item must be a string BUCKET/PREFIX or a mapping with " + strings.Join(known, ", ")
+	if n.Kind == yaml.AliasNode || n.Anchor != "" {
+		w.errorf(n, "%s: anchors and aliases are not supported", key)
+		return "", nil, false
+	}
+	switch {
+	case n.Kind == yaml.ScalarNode && !isNull(n):
+		return n.Value, nil, true
+	case n.Kind != yaml.MappingNode:
+		w.errorf(n, "%s: %s", key, want)
+		return "", nil, false
+	}
+	fields = make(map[string]*yaml.Node)
+	ok = true
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode || v.Anchor != "" {
+			w.errorf(k, "%s: keys and values must be plain values", key)
+			ok = false
+			continue
+		}
+		if !slices.Contains(known, k.Value) {
+			w.errorf(k, "%s: unknown key %s (want %s)", key, k.Value, strings.Join(known, ", "))
+			ok = false
+			continue
+		}
+		if _, dup := fields[k.Value]; dup {
+			w.errorf(k, "%s: %s is set twice", key, k.Value)
+			ok = false
+			continue
+		}
+		fields[k.Value] = v
+	}
+	if !ok {
+		return "", nil, false
+	}
+	for k, v := range fields {
+		if isNull(v) {
+			delete(fields, k)
+		}
+	}
+	if fields["bucket"] == nil {
+		w.errorf(n, "%s: bucket is required", key)
+		return "", nil, false
+	}
+	return "", fields, true
+}
+
+// fieldText returns a field's value, "" when it is unset.
+func fieldText(fields map[string]*yaml.Node, name string) string {
+	if v := fields[name]; v != nil {
+		return v.Value
+	}
+	return ""
+}
+
+func (w *yamlWalker) namespace(key string, n *yaml.Node) (DigestNamespace, bool) {
+	spec, fields, ok := w.casItem(key, n, []string{"name", "bucket", "prefix", "pattern", "verify"})
+	if !ok {
+		return DigestNamespace{}, false
+	}
+	if fields == nil {
+		bucket, prefix, err := parseCASSpec(spec)
+		if err != nil {
+			w.errorf(n, "%s: %v", key, err)
+			return DigestNamespace{}, false
+		}
+		return DigestNamespace{Bucket: bucket, Prefix: prefix}, true
+	}
+	ns := DigestNamespace{Name: fieldText(fields, "name"), Bucket: fieldText(fields, "bucket"), Prefix: fieldText(fields, "prefix"), Pattern: fieldText(fields, "pattern")}
+	if v := fields["verify"]; v != nil {
+		b, err := strconv.ParseBool(v.Value)
+		if err != nil {
+			w.errorf(v, "%s: verify: %q is not a boolean (use true or false)", key, v.Value)
+			return DigestNamespace{}, false
+		}
+		ns.Verify = &b
+	}
+	return ns, true
+}
+
+func (w *yamlWalker) source(key string, n *yaml.Node) (DigestSource, bool) {
+	spec, fields, ok := w.casItem(key, n, []string{"name", "bucket", "prefix", "pattern", "keys", "max_body"})
+	if !ok {
+		return DigestSource{}, false
+	}
+	if fields == nil {
+		bucket, prefix, err := parseCASSpec(spec)
+		if err != nil {
+			w.errorf(n, "%s: %v", key, err)
+			return DigestSource{}, false
+		}
+		return DigestSource{Bucket: bucket, Prefix: prefix}, true
+	}
+	src := DigestSource{Name: fieldText(fields, "name"), Bucket: fieldText(fields, "bucket"), Prefix: fieldText(fields, "prefix"), Pattern: fieldText(fields, "pattern"), Keys: fieldText(fields, "keys")}
+	if v := fields["max_body"]; v != nil {
+		mb, err := strconv.ParseInt(strings.TrimSpace(v.Value), 10, 64)
+		if err != nil {
+			w.errorf(v, "%s: max_body: %q is not a whole number of bytes", key, v.Value)
+			return DigestSource{}, false
+		}
+		src.MaxBody = mb
+	}
+	return src, true
 }

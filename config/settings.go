@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sweepgate/sweepgate/cas"
 )
 
 // EnvPrefix starts the name of every environment variable sweepgate reads.
@@ -49,7 +51,7 @@ type Setting struct {
 // it, and a flag or environment value is split at commas.
 func (s Setting) IsList() bool {
 	switch s.field(&Config{}).(type) {
-	case *[]string, *[]Credential:
+	case *[]string, *[]Credential, *[]DigestNamespace, *[]DigestSource:
 		return true
 	}
 	return false
@@ -221,6 +223,39 @@ func Settings() []Setting {
 		setting("reclaim.missing_check_budget", "N", "1000",
 			"Most backend checks one pass spends on sessions whose upload the backend's listing did not show; the rest wait for the next pass.",
 			func(c *Config) any { return &c.Reclaim.MissingCheckBudget }),
+		setting("digests.namespaces", "BUCKET/PREFIX", "",
+			"Content-addressed namespaces: bucket prefixes whose object keys carry the digest of their content (blobs), which the reclaimer deletes once no reference source names them. The flag takes one BUCKET/PREFIX and may be repeated; the environment variable takes a comma-separated list of them. Both use the default pattern (the key after the prefix is the 64 hex digits of a sha256 digest) and digests.verify. YAML takes a list of such strings or of {name, bucket, prefix, pattern, verify}: pattern is a regular expression that matches the whole key after the prefix and captures the digest's hex in a group named hex (and its algorithm in one named algo). Empty, with digests.sources empty, turns digest reclamation off.",
+			func(c *Config) any { return &c.Digests.Namespaces }).names("digests-namespace", EnvPrefix+"DIGESTS_NAMESPACES"),
+		setting("digests.sources", "BUCKET/PREFIX", "",
+			"Reference sources: bucket prefixes whose objects (manifests, link or pointer files) name digests; a blob is kept while an object in a source, or one in the trash, names it. The gateway records the digests of every write into a source before the body reaches the backend. The flag takes one BUCKET/PREFIX and may be repeated; the environment variable takes a comma-separated list. Both find digests written sha256:HEX, as registry manifests and Git LFS pointer files write them. YAML takes a list of such strings or of {name, bucket, prefix, pattern, keys, max_body}: keys narrows the source to the keys (after the prefix) it matches; pattern is a regular expression whose every match in a body names a digest (group hex, and optionally algo). No source may overlap a namespace.",
+			func(c *Config) any { return &c.Digests.Sources }).names("digests-source", EnvPrefix+"DIGESTS_SOURCES"),
+		setting("digests.verify", "BOOL", "true",
+			"Refuse (BadDigest, nothing stored) a blob written into a namespace whose content does not hash to the digest its key names. Applies to the namespaces that do not set verify themselves.",
+			func(c *Config) any { return &c.Digests.Verify }),
+		setting("digests.max_body", "BYTES", strconv.FormatInt(cas.DefaultMaxBody, 10),
+			"Largest reference object whose body is parsed for digests. A larger write into a reference source is refused, never recorded in part. Applies to the sources that do not set max_body themselves.",
+			func(c *Config) any { return &c.Digests.MaxBody }),
+		setting("digests.trash_window", "DURATION", "168h",
+			"How long the digests of a deleted reference object stay retained in the trash, where 'sweepgate trash restore' brings them back. A blob that only a deleted object names becomes collectable after it.",
+			func(c *Config) any { return &c.Digests.TrashWindow }),
+		setting("digests.placement_grace", "DURATION", "24h",
+			"Blobs younger than this are never reclaimed, so that a producer has time to write the manifest that names a blob it has just uploaded.",
+			func(c *Config) any { return &c.Digests.PlacementGrace }),
+		setting("digests.planes", "LIST", "",
+			"Replica and backup planes that must have applied a reclamation before its bytes are deleted: each reports the etcd revision it has applied ('sweepgate frontier report'), and a blob goes only once every plane listed here has reached the revision its tombstone requires. A plane that has not reported counts as revision 0 and holds every delete. Empty: no plane is waited for.",
+			func(c *Config) any { return &c.Digests.Planes }),
+		setting("digests.max_delete", "N", "10000",
+			"Circuit breaker: a digest pass whose plan deletes more blobs than this is refused (nothing deleted, reported, logged as an error, counted in metrics). -1 sets no absolute limit; digests.max_delete_fraction still applies.",
+			func(c *Config) any { return &c.Digests.MaxDelete }),
+		setting("digests.max_delete_fraction", "FRACTION", "0.25",
+			"Circuit breaker: a digest pass whose plan deletes more than this share of all blobs stored in the namespaces is refused. A number greater than 0, at most 1.",
+			func(c *Config) any { return &c.Digests.MaxDeleteFraction }),
+		setting("digests.rebuild_interval", "DURATION", "0s",
+			"How often the rebuild scans every reference source on the backend and compares it with the recorded references; references written around the gateway are retained, logged and counted. A digest pass whose rebuild failed deletes nothing. 0 rebuilds before every digest pass.",
+			func(c *Config) any { return &c.Digests.RebuildInterval }),
+		setting("digests.tombstone_retention", "DURATION", "168h",
+			"How long tombstones in a final state (deleted, skipped) are kept, for reports and questions, before they are pruned.",
+			func(c *Config) any { return &c.Digests.TombstoneRetention }),
 		setting("admin.listen", "ADDR", "127.0.0.1:9001",
 			"Address (host:port) of the admin listener: /metrics, /healthz, /readyz and the admin API (/admin/v1, see docs/admin-api.md; no authentication yet, so keep it on loopback or a private network). Empty turns it off.",
 			func(c *Config) any { return &c.Admin.Listen }),
@@ -288,6 +323,30 @@ func (s Setting) setText(c *Config, values []string) error {
 			}
 		}
 		*p = creds
+	case *[]DigestNamespace:
+		var out []DigestNamespace
+		for _, v := range values {
+			for _, item := range splitList(v) {
+				bucket, prefix, err := parseCASSpec(item)
+				if err != nil {
+					return err
+				}
+				out = append(out, DigestNamespace{Bucket: bucket, Prefix: prefix})
+			}
+		}
+		*p = out
+	case *[]DigestSource:
+		var out []DigestSource
+		for _, v := range values {
+			for _, item := range splitList(v) {
+				bucket, prefix, err := parseCASSpec(item)
+				if err != nil {
+					return err
+				}
+				out = append(out, DigestSource{Bucket: bucket, Prefix: prefix})
+			}
+		}
+		*p = out
 	default:
 		return fmt.Errorf("internal error: setting %s has unsupported type %T", s.Key, p)
 	}
@@ -317,6 +376,10 @@ func (s Setting) format(c *Config) string {
 			items[i] = cr.AccessKey + ":" + cr.SecretKey.String() + ":" + cr.Principal
 		}
 		return "[" + strings.Join(items, ",") + "]"
+	case *[]DigestNamespace:
+		return "[" + joinStrings(*p) + "]"
+	case *[]DigestSource:
+		return "[" + joinStrings(*p) + "]"
 	default:
 		return fmt.Sprintf("%T", p)
 	}
@@ -340,6 +403,24 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+func joinStrings[T fmt.Stringer](items []T) string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.String()
+	}
+	return strings.Join(out, ",")
+}
+
+// parseCASSpec parses the short form of a namespace or source,
+// BUCKET/PREFIX, in the words of a setting rather than of package cas.
+func parseCASSpec(v string) (bucket, prefix string, err error) {
+	bucket, prefix, err = cas.ParseSpec(v)
+	if err != nil {
+		return "", "", fmt.Errorf("%q: want BUCKET/PREFIX, such as registry/blobs/sha256/ (the prefix may be empty)", v)
+	}
+	return bucket, prefix, nil
 }
 
 // parseCredential parses ACCESS_KEY:SECRET[:PRINCIPAL]. The access key ends

@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
+	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
@@ -141,6 +143,7 @@ func (c *Config) Validate() error {
 	}
 
 	errs = append(errs, c.validateReclaim()...)
+	errs = append(errs, c.validateDigests()...)
 
 	switch c.Log.Format {
 	case "text", "json":
@@ -245,6 +248,170 @@ func (c *Config) validateReclaim() []error {
 		bad("reclaim.missing_check_budget", "must be 1 or more, got %d", r.MissingCheckBudget)
 	}
 	return errs
+}
+
+// validateDigests checks the digest reclamation settings. They are
+// checked even when no namespace is configured, so that a mistake shows
+// before the day digest reclamation is turned on.
+func (c *Config) validateDigests() []error {
+	_, errs := c.buildLayout()
+	d := c.Digests
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
+	}
+	if len(d.Namespaces) > 0 && len(d.Sources) == 0 {
+		// Nothing could reference a blob, so every blob would look
+		// unreferenced: a configuration mistake, not an intent.
+		bad("digests.sources", "empty while digests.namespaces is set: every blob would count as unreferenced; name the reference sources that keep blobs")
+	}
+	if (len(d.Namespaces) > 0 || len(d.Sources) > 0) && !c.Sessions.Enabled {
+		bad("digests.namespaces", "digest reclamation needs sessions.enabled: its records live in etcd next to the sessions, and in-flight multipart uploads into a namespace are placements")
+	}
+	if d.MaxBody < 1 {
+		bad("digests.max_body", "must be 1 byte or more, got %d", d.MaxBody)
+	}
+	for _, dur := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"digests.trash_window", d.TrashWindow},
+		{"digests.placement_grace", d.PlacementGrace},
+		{"digests.tombstone_retention", d.TombstoneRetention},
+	} {
+		if dur.v <= 0 {
+			bad(dur.key, "must be positive, got %s", dur.v)
+		}
+	}
+	if d.RebuildInterval < 0 {
+		bad("digests.rebuild_interval", "must not be negative (0 rebuilds before every pass), got %s", d.RebuildInterval)
+	}
+	seen := make(map[string]bool)
+	for i, p := range d.Planes {
+		if err := CheckPlane(p); err != nil {
+			bad("digests.planes", "entry %d %q: %v", i+1, p, err)
+		} else if seen[p] {
+			bad("digests.planes", "plane %q is listed twice", p)
+		}
+		seen[p] = true
+	}
+	switch {
+	case d.MaxDelete == 0:
+		bad("digests.max_delete", "0 is not a limit: set reclaim.dry_run to delete nothing, or -1 for no absolute limit")
+	case d.MaxDelete < -1:
+		bad("digests.max_delete", "must be a number of blobs (1 or more), or -1 for no absolute limit; got %d", d.MaxDelete)
+	}
+	if !(d.MaxDeleteFraction > 0 && d.MaxDeleteFraction <= 1) {
+		bad("digests.max_delete_fraction", "must be greater than 0 and at most 1 (0.25 is a quarter of the stored blobs), got %g", d.MaxDeleteFraction)
+	}
+	return errs
+}
+
+// buildLayout compiles the namespaces and sources and reports every
+// problem, each naming its setting and entry.
+func (c *Config) buildLayout() (*cas.Layout, []error) {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
+	}
+	// Names label reports and logs, so two places must not share one.
+	names := make(map[string]bool)
+	named := func(key, where, name string) {
+		if name == "" {
+			return // the default name, bucket/prefix, is unique unless the places overlap, which Validate says
+		}
+		if names[name] {
+			bad(key, "%s: the name %q is used twice", where, name)
+		}
+		names[name] = true
+	}
+	l := &cas.Layout{}
+	for i, n := range c.Digests.Namespaces {
+		const key = "digests.namespaces"
+		where := fmt.Sprintf("entry %d (%s/%s)", i+1, n.Bucket, n.Prefix)
+		if err := checkBucket(n.Bucket); err != nil {
+			bad(key, "%s: %v", where, err)
+			continue
+		}
+		verify := c.Digests.Verify
+		if n.Verify != nil {
+			verify = *n.Verify
+		}
+		ns, err := cas.NewNamespace(n.Name, n.Bucket, n.Prefix, n.Pattern, verify)
+		if err != nil {
+			bad(key, "%s: %v", where, err)
+			continue
+		}
+		named(key, where, n.Name)
+		l.Namespaces = append(l.Namespaces, ns)
+	}
+	for i, s := range c.Digests.Sources {
+		const key = "digests.sources"
+		where := fmt.Sprintf("entry %d (%s/%s)", i+1, s.Bucket, s.Prefix)
+		if err := checkBucket(s.Bucket); err != nil {
+			bad(key, "%s: %v", where, err)
+			continue
+		}
+		maxBody := c.Digests.MaxBody
+		switch {
+		case s.MaxBody < 0:
+			bad(key, "%s: max_body must be 1 byte or more (or 0 for digests.max_body), got %d", where, s.MaxBody)
+			continue
+		case s.MaxBody > 0:
+			maxBody = s.MaxBody
+		}
+		src, err := cas.NewSource(s.Name, s.Bucket, s.Prefix, s.Pattern, maxBody)
+		if err == nil {
+			err = src.SetKeys(s.Keys)
+		}
+		if err != nil {
+			bad(key, "%s: %v", where, err)
+			continue
+		}
+		named(key, where, s.Name)
+		l.Sources = append(l.Sources, src)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if err := l.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("digests.namespaces and digests.sources: %w", err))
+		return nil, errs
+	}
+	return l, nil
+}
+
+// checkBucket refuses what cannot be an S3 bucket name in a path-style
+// request: a bucket holding '/' would never match a key.
+func checkBucket(b string) error {
+	switch {
+	case b == "":
+		return errors.New("the bucket is empty (want BUCKET/PREFIX, or bucket: in YAML)")
+	case strings.ContainsAny(b, "/ \t\r\n"):
+		return fmt.Errorf("bucket %q must not contain '/' or spaces", b)
+	}
+	return nil
+}
+
+// maxPlaneName bounds a plane's name, which is an etcd key segment and a
+// column in 'sweepgate frontier list'.
+const maxPlaneName = 128
+
+// CheckPlane refuses a replica or backup plane name that could not be one
+// path segment of the admin API (/admin/v1/frontiers/{plane}) or one cell
+// of a table. The admin API checks reported planes with it too, so that a
+// plane can always be configured under the name it reports.
+func CheckPlane(name string) error {
+	switch {
+	case name == "":
+		return errors.New("a plane needs a name")
+	case len(name) > maxPlaneName:
+		return fmt.Errorf("a plane name has at most %d bytes", maxPlaneName)
+	case strings.Contains(name, "/"):
+		return errors.New("a plane name must not contain '/'")
+	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return errors.New("a plane name must not contain spaces or control characters")
+	}
+	return nil
 }
 
 // describe names a setting with all its spellings, so that an error makes

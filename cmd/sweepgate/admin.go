@@ -30,6 +30,9 @@ type adminHandler struct {
 	sessions sessionsAPI
 	// reclaim serves /admin/v1/reclaim (docs/admin-api.md).
 	reclaim reclaimAPI
+	// digests serves /admin/v1/frontiers and /admin/v1/trash
+	// (docs/admin-api.md).
+	digests digestAPI
 }
 
 func (a *adminHandler) mux() *http.ServeMux {
@@ -40,6 +43,7 @@ func (a *adminHandler) mux() *http.ServeMux {
 	mux.HandleFunc("GET /readyz", a.readyz)
 	a.sessions.routes(mux, requireAdmin)
 	a.reclaim.routes(mux, requireAdmin)
+	a.digests.routes(mux, requireAdmin)
 	return mux
 }
 

@@ -8,6 +8,8 @@
 //	sweepgate sessions list   list upload sessions (through the admin API)
 //	sweepgate sessions show   show one upload session and its history
 //	sweepgate reclaim ...     run, plan and inspect the reclaimer; handle orphans
+//	sweepgate frontier ...    report or list replica and backup planes' frontiers
+//	sweepgate trash ...       list or restore deleted reference objects' digests
 //	sweepgate version         print the version
 //	sweepgate help [command]  show help
 package main
@@ -82,6 +84,8 @@ func commands() []command {
 		{"serve", "run the S3 gateway", (*cli).serve, (*cli).serveHelp},
 		{"sessions", "list upload sessions, or show one with its history", (*cli).sessionsCmd, (*cli).sessionsHelp},
 		{"reclaim", "run or plan reclaimer passes; its status, reports and orphans", (*cli).reclaimCmd, (*cli).reclaimHelp},
+		{"frontier", "report or list how far replica and backup planes have come", (*cli).frontierCmd, (*cli).frontierHelp},
+		{"trash", "list deleted reference objects' digests, or restore them", (*cli).trashCmd, (*cli).trashHelp},
 		{"version", "print the version and build information", (*cli).versionCmd, (*cli).versionHelp},
 		{"help", "show help for a command", (*cli).helpCmd, (*cli).helpHelp},
 	}

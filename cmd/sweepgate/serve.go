@@ -262,6 +262,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 			},
 			sessions: sessionsAPI{store: store, log: logger},
 			reclaim:  reclaimAPI{r: rec.r, store: store, info: rec.info, progress: progress, log: logger},
+			digests:  digestAPI{store: store, planes: cfg.Digests.Planes, log: logger},
 		}
 		listeners = append(listeners, adminL)
 		adminL = nil // the server owns it now

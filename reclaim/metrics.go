@@ -24,6 +24,13 @@ type metrics struct {
 	term         prometheus.Gauge
 	leading      prometheus.Gauge
 	lastFinished prometheus.Gauge
+
+	// The digest sweep's series.
+	tombstones         *prometheus.GaugeVec
+	digestDeletedBlobs prometheus.Counter
+	digestDeletedBytes prometheus.Counter
+	digestRefusals     prometheus.Counter
+	unknownRefs        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,10 +64,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 when this process leads the reclaimer election, else 0."}),
 		lastFinished: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "last_pass_finished_timestamp_seconds",
 			Help: "When the last pass that ran to its end (ok or refused) finished; alert when it falls behind."}),
+		tombstones: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "tombstones",
+			Help: "Digest tombstones by state (pending, ready, skipped, deleted) after the last digest sweep."}, []string{"state"}),
+		digestDeletedBlobs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "digest_deleted_total",
+			Help: "Unreferenced blobs the digest sweep's collector deleted."}),
+		digestDeletedBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "digest_deleted_bytes_total",
+			Help: "Bytes of the unreferenced blobs the digest sweep's collector deleted."}),
+		digestRefusals: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "digest_breaker_refusals_total",
+			Help: "Digest sweeps whose deletions the breaker refused (above max_delete or max_delete_fraction); nothing was deleted."}),
+		unknownRefs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "unknown_producer_refs_total",
+			Help: "References the rebuild found in reference objects written around the gateway: a producer it does not know about. They are retained."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.actedParts, m.actedBytes, m.refusals,
-			m.orphans, m.orphanParts, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished)
+			m.orphans, m.orphanParts, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished,
+			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs)
 	}
 	return m
 }
@@ -116,4 +134,10 @@ func (m *metrics) leader(term int64, ok bool) {
 	}
 	m.term.Set(0)
 	m.leading.Set(0)
+}
+
+// digestDeleted counts blobs the collector deleted.
+func (m *metrics) digestDeleted(blobs, size int64) {
+	m.digestDeletedBlobs.Add(float64(blobs))
+	m.digestDeletedBytes.Add(float64(size))
 }

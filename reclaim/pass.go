@@ -57,6 +57,8 @@ type pass struct {
 	pendingTally  tally
 	// lists holds a dry run's report lists (capped).
 	lists chunk
+	// digest is the digest sweep's report, once it ran (see digests).
+	digest *DigestReport
 }
 
 // runPass runs one pass under leadership l, or a dry run when l is nil or
@@ -109,6 +111,9 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 	}
 	r.fault(FaultPassStarted)
 
+	// A refused upload plan still lets the digest sweep run: its own
+	// breaker judges its own plan.
+	refused := ""
 	if p.cur.Phase == phaseInventory {
 		if err := p.inv.walk(ctx, p.cur.Pos, p); err != nil {
 			if isCompacted(err) {
@@ -119,28 +124,31 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 			}
 			return p.stop(ctx, started, err, rec), err
 		}
-		if refused := p.r.breaker(p.cur.Tally.Uploads, &p.cur.Breaker); refused != "" {
-			if p.dry {
-				r.log.Warn("the breaker would refuse this plan", "pass", p.cur.Pass, "refused", refused)
-			} else {
-				r.log.Error("reclaim pass refused by the breaker: nothing marked or deleted", "pass", p.cur.Pass, "term", p.term.N, "refused", refused)
-			}
-			return p.finish(ctx, started, refused, "", rec)
-		}
-		p.cur.Phase = phaseAct
-		if !p.dry {
-			if _, err := fencedTxn(ctx, r.cli(), p.term, nil, cursorOp(r.keys(), &p.cur)); err != nil {
-				return p.stop(ctx, started, err, rec), err
+		refused = p.r.breaker(p.cur.Tally.Uploads, &p.cur.Breaker)
+		switch {
+		case refused != "" && p.dry:
+			r.log.Warn("the breaker would refuse this plan", "pass", p.cur.Pass, "refused", refused)
+		case refused != "":
+			r.log.Error("reclaim pass refused by the breaker: nothing marked or deleted", "pass", p.cur.Pass, "term", p.term.N, "refused", refused)
+		default:
+			p.cur.Phase = phaseAct
+			if !p.dry {
+				if _, err := fencedTxn(ctx, r.cli(), p.term, nil, cursorOp(r.keys(), &p.cur)); err != nil {
+					return p.stop(ctx, started, err, rec), err
+				}
 			}
 		}
 	}
-	if !p.dry {
+	if !p.dry && refused == "" {
 		r.fault(FaultPlanned)
 		if err := p.act(ctx); err != nil {
 			return p.stop(ctx, started, err, rec), err
 		}
 	}
-	return p.finish(ctx, started, "", "", rec)
+	if err := p.digests(ctx); err != nil {
+		return p.stop(ctx, started, err, rec), err
+	}
+	return p.finish(ctx, started, refused, "", rec)
 }
 
 // begin resumes the pass in progress, or claims a new one: its number, its
@@ -310,6 +318,10 @@ func (p *pass) report(ctx context.Context, started time.Time, rec *multipart.Rec
 		Breaker: p.cur.Breaker, Acted: p.cur.Acted, Vanished: p.cur.Tally.Vanished, Totals: p.cur.Tally.Totals,
 		Reconcile: rec, Stuck: []Stuck{}, Orphans: []Orphan{}, Missing: []Missing{},
 	}
+	if p.digest != nil {
+		d := *p.digest
+		rep.Digests = &d
+	}
 	if !p.cur.Started.IsZero() {
 		rep.Started = p.cur.Started
 	}
@@ -353,6 +365,7 @@ func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped s
 	keys := p.r.keys()
 	ops := append(reportOps(keys, rep.Pass, body),
 		clientv3.OpDelete(keys.Cursor(uploadSweep)),
+		clientv3.OpDelete(keys.Cursor(digestSweepName)),
 		clientv3.OpDelete(keys.PlansPrefix(rep.Pass), clientv3.WithPrefix()))
 	if _, err := fencedTxn(ctx, p.r.cli(), p.term, nil, ops...); err != nil {
 		return rep, fmt.Errorf("reclaim: write report of pass %d: %w", rep.Pass, err)

@@ -85,10 +85,13 @@ type Config struct {
 	// Progress, when set, is called after every recorded inventory page
 	// and every action, so a long pass or plan can show how far it got.
 	Progress func(Progress)
+	// Digests turns on the digest sweep; nil leaves it off.
+	Digests *DigestsConfig
 }
 
-// Reclaimer is the elected upload sweep: it campaigns, and while it leads
-// it runs passes on an interval and on demand.
+// Reclaimer is the elected upload sweep (and, when Config.Digests is set,
+// digest sweep): it campaigns, and while it leads it runs passes on an
+// interval and on demand.
 type Reclaimer struct {
 	cfg      Config
 	store    *etcdstore.Store
@@ -121,6 +124,13 @@ func New(cfg Config) (*Reclaimer, error) {
 	}
 	if cfg.BatchSize > 1000 {
 		return nil, fmt.Errorf("reclaim: batch size %d is above 1000, the most S3 lists at once", cfg.BatchSize)
+	}
+	if cfg.Digests != nil {
+		d, err := cfg.Digests.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Digests = d
 	}
 	el := cfg.Elector
 	if el == nil {

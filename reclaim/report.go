@@ -49,6 +49,8 @@ type Report struct {
 	// the lists above may be cut short to keep the report small.
 	Totals    ListTotals                 `json:"totals"`
 	Reconcile *multipart.ReconcileReport `json:"reconcile,omitempty"`
+	// Digests is the digest sweep's part of the pass, when it is on.
+	Digests *DigestReport `json:"digests,omitempty"`
 }
 
 // Count is a number of uploads (sessions) with their parts and bytes.

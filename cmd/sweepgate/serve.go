@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
@@ -158,6 +159,10 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 	}
 
 	fault := testFault(logger)
+	layout, err := cfg.Layout()
+	if err != nil {
+		return err
+	}
 	gw, err := gateway.New(gateway.Config{
 		BackendEndpoint:  cfg.Backend.Endpoint,
 		BackendRegion:    cfg.Backend.Region,
@@ -170,6 +175,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		Logger:           logger,
 		Metrics:          reg,
 		Sessions:         sessionsConfig(cfg, store, fault),
+		Digests:          digestsConfig(cfg, store, layout),
 	})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -210,7 +216,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		addrs.Admin = adminL.Addr().String()
 	}
 	progress := newProgressHub()
-	rec, err := newReclaimer(cfg, store, gw, reg, logger, progress.publish, fault, addrs.Admin)
+	rec, err := newReclaimer(cfg, store, gw, layout, reg, logger, progress.publish, fault, addrs.Admin)
 	if err != nil {
 		return err
 	}
@@ -455,6 +461,39 @@ func sessionsConfig(cfg *config.Config, store *etcdstore.Store, fault func(strin
 	return sc
 }
 
+// digestsConfig returns the gateway's reference recording settings, or nil
+// when no content-addressed layout is configured (config refuses one
+// without sessions, whose store it shares).
+func digestsConfig(cfg *config.Config, store *etcdstore.Store, layout *cas.Layout) *gateway.DigestsConfig {
+	if layout.Empty() || store == nil {
+		return nil
+	}
+	return &gateway.DigestsConfig{
+		Store:           store,
+		Layout:          layout,
+		TrashWindow:     cfg.Digests.TrashWindow,
+		AdminPrincipals: cfg.Sessions.AdminPrincipals,
+	}
+}
+
+// reclaimDigests returns the digest sweep's settings, or nil when no
+// content-addressed layout is configured.
+func reclaimDigests(cfg *config.Config, layout *cas.Layout) *reclaim.DigestsConfig {
+	if layout.Empty() || len(layout.Namespaces) == 0 {
+		return nil
+	}
+	d := cfg.Digests
+	return &reclaim.DigestsConfig{
+		Layout:             layout,
+		PlacementGrace:     d.PlacementGrace,
+		Planes:             d.Planes,
+		MaxDelete:          d.MaxDelete,
+		MaxDeleteFraction:  d.MaxDeleteFraction,
+		RebuildInterval:    d.RebuildInterval,
+		TombstoneRetention: d.TombstoneRetention,
+	}
+}
+
 // reclaimerInfo describes this process's reclaimer for the admin API and
 // the start-up line.
 type reclaimerInfo struct {
@@ -504,7 +543,7 @@ func reclaimerID(adminAddr string) string {
 // service and backend client. It is built whenever sessions are on, so that
 // a replica with reclaim.enabled off still answers status, plans and orphan
 // lists; only start decides whether it campaigns.
-func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gateway, reg prometheus.Registerer,
+func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gateway, layout *cas.Layout, reg prometheus.Registerer,
 	logger *slog.Logger, progress func(reclaim.Progress), fault func(string), adminAddr string) (serveReclaimer, error) {
 	rc := cfg.Reclaim
 	info := reclaimerInfo{ID: reclaimerID(adminAddr), Enabled: rc.Enabled, DryRun: rc.DryRun}
@@ -539,6 +578,7 @@ func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gatewa
 		Metrics:            reg,
 		Fault:              fault,
 		Progress:           progress,
+		Digests:            reclaimDigests(cfg, layout),
 	})
 	if err != nil {
 		return serveReclaimer{}, fmt.Errorf("reclaimer: %w", err)

@@ -1,0 +1,507 @@
+package reclaim_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// otherShard returns the first of digests whose reference revision shard
+// differs from d's.
+func otherShard(t *testing.T, d string, digests []string) string {
+	t.Helper()
+	for _, o := range digests {
+		if etcdstore.RefShard(o) != etcdstore.RefShard(d) {
+			return o
+		}
+	}
+	t.Fatal("every digest is in one shard")
+	return ""
+}
+
+// TestDigestReferenceBeforeTombstone commits a reference between the
+// inventories and the tombstone writes: no tombstone advances for that
+// digest, and its blob stays; a digest in another shard goes on.
+func TestDigestReferenceBeforeTombstone(t *testing.T) {
+	t.Parallel()
+	for _, at := range []string{"new", "pending"} {
+		t.Run(at, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			refd := d.putBlobs("r", 6)
+			d.putManifest("m", refd...)
+			unref := d.putBlobs("u", 4)
+			target := unref[0]
+			other := otherShard(t, target, unref[1:])
+			d.ageBlobs()
+			var armed atomic.Bool
+			errs := make(chan error, 1)
+			cfg := d.config()
+			cfg.BatchSize = 1000 // one page, so that the hook runs before every write
+			cfg.Fault = func(point string) {
+				if point == reclaim.FaultDigestBeforeTombstone && armed.CompareAndSwap(true, false) {
+					errs <- d.writeManifest("late", target)
+				}
+			}
+			r := d.start(cfg)
+			if at == "pending" {
+				d.digestPass(r)
+			}
+			before, beforeRev, _ := d.tombstone(target)
+
+			armed.Store(true)
+			rep := d.digestPass(r)
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+			if rep.Changed != 1 {
+				t.Errorf("changed = %d, want the one digest referenced late", rep.Changed)
+			}
+			after, afterRev, _ := d.tombstone(target)
+			if afterRev != beforeRev || after != before {
+				t.Errorf("tombstone of the late-referenced digest moved: %+v -> %+v", before, after)
+			}
+			if at == "new" {
+				d.wantStates("new", etcdstore.TombstonePending, other)
+			} else {
+				d.wantStates("pending", etcdstore.TombstoneDeleted, other)
+				d.wantPresent("pending", false, other)
+			}
+
+			next := d.digestPass(r)
+			if at == "pending" && next.Skipped != 1 {
+				t.Errorf("next pass skipped %d, want the late-referenced digest", next.Skipped)
+			}
+			d.wantPresent("at the end", true, append(refd, target)...)
+		})
+	}
+}
+
+// TestDigestResumeAfterInterruption ends the leader's term at each step of
+// the digest sweep. The former leader gets no write or delete through; the
+// next leader resumes the pass from its cursor, counts every blob exactly
+// once, and no blob referenced at any moment is missing at the end.
+func TestDigestResumeAfterInterruption(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		point string
+		pass  int // the pass the term ends in
+	}{
+		{reclaim.FaultDigestPage, 1},
+		{reclaim.FaultDigestBeforeTombstone, 2},
+		{reclaim.FaultDigestGuarded, 2},
+		{reclaim.FaultDigestCollected, 2},
+	} {
+		t.Run(tt.point, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			refd := d.putBlobs("r", 6)
+			d.putManifest("m", refd...)
+			unref := d.putBlobs("u", 4)
+			d.ageBlobs()
+			var (
+				armed    atomic.Bool
+				guardErr = make(chan error, 1)
+				late     string
+			)
+			cfgA := d.config()
+			cfgA.ID = "a"
+			cfgA.Fault = func(point string) {
+				if point != tt.point || !armed.CompareAndSwap(true, false) {
+					return
+				}
+				if point == reclaim.FaultDigestGuarded {
+					// A producer naming a guarded digest is turned away
+					// and records nothing.
+					guarded := d.guarded()
+					if len(guarded) == 0 {
+						guardErr <- errors.New("no guard armed at digest.guarded")
+					} else {
+						guardErr <- d.writeManifest("guarded", guarded[0])
+					}
+				}
+				d.revokeLeader()
+				if err := d.writeManifest("late", late); err != nil {
+					t.Error(err)
+				}
+			}
+			a := d.start(cfgA)
+			cfgB := d.config()
+			cfgB.ID = "b"
+			cfgB.Metrics = nil
+			b := d.run(cfgB)
+
+			if tt.pass == 2 {
+				d.digestPass(a)
+			}
+			// Unreferenced (and old at the pass clock) until a manifest
+			// names it while the leader is away: it must survive.
+			late = d.putBlob("late")
+			deletesBefore := d.be.deletes.Load()
+			armed.Store(true)
+			rep, err := d.trigger(a)
+			if !errors.Is(err, reclaim.ErrFenced) {
+				t.Fatalf("interrupted pass error = %v, want ErrFenced (report %+v)", err, rep.Digests)
+			}
+			if tt.point == reclaim.FaultDigestGuarded {
+				if err := <-guardErr; !errors.Is(err, etcdstore.ErrGuarded) {
+					t.Errorf("manifest naming a guarded digest: %v, want ErrGuarded", err)
+				}
+				if d.be.deletes.Load() != deletesBefore {
+					t.Errorf("the former leader sent %d deletes after its term ended", d.be.deletes.Load()-deletesBefore)
+				}
+				if resp, _ := d.cli.Get(t.Context(), d.store.Keys().RefSource(dgBucket, dgManifests+"guarded")); len(resp.Kvs) != 0 {
+					t.Error("a manifest naming a guarded digest was recorded")
+				}
+			}
+			d.wantPresent("after the interruption", true, append(refd, late)...)
+
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			if _, err := b.Elector().AwaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
+			resumed := d.mustPass(b)
+			if resumed.Pass != int64(tt.pass) || resumed.Digests == nil || resumed.Digests.Resumed != 1 {
+				t.Fatalf("pass %d resumed %+v; want pass %d resumed once", resumed.Pass, resumed.Digests, tt.pass)
+			}
+			got := *resumed.Digests
+			if got.Stored != 11 {
+				t.Errorf("resumed pass counted %d stored blobs, want 11 exactly once", got.Stored)
+			}
+			if n := got.Retained + got.Pending + got.Ready + got.Duplicates + got.Changed; n != got.Stored {
+				t.Errorf("resumed pass judged %d blobs of %d stored (report %+v)", n, got.Stored, got)
+			}
+			// Every deletion is counted once, those of the former leader's
+			// attempt included (it recorded them in the cursor).
+			deleted := got.Deleted
+			for range 2 {
+				deleted += d.digestPass(b).Deleted
+			}
+			if deleted != 4 {
+				t.Errorf("the passes from the resumed one on deleted %d, want the four exactly once", deleted)
+			}
+			d.wantPresent("at the end", false, unref...)
+			d.wantPresent("at the end", true, append(refd, late)...)
+			if n := d.count(d.store.Keys().Guards()); n != 0 {
+				t.Errorf("%d guards left", n)
+			}
+		})
+	}
+}
+
+// guarded returns the digests whose guards are armed.
+func (d *digestEnv) guarded() []string {
+	resp, err := d.cli.Get(context.Background(), d.store.Keys().Guards(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		if dg, ok := etcdstore.LastSegment(string(kv.Key)); ok {
+			out = append(out, dg)
+		}
+	}
+	return out
+}
+
+// TestDigestStaleTermDeletesNothing ends the term after the backend deleted
+// but before the outcome was recorded: the next leader finds the guards,
+// looks at the blobs, and records them deleted.
+func TestDigestStaleTermDeletesNothing(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	unref := d.putBlobs("u", 2)
+	d.ageBlobs()
+	cfgA := d.config()
+	cfgA.ID = "a"
+	cfgA.BatchSize = 1000
+	a := d.start(cfgA)
+	cfgB := d.config()
+	cfgB.ID = "b"
+	cfgB.Metrics = nil
+	b := d.run(cfgB)
+	d.digestPass(a)
+
+	var once atomic.Bool
+	d.be.setAfterDelete(func() {
+		if once.CompareAndSwap(false, true) {
+			d.revokeLeader()
+		}
+	})
+	if _, err := d.trigger(a); !errors.Is(err, reclaim.ErrFenced) {
+		t.Fatalf("pass error = %v, want ErrFenced", err)
+	}
+	d.be.setAfterDelete(nil)
+	d.wantPresent("deleted by the former leader", false, unref...)
+	if n := d.count(d.store.Keys().Guards()); n != 2 {
+		t.Fatalf("%d guards armed, want the former leader's two", n)
+	}
+	d.wantStates("former leader", etcdstore.TombstoneReady, unref...)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := b.Elector().AwaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep := d.mustPass(b)
+	if rep.Digests.Guards != 2 || rep.Digests.Deleted != 2 || rep.Digests.Resumed != 1 {
+		t.Errorf("next leader: guards %d deleted %d resumed %d; want the two settled", rep.Digests.Guards, rep.Digests.Deleted, rep.Digests.Resumed)
+	}
+	d.wantStates("settled", etcdstore.TombstoneDeleted, unref...)
+	if n := d.count(d.store.Keys().Guards()); n != 0 {
+		t.Errorf("%d guards left", n)
+	}
+	d.wantPresent("settled", true, refd...)
+}
+
+// TestDigestUnclearDelete loses the answer to a delete (the blob is gone)
+// and drops another (the blob stays): each is looked at once and settled
+// from what was found, never sent again blindly.
+func TestDigestUnclearDelete(t *testing.T) {
+	t.Parallel()
+	for _, lost := range []bool{true, false} {
+		name := "answer lost"
+		if !lost {
+			name = "request dropped"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			refd := d.putBlobs("r", 6)
+			d.putManifest("m", refd...)
+			unref := d.putBlobs("u", 2)
+			d.ageBlobs()
+			cfg := d.config()
+			cfg.BatchSize = 1000
+			r := d.start(cfg)
+			d.digestPass(r)
+
+			if lost {
+				d.be.loseDelete.Store(true)
+			} else {
+				d.be.dropDelete.Store(true)
+			}
+			rep := d.digestPass(r)
+			d.be.loseDelete.Store(false)
+			d.be.dropDelete.Store(false)
+			if n := d.be.deletes.Load(); n != 1 {
+				t.Errorf("%d deletes sent, want one", n)
+			}
+			tb, _, _ := d.tombstone(unref[0])
+			if lost {
+				wantCounts(t, name, rep, 0, 2, 0, 2)
+				d.wantPresent(name, false, unref...)
+				if tb.State != etcdstore.TombstoneDeleted || !contains(tb.Reason, "unclear", "gone") {
+					t.Errorf("tombstone %+v, want deleted with the doubt recorded", tb)
+				}
+				return
+			}
+			if rep.Failed != 2 || rep.Deleted != 0 {
+				t.Errorf("failed %d deleted %d, want both still there", rep.Failed, rep.Deleted)
+			}
+			if tb.State != etcdstore.TombstoneReady || tb.Attempts != 2 || !contains(tb.Reason, "still there") {
+				t.Errorf("tombstone %+v, want ready with one more attempt", tb)
+			}
+			if n := d.count(d.store.Keys().Guards()); n != 0 {
+				t.Errorf("%d guards left", n)
+			}
+			d.wantPresent(name, true, unref...)
+			rep = d.digestPass(r)
+			wantCounts(t, "next pass", rep, 0, 2, 0, 2)
+			d.wantPresent("next pass", false, unref...)
+		})
+	}
+}
+
+// TestDigestHoldsKeepEverything keeps every blob while a reference hold
+// exists.
+func TestDigestHoldsKeepEverything(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	unref := d.putBlobs("u", 2)
+	d.putBlobs("r", 6)
+	d.ageBlobs()
+	r := d.start(d.config())
+	lease, err := d.cli.Grant(t.Context(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.store.HoldRefs(t.Context(), "complete-1", lease.ID, d.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rep := d.digestPass(r)
+	if !contains(rep.Kept, "hold") || rep.Pending != 0 {
+		t.Errorf("kept %q pending %d; want everything kept for the hold", rep.Kept, rep.Pending)
+	}
+	d.wantStates("held", "", unref...)
+	if err := d.store.ReleaseRefHold(t.Context(), "complete-1"); err != nil {
+		t.Fatal(err)
+	}
+	rep = d.digestPass(r)
+	if rep.Kept != "" || rep.Pending != 8 {
+		t.Errorf("after the hold: kept %q pending %d", rep.Kept, rep.Pending)
+	}
+}
+
+// TestDigestUploadsInventory retains a blob that a multipart upload is
+// writing again, and keeps everything when the uploads' listing cannot be
+// proven against the reference revisions.
+func TestDigestUploadsInventory(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 4)
+	d.putManifest("m", refd...)
+	unref := d.putBlobs("u", 2)
+	d.upload(dgBucket, blobKey(unref[0]), 1)
+	d.ageBlobs()
+	r := d.start(d.config())
+	rep := d.digestPass(r)
+	if rep.RetainedBy["uploads"] != 1 || rep.Pending != 1 {
+		t.Errorf("retained by %v, pending %d; want the blob being uploaded retained", rep.RetainedBy, rep.Pending)
+	}
+	d.wantStates("uploading", "", unref[0])
+
+	// References move during every listing.
+	d.be.setOnUploads(func() {
+		for _, sh := range etcdstore.AllRefShards() {
+			if _, err := d.cli.Put(context.Background(), d.store.Keys().RefRev(sh), ""); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	rep = d.digestPass(r)
+	d.be.setOnUploads(nil)
+	if !contains(rep.Kept, "uploads", "retired") || rep.Ready != 0 || rep.Deleted != 0 {
+		t.Errorf("kept %q ready %d deleted %d; want the inventory retired and everything kept", rep.Kept, rep.Ready, rep.Deleted)
+	}
+	d.wantPresent("retired", true, unref...)
+}
+
+// TestDigestPlacements retains a blob with a placement younger than the
+// grace; an older placement (a gateway that died) retains nothing and is
+// pruned.
+func TestDigestPlacements(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	unref := d.putBlobs("u", 2)
+	d.ageBlobs()
+	now := d.clock.Now()
+	if err := d.store.PlaceBlob(t.Context(), unref[0], "young", dgBucket, blobKey(unref[0]), now.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.store.PlaceBlob(t.Context(), unref[1], "stale", dgBucket, blobKey(unref[1]), now.Add(-2*dgGrace)); err != nil {
+		t.Fatal(err)
+	}
+	r := d.start(d.config())
+	rep := d.digestPass(r)
+	if rep.RetainedBy["placements"] != 1 || rep.Pending != 1 || rep.StalePlacements != 1 || rep.Pruned.Placements != 1 {
+		t.Errorf("retained by %v, pending %d, stale %d, pruned %d", rep.RetainedBy, rep.Pending, rep.StalePlacements, rep.Pruned.Placements)
+	}
+	rep = d.digestPass(r)
+	wantCounts(t, "after the prune", rep, 0, 1, 0, 1)
+	d.wantPresent("placed", true, unref[0])
+	d.wantPresent("stale placement", false, unref[1])
+	if n := d.count(d.store.Keys().AllPlacements()); n != 1 {
+		t.Errorf("%d placements left, want the young one", n)
+	}
+}
+
+// TestDigestTombstoneRetention prunes terminal tombstones once they are
+// older than the retention.
+func TestDigestTombstoneRetention(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	unref := d.putBlobs("u", 2)
+	d.ageBlobs()
+	r := d.start(d.config())
+	d.digestPass(r)
+	d.digestPass(r)
+	d.wantStates("deleted", etcdstore.TombstoneDeleted, unref...)
+	d.clock.Advance(reclaim.DefaultTombstoneRetention - time.Hour)
+	if rep := d.digestPass(r); rep.Pruned.Tombstones != 0 {
+		t.Errorf("pruned %d tombstones inside the retention", rep.Pruned.Tombstones)
+	}
+	d.clock.Advance(2 * time.Hour)
+	rep := d.digestPass(r)
+	if rep.Pruned.Tombstones != 2 || len(rep.Tombstones) != 0 {
+		t.Errorf("pruned %d, left %v; want both deleted tombstones gone", rep.Pruned.Tombstones, rep.Tombstones)
+	}
+	d.wantStates("pruned", "", unref...)
+	d.wantPresent("pruned", true, slices.Clone(refd)...)
+}
+
+// TestDigestLeftoverGuard finds a guard armed by a leader that died
+// mid-collect, its blob still stored. The pass takes it over and deletes
+// the blob, unless the rebuild finds a reference to it written around the
+// gateway meanwhile: then the guard is released and the blob kept.
+func TestDigestLeftoverGuard(t *testing.T) {
+	t.Parallel()
+	for _, referenced := range []bool{false, true} {
+		name := "unreferenced"
+		if referenced {
+			name = "referenced around the gateway"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			refd := d.putBlobs("r", 6)
+			d.putManifest("m", refd...)
+			dg := d.putBlob("guarded")
+			d.ageBlobs()
+			keys := d.store.Keys()
+			tomb := etcdstore.Tombstone{Digest: dg, State: etcdstore.TombstoneReady, Bucket: dgBucket, Key: blobKey(dg),
+				Size: int64(len(blobContent("guarded"))), Frontier: 1, Term: 1, Pass: 1, Attempts: 1, Since: d.clock.Now()}
+			guard := etcdstore.Guard{Digest: dg, Bucket: dgBucket, Key: blobKey(dg), Term: 1, Pass: 1, At: d.clock.Now()}
+			for k, v := range map[string]string{keys.Tombstone(dg): etcdstore.MarshalRecord(tomb), keys.Guard(dg): etcdstore.MarshalRecord(guard)} {
+				if _, err := d.cli.Put(t.Context(), k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if referenced {
+				body := dgManifest([]string{dg})
+				if _, err := d.direct.Client.PutObject(t.Context(), dgBucket, dgManifests+"around", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := d.start(d.config())
+			rep := d.digestPass(r)
+			if rep.Guards != 1 {
+				t.Errorf("guards found = %d, want 1", rep.Guards)
+			}
+			if n := d.count(keys.Guards()); n != 0 {
+				t.Errorf("%d guards left", n)
+			}
+			if referenced {
+				if rep.Deleted != 0 || rep.Released != 1 || rep.Skipped != 1 {
+					t.Errorf("deleted %d released %d skipped %d; want the guard released and the blob kept", rep.Deleted, rep.Released, rep.Skipped)
+				}
+				d.wantPresent(name, true, dg)
+				d.wantStates(name, etcdstore.TombstoneSkipped, dg)
+				return
+			}
+			if rep.Deleted != 1 {
+				t.Errorf("deleted %d, want the guarded blob", rep.Deleted)
+			}
+			d.wantPresent(name, false, dg)
+			d.wantStates(name, etcdstore.TombstoneDeleted, dg)
+			d.wantPresent(name, true, refd...)
+		})
+	}
+}

@@ -1,0 +1,364 @@
+package reclaim
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+// Blob is one stored blob of a CAS namespace, as the backend listed it.
+type Blob struct {
+	Digest   string
+	Bucket   string
+	Key      string
+	Size     int64
+	Modified time.Time
+}
+
+// Inventory is one owner of references to digests. The digest sweep asks
+// each inventory which blobs of a listing page it retains and sees only
+// digests, so that a new kind of owner needs only a new inventory.
+//
+// An inventory reads what it knows at the pass's etcd revision. One whose
+// reads cannot share that revision proves itself another way, or fails
+// with errRetired; any error makes the pass keep everything.
+type Inventory interface {
+	// Name names the inventory in reports ("references", "trash", ...).
+	Name() string
+	// Retained returns the digests among blobs (one listing page of one
+	// namespace) that it retains.
+	Retained(ctx context.Context, blobs []Blob) (map[string]bool, error)
+}
+
+// errRetired says an inventory could not prove that its reads hold for the
+// pass's revision: it is retired for the pass, and the pass keeps
+// everything.
+var errRetired = errors.New("reclaim: inventory retired for this pass")
+
+// rangeLimit is how many keys one ranged read of an inventory asks for.
+const rangeLimit = 1000
+
+// digestRange reads, at revision rev, the keys of every digest among
+// digests under the per-digest prefixes that prefixOf makes, in pages of
+// rangeLimit keys, and calls fn for each key of one of digests. When fn
+// answers done, the rest of that digest's keys are skipped. Memory is
+// bounded by the page and the digests given.
+func digestRange(ctx context.Context, cli *clientv3.Client, rev int64, digests []string, prefixOf func(string) string,
+	keysOnly bool, fn func(digest string, value []byte) (done bool, err error)) error {
+	if len(digests) == 0 {
+		return nil
+	}
+	sorted := slices.Sorted(slices.Values(digests))
+	want := make(map[string]bool, len(sorted))
+	for _, d := range sorted {
+		want[d] = true
+	}
+	start := prefixOf(sorted[0])
+	end := clientv3.GetPrefixRangeEnd(prefixOf(sorted[len(sorted)-1]))
+	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(rangeLimit)}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	if keysOnly {
+		opts = append(opts, clientv3.WithKeysOnly())
+	}
+	for {
+		resp, err := cli.Get(ctx, start, opts...)
+		if err != nil {
+			return err
+		}
+		skip := ""
+		for _, kv := range resp.Kvs {
+			d, ok := digestOfKey(string(kv.Key), prefixOf)
+			if !ok || !want[d] || d == skip {
+				continue
+			}
+			done, err := fn(d, kv.Value)
+			if err != nil {
+				return err
+			}
+			if done {
+				skip = d
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		last := string(resp.Kvs[len(resp.Kvs)-1].Key)
+		start = last + "\x00"
+		if d, ok := digestOfKey(last, prefixOf); ok && d == skip {
+			start = clientv3.GetPrefixRangeEnd(prefixOf(d))
+		}
+		if start >= end {
+			return nil
+		}
+	}
+}
+
+// digestOfKey returns the digest whose prefix (made by prefixOf) key lies
+// under. Every per-digest prefix is "<root><escaped digest>/", so the root
+// is found from any digest's prefix.
+func digestOfKey(key string, prefixOf func(string) string) (string, bool) {
+	root := strings.TrimSuffix(prefixOf(""), "/")
+	rest, ok := strings.CutPrefix(key, root)
+	if !ok {
+		return "", false
+	}
+	esc, _, ok := strings.Cut(rest, "/")
+	if !ok {
+		return "", false
+	}
+	d, err := url.PathUnescape(esc)
+	return d, err == nil
+}
+
+// refsInventory retains the digests that a recorded reference names: the
+// references of every reference object the gateway saw written (and of
+// writes in flight), and those the rebuild found.
+type refsInventory struct {
+	cli  *clientv3.Client
+	keys etcdstore.Keys
+	rev  int64
+}
+
+func (refsInventory) Name() string { return "references" }
+
+func (i refsInventory) Retained(ctx context.Context, blobs []Blob) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := digestRange(ctx, i.cli, i.rev, digestsOf(blobs), i.keys.Refs, true, func(d string, _ []byte) (bool, error) {
+		out[d] = true
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read references: %w", err)
+	}
+	return out, nil
+}
+
+// trashInventory retains the digests of deleted reference objects until
+// their trash expires, so that a restore finds its blobs.
+type trashInventory struct {
+	cli  *clientv3.Client
+	keys etcdstore.Keys
+	rev  int64
+	now  time.Time
+}
+
+func (trashInventory) Name() string { return "trash" }
+
+func (i trashInventory) Retained(ctx context.Context, blobs []Blob) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := digestRange(ctx, i.cli, i.rev, digestsOf(blobs), i.keys.TrashRefs, false, func(d string, v []byte) (bool, error) {
+		var tr etcdstore.TrashRef
+		if json.Unmarshal(v, &tr) != nil || tr.Expires.After(i.now) {
+			// An entry that does not decode retains too: a missing input
+			// keeps.
+			out[d] = true
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read trash references: %w", err)
+	}
+	return out, nil
+}
+
+// placementsInventory retains blobs being written: a placement younger
+// than the grace (a write in flight through a gateway), and a blob whose
+// backend copy is younger than the grace (a write just finished, or one
+// made around the gateway). An older placement is the leftover of a
+// gateway that died; it is counted in stale, and pruned by the pass.
+type placementsInventory struct {
+	cli   *clientv3.Client
+	keys  etcdstore.Keys
+	rev   int64
+	now   time.Time
+	grace time.Duration
+	stale *int64
+}
+
+func (placementsInventory) Name() string { return "placements" }
+
+func (i placementsInventory) Retained(ctx context.Context, blobs []Blob) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, b := range blobs {
+		if i.young(b.Modified) {
+			out[b.Digest] = true
+		}
+	}
+	err := digestRange(ctx, i.cli, i.rev, digestsOf(blobs), i.keys.Placements, false, func(d string, v []byte) (bool, error) {
+		var p etcdstore.Placement
+		if json.Unmarshal(v, &p) != nil || i.young(p.At) {
+			out[d] = true
+			return true, nil
+		}
+		*i.stale++
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read placements: %w", err)
+	}
+	return out, nil
+}
+
+// young reports whether t is within the grace of now. An unknown time, or
+// one in the future, is young: a missing input keeps.
+func (i placementsInventory) young(t time.Time) bool {
+	return t.IsZero() || i.now.Sub(t) < i.grace
+}
+
+// uploadsInventory retains the blobs that a multipart upload in flight on
+// the backend is writing again. It asks about each blob alone, with the
+// blob's key as the listing prefix: MinIO lists only the uploads of exactly
+// that object for a prefix (and lists a whole bucket from a cache that
+// misses uploads), S3 lists the key's own uploads first. The sweep hands it
+// only the blobs no other inventory retains, so it costs a request per
+// candidate, not per blob.
+//
+// The backend cannot be read at the pass's revision, so each page's
+// listings prove themselves: the reference revisions of the page's shards
+// are read before and after them, and listings during which one moved are
+// made again; a page that cannot be proven in a few tries retires the
+// inventory for the pass.
+type uploadsInventory struct {
+	s3       s3
+	cli      *clientv3.Client
+	keys     etcdstore.Keys
+	parallel int
+}
+
+// uploadProofTries bounds the listings made to prove one page.
+const uploadProofTries = 3
+
+func (uploadsInventory) Name() string { return "uploads" }
+
+func (i uploadsInventory) Retained(ctx context.Context, blobs []Blob) (map[string]bool, error) {
+	if len(blobs) == 0 {
+		return map[string]bool{}, nil
+	}
+	shards := map[string]bool{}
+	for _, b := range blobs {
+		shards[etcdstore.RefShard(b.Digest)] = true
+	}
+	for range uploadProofTries {
+		before, err := i.refRevs(ctx, shards)
+		if err != nil {
+			return nil, err
+		}
+		out, err := i.list(ctx, blobs)
+		if err != nil {
+			return nil, err
+		}
+		after, err := i.refRevs(ctx, shards)
+		if err != nil {
+			return nil, err
+		}
+		if after == before {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: references moved during each of %d listings of multipart uploads into %s",
+		errRetired, uploadProofTries, blobs[0].Bucket)
+}
+
+// refRevs returns the highest reference revision among shards.
+func (i uploadsInventory) refRevs(ctx context.Context, shards map[string]bool) (int64, error) {
+	resp, err := i.cli.Get(ctx, i.keys.RefRevs(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return 0, fmt.Errorf("read reference revisions: %w", err)
+	}
+	var top int64
+	for _, kv := range resp.Kvs {
+		if sh, ok := etcdstore.LastSegment(string(kv.Key)); ok && shards[sh] {
+			top = max(top, kv.ModRevision)
+		}
+	}
+	return top, nil
+}
+
+// list returns the digests of blobs that a multipart upload is writing,
+// asking about a few blobs at once.
+func (i uploadsInventory) list(ctx context.Context, blobs []Blob) (map[string]bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		found = make([]bool, len(blobs))
+		errs  = make([]error, len(blobs))
+		sem   = make(chan struct{}, max(1, i.parallel))
+	)
+	for n, b := range blobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			found[n], errs[n] = i.s3.uploadInFlight(ctx, b.Bucket, b.Key)
+			if errs[n] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	out := map[string]bool{}
+	for n, b := range blobs {
+		if errs[n] != nil {
+			return nil, fmt.Errorf("list multipart uploads of %s/%s: %w", b.Bucket, b.Key, errs[n])
+		}
+		if found[n] {
+			out[b.Digest] = true
+		}
+	}
+	return out, nil
+}
+
+// uploadInFlight reports whether the backend has a multipart upload of
+// exactly bucket/key. The key's own uploads sort before those of longer
+// keys it prefixes, so the first entry answers.
+func (c s3) uploadInFlight(ctx context.Context, bucket, key string) (bool, error) {
+	q := url.Values{"uploads": {""}, "encoding-type": {"url"}, "prefix": {key}, "max-uploads": {"1"}}
+	body, err := c.call(ctx, http.MethodGet, bucket, "", q)
+	if errors.Is(err, errNoSuchBucket) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var res listUploadsResult
+	if err := xml.Unmarshal(body, &res); err != nil {
+		return false, err
+	}
+	for _, u := range res.Uploads {
+		k := u.Key
+		if res.EncodingType == "url" {
+			if k, err = url.QueryUnescape(u.Key); err != nil {
+				return false, err
+			}
+		}
+		if k == key {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// digestsOf returns the digests of blobs.
+func digestsOf(blobs []Blob) []string {
+	out := make([]string, len(blobs))
+	for i, b := range blobs {
+		out[i] = b.Digest
+	}
+	return out
+}

@@ -1,0 +1,304 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+// The rebuild compares the reference objects the backend holds with the
+// references the gateway recorded. The gateway records every write it
+// sees, so what the rebuild adds comes from a producer writing around it
+// (or a body whose write outcome the gateway never learnt); such
+// references are retained and alerted on, never reclaimed.
+//
+// The rebuild only adds and settles. A record whose object is no longer on
+// the backend is left alone: keeping its digests retains more than needed,
+// which is safe, whereas dropping it on a listing that missed the object
+// would delete bytes still referenced.
+//
+// An object written around the gateway after the scan passed its key is
+// found by the next rebuild; until then the placement grace retains young
+// blobs.
+
+const (
+	// rebuildParallel is how many objects of a page are compared at once:
+	// enough to hide the latency of a body read, small enough not to crowd
+	// the backend out for clients.
+	rebuildParallel = 8
+	// rebuildAttempts bounds how often one object is compared again
+	// because its record changed while its body was read.
+	rebuildAttempts = 3
+	// defaultRebuildBatch is the listing page size when none is set: the
+	// most S3 lists at once.
+	defaultRebuildBatch = 1000
+	// defaultRebuildStale is how old a pending write must be before it is
+	// taken to be from a gateway that died, when no limit is set. A write
+	// outlives its request by no more than the backend timeout, far below.
+	defaultRebuildStale = time.Hour
+)
+
+// RebuildResult is what one rebuild of the recorded references found.
+type RebuildResult struct {
+	Objects     int64 `json:"objects"`      // reference objects listed on the backend
+	Read        int64 `json:"read"`         // bodies read (no record, ETag differs, or dirty)
+	Unknown     int64 `json:"unknown"`      // objects whose references the gateway had not recorded: a producer writing around it
+	UnknownRefs int64 `json:"unknown_refs"` // references added for them
+	Settled     int64 `json:"settled"`      // dirty records settled by reading the body
+	Stale       int64 `json:"stale"`        // pending writes older than the stale limit turned into dirty records
+}
+
+func (r *RebuildResult) add(o RebuildResult) {
+	r.Objects += o.Objects
+	r.Read += o.Read
+	r.Unknown += o.Unknown
+	r.UnknownRefs += o.UnknownRefs
+	r.Settled += o.Settled
+	r.Stale += o.Stale
+}
+
+// rebuildPos is where a rebuild stopped: the source index and the last key
+// done. Source equal to the number of sources means the rebuild finished.
+type rebuildPos struct {
+	Source int    `json:"source"`
+	After  string `json:"after,omitempty"`
+}
+
+// rebuilder scans the reference sources on the backend and brings the
+// recorded references up to what the bodies name.
+type rebuilder struct {
+	s3      s3
+	store   *etcdstore.Store
+	sources []cas.Source
+	batch   int           // keys per listing page (<= 1000)
+	stale   time.Duration // a pending write older than this is from a gateway that died: made dirty (default 1h)
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// run scans every reference source on the backend from pos, one page at a
+// time, and compares each object with its record: an object the gateway
+// did not record, or whose body differs from the recorded one, is read and
+// its references added (and alerted on); a dirty record is settled to the
+// body's digests; a pending write older than the stale limit is made dirty
+// for the next rebuild to settle. After each page it calls save(next
+// position, result so far) so a killed pass resumes there; the position
+// after the last page is {Source: len(sources)}. It returns the first
+// error, and the caller then deletes nothing this pass: a reference the
+// rebuild could not check may be the only one to a blob.
+//
+// On an error the result includes the objects of the failed page that were
+// done; their records now match the backend, so a rebuild resumed with
+// that result does not count them again.
+func (b *rebuilder) run(ctx context.Context, pos rebuildPos, res RebuildResult, save func(rebuildPos, RebuildResult) error) (RebuildResult, error) {
+	batch := b.batch
+	if batch <= 0 || batch > defaultRebuildBatch {
+		batch = defaultRebuildBatch
+	}
+	for pos.Source < len(b.sources) {
+		src := &b.sources[pos.Source]
+		page, err := b.s3.listObjects(ctx, src.Bucket, src.Prefix, pos.After, batch)
+		if errors.Is(err, errNoSuchBucket) {
+			// No bucket holds no reference objects, so nothing is missing
+			// from the records; those recorded for it stay (see above).
+			b.logger().Warn("rebuild: the bucket of a reference source does not exist", "source", src.Name, "bucket", src.Bucket)
+			page = objectPage{Done: true}
+		} else if err != nil {
+			return res, fmt.Errorf("rebuild: source %s: %w", src.Name, err)
+		}
+		err = b.page(ctx, src, page.Objects, &res)
+		if err != nil {
+			return res, fmt.Errorf("rebuild: source %s: %w", src.Name, err)
+		}
+		next := rebuildPos{Source: pos.Source, After: page.Next}
+		if page.Done {
+			next = rebuildPos{Source: pos.Source + 1}
+		}
+		if save != nil {
+			if err := save(next, res); err != nil {
+				return res, fmt.Errorf("rebuild: save position: %w", err)
+			}
+		}
+		pos = next
+	}
+	return res, nil
+}
+
+// page compares the objects of one listing page with their records, a few
+// at a time, adding what each found to res. Any failure fails the page.
+func (b *rebuilder) page(ctx context.Context, src *cas.Source, objects []Object, res *RebuildResult) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs = make([]error, len(objects))
+		sem  = make(chan struct{}, rebuildParallel)
+	)
+	for i, o := range objects {
+		if !src.Contains(o.Key) {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d, err := b.check(ctx, src, o)
+			if err != nil {
+				errs[i] = err
+				cancel()
+				return
+			}
+			d.Objects = 1
+			mu.Lock()
+			res.add(d)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	// Report the first cause rather than the cancellations it caused.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// check compares one listed object with its record and returns what it
+// found. An object it cannot account for (too large, too many digests, a
+// failed read) is an error: what that object references is unknown.
+func (b *rebuilder) check(ctx context.Context, src *cas.Source, o Object) (RebuildResult, error) {
+	var d RebuildResult
+	limit := src.MaxBody
+	if limit <= 0 {
+		limit = cas.DefaultMaxBody
+	}
+	for range rebuildAttempts {
+		rec, modRev, err := b.record(ctx, src.Bucket, o.Key)
+		if err != nil {
+			return d, err
+		}
+		if rec != nil && rec.Pending != nil {
+			return d, b.pending(ctx, src, o.Key, rec.Pending, &d)
+		}
+		if rec != nil && !rec.Dirty && rec.ETag == o.ETag {
+			return d, nil // the recorded body is the one listed
+		}
+		if o.Size > limit {
+			return d, fmt.Errorf("reference object %s/%s is %d bytes, over the parse limit of %d: its references cannot be known", src.Bucket, o.Key, o.Size, limit)
+		}
+		body, etag, err := b.s3.getObject(ctx, src.Bucket, o.Key, limit)
+		switch {
+		case errors.Is(err, errNoSuchKey):
+			// Deleted since the listing: through the gateway, its record
+			// went to the trash; around it, its references are not needed.
+			return d, nil
+		case errors.Is(err, errTooLarge):
+			return d, fmt.Errorf("reference object %s/%s is over the parse limit of %d bytes: its references cannot be known: %w", src.Bucket, o.Key, limit, err)
+		case err != nil:
+			return d, fmt.Errorf("read reference object %s/%s: %w", src.Bucket, o.Key, err)
+		}
+		d.Read++
+		digests, err := src.Extract(body)
+		if err != nil {
+			return d, fmt.Errorf("reference object %s/%s: %w", src.Bucket, o.Key, err)
+		}
+
+		// A gateway write between the record's read and the body's may
+		// have made the body older than the record; settling a dirty
+		// record to an older body would drop references the backend may
+		// hold. So the record must be as it was, or the object is looked
+		// at again.
+		again, againRev, err := b.record(ctx, src.Bucket, o.Key)
+		if err != nil {
+			return d, err
+		}
+		if againRev != modRev {
+			continue
+		}
+		if again != nil && !again.Dirty && again.ETag == etag {
+			return d, nil // the listing was older than the record
+		}
+		added, err := b.store.RecordFoundRefs(ctx, src.Bucket, o.Key, digests, etag, modRev, b.clock())
+		if errors.Is(err, etcdstore.ErrConflict) {
+			continue // the record changed after the body was read
+		}
+		if errors.Is(err, etcdstore.ErrWriteInFlight) {
+			// A write began just now; its end records its body, and the
+			// next rebuild looks again.
+			return d, nil
+		}
+		if err != nil {
+			return d, fmt.Errorf("record references of %s/%s: %w", src.Bucket, o.Key, err)
+		}
+		if again != nil && again.Dirty {
+			d.Settled++
+		}
+		if len(added) > 0 {
+			d.Unknown++
+			d.UnknownRefs += int64(len(added))
+			b.logger().Warn("references written around the gateway: a producer the gateway does not know about",
+				"source", src.Name, "bucket", src.Bucket, "key", o.Key, "digests", len(added))
+		}
+		return d, nil
+	}
+	return d, fmt.Errorf("reference record of %s/%s changed during each of %d reads: %w", src.Bucket, o.Key, rebuildAttempts, etcdstore.ErrConflict)
+}
+
+// pending handles a record with a write in flight. The write's own end
+// settles a live one; only a write older than the stale limit, from a
+// gateway that died before ending it, is made dirty. It is settled by the
+// next rebuild rather than now, so that a gateway that is merely slow has
+// its body on the backend before it is read.
+func (b *rebuilder) pending(ctx context.Context, src *cas.Source, key string, w *etcdstore.RefWrite, d *RebuildResult) error {
+	stale := b.stale
+	if stale <= 0 {
+		stale = defaultRebuildStale
+	}
+	now := b.clock()
+	age := now.Sub(w.At)
+	if age <= stale {
+		return nil
+	}
+	if err := b.store.EndRefWrite(ctx, src.Bucket, key, w.ID, etcdstore.WriteUnknown, "", now); err != nil {
+		return fmt.Errorf("end stale write %s of %s/%s: %w", w.ID, src.Bucket, key, err)
+	}
+	d.Stale++
+	b.logger().Warn("rebuild: a reference write never ended; its gateway died, so the record is dirty until the next rebuild reads the body",
+		"source", src.Name, "bucket", src.Bucket, "key", key, "write", w.ID, "age", age)
+	return nil
+}
+
+// record reads the record of bucket/key: nil and revision 0 when there is
+// none.
+func (b *rebuilder) record(ctx context.Context, bucket, key string) (*etcdstore.RefSource, int64, error) {
+	v, err := b.store.GetRefSource(ctx, bucket, key)
+	if errors.Is(err, etcdstore.ErrNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read reference record of %s/%s: %w", bucket, key, err)
+	}
+	return &v.Value, v.ModRev, nil
+}
+
+func (b *rebuilder) clock() time.Time {
+	if b.now == nil {
+		return time.Now()
+	}
+	return b.now()
+}
+
+func (b *rebuilder) logger() *slog.Logger {
+	if b.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return b.log
+}

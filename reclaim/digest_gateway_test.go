@@ -1,0 +1,132 @@
+package reclaim_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"github.com/minio/minio-go/v7"
+
+	"github.com/sweepgate/sweepgate/e2e/harness"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// gatewayClient serves a real gateway over the test's store and layout and
+// returns an aws-sdk-go-v2 client of it that does not retry, so a
+// retryable refusal reaches the test as it was answered.
+func (d *digestEnv) gatewayClient() *s3.Client {
+	d.t.Helper()
+	m := d.minio
+	gw, err := gateway.New(gateway.Config{
+		BackendEndpoint: m.Endpoint, BackendRegion: m.Region, BackendAccessKey: m.AccessKey, BackendSecretKey: m.SecretKey,
+		Credentials: []sigv4.Credential{{AccessKey: m.AccessKey, SecretKey: m.SecretKey, Principal: "producer"}},
+		Sessions:    &gateway.SessionsConfig{Store: d.store},
+		Digests:     &gateway.DigestsConfig{Store: d.store, Layout: d.layout},
+	})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	d.t.Cleanup(srv.Close)
+	return harness.NewS3Client(srv.URL, m.Region, m.AccessKey, m.SecretKey, http.DefaultTransport, true)
+}
+
+func errorCode(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
+}
+
+// TestDigestGuardRefusesProducers pushes a manifest through the gateway
+// while the collector has armed the guard of a blob it names: the push is
+// refused with a retryable SlowDown and records nothing, and the blob
+// reads as missing. Once the collector is done, the producer does what a
+// registry client does on that answer: it uploads the blob again and
+// pushes the manifest, which now succeeds, and the blob stays.
+func TestDigestGuardRefusesProducers(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	client := d.gatewayClient()
+	ctx := context.Background()
+	blob := d.putBlob("reused")
+	d.ageBlobs()
+
+	var armed atomic.Bool
+	var pushErr, headErr error
+	cfg := d.config()
+	cfg.Digests.MaxDeleteFraction = 1 // the one blob stored is the one to go
+	cfg.Fault = func(point string) {
+		if point != reclaim.FaultDigestGuarded || !armed.CompareAndSwap(false, true) {
+			return
+		}
+		_, pushErr = client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(dgBucket), Key: aws.String(dgManifests + "app/v1"), Body: bytes.NewReader(dgManifest([]string{blob})),
+		})
+		_, headErr = client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob))})
+	}
+	r := d.start(cfg)
+	wantCounts(t, "first pass", d.digestPass(r), 1, 0, 0, 0)
+	rep := d.digestPass(r)
+	if !armed.Load() {
+		t.Fatalf("the collector never armed a guard (report %+v)", rep)
+	}
+	if code := errorCode(pushErr); code != "SlowDown" {
+		t.Fatalf("manifest push while the guard was armed: %v (code %q), want SlowDown", pushErr, code)
+	}
+	var nf interface{ ErrorCode() string }
+	if !errors.As(headErr, &nf) || nf.ErrorCode() != "NotFound" && nf.ErrorCode() != "NoSuchKey" {
+		t.Fatalf("HEAD of the guarded blob: %v, want 404", headErr)
+	}
+	if _, err := d.store.GetRefSource(ctx, dgBucket, dgManifests+"app/v1"); !errors.Is(err, etcdstore.ErrNotFound) {
+		t.Fatalf("the refused push recorded references: %v", err)
+	}
+	if n := d.count(d.store.Keys().Refs(blob)); n != 0 {
+		t.Fatalf("the refused push left %d references", n)
+	}
+	wantCounts(t, "collecting pass", rep, 0, 1, 0, 1)
+	d.wantPresent("collected", false, blob)
+	if n := d.count(d.store.Keys().Guards()); n != 0 {
+		t.Fatalf("%d guards still armed after the pass", n)
+	}
+	if _, err := d.direct.Client.StatObject(ctx, dgBucket, dgManifests+"app/v1", minio.StatObjectOptions{}); err == nil {
+		t.Fatal("the refused manifest reached MinIO")
+	}
+
+	// The producer re-uploads the blob and pushes the manifest again.
+	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob)), Body: bytes.NewReader(blobContent("reused")),
+	}); err != nil {
+		t.Fatalf("re-upload: %v", err)
+	}
+	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(dgBucket), Key: aws.String(dgManifests + "app/v1"), Body: bytes.NewReader(dgManifest([]string{blob})),
+	}); err != nil {
+		t.Fatalf("manifest push after the collector: %v", err)
+	}
+	d.ageBlobs()
+	for range 3 {
+		d.digestPass(r)
+	}
+	d.wantPresent("referenced again", true, blob)
+	out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	if got, _ := io.ReadAll(out.Body); !bytes.Equal(got, blobContent("reused")) {
+		t.Fatal("the re-uploaded blob reads back wrong")
+	}
+}

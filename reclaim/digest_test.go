@@ -2,8 +2,12 @@ package reclaim_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -443,4 +447,61 @@ func TestDigestFrontierRaised(t *testing.T) {
 	d.digestPass(r)
 	d.wantPresent("planes caught up", false, target)
 	d.wantPresent("planes caught up", true, refd...)
+}
+
+// TestDigestRebuildAtScale is the scale for producers writing
+// around the gateway: five hundred manifests written directly to MinIO,
+// naming blobs that exist and that the gateway never saw referenced. The
+// rebuild retains every one of them, counts each reference it had to add,
+// and the passes delete nothing.
+func TestDigestRebuildAtScale(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	blobs := d.putBlobs("b", 40)
+	const manifests = 500
+	var wantRefs atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, manifests)
+	sem := make(chan struct{}, 16)
+	for i := range manifests {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			named := []string{blobs[i%len(blobs)], blobs[(i*7+3)%len(blobs)]}
+			if named[0] == named[1] {
+				named = named[:1]
+			}
+			wantRefs.Add(int64(len(named)))
+			body := dgManifest(named)
+			key := fmt.Sprintf("%saround/m%03d", dgManifests, i)
+			if _, err := d.direct.Client.PutObject(context.Background(), dgBucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	d.ageBlobs()
+	cfg := d.config()
+	cfg.Digests.MaxDeleteFraction = 1 // the breaker is not what keeps them
+	r := d.start(cfg)
+	one := d.digestPass(r)
+	if one.Rebuild.Result == nil || one.Rebuild.Result.Unknown != manifests || one.Rebuild.Result.UnknownRefs != wantRefs.Load() {
+		t.Fatalf("rebuild %+v; want %d manifests and %d references found", one.Rebuild.Result, manifests, wantRefs.Load())
+	}
+	if got := metric(t, d.reg, "sweepgate_reclaim_unknown_producer_refs_total"); got != float64(wantRefs.Load()) {
+		t.Errorf("unknown_producer_refs_total = %v, want %d", got, wantRefs.Load())
+	}
+	for range 2 {
+		rep := d.digestPass(r)
+		wantCounts(t, "later pass", rep, 0, 0, 0, 0)
+	}
+	if n := d.be.deletes.Load(); n != 0 {
+		t.Errorf("%d delete requests sent", n)
+	}
+	d.wantPresent("every blob named around the gateway", true, blobs...)
 }

@@ -1,0 +1,749 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/sweepgate/sweepgate/e2e/harness"
+)
+
+// The multi-node test's settings. The grace period is short so that the
+// reclaimer has work during the test (the abandoned uploads), and long
+// enough that a live upload whose request hangs on etcd while its raft
+// leader is replaced (a write forwarded to the dead leader ends only with
+// its deadline) is not even marked before the client's retry records
+// activity again: grace and delete_after together are well above
+// mnOpTimeout plus a pause.
+const (
+	mnGrace       = 8 * time.Second
+	mnDeleteAfter = 3 * time.Second
+	mnElectionTTL = 2 * time.Second
+	// mnWorkers upload concurrently, half starting on each gateway.
+	mnWorkers = 4
+	// mnPartSize is S3's smallest part but the last.
+	mnPartSize = 5 * mib
+	// mnOpTimeout bounds one attempt of one S3 call; a call that takes
+	// longer is retried on the other gateway.
+	mnOpTimeout = 6 * time.Second
+	// mnOpDeadline bounds all attempts of one S3 call together.
+	mnOpDeadline = 40 * time.Second
+	// mnSampleEvery is how often both gateways are asked who leads.
+	mnSampleEvery = 200 * time.Millisecond
+	// mnPhaseTimeout bounds each wait for the workload to make progress.
+	mnPhaseTimeout = 45 * time.Second
+)
+
+// TestMultiNode runs the multi-node deployment without containers: one
+// MinIO, a three-member etcd cluster of separate processes, and two
+// sweepgate processes sharing it, with S3 clients spread over both
+// gateways doing multipart uploads. Mid-workload the etcd raft leader is
+// killed, then the sweepgate that leads the reclaimer; clients that lose
+// their gateway retry on the other one. Throughout, uploads keep
+// completing and read back byte for byte, at most one gateway claims to
+// lead the reclaimer at every sample, the survivor takes the lead in a
+// higher term and reclaims two abandoned uploads, and no live upload is
+// touched: no part upload or complete is answered NoSuchUpload and every
+// upload that was created completes with its own upload id.
+func TestMultiNode(t *testing.T) {
+	t.Parallel()
+	if harness.DirectMode() {
+		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
+	}
+	m := harness.StartMinIO(t)
+	cluster := harness.StartEtcdCluster(t, 3)
+	opts := harness.Options{
+		EtcdEndpoints: cluster.Endpoints(),
+		Config: map[string]any{
+			"reclaim": map[string]any{
+				"grace":        mnGrace.String(),
+				"delete_after": mnDeleteAfter.String(),
+				"interval":     "1s",
+				"election_ttl": mnElectionTTL.String(),
+				// A pass sees only this test's few uploads; the
+				// default quarter would refuse the abandoned ones.
+				"max_delete_fraction": 1,
+			},
+			// A complete in flight on a killed gateway keeps retries
+			// out only this long.
+			"sessions": map[string]any{"complete_hold": "2s"},
+		},
+	}
+	gateways := []*harness.Gateway{harness.StartGateway(t, m, opts), harness.StartGateway(t, m, opts)}
+	names := []string{"g0", "g1"}
+	direct := harness.NewS3Client(m.Endpoint, m.Region, m.AccessKey, m.SecretKey, mnTransport(t), true)
+	bucket := harness.BucketName(t)
+	if _, err := direct.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatalf("create bucket %s on MinIO: %v", bucket, err)
+	}
+	store := &sessionStore{cli: cluster.Client(t), prefix: etcdPrefix}
+
+	mon := &mnMonitor{gateways: gateways, names: names, client: &http.Client{Timeout: time.Second, Transport: mnTransport(t)}}
+	first := mon.awaitOneLeader(t)
+	t.Logf("%s leads the reclaimer in term %d", names[first.leader], first.term)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	w := newMNWorkload(t, m, bucket, gateways, names)
+	var monDone sync.WaitGroup
+	monDone.Add(1)
+	go func() {
+		defer monDone.Done()
+		mon.run(ctx)
+	}()
+	w.start(ctx)
+	// Registered after the gateways' cleanups, so it runs before them:
+	// no goroutine of this test outlives it.
+	t.Cleanup(func() {
+		cancel()
+		w.wg.Wait()
+		monDone.Wait()
+	})
+	started := time.Now()
+
+	// Warm up: every worker completes an upload.
+	w.awaitCreatedAndCompleted(t, started, mnWorkers, "before any kill")
+
+	// Kill the etcd member that leads the raft group: the other two
+	// elect a new one, and the gateways' clients fail over.
+	victim := cluster.Leader(t)
+	cluster.Kill(victim)
+	etcdKilled := time.Now()
+	t.Logf("killed etcd member %s (the raft leader) after %s", cluster.Name(victim), etcdKilled.Sub(started).Round(time.Millisecond))
+	w.awaitCreatedAndCompleted(t, etcdKilled, mnWorkers, "after the etcd member was killed")
+
+	// Two uploads abandoned after one part each: the reclaimer must
+	// delete them, and only them, and by the time it may (grace plus
+	// delete_after from now) the leader about to be killed is long gone.
+	var abandoned []mnAbandoned
+	controlGW := 0
+	for i := range 2 {
+		a := mnAbandoned{key: fmt.Sprintf("abandoned/%d.bin", i)}
+		err := w.call(ctx, 0, &controlGW, "CreateMultipartUpload "+a.key, func(ctx context.Context, c *s3.Client) error {
+			out, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(a.key)})
+			if err == nil {
+				a.uploadID = aws.ToString(out.UploadId)
+			}
+			return err
+		})
+		if err == nil {
+			err = w.call(ctx, 0, &controlGW, "UploadPart 1 of "+a.key, func(ctx context.Context, c *s3.Client) error {
+				_, err := uploadPart(ctx, c, bucket, a.key, a.uploadID, 1, harness.NewData(uint64(9000+i), 4*kib).Section(0, 4*kib))
+				return err
+			})
+		}
+		if err != nil {
+			t.Fatalf("abandoned upload %s: %v", a.key, err)
+		}
+		abandoned = append(abandoned, a)
+	}
+
+	// Whoever leads the reclaimer now (losing an etcd member may have
+	// moved the lead) is the gateway to kill, at once.
+	before := mon.awaitOneLeader(t)
+	leader, survivor := gateways[before.leader], gateways[1-before.leader]
+	survivorName := names[1-before.leader]
+	leader.Kill()
+	gwKilled := time.Now()
+	t.Logf("killed %s (reclaimer leader, term %d) after %s", names[before.leader], before.term, gwKilled.Sub(started).Round(time.Millisecond))
+
+	// The survivor takes over in a higher term, once the killed leader's
+	// lease has run out.
+	var after reclaimStatus
+	eventually(t, mnPhaseTimeout, func() (bool, string) {
+		var err error
+		after, err = mon.status(ctx, survivor)
+		return err == nil && after.Reclaimer.Leading, fmt.Sprintf("the survivor %s does not lead: %+v (%v)", survivorName, after.Reclaimer, err)
+	})
+	t.Logf("%s leads in term %d, %s after the kill", survivorName, after.Reclaimer.Term, time.Since(gwKilled).Round(100*time.Millisecond))
+	if after.Reclaimer.Term <= before.term {
+		t.Errorf("the survivor leads in term %d, not above the killed leader's %d", after.Reclaimer.Term, before.term)
+	}
+	w.awaitCreatedAndCompleted(t, gwKilled, mnWorkers, "after the reclaimer leader was killed")
+
+	// The new leader reclaims the abandoned uploads, in its own term,
+	// while the workload's live uploads go on around them.
+	eventually(t, mnGrace+mnDeleteAfter+mnPhaseTimeout, func() (bool, string) {
+		w.check(t)
+		for _, a := range abandoned {
+			rec, raw, _, found := store.lookup(t, bucket, a.uploadID)
+			if !found || rec.State != "aborted" {
+				return false, fmt.Sprintf("abandoned upload %s is %s: %s", a.key, rec.State, rec.path())
+			}
+			if term := mnAbortTerm(t, raw); term < after.Reclaimer.Term {
+				t.Fatalf("abandoned upload %s was aborted in term %d, before the survivor's term %d: %s", a.key, term, after.Reclaimer.Term, raw)
+			}
+		}
+		return true, ""
+	})
+
+	// Let every worker finish the upload it is in, then stop watching.
+	w.finish(t)
+	cancel()
+	monDone.Wait()
+
+	uploads, err := direct.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatalf("ListMultipartUploads on MinIO: %v", err)
+	}
+	left := backendUploadIDs(uploads)
+	for _, a := range abandoned {
+		if slices.Contains(left, a.uploadID) {
+			t.Errorf("MinIO still holds abandoned upload %s, which its session says was aborted", a.key)
+		}
+	}
+
+	// Every upload that was created completed with its own upload id,
+	// and read back intact through a gateway (the workers checked that);
+	// its session says so, and nothing ever moved it towards an abort.
+	done := w.completed()
+	for _, u := range done {
+		rec, _, _, found := store.lookup(t, bucket, u.uploadID)
+		if !found || rec.State != "completed" {
+			t.Errorf("upload %s (%s) completed for its client, but its session is %q: %s", u.key, u.uploadID, rec.State, rec.path())
+			continue
+		}
+		if rec.Completion == nil || unquoteETag(rec.Completion.ETag) != unquoteETag(u.etag) {
+			t.Errorf("upload %s: session records completion %+v, the client got ETag %s", u.key, rec.Completion, u.etag)
+		}
+		for _, step := range []string{"aborting", "aborted", "cleanup_pending"} {
+			if strings.Contains(rec.path(), "->"+step) {
+				t.Errorf("live upload %s was moved towards an abort: %s", u.key, rec.path())
+			}
+		}
+		if strings.Contains(rec.path(), "->expired") {
+			t.Logf("live upload %s was marked expired once (its client was slower than the grace period, and its next call won): %s", u.key, rec.path())
+		}
+		if slices.Contains(left, u.uploadID) {
+			t.Errorf("MinIO still lists completed upload %s (%s)", u.key, u.uploadID)
+		}
+		head, err := direct.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(u.key)})
+		if err != nil {
+			t.Errorf("HEAD %s on MinIO: %v", u.key, err)
+			continue
+		}
+		if aws.ToInt64(head.ContentLength) != u.data.Size || unquoteETag(aws.ToString(head.ETag)) != unquoteETag(u.etag) {
+			t.Errorf("%s on MinIO: %d bytes ETag %s, want %d bytes ETag %s", u.key, aws.ToInt64(head.ContentLength), aws.ToString(head.ETag), u.data.Size, u.etag)
+		}
+	}
+
+	// Exactly one leader at a time, as both gateways told it.
+	samples, violations, timeline := mon.summary()
+	for _, v := range violations {
+		t.Error(v)
+	}
+	if samples < 10 {
+		t.Errorf("only %d leadership samples were taken", samples)
+	}
+
+	w.report(t, time.Since(started))
+	t.Logf("%d leadership samples (NAME:TERM leads, NAME- follows, NAME? did not answer): %s", samples, strings.Join(timeline, ", "))
+}
+
+// mnAbandoned is an upload the test abandons for the reclaimer.
+type mnAbandoned struct{ key, uploadID string }
+
+// mnAbortTerm returns the term of the reclaimer's expired->aborting step in
+// a raw session record, or 0.
+func mnAbortTerm(t *testing.T, raw []byte) int64 {
+	t.Helper()
+	var rec struct {
+		History []struct {
+			From  string `json:"from"`
+			To    string `json:"to"`
+			Actor string `json:"actor"`
+			Term  int64  `json:"term"`
+		} `json:"history"`
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatalf("session record: %v\n%s", err, raw)
+	}
+	for _, h := range rec.History {
+		if h.From == "expired" && h.To == "aborting" {
+			return h.Term
+		}
+	}
+	return 0
+}
+
+func backendUploadIDs(out *s3.ListMultipartUploadsOutput) []string {
+	ids := make([]string, 0, len(out.Uploads))
+	for _, u := range out.Uploads {
+		ids = append(ids, aws.ToString(u.UploadId))
+	}
+	return ids
+}
+
+// mnTransport returns an HTTP transport of its own, closed at cleanup, so
+// that one client's connections to a killed gateway do not affect another.
+func mnTransport(t *testing.T) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// mnLeadership is a sample in which exactly one gateway led.
+type mnLeadership struct {
+	leader int
+	term   int64
+}
+
+// mnMonitor asks both gateways every mnSampleEvery whether they lead the
+// reclaimer, and records every sample in which more than one claims to.
+type mnMonitor struct {
+	gateways []*harness.Gateway
+	names    []string
+	client   *http.Client
+
+	mu         sync.Mutex
+	samples    int
+	violations []string
+	timeline   []string // each change of what the gateways answered
+	last       string
+}
+
+// status reads a gateway's reclaimer status; an error means it did not
+// answer (it is dead, or too slow).
+func (m *mnMonitor) status(ctx context.Context, g *harness.Gateway) (reclaimStatus, error) {
+	var st reclaimStatus
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.AdminEndpoint+"/admin/v1/reclaim/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, errors.New(resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("reclaim status of %s: %w", g.AdminEndpoint, err)
+	}
+	return st, nil
+}
+
+// sample asks both gateways at once, so that the answers are as close in
+// time as two requests can be.
+func (m *mnMonitor) sample(ctx context.Context) (sts []reclaimStatus, errs []error) {
+	sts, errs = make([]reclaimStatus, len(m.gateways)), make([]error, len(m.gateways))
+	var wg sync.WaitGroup
+	for i, g := range m.gateways {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sts[i], errs[i] = m.status(ctx, g)
+		}()
+	}
+	wg.Wait()
+	return sts, errs
+}
+
+// record checks one sample and returns who led, if exactly one did.
+func (m *mnMonitor) record(sts []reclaimStatus, errs []error) (mnLeadership, bool) {
+	var leaders []string
+	one := mnLeadership{leader: -1}
+	for i, st := range sts {
+		if errs[i] == nil && st.Reclaimer.Leading {
+			leaders = append(leaders, fmt.Sprintf("%s in term %d", m.names[i], st.Reclaimer.Term))
+			one = mnLeadership{leader: i, term: st.Reclaimer.Term}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.samples++
+	if len(leaders) > 1 {
+		m.violations = append(m.violations, fmt.Sprintf("at %s more than one gateway claims to lead the reclaimer: %s",
+			time.Now().Format("15:04:05.000"), strings.Join(leaders, " and ")))
+	}
+	// The timeline shows each gateway as leading in a term, following
+	// (-) or not answering (?).
+	var now []string
+	for i, st := range sts {
+		switch {
+		case errs[i] != nil:
+			now = append(now, m.names[i]+"?")
+		case st.Reclaimer.Leading:
+			now = append(now, fmt.Sprintf("%s:%d", m.names[i], st.Reclaimer.Term))
+		default:
+			now = append(now, m.names[i]+"-")
+		}
+	}
+	state := strings.Join(now, " ")
+	if state != m.last {
+		m.timeline = append(m.timeline, state)
+		m.last = state
+	}
+	return one, len(leaders) == 1
+}
+
+// run samples until ctx ends.
+func (m *mnMonitor) run(ctx context.Context) {
+	tick := time.NewTicker(mnSampleEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, mnSampleEvery*4)
+		sts, errs := m.sample(sctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		m.record(sts, errs)
+	}
+}
+
+// awaitOneLeader samples until exactly one gateway leads.
+func (m *mnMonitor) awaitOneLeader(t *testing.T) mnLeadership {
+	t.Helper()
+	var got mnLeadership
+	eventually(t, mnPhaseTimeout, func() (bool, string) {
+		sts, errs := m.sample(t.Context())
+		var ok bool
+		got, ok = m.record(sts, errs)
+		return ok, fmt.Sprintf("not exactly one reclaimer leader: %+v %v", sts, errs)
+	})
+	return got
+}
+
+func (m *mnMonitor) summary() (samples int, violations, timeline []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.samples, slices.Clone(m.violations), slices.Clone(m.timeline)
+}
+
+// mnUpload is one upload of the workload.
+type mnUpload struct {
+	worker   int
+	key      string
+	uploadID string
+	data     harness.Data
+	etag     string
+	created  time.Time
+	done     time.Time
+	// maxGap is the longest time between two of its calls succeeding:
+	// about the longest its session went without recorded activity.
+	maxGap time.Duration
+}
+
+// mnWorkload is the clients: mnWorkers goroutines, each with an
+// aws-sdk-go-v2 client per gateway, uploading objects in parts until
+// told to stop. A call that gets no answer, a 5xx or OperationAborted is
+// retried on the other gateway; any other error, and NoSuchUpload above
+// all, is a failure of the test.
+type mnWorkload struct {
+	bucket  string
+	names   []string
+	clients [][]*s3.Client // [worker][gateway]
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	done     []mnUpload
+	failures []string
+	retries  map[string]int // by gateway and cause
+}
+
+func newMNWorkload(t *testing.T, m *harness.MinIO, bucket string, gateways []*harness.Gateway, names []string) *mnWorkload {
+	w := &mnWorkload{bucket: bucket, names: names, stop: make(chan struct{}), retries: map[string]int{}}
+	for range mnWorkers {
+		var cs []*s3.Client
+		for _, g := range gateways {
+			cs = append(cs, harness.NewS3Client(g.Endpoint, m.Region, m.AccessKey, m.SecretKey, mnTransport(t), true))
+		}
+		w.clients = append(w.clients, cs)
+	}
+	return w
+}
+
+func (w *mnWorkload) start(ctx context.Context) {
+	for i := range mnWorkers {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.worker(ctx, i)
+		}()
+	}
+}
+
+// finish lets every worker complete the upload it is in and waits for
+// them.
+func (w *mnWorkload) finish(t *testing.T) {
+	t.Helper()
+	close(w.stop)
+	finished := make(chan struct{})
+	go func() {
+		w.wg.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-time.After(mnPhaseTimeout):
+		t.Fatalf("the workers did not finish their uploads within %v", mnPhaseTimeout)
+	}
+	w.check(t)
+}
+
+// check fails the test with the workers' failures, if any.
+func (w *mnWorkload) check(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.failures) > 0 {
+		t.Fatalf("the workload failed:\n%s", strings.Join(w.failures, "\n"))
+	}
+}
+
+func (w *mnWorkload) completed() []mnUpload {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.done)
+}
+
+// awaitCreatedAndCompleted waits until n uploads created after since have
+// completed (and read back intact).
+func (w *mnWorkload) awaitCreatedAndCompleted(t *testing.T, since time.Time, n int, when string) {
+	t.Helper()
+	eventually(t, mnPhaseTimeout, func() (bool, string) {
+		w.check(t)
+		got := 0
+		for _, u := range w.completed() {
+			if !u.created.Before(since) {
+				got++
+			}
+		}
+		return got >= n, fmt.Sprintf("%d uploads created %s completed, want %d", got, when, n)
+	})
+}
+
+func (w *mnWorkload) fail(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failures = append(w.failures, fmt.Sprintf(format, args...))
+}
+
+// worker uploads objects until the workload stops (or ctx ends).
+func (w *mnWorkload) worker(ctx context.Context, id int) {
+	rng := rand.New(rand.NewPCG(uint64(id), 0x6d6e))
+	gw := id % len(w.names) // the gateway this worker talks to, until it fails
+	for n := 0; ; n++ {
+		// A pause between uploads keeps a two-core machine from
+		// spending all its time on the workload's bytes.
+		select {
+		case <-w.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(200+rng.IntN(300)) * time.Millisecond):
+		}
+		u, err := w.upload(ctx, id, n, rng, &gw)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			w.fail("worker %d: %v", id, err)
+			return
+		}
+		w.mu.Lock()
+		w.done = append(w.done, u)
+		w.mu.Unlock()
+	}
+}
+
+// upload makes one object of two or three parts, with pauses shorter than
+// the grace period between them, and reads it back.
+func (w *mnWorkload) upload(ctx context.Context, worker, n int, rng *rand.Rand, gw *int) (mnUpload, error) {
+	parts := 2 + rng.IntN(2)
+	size := int64(parts-1)*mnPartSize + 1 + rng.Int64N(256*kib)
+	u := mnUpload{
+		worker: worker,
+		key:    fmt.Sprintf("w%d/%03d.bin", worker, n),
+		data:   harness.NewData(uint64(worker)<<32|uint64(n), size),
+	}
+	bucket, key := aws.String(w.bucket), aws.String(u.key)
+	err := w.call(ctx, worker, gw, "CreateMultipartUpload "+u.key, func(ctx context.Context, c *s3.Client) error {
+		out, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: bucket, Key: key})
+		if err == nil {
+			u.uploadID = aws.ToString(out.UploadId)
+		}
+		return err
+	})
+	if err != nil {
+		// A create whose answer was lost may have left a session
+		// behind: it is abandoned, and the reclaimer's to delete.
+		return u, err
+	}
+	u.created = time.Now()
+	last := u.created
+	activity := func() {
+		now := time.Now()
+		u.maxGap = max(u.maxGap, now.Sub(last))
+		last = now
+	}
+
+	var completed []s3types.CompletedPart
+	for p := 1; p <= parts; p++ {
+		if p > 1 {
+			pause := time.Duration(100+rng.IntN(200)) * time.Millisecond
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return u, ctx.Err()
+			}
+		}
+		off := int64(p-1) * mnPartSize
+		length := min(mnPartSize, size-off)
+		what := fmt.Sprintf("UploadPart %d of %s (upload %s)", p, u.key, u.uploadID)
+		err := w.call(ctx, worker, gw, what, func(ctx context.Context, c *s3.Client) error {
+			out, err := uploadPart(ctx, c, w.bucket, u.key, u.uploadID, int32(p), u.data.Section(off, length))
+			if err == nil {
+				completed = append(completed, s3types.CompletedPart{PartNumber: aws.Int32(int32(p)), ETag: out.ETag, ChecksumCRC32: out.ChecksumCRC32})
+			}
+			return err
+		})
+		if err != nil {
+			return u, err
+		}
+		activity()
+	}
+
+	what := fmt.Sprintf("CompleteMultipartUpload %s (upload %s)", u.key, u.uploadID)
+	err = w.call(ctx, worker, gw, what, func(ctx context.Context, c *s3.Client) error {
+		out, err := completeUpload(ctx, c, w.bucket, u.key, u.uploadID, completed)
+		if err == nil {
+			u.etag = aws.ToString(out.ETag)
+		}
+		return err
+	})
+	if err != nil {
+		return u, err
+	}
+	activity()
+	u.done = time.Now()
+
+	// Read it back, through whichever gateway the worker uses now.
+	want := u.data.SHA256()
+	err = w.call(ctx, worker, gw, "GetObject "+u.key, func(ctx context.Context, c *s3.Client) error {
+		out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: bucket, Key: key})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		sum, got, err := harness.HashReader(out.Body)
+		if err != nil {
+			return fmt.Errorf("read body after %d bytes: %w", got, err)
+		}
+		if got != size || sum != want {
+			return mnCorrupt{fmt.Sprintf("%s reads back %d bytes sha256 %s, want %d bytes sha256 %s", u.key, got, sum, size, want)}
+		}
+		return nil
+	})
+	return u, err
+}
+
+// mnCorrupt is an object that read back wrong: never retried.
+type mnCorrupt struct{ msg string }
+
+func (e mnCorrupt) Error() string { return e.msg }
+
+// call runs op on the worker's current gateway and retries it, on the
+// other gateway, while the answer says nothing was done or there was none
+// (the gateway died, or hangs on etcd), until mnOpDeadline.
+func (w *mnWorkload) call(ctx context.Context, worker int, gw *int, what string, op func(context.Context, *s3.Client) error) error {
+	deadline := time.Now().Add(mnOpDeadline)
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, mnOpTimeout)
+		err := op(actx, w.clients[worker][*gw])
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		cause, retry := mnRetryable(err)
+		if !retry {
+			return fmt.Errorf("%s on %s: %s: %w", what, w.names[*gw], cause, err)
+		}
+		w.mu.Lock()
+		w.retries[w.names[*gw]+" "+cause]++
+		w.mu.Unlock()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: gave up after %d attempts, the last on %s: %w", what, attempt, w.names[*gw], err)
+		}
+		*gw = (*gw + 1) % len(w.names)
+		select {
+		case <-time.After(min(time.Duration(attempt)*50*time.Millisecond, 500*time.Millisecond)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// mnRetryable classifies an S3 call's error: retried are a missing answer
+// (connection refused or reset, timeout), 5xx (the gateway could not reach
+// etcd or the backend) and OperationAborted (a complete of the upload is,
+// or was on a killed gateway, in flight). NoSuchUpload is never retried:
+// it would mean a live upload was deleted.
+func mnRetryable(err error) (cause string, retry bool) {
+	var corrupt mnCorrupt
+	if errors.As(err, &corrupt) {
+		return "corrupt object", false
+	}
+	// The SDK wraps a request that got no answer in a ResponseError too,
+	// with status 0.
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() > 0 {
+		status, code := re.HTTPStatusCode(), apiErrorCode(err)
+		switch {
+		case status >= 500:
+			return fmt.Sprintf("%d %s", status, code), true
+		case status == http.StatusConflict && code == "OperationAborted":
+			return "409 OperationAborted", true
+		}
+		return fmt.Sprintf("%d %s", status, code), false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout", true
+	}
+	return "no answer", true
+}
+
+// report logs what the workload did: the evidence a reader of a passing
+// run wants (how many uploads, how the clients failed over, how long
+// sessions went without activity).
+func (w *mnWorkload) report(t *testing.T, took time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var maxGap time.Duration
+	var bytes int64
+	for _, u := range w.done {
+		maxGap = max(maxGap, u.maxGap)
+		bytes += u.data.Size
+	}
+	var causes []string
+	for k, v := range w.retries {
+		causes = append(causes, fmt.Sprintf("%s x%d", k, v))
+	}
+	sort.Strings(causes)
+	t.Logf("%d uploads (%d MiB) completed and read back in %s; longest time between an upload's calls %s (grace %s); retries: %s",
+		len(w.done), bytes>>20, took.Round(time.Millisecond), maxGap.Round(time.Millisecond), mnGrace, strings.Join(causes, ", "))
+}

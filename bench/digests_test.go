@@ -1,0 +1,680 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/e2e/harness"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// The digest sweep benchmark (issue 5), in two parts:
+//
+//   - classification: a dry-run pass (Reclaimer.Plan with the digest sweep
+//     on) over M small blobs on MinIO, judged against N references
+//     recorded in etcd, with the peak Go heap of the pass;
+//   - deletion: K unreferenced blobs taken through two real passes (the
+//     first makes their tombstones pending, the second ready, and its
+//     collector guards them, deletes them with batched DeleteObjects and
+//     settles them), against K other blobs deleted directly on MinIO with
+//     minio-go's RemoveObjects (1000 keys a request) in the same run, at K
+//     and at K/10 to show that the collecting pass's memory does not grow
+//     with K.
+//
+// As in BenchmarkReclaimPass, etcd runs in a child process so that the heap
+// measured is the reclaimer's. The passes' clock is an hour past the
+// default placement grace, so that every blob is old enough to judge.
+const (
+	refsEnv       = "SWEEPGATE_BENCH_REFS"
+	blobsEnv      = "SWEEPGATE_BENCH_BLOBS"
+	deleteEnv     = "SWEEPGATE_BENCH_DELETE"
+	defaultRefs   = 1_000_000
+	defaultBlobs  = 100_000
+	defaultDelete = 10_000
+	// Each recorded reference object (a manifest) names refsPerManifest
+	// blobs; one blob in unrefEvery has no reference at all.
+	refsPerManifest = 10
+	unrefEvery      = 10
+	// blobWriters is how many blobs are written to MinIO at once.
+	blobWriters = 32
+	// directBatch is how many keys one DeleteObjects request of the
+	// direct baseline carries (minio-go's RemoveObjects sends 1000); the
+	// channel feeding it holds one batch.
+	directBatch = 1000
+	// The collector's deletion rate passes at half the direct one or more;
+	// its pass's memory passes when the peak at K is below twice the peak
+	// at K/10, or below targetScanHeapMiB whatever the ratio.
+	targetDeleteRatio  = 0.5
+	targetCollectRatio = 2.0
+	// The registry-like layout the benchmark sweeps: blobs and manifests
+	// in one bucket; the direct baseline's blobs lie outside the namespace.
+	benchBlobs     = "blobs/sha256/"
+	benchManifests = "manifests/"
+	benchDirect    = "direct/sha256/"
+)
+
+// digestDelete is the deletion of K unreferenced blobs, through the
+// collector and directly.
+type digestDelete struct {
+	Name  string `json:"name"`
+	Title string `json:"title"`
+	Blobs int64  `json:"blobs"`
+	// Collector figures are of the collect phase of the second pass: from
+	// the end of its tombstone phase (the last page judged, FaultDigestPage)
+	// to the last batch settled (FaultDigestCollected): the breaker check,
+	// then per page of tombstones arming the guards, one DeleteObjects,
+	// and settling the tombstones and guards. DeleteSeconds is the part
+	// from guards armed to batch settled (DeleteObjects and the settle).
+	CollectorSeconds float64 `json:"collector_seconds"`
+	CollectorPerSec  float64 `json:"collector_per_s"`
+	DeleteSeconds    float64 `json:"collector_delete_settle_seconds"`
+	// PassSeconds is the whole second pass (reconcile, upload sweep,
+	// rebuild, tombstone phase over the K blobs, collector, prune);
+	// MarkSeconds the first pass, which makes the tombstones pending.
+	PassSeconds float64 `json:"pass_seconds"`
+	PassPerSec  float64 `json:"pass_per_s"`
+	MarkSeconds float64 `json:"mark_pass_seconds"`
+	// Direct is K other blobs deleted with minio-go RemoveObjects.
+	DirectSeconds float64 `json:"direct_seconds"`
+	DirectPerSec  float64 `json:"direct_per_s"`
+	// Ratio is CollectorPerSec / DirectPerSec; PassRatio PassPerSec /
+	// DirectPerSec.
+	Ratio     float64 `json:"ratio"`
+	PassRatio float64 `json:"pass_ratio"`
+	// DeleteObjects requests sent by the collector and by the direct
+	// delete.
+	CollectorRequests int64 `json:"collector_delete_requests"`
+	DirectRequests    int64 `json:"direct_delete_requests"`
+	// Peak heap of the whole second pass, as in reclaimPass.
+	PeakHeapBytes int64   `json:"peak_heap_bytes"`
+	PeakHeapMiB   float64 `json:"peak_heap_mib"`
+	PeakLiveBytes int64   `json:"peak_live_bytes"`
+	PeakLiveMiB   float64 `json:"peak_live_mib"`
+	HeapSamples   int     `json:"heap_samples"`
+	SetupSeconds  float64 `json:"setup_seconds"`
+	// Report is the second pass's digest counts.
+	Report map[string]int64 `json:"report"`
+}
+
+type digestResult struct {
+	// Classify is the dry-run pass; Items are the blobs judged.
+	Classify *reclaimPass `json:"classify,omitempty"`
+	// Refs is how many references were recorded in etcd (in RefObjects
+	// reference objects), over Referenced of the blobs; RefsSeconds how
+	// long writing them took, BlobsSeconds writing the blobs.
+	Refs         int64   `json:"refs,omitempty"`
+	RefObjects   int64   `json:"ref_objects,omitempty"`
+	Referenced   int64   `json:"referenced_blobs,omitempty"`
+	RefsSeconds  float64 `json:"refs_setup_seconds,omitempty"`
+	RefsPerSec   float64 `json:"refs_setup_per_s,omitempty"`
+	BlobsSeconds float64 `json:"blobs_setup_seconds,omitempty"`
+	BlobsPerSec  float64 `json:"blobs_setup_per_s,omitempty"`
+	// Deletes are the deletion runs at K/10 and K (only K when K < 10);
+	// the ratio and its status are those at K.
+	Deletes           []digestDelete `json:"deletes,omitempty"`
+	DeleteRatio       float64        `json:"delete_ratio,omitempty"`
+	TargetDeleteRatio float64        `json:"target_delete_ratio"`
+	DeleteStatus      string         `json:"delete_status,omitempty"`
+	// CollectHeapRatio is the collecting pass's peak heap at K over that
+	// at K/10.
+	CollectHeapRatio  float64  `json:"collect_heap_ratio,omitempty"`
+	TargetCollectHeap float64  `json:"target_collect_heap_ratio"`
+	TargetCollectMiB  float64  `json:"target_collect_heap_mib"`
+	CollectHeapStatus string   `json:"collect_heap_status,omitempty"`
+	Notes             []string `json:"notes,omitempty"`
+}
+
+// BenchmarkDigestSweep measures the digest sweep's classification (a dry
+// run over M blobs and N references) and its deletion throughput through
+// the collector against a direct batched delete.
+func BenchmarkDigestSweep(b *testing.B) {
+	nRefs := envCount(b, refsEnv, defaultRefs)
+	nBlobs := envCount(b, blobsEnv, defaultBlobs)
+	nDelete := envCount(b, deleteEnv, defaultDelete)
+	cli := startEtcdChild(b)
+	res := digestResult{TargetDeleteRatio: targetDeleteRatio, TargetCollectHeap: targetCollectRatio, TargetCollectMiB: targetScanHeapMiB}
+	res.Notes = append(res.Notes,
+		"etcd runs embedded in a child process; the heap figures are the benchmark process's: the reclaimer and its etcd and S3 clients",
+		"the passes' clock is an hour past the default 24h placement grace, so every blob is old enough to judge",
+		"classification is a dry run (Reclaimer.Plan): rebuild (an empty reference source), then every blob listed and asked of the inventories (references, trash, placements; the unreferenced ones also of the multipart uploads on MinIO, one request each), no writes",
+		"deletion: a first pass makes the K tombstones pending, a second makes them ready and collects them; the collector rate is its collect phase, the pass rate the whole second pass")
+
+	b.Run("Classify", func(b *testing.B) {
+		if res.Classify == nil {
+			benchClassify(b, newReclaimWorld(b, cli), nRefs, nBlobs, &res)
+		}
+		reportPass(b, res.Classify)
+	})
+	b.Run("Delete", func(b *testing.B) {
+		if res.Deletes == nil {
+			w := newReclaimWorld(b, cli)
+			sizes := []int{nDelete}
+			if nDelete >= 10 {
+				sizes = []int{nDelete / 10, nDelete}
+			}
+			for _, k := range sizes {
+				res.Deletes = append(res.Deletes, benchDelete(b, w, k))
+			}
+		}
+		d := res.Deletes[len(res.Deletes)-1]
+		b.ReportMetric(d.CollectorPerSec, "collector-blobs/s")
+		b.ReportMetric(d.DirectPerSec, "direct-blobs/s")
+		b.ReportMetric(d.PeakHeapMiB, "peak-heap-MiB")
+	})
+	if n := len(res.Deletes); n > 0 {
+		res.DeleteRatio = res.Deletes[n-1].Ratio
+		res.DeleteStatus = statusBelow
+		if res.DeleteRatio >= targetDeleteRatio {
+			res.DeleteStatus = statusPass
+		}
+	}
+	if len(res.Deletes) == 2 {
+		small, large := res.Deletes[0], res.Deletes[1]
+		if small.PeakHeapBytes > 0 {
+			res.CollectHeapRatio = float64(large.PeakHeapBytes) / float64(small.PeakHeapBytes)
+		}
+		res.CollectHeapStatus = statusBelow
+		if large.PeakHeapBytes < int64(targetCollectRatio*float64(small.PeakHeapBytes)) || large.PeakHeapMiB < targetScanHeapMiB {
+			res.CollectHeapStatus = statusPass
+		}
+	}
+	printDigests(os.Stdout, &res)
+	path, err := mergeResults("digest_sweep", &res)
+	if err != nil {
+		b.Fatalf("%v", err)
+	}
+	fmt.Fprintf(os.Stdout, "results: %s\n\n", path)
+}
+
+// pastGrace is the passes' clock: an hour past the default placement grace,
+// so that blobs written a moment ago are old.
+func pastGrace() time.Time { return time.Now().Add(reclaim.DefaultPlacementGrace + time.Hour) }
+
+// benchLayout is the registry-like layout in bucket: blobs under
+// benchBlobs, manifests (none on the backend, so the rebuild lists one
+// empty prefix) under benchManifests.
+func benchLayout(b *testing.B, bucket string) *cas.Layout {
+	ns, err := cas.NewNamespace("blobs", bucket, benchBlobs, "", false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, err := cas.NewSource("manifests", bucket, benchManifests, "", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &cas.Layout{Namespaces: []cas.Namespace{ns}, Sources: []cas.Source{src}}
+}
+
+// benchBlob is the body of a benchmark blob and its digest's hex.
+func benchBlob(format string, args ...any) (body []byte, hexDigest string) {
+	body = fmt.Appendf(nil, format, args...)
+	sum := sha256.Sum256(body)
+	return body, hex.EncodeToString(sum[:])
+}
+
+// putBlobs writes n tiny objects to bucket, blobWriters at a time; blob
+// returns the i-th one's key and body.
+func putBlobs(ctx context.Context, mc *minio.Client, bucket string, n int, blob func(i int) (key string, body []byte)) error {
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	for range blobWriters {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || failed.Load() != nil {
+					return
+				}
+				key, body := blob(i)
+				if _, err := mc.PutObject(ctx, bucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+					failed.CompareAndSwap(nil, fmt.Errorf("put %s: %w", key, err))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	err, _ := failed.Load().(error)
+	return err
+}
+
+// putKeys writes n keys to etcd, sessionTxn puts per transaction,
+// sessionWriters transactions at once; kv returns the i-th key and value.
+func putKeys(ctx context.Context, cli *clientv3.Client, n int, kv func(i int) (key, val string)) error {
+	batches := make(chan int)
+	errs := make(chan error, sessionWriters)
+	var wg sync.WaitGroup
+	for range sessionWriters {
+		wg.Go(func() {
+			for first := range batches {
+				ops := make([]clientv3.Op, 0, sessionTxn)
+				for i := first; i < min(first+sessionTxn, n); i++ {
+					ops = append(ops, clientv3.OpPut(kv(i)))
+				}
+				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+					errs <- fmt.Errorf("write keys %d..%d: %w", first, first+len(ops)-1, err)
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for first := 0; first < n; first += sessionTxn {
+		select {
+		case batches <- first:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(batches)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+// countPrefix counts the objects under prefix of bucket.
+func countPrefix(ctx context.Context, mc *minio.Client, bucket, prefix string) (int, error) {
+	n := 0
+	for o := range mc.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			return n, o.Err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// benchClassify writes nBlobs blobs to MinIO and nRefs references to etcd
+// naming all but one blob in unrefEvery, and plans a pass over them.
+func benchClassify(b *testing.B, w *reclaimWorld, nRefs, nBlobs int, res *digestResult) {
+	ctx := b.Context()
+	const bucket = "cas-classify"
+	if err := w.direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	store := w.store(b, "/bench-digests-classify/")
+	keys := store.Keys()
+
+	start := time.Now()
+	hexes := make([]string, nBlobs)
+	if err := putBlobs(ctx, w.direct.Client, bucket, nBlobs, func(i int) (string, []byte) {
+		body, h := benchBlob("sweepgate bench blob %d", i)
+		hexes[i] = h
+		return benchBlobs + h, body
+	}); err != nil {
+		b.Fatal(err)
+	}
+	res.BlobsSeconds = time.Since(start).Seconds()
+	res.BlobsPerSec = float64(nBlobs) / res.BlobsSeconds
+
+	// Reference i is manifest i/refsPerManifest naming blob i mod
+	// referenced: every referenced blob gets nRefs/referenced references
+	// or one more, from distinct manifests.
+	referenced := min(nBlobs-nBlobs/unrefEvery, nRefs)
+	val := etcdstore.MarshalRecord(etcdstore.Ref{At: time.Now().UTC().Add(-time.Hour)})
+	start = time.Now()
+	if err := putKeys(ctx, w.cli, nRefs, func(i int) (string, string) {
+		return keys.Ref("sha256:"+hexes[i%referenced], bucket, benchManifests+fmt.Sprintf("%08d", i/refsPerManifest)), val
+	}); err != nil {
+		b.Fatal(err)
+	}
+	// The gateway moves a shard's reference revision with every write to
+	// it; the last writes touched every shard.
+	var ops []clientv3.Op
+	for _, sh := range etcdstore.AllRefShards() {
+		ops = append(ops, clientv3.OpPut(keys.RefRev(sh), ""))
+	}
+	if _, err := w.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		b.Fatal(err)
+	}
+	res.RefsSeconds = time.Since(start).Seconds()
+	count, err := w.cli.Get(ctx, keys.AllRefs(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.Refs, res.RefObjects, res.Referenced = count.Count, int64((nRefs+refsPerManifest-1)/refsPerManifest), int64(referenced)
+	res.RefsPerSec = float64(res.Refs) / res.RefsSeconds
+	hexes = nil
+
+	p := reclaimPass{
+		Name:  fmt.Sprintf("classify_%d_blobs_%d_refs", nBlobs, res.Refs),
+		Title: fmt.Sprintf("plan, %d blobs, %d refs", nBlobs, res.Refs),
+		Items: int64(nBlobs), Unit: "digests", SetupSeconds: res.BlobsSeconds + res.RefsSeconds,
+	}
+	svc, err := multipart.New(multipart.Config{Store: store, Backend: w.backend})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := reclaim.New(reclaim.Config{
+		Store: store, Sessions: svc, Backend: w.backend, ID: "bench-classify",
+		Interval: 24 * time.Hour, Now: pastGrace,
+		// Everything else at its default: pages of 1000 blobs, 8 upload
+		// listings at once, the default breaker.
+		Digests: &reclaim.DigestsConfig{Layout: benchLayout(b, bucket)},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	h := startHeapSampler()
+	start = time.Now()
+	rep, err := r.Plan(ctx)
+	elapsed := time.Since(start)
+	h.finish(&p)
+	if err != nil {
+		b.Fatalf("plan: %v", err)
+	}
+	d := rep.Digests
+	if d == nil {
+		b.Fatalf("the plan has no digest report: %+v", rep)
+	}
+	p.Seconds = elapsed.Seconds()
+	p.PerSec = float64(d.Stored) / p.Seconds
+	p.Report = map[string]int64{
+		"stored": d.Stored, "retained": d.Retained, "pending": d.Pending, "new_pending": d.NewPending,
+		"ready": d.Ready, "skipped": d.Skipped, "ignored": d.Ignored, "changed": d.Changed,
+		"rebuild_objects": 0,
+	}
+	for by, n := range d.RetainedBy {
+		p.Report["retained_by_"+by] = n
+	}
+	if d.Rebuild.Result != nil {
+		p.Report["rebuild_objects"] = d.Rebuild.Result.Objects
+	}
+	if d.Kept != "" || d.Refused != "" || d.Rebuild.Failed != "" {
+		b.Fatalf("the plan kept everything (%q), was refused (%q) or its rebuild failed (%q)", d.Kept, d.Refused, d.Rebuild.Failed)
+	}
+	if d.Stored != int64(nBlobs) || d.Retained != int64(referenced) || d.Pending != int64(nBlobs-referenced) {
+		b.Fatalf("the plan judged %d blobs, retained %d, pending %d; want %d, %d, %d (report %v)",
+			d.Stored, d.Retained, d.Pending, nBlobs, referenced, nBlobs-referenced, p.Report)
+	}
+	res.Classify = &p
+}
+
+// deleteCounter counts the DeleteObjects requests the reclaimer sends.
+type deleteCounter struct {
+	multipart.Backend
+	n atomic.Int64
+}
+
+func (c *deleteCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if isDeleteObjects(req) {
+		c.n.Add(1)
+	}
+	return c.Backend.RoundTrip(req)
+}
+
+// deleteCounting counts the DeleteObjects requests of a minio-go client.
+type deleteCounting struct {
+	http.RoundTripper
+	n atomic.Int64
+}
+
+func (c *deleteCounting) RoundTrip(req *http.Request) (*http.Response, error) {
+	if isDeleteObjects(req) {
+		c.n.Add(1)
+	}
+	return c.RoundTripper.RoundTrip(req)
+}
+
+func isDeleteObjects(req *http.Request) bool {
+	return req.Method == http.MethodPost && req.URL.Query().Has("delete")
+}
+
+// collectClock times the collect phase of a pass from the sweep's fault
+// points, which it calls in the pass's goroutine.
+type collectClock struct {
+	mu            sync.Mutex
+	lastPage      time.Time // the tombstone phase's last page
+	guarded       time.Time // the batch in progress had its guards armed
+	lastCollected time.Time
+	deleting      time.Duration // guards armed -> batch settled, summed
+}
+
+func (c *collectClock) fault(point string) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch point {
+	case reclaim.FaultDigestPage:
+		c.lastPage = now
+	case reclaim.FaultDigestGuarded:
+		c.guarded = now
+	case reclaim.FaultDigestCollected:
+		c.lastCollected = now
+		if !c.guarded.IsZero() {
+			c.deleting += now.Sub(c.guarded)
+			c.guarded = time.Time{}
+		}
+	}
+}
+
+func (c *collectClock) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastPage, c.guarded, c.lastCollected, c.deleting = time.Time{}, time.Time{}, time.Time{}, 0
+}
+
+func (c *collectClock) read() (collect, deleting time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastPage.IsZero() || c.lastCollected.Before(c.lastPage) {
+		return 0, c.deleting
+	}
+	return c.lastCollected.Sub(c.lastPage), c.deleting
+}
+
+// benchDelete writes k unreferenced blobs into a namespace and k more
+// outside it, runs a pass that makes the first k pending, deletes the
+// other k directly with RemoveObjects, then runs the pass whose collector
+// deletes the first k, measuring both deletions.
+func benchDelete(b *testing.B, w *reclaimWorld, k int) digestDelete {
+	ctx := b.Context()
+	bucket := "cas-delete-" + strconv.Itoa(k)
+	res := digestDelete{Name: fmt.Sprintf("delete_%d", k), Title: fmt.Sprintf("deletion, %d unreferenced blobs", k), Blobs: int64(k)}
+	if err := w.direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	directKeys := make([]string, k)
+	if err := putBlobs(ctx, w.direct.Client, bucket, 2*k, func(i int) (string, []byte) {
+		if i < k {
+			body, h := benchBlob("sweepgate bench collected blob %d of %d", i, k)
+			return benchBlobs + h, body
+		}
+		body, h := benchBlob("sweepgate bench direct blob %d of %d", i-k, k)
+		directKeys[i-k] = benchDirect + h
+		return directKeys[i-k], body
+	}); err != nil {
+		b.Fatal(err)
+	}
+	res.SetupSeconds = time.Since(start).Seconds()
+
+	store := w.store(b, fmt.Sprintf("/bench-digests-delete-%d/", k))
+	svc, err := multipart.New(multipart.Config{Store: store, Backend: w.backend})
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := &deleteCounter{Backend: w.backend}
+	clock := &collectClock{}
+	r, err := reclaim.New(reclaim.Config{
+		Store: store, Sessions: svc, Backend: be, ID: "bench-delete",
+		Interval: 24 * time.Hour, Now: pastGrace, Fault: clock.fault,
+		Digests: &reclaim.DigestsConfig{
+			Layout: benchLayout(b, bucket),
+			// The breaker lets the whole namespace go: every blob in it
+			// is unreferenced.
+			MaxDelete: -1, MaxDeleteFraction: 1,
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.Run(runCtx)
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
+	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = r.Elector().AwaitLeader(lctx)
+	lcancel()
+	if err != nil {
+		b.Fatalf("the reclaimer did not win the election: %v", err)
+	}
+	pass := func() (reclaim.DigestReport, time.Duration) {
+		b.Helper()
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+		defer cancel()
+		t0 := time.Now()
+		rep, err := r.Trigger(pctx)
+		elapsed := time.Since(t0)
+		if err != nil {
+			b.Fatalf("%s: pass %d: %v (stopped: %s)", res.Name, rep.Pass, err, rep.Stopped)
+		}
+		if rep.Digests == nil {
+			b.Fatalf("%s: pass %d has no digest report", res.Name, rep.Pass)
+		}
+		if d := rep.Digests; d.Kept != "" || d.Refused != "" || d.Rebuild.Failed != "" {
+			b.Fatalf("%s: pass %d kept everything (%q), was refused (%q) or its rebuild failed (%q)", res.Name, rep.Pass, d.Kept, d.Refused, d.Rebuild.Failed)
+		}
+		return *rep.Digests, elapsed
+	}
+
+	// The first pass makes every tombstone pending.
+	one, elapsed := pass()
+	res.MarkSeconds = elapsed.Seconds()
+	if one.NewPending != int64(k) || one.Stored != int64(k) {
+		b.Fatalf("%s: the first pass made %d of %d stored blobs pending, want %d (report %+v)", res.Name, one.NewPending, one.Stored, k, one)
+	}
+
+	// The direct baseline, between the two passes.
+	rt := &deleteCounting{RoundTripper: http.DefaultTransport}
+	mc, err := harness.NewMinioGo(w.minio.Endpoint, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey, rt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	objs := make(chan minio.ObjectInfo, directBatch)
+	go func() {
+		defer close(objs)
+		for _, key := range directKeys {
+			objs <- minio.ObjectInfo{Key: key}
+		}
+	}()
+	start = time.Now()
+	var derr error
+	for e := range mc.RemoveObjects(ctx, bucket, objs, minio.RemoveObjectsOptions{}) {
+		if derr == nil {
+			derr = fmt.Errorf("direct delete of %s: %w", e.ObjectName, e.Err)
+		}
+	}
+	res.DirectSeconds = time.Since(start).Seconds()
+	if derr != nil {
+		b.Fatal(derr)
+	}
+	res.DirectPerSec = float64(k) / res.DirectSeconds
+	res.DirectRequests = rt.n.Load()
+	if n, err := countPrefix(ctx, w.direct.Client, bucket, benchDirect); err != nil || n != 0 {
+		b.Fatalf("%s: %d blobs left after the direct delete (%v)", res.Name, n, err)
+	}
+
+	// The second pass makes them ready and collects them.
+	clock.reset()
+	be.n.Store(0)
+	h := startHeapSampler()
+	two, elapsed := pass()
+	var hp reclaimPass
+	h.finish(&hp)
+	res.PeakHeapBytes, res.PeakHeapMiB, res.PeakLiveBytes, res.PeakLiveMiB, res.HeapSamples = hp.PeakHeapBytes, hp.PeakHeapMiB, hp.PeakLiveBytes, hp.PeakLiveMiB, hp.HeapSamples
+	res.PassSeconds = elapsed.Seconds()
+	res.PassPerSec = float64(two.Deleted) / res.PassSeconds
+	collect, deleting := clock.read()
+	if collect <= 0 {
+		b.Fatalf("%s: the collect phase was not timed (fault points not seen)", res.Name)
+	}
+	res.CollectorSeconds, res.DeleteSeconds = collect.Seconds(), deleting.Seconds()
+	res.CollectorPerSec = float64(two.Deleted) / res.CollectorSeconds
+	res.CollectorRequests = be.n.Load()
+	res.Ratio = res.CollectorPerSec / res.DirectPerSec
+	res.PassRatio = res.PassPerSec / res.DirectPerSec
+	res.Report = map[string]int64{
+		"stored": two.Stored, "pending": two.Pending, "ready": two.Ready, "deleted": two.Deleted, "bytes": two.Bytes,
+		"failed": two.Failed, "unknown": two.Unknown, "changed": two.Changed,
+	}
+	if two.Deleted != int64(k) || two.Failed != 0 || two.Unknown != 0 {
+		b.Fatalf("%s: the second pass deleted %d blobs, want %d (report %v)", res.Name, two.Deleted, k, res.Report)
+	}
+	if n, err := countPrefix(ctx, w.direct.Client, bucket, benchBlobs); err != nil || n != 0 {
+		b.Fatalf("%s: %d blobs left in the namespace after the collector (%v)", res.Name, n, err)
+	}
+	return res
+}
+
+func printDigests(out io.Writer, res *digestResult) {
+	fmt.Fprintf(out, "\ndigest sweep (%s, %d CPUs, GOMAXPROCS %d)\n", runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(out, "Peak heap: highest Go heap in use during the pass minus the heap after a GC before it (live: GC-marked live heap).\n")
+	if p := res.Classify; p != nil {
+		fmt.Fprintf(out, "%-*s %14s %14s %14s %9s\n", titleWidth, "pass", "rate", "peak heap", "peak live", "setup")
+		fmt.Fprintf(out, "%-*s %14s %14s %14s %9s\n", titleWidth, p.Title,
+			fmt.Sprintf("%.0f %s/s", p.PerSec, p.Unit), fmt.Sprintf("+%.1f MiB", p.PeakHeapMiB),
+			fmt.Sprintf("+%.1f MiB", p.PeakLiveMiB), fmt.Sprintf("%.0fs", p.SetupSeconds))
+		fmt.Fprintf(out, "    %.1fs; stored %d, retained %d (references %d), pending %d\n",
+			p.Seconds, p.Report["stored"], p.Report["retained"], p.Report["retained_by_references"], p.Report["pending"])
+		fmt.Fprintf(out, "    setup: %d refs (%d manifests over %d blobs) in %.1fs (%.0f/s); %d blobs in %.1fs (%.0f/s)\n",
+			res.Refs, res.RefObjects, res.Referenced, res.RefsSeconds, res.RefsPerSec, p.Items, res.BlobsSeconds, res.BlobsPerSec)
+	}
+	if len(res.Deletes) > 0 {
+		fmt.Fprintf(out, "%-*s %14s %14s %7s %8s  %s\n", titleWidth, "deletion", "direct", "collector", "ratio", "target", "")
+	}
+	for i, d := range res.Deletes {
+		status := ""
+		if i == len(res.Deletes)-1 {
+			status = res.DeleteStatus
+		}
+		fmt.Fprintf(out, "%-*s %14s %14s %7.3f %8s  %s\n", titleWidth, d.Title,
+			fmt.Sprintf("%.0f blobs/s", d.DirectPerSec), fmt.Sprintf("%.0f blobs/s", d.CollectorPerSec),
+			d.Ratio, fmt.Sprintf(">= %.2f", targetDeleteRatio), status)
+		fmt.Fprintf(out, "    direct %.2fs (%d DeleteObjects); collect phase %.2fs (%d DeleteObjects; %.2fs of it deleting and settling)\n",
+			d.DirectSeconds, d.DirectRequests, d.CollectorSeconds, d.CollectorRequests, d.DeleteSeconds)
+		fmt.Fprintf(out, "    whole collecting pass %.2fs, %.0f blobs/s (ratio %.3f); marking pass %.2fs; peak heap +%.1f MiB (live +%.1f MiB)\n",
+			d.PassSeconds, d.PassPerSec, d.PassRatio, d.MarkSeconds, d.PeakHeapMiB, d.PeakLiveMiB)
+	}
+	if len(res.Deletes) == 2 {
+		fmt.Fprintf(out, "%-*s %14s %14s %7s %8s  %s\n", titleWidth,
+			fmt.Sprintf("collecting pass peak heap, %d vs %d", res.Deletes[1].Blobs, res.Deletes[0].Blobs), "",
+			fmt.Sprintf("x%.2f", res.CollectHeapRatio), "", "",
+			fmt.Sprintf("< x%.0f or < %d MiB  %s", targetCollectRatio, targetScanHeapMiB, res.CollectHeapStatus))
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(out, "    note: %s\n", n)
+	}
+}

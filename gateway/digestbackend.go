@@ -65,16 +65,14 @@ func resultETag(body []byte) (string, bool) {
 func unquoteETag(s string) string { return strings.Trim(strings.TrimSpace(s), `"`) }
 
 // send sends a client's request on to the backend and reads the answer
-// whole.
-func (g *Gateway) send(req *request, out *http.Request) (*answer, error) {
-	start := g.now()
+// whole; backendClient.RoundTrip times the call and notes the backend's
+// request id.
+func (g *Gateway) send(out *http.Request) (*answer, error) {
 	resp, err := g.backendClient.RoundTrip(out)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	g.metrics.backendDuration.WithLabelValues(string(req.route.Operation)).Observe(g.now().Sub(start).Seconds())
-	req.backendRequestID = resp.Header.Get("X-Amz-Request-Id")
 	return readAnswer(resp)
 }
 
@@ -163,20 +161,15 @@ func (g *Gateway) readObject(ctx context.Context, bucket, key string, query url.
 // forwardRequest sends a prepared backend request and streams its answer
 // to the client, as the proxy does.
 func (g *Gateway) forwardRequest(w http.ResponseWriter, r *http.Request, req *request, out *http.Request) {
-	resp, err := g.roundTrip(req, out)
+	resp, err := g.roundTrip(out)
 	g.relay(w, r, req, resp, err)
 }
 
-// roundTrip sends a client's request on to the backend.
-func (g *Gateway) roundTrip(req *request, out *http.Request) (*http.Response, error) {
-	start := g.now()
-	resp, err := g.backendClient.RoundTrip(out)
-	if err != nil {
-		return nil, err
-	}
-	g.metrics.backendDuration.WithLabelValues(string(req.route.Operation)).Observe(g.now().Sub(start).Seconds())
-	req.backendRequestID = resp.Header.Get("X-Amz-Request-Id")
-	return resp, nil
+// roundTrip sends a client's request on to the backend;
+// backendClient.RoundTrip times the call and notes the backend's request
+// id.
+func (g *Gateway) roundTrip(out *http.Request) (*http.Response, error) {
+	return g.backendClient.RoundTrip(out)
 }
 
 // relay streams the backend's answer to a forwarded request to the client.
@@ -194,6 +187,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, req *request, re
 		g.backendFailed(w, r, req, err)
 		return
 	}
+	s3err.StampResponse(resp, req.id)
 	copyAnswerHeader(w.Header(), resp.Header, req.id)
 	if resp.ContentLength >= 0 {
 		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
@@ -213,10 +207,14 @@ func (g *Gateway) backendFailed(w http.ResponseWriter, r *http.Request, req *req
 
 // writeAnswer answers the client with a backend answer read whole.
 func (g *Gateway) writeAnswer(w http.ResponseWriter, req *request, a *answer) {
+	body := a.body
+	if !a.success() {
+		body = s3err.StampRequestID(body, req.id)
+	}
 	copyAnswerHeader(w.Header(), a.header, req.id)
-	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(a.status)
-	_, _ = w.Write(a.body)
+	_, _ = w.Write(body)
 }
 
 // answerHopHeaders are the headers of a backend answer that are not

@@ -25,7 +25,7 @@ func (g *Gateway) place(w http.ResponseWriter, r *http.Request, req *request, di
 		ctx, cancel := stateContext(r)
 		defer cancel()
 		if err := g.digests.store.EndPlacement(ctx, digest, req.id); err != nil {
-			g.log.Warn("blob placement not removed; the reclaimer ignores it once the blob is stored", "digest", digest, "err", err)
+			g.log.Warn("blob placement not removed; the reclaimer ignores it once the blob is stored", "id", req.id, "digest", digest, "err", err)
 		}
 	}
 	ctx, cancel := stateContext(r)
@@ -75,7 +75,7 @@ func (g *Gateway) putBlob(w http.ResponseWriter, r *http.Request, req *request, 
 	}
 	check := &digestCheck{src: out.Body, h: h, want: want}
 	out.Body = io.NopCloser(check)
-	resp, err := g.roundTrip(req, out)
+	resp, err := g.roundTrip(out)
 	// A mismatch makes the transport fail the request; an answer that came
 	// before the body was read whole is the backend's own refusal.
 	if err != nil && check.mismatch.Load() {
@@ -181,11 +181,11 @@ func (g *Gateway) writeBlob(w http.ResponseWriter, r *http.Request, req *request
 		match, err := g.blobMatches(ctx, bucket, key, etag, digest)
 		switch {
 		case err != nil:
-			g.log.Warn("stored blob not verified", "bucket", bucket, "key", key, "err", err)
+			g.log.Warn("stored blob not verified", "id", req.id, "bucket", bucket, "key", key, "err", err)
 		case !match:
 			removed := "it was deleted again"
 			if a, err := g.call(ctx, http.MethodDelete, bucket, key, nil, nil); err != nil || !a.success() {
-				g.log.Error("blob that does not match its digest not deleted", "bucket", bucket, "key", key, "err", err)
+				g.log.Error("blob that does not match its digest not deleted", "id", req.id, "bucket", bucket, "key", key, "err", err)
 				removed = "deleting it again failed; delete it"
 			}
 			g.writeError(w, r, s3err.ErrBadDigest.WithMessage("The stored content does not hash to %s, the digest its key names; %s.", digest, removed))
@@ -257,7 +257,8 @@ func (g *Gateway) deleteBlob(w http.ResponseWriter, r *http.Request, req *reques
 			g.writeError(w, r, errReferenced(digest))
 			return
 		}
-		g.log.Warn("admin deletes a referenced blob", "id", req.id, "principal", req.auth.Principal, "digest", digest, "bucket", req.route.Bucket, "key", req.route.Key)
+		audit(g.log, "delete_blob", digest, "an admin principal deletes a blob that is still referenced",
+			"principal", req.auth.Principal, "id", req.id, "bucket", req.route.Bucket, "key", req.route.Key)
 	}
 	g.forward(w, r, req)
 }

@@ -185,6 +185,8 @@ func (g *Gateway) trashSources(ctx context.Context, bucket, principal string, ob
 			return nil, nil, nil, err
 		case ok:
 			trashed = append(trashed, trashedObject{obj: o, at: now})
+			audit(g.logFor(ctx), "trash_object", bucket+"/"+o.Key, "DeleteObjects of a reference object: its digests stay retained in the trash until it expires",
+				"principal", principal, "deleted_at", now, "expires", expires)
 		}
 		send = append(send, o)
 	}
@@ -209,7 +211,7 @@ func (g *Gateway) sendDeletes(r *http.Request, req *request, d deleteRequest) (*
 	}
 	sum := md5.Sum(body)
 	out.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
-	return g.send(req, out)
+	return g.send(out)
 }
 
 // settleTrash restores the references of the trashed reference objects

@@ -188,7 +188,7 @@ func (g *Gateway) writeRef(w http.ResponseWriter, r *http.Request, req *request,
 		g.refuseState(w, r, req, err)
 		return
 	}
-	a, err := g.send(req, out)
+	a, err := g.send(out)
 	ctx, cancel := stateContext(r)
 	defer cancel()
 	outcome, etag := g.writeOutcome(ctx, rw, a, err)
@@ -233,7 +233,7 @@ func (g *Gateway) writeOutcome(ctx context.Context, rw refWrite, a *answer, err 
 	if herr == nil && found && etag == rw.md5 {
 		return etcdstore.WriteCommitted, etag
 	}
-	g.log.Warn("reference write outcome unknown; the rebuild settles it", "bucket", rw.bucket, "key", rw.key, "err", errors.Join(err, herr))
+	g.logFor(ctx).Warn("reference write outcome unknown; the rebuild settles it", "bucket", rw.bucket, "key", rw.key, "err", errors.Join(err, herr))
 	return etcdstore.WriteUnknown, ""
 }
 
@@ -249,7 +249,7 @@ func (g *Gateway) endRefWrite(ctx context.Context, bucket, key, id string, outco
 			break
 		}
 	}
-	g.log.Error("reference write left pending", "bucket", bucket, "key", key, "write", id, "outcome", outcome, "err", err)
+	g.logFor(ctx).Error("reference write left pending", "bucket", bucket, "key", key, "write", id, "outcome", outcome, "err", err)
 }
 
 // pause waits d, or until ctx ends (then it reports false).
@@ -401,7 +401,7 @@ func (h *refHold) release(ctx context.Context) {
 	h.stop()
 	cli := h.g.digests.store.Client()
 	if _, err := cli.Revoke(ctx, h.lease); err != nil {
-		h.g.log.Warn("reference hold not revoked; it lapses with its lease", "hold", h.id, "err", err)
+		h.g.logFor(ctx).Warn("reference hold not revoked; it lapses with its lease", "hold", h.id, "err", err)
 	}
 }
 
@@ -412,7 +412,7 @@ func (h *refHold) release(ctx context.Context) {
 // logged, not answered: the object is stored, and the rebuild finds and
 // retains what could not be recorded here.
 func (g *Gateway) recordCompleted(ctx context.Context, src *cas.Source, bucket, key, etag, id string) {
-	log := g.log.With("bucket", bucket, "key", key, "etag", etag)
+	log := g.logFor(ctx).With("bucket", bucket, "key", key, "etag", etag)
 	body, _, err := g.readObject(ctx, bucket, key, nil, etag, src.MaxBody)
 	var refused *answer
 	switch {
@@ -467,6 +467,8 @@ func (g *Gateway) deleteRef(w http.ResponseWriter, r *http.Request, req *request
 		g.forward(w, r, req) // no references recorded: nothing to move
 		return
 	}
+	audit(g.log, "trash_object", bucket+"/"+key, "DeleteObject of a reference object: its digests stay retained in the trash until it expires",
+		"principal", req.auth.Principal, "id", req.id, "deleted_at", now, "expires", now.Add(g.digests.trashWindow))
 	out, err := g.backendRequest(r, req, nil)
 	if err != nil {
 		ctx, cancel := stateContext(r)
@@ -475,7 +477,7 @@ func (g *Gateway) deleteRef(w http.ResponseWriter, r *http.Request, req *request
 		g.writeError(w, r, err)
 		return
 	}
-	a, err := g.send(req, out)
+	a, err := g.send(out)
 	ctx, cancel := stateContext(r)
 	defer cancel()
 	if g.stillThere(ctx, bucket, key, r.URL.Query().Has("versionId"), a, err) {
@@ -515,7 +517,7 @@ func (g *Gateway) stillThere(ctx context.Context, bucket, key string, version bo
 	}
 	_, found, herr := g.headObject(ctx, bucket, key)
 	if herr != nil {
-		g.log.Warn("reference object's delete outcome unknown; its references stay in the trash", "bucket", bucket, "key", key, "err", errors.Join(err, herr))
+		g.logFor(ctx).Warn("reference object's delete outcome unknown; its references stay in the trash", "bucket", bucket, "key", key, "err", errors.Join(err, herr))
 	}
 	return herr == nil && found
 }
@@ -523,7 +525,11 @@ func (g *Gateway) stillThere(ctx context.Context, bucket, key string, version bo
 // restoreTrash brings back the references trashed at deletedAt.
 func (g *Gateway) restoreTrash(ctx context.Context, bucket, key string, deletedAt time.Time) {
 	_, err := g.digests.store.RestoreTrash(ctx, bucket, key, deletedAt, g.now())
+	if err == nil {
+		audit(g.logFor(ctx), "restore_trash", bucket+"/"+key, "the object's delete was not done, so its references come back from the trash",
+			"deleted_at", deletedAt)
+	}
 	if err != nil && !errors.Is(err, etcdstore.ErrNotFound) {
-		g.log.Error("references of an object that was not deleted stay in the trash; restore them with 'sweepgate trash restore'", "bucket", bucket, "key", key, "deleted_at", deletedAt, "err", err)
+		g.logFor(ctx).Error("references of an object that was not deleted stay in the trash; restore them with 'sweepgate trash restore'", "bucket", bucket, "key", key, "deleted_at", deletedAt, "err", err)
 	}
 }

@@ -115,7 +115,9 @@ func New(cfg Config) (*Gateway, error) {
 		ids:     newRequestIDs(),
 		now:     cfg.Now,
 	}
-	g.backendClient = &backendClient{endpoint: backend, transport: transport}
+	g.backendClient = &backendClient{endpoint: backend, transport: transport, observe: func(op Operation, d time.Duration) {
+		g.metrics.backendDuration.WithLabelValues(string(op)).Observe(d.Seconds())
+	}}
 	if sc := cfg.Sessions; sc != nil {
 		g.sessions, err = multipart.New(multipart.Config{
 			Store:                sc.Store,
@@ -225,6 +227,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.auth = auth
+	if err := checkDeclaredSize(req.route.Operation, auth.Payload.DecodedLength()); err != nil {
+		g.writeError(rec, r, err)
+		return
+	}
+	if err := checkBackendControls(r.Header); err != nil {
+		g.writeError(rec, r, err)
+		return
+	}
 	g.dispatch(rec, r, req)
 }
 
@@ -306,9 +316,10 @@ func (g *Gateway) addressBackend(out, in *http.Request, req *request) {
 	out.Header.Del("X-Idempotency-Key")
 }
 
-// modifyResponse stamps the gateway's request id on a backend response. It
-// refuses a response to a body that failed verification: that cannot be a
-// success, and the client must hear why.
+// modifyResponse stamps the gateway's request id on a backend response, in
+// its header and in its error document if it is one. It refuses a response
+// to a body that failed verification: that cannot be a success, and the
+// client must hear why.
 func (g *Gateway) modifyResponse(resp *http.Response) error {
 	req := requestFrom(resp.Request.Context())
 	g.metrics.backendDuration.WithLabelValues(string(req.route.Operation)).Observe(g.now().Sub(req.backendStart).Seconds())
@@ -317,6 +328,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	}
 	req.backendRequestID = resp.Header.Get("X-Amz-Request-Id")
 	resp.Header.Set("X-Amz-Request-Id", req.id)
+	s3err.StampResponse(resp, req.id)
 	return nil
 }
 

@@ -45,6 +45,9 @@ func (g *Gateway) Backend() multipart.Backend { return g.backendClient }
 type backendClient struct {
 	endpoint  *url.URL
 	transport http.RoundTripper
+	// observe, when set, records the duration of a call made for a client
+	// request.
+	observe func(Operation, time.Duration)
 }
 
 // NewRequest builds a path-style backend request with no body.
@@ -56,9 +59,24 @@ func (b *backendClient) NewRequest(ctx context.Context, method, bucket, key stri
 	return http.NewRequestWithContext(ctx, method, u.String(), nil)
 }
 
-// RoundTrip signs and sends a backend request.
+// RoundTrip signs and sends a backend request. For a client's request (the
+// session service's calls), it notes the backend's request id for the
+// request's log line, since the answer's error document will carry the
+// gateway's id instead.
 func (b *backendClient) RoundTrip(req *http.Request) (*http.Response, error) {
-	return b.transport.RoundTrip(req)
+	start := time.Now()
+	resp, err := b.transport.RoundTrip(req)
+	r := requestFrom(req.Context())
+	if r != nil && b.observe != nil {
+		// The session service's backend calls on behalf of a client
+		// request are timed under that request's operation, as the
+		// proxy's are.
+		b.observe(r.route.Operation, time.Since(start))
+	}
+	if err == nil && r != nil {
+		r.backendRequestID = resp.Header.Get("X-Amz-Request-Id")
+	}
+	return resp, err
 }
 
 // hopByHop are the connection-level request headers that are not forwarded.

@@ -27,6 +27,8 @@ func (s *Service) abort(ctx context.Context, w http.ResponseWriter, c *Call) {
 	err := s.abortUpload(ctx, c)
 	switch {
 	case errors.Is(err, errNoSession):
+		audit(s.log, "abort_upload", uploadName(c.Bucket, c.Key, c.UploadID), "client abort of an upload without a session, passed through to the backend",
+			"principal", c.Principal, "id", c.RequestID)
 		s.passThrough(w, c, nil)
 	case errors.Is(err, errNoSuchUpload):
 		s.rememberIdempotent(ctx, c, err)
@@ -80,6 +82,12 @@ func (s *Service) abortUpload(ctx context.Context, c *Call) error {
 		unclear := abortOutcome(s.backend.RoundTrip(out))
 		rctx, cancel := detached(ctx)
 		defer cancel()
+		outcome := etcdstore.StateAborted
+		if unclear != nil {
+			outcome = etcdstore.StateCleanupPending
+		}
+		audit(s.log, "abort_upload", uploadName(c.Bucket, c.Key, c.UploadID), "client abort",
+			"principal", c.Principal, "id", c.RequestID, "outcome", outcome)
 		if unclear == nil {
 			_, err = s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateAborting, etcdstore.StateAborted, "backend confirmed abort", nil)
 		} else {
@@ -92,7 +100,7 @@ func (s *Service) abortUpload(ctx context.Context, c *Call) error {
 		if err != nil {
 			// The intent is recorded ("aborting"), so the reconciler
 			// finishes the abort; the client's abort stands.
-			s.log.Error("abort outcome not recorded; the reconciler will settle it", "upload_id", c.UploadID, "err", err)
+			s.log.Error("abort outcome not recorded; the reconciler will settle it", "id", c.RequestID, "upload_id", c.UploadID, "err", err)
 		}
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
@@ -18,6 +19,10 @@ import (
 // maxCompleteBody bounds a CompleteMultipartUpload body: 10000 parts with
 // their checksums fit comfortably.
 const maxCompleteBody = 4 << 20
+
+// completeBackendTimeout bounds a complete's backend call, which does not
+// end with its client's request (see complete).
+const completeBackendTimeout = 5 * time.Minute
 
 var (
 	errMalformedXML     = &s3err.Error{Code: "MalformedXML", Message: "The XML you provided was not well-formed or did not validate against our published schema.", HTTPStatus: http.StatusBadRequest}
@@ -253,7 +258,13 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 		s.writeError(w, c, err)
 		return
 	}
-	resp, err := s.backend.RoundTrip(out)
+	// The backend's complete runs to its end even when the client gives
+	// up meanwhile: cut off midway, MinIO leaves the upload without its
+	// parts and makes no object, so every retry would get InvalidPart.
+	// Finished, its result is recorded for the client's retry.
+	bctx, bcancel := context.WithTimeout(context.WithoutCancel(ctx), completeBackendTimeout)
+	defer bcancel()
+	resp, err := s.backend.RoundTrip(out.WithContext(bctx))
 	rctx, cancel := detached(ctx)
 	defer cancel()
 	if err != nil {
@@ -284,7 +295,7 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 		if _, err := s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateCompleting, etcdstore.StateActive, "complete refused: "+code, func(sess *etcdstore.Session) {
 			sess.PartsDigest, sess.ExpectedETag = "", ""
 		}, attempt.owned()); err != nil {
-			s.log.Error("complete refused but session not returned to active", "upload_id", c.UploadID, "err", err)
+			s.log.Error("complete refused but session not returned to active", "id", c.RequestID, "upload_id", c.UploadID, "err", err)
 		}
 		s.writeBuffered(w, c, resp, respBody)
 	case code == "NoSuchUpload":
@@ -310,7 +321,7 @@ func (s *Service) completeUnclear(ctx context.Context, w http.ResponseWriter, c 
 	if _, err := s.settle(ctx, c.Bucket, c.UploadID, etcdstore.StateCompleting, etcdstore.StateCompleting, "complete outcome unclear", func(sess *etcdstore.Session) {
 		sess.Uncertain = why
 	}); err != nil {
-		s.log.Error("complete doubt not recorded", "upload_id", c.UploadID, "err", err)
+		s.log.Error("complete doubt not recorded", "id", c.RequestID, "upload_id", c.UploadID, "err", err)
 	}
 	if resp == nil {
 		s.writeError(w, c, s3err.ErrBadGateway)
@@ -327,7 +338,7 @@ func (s *Service) recordCompleted(ctx context.Context, c *Call, comp *etcdstore.
 	}, attempt.done()); err != nil {
 		// The object exists; the session stays completing and the
 		// reconciler records the completion from the object.
-		s.log.Error("complete succeeded but not recorded; the reconciler will", "upload_id", c.UploadID, "err", err)
+		s.log.Error("complete succeeded but not recorded; the reconciler will", "id", c.RequestID, "upload_id", c.UploadID, "err", err)
 	}
 }
 

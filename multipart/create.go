@@ -42,8 +42,10 @@ func (s *Service) create(ctx context.Context, w http.ResponseWriter, c *Call) {
 	defer cancel()
 	if _, err := s.store.CreateSession(rctx, sess); err != nil {
 		s.log.Error("create multipart upload: session not recorded; aborting the new upload", "id", c.RequestID, "upload_id", res.UploadID, "err", err)
+		audit(s.log, "abort_upload", uploadName(c.Bucket, c.Key, res.UploadID), "its session could not be recorded, so nobody would own it",
+			"principal", c.Principal, "id", c.RequestID)
 		if aerr := s.abortBackend(rctx, c.Bucket, c.Key, res.UploadID); aerr != nil {
-			s.log.Error("create multipart upload: abort of unrecorded upload failed; it is an orphan", "upload_id", res.UploadID, "err", aerr)
+			s.log.Error("create multipart upload: abort of unrecorded upload failed; it is an orphan", "id", c.RequestID, "upload_id", res.UploadID, "err", aerr)
 		}
 		s.writeError(w, c, err)
 		return

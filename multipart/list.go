@@ -66,8 +66,18 @@ func hiddenFromListing(st etcdstore.SessionState) bool {
 	return false
 }
 
+// listedFor reports whether principal's ListMultipartUploads shows the
+// upload of sess: not when its abort is decided, and, with ownership
+// enforced, only to its owner and the admin principals, who alone may act
+// on it (another principal would learn its key and upload id for nothing).
+func (s *Service) listedFor(principal string, sess *etcdstore.Session) bool {
+	return !hiddenFromListing(sess.State) && s.mayAct(principal, sess)
+}
+
 // listUploads serves ListMultipartUploads from the backend's listing, less
-// the uploads whose sessions say they are aborted or being aborted.
+// the uploads whose sessions say they are aborted or being aborted, and
+// those of other principals (listedFor). Uploads without a session are
+// listed: they are nobody's.
 func (s *Service) listUploads(ctx context.Context, w http.ResponseWriter, c *Call) {
 	var res listUploadsResult
 	resp, body, ok := s.sendForXML(w, c, &res)
@@ -78,7 +88,7 @@ func (s *Service) listUploads(ctx context.Context, w http.ResponseWriter, c *Cal
 	kept := res.Uploads[:0]
 	for _, u := range res.Uploads {
 		v, err := s.store.GetSession(ctx, c.Bucket, u.UploadID)
-		if err == nil && hiddenFromListing(v.Value.State) {
+		if err == nil && !s.listedFor(c.Principal, &v.Value) {
 			hidden++
 			continue
 		}

@@ -335,6 +335,13 @@ func (r *reconcileRun) settleAbort(ctx context.Context, v etcdstore.Versioned[et
 	bctx, cancel = r.backendCtx(ctx)
 	unclear := r.s.abortBackend(bctx, sess.Bucket, sess.Key, sess.UploadID)
 	cancel()
+	outcome := etcdstore.StateAborted
+	if unclear != nil {
+		outcome = etcdstore.StateCleanupPending
+	}
+	audit(r.s.log, "abort_upload", uploadName(sess.Bucket, sess.Key, sess.UploadID),
+		fmt.Sprintf("abort decided earlier (%s), upload still on the backend (attempt %d)", sess.State, attempt),
+		"principal", r.opts.Actor, "term", r.opts.Term, "outcome", outcome)
 
 	// The backend acted (or may have); what it said is recorded even if
 	// the caller gives up now.
@@ -421,8 +428,9 @@ func (r *reconcileRun) prune(ctx context.Context, v etcdstore.Versioned[etcdstor
 		return fmt.Errorf("multipart: reconcile: prune %s/%s: %w", sess.Bucket, sess.UploadID, err)
 	}
 	r.rep.Pruned++
-	r.s.log.Info("reconcile: pruned session past retention", "bucket", sess.Bucket, "key", sess.Key, "upload_id", sess.UploadID,
-		"state", sess.State, "since", sess.LastChange(), "retention", r.opts.Retention, "actor", r.opts.Actor)
+	audit(r.s.log, "prune_session", uploadName(sess.Bucket, sess.Key, sess.UploadID),
+		fmt.Sprintf("%s since %s, past the retention of %s", sess.State, sess.LastChange().Format(time.RFC3339), r.opts.Retention),
+		"principal", r.opts.Actor, "term", r.opts.Term)
 	return nil
 }
 

@@ -35,8 +35,10 @@ func copyHeader(w http.ResponseWriter, c *Call, from http.Header) {
 	h.Set("X-Amz-Request-Id", c.RequestID)
 }
 
-// relay streams a backend response to the client unchanged.
+// relay streams a backend response to the client unchanged, but for the
+// request id in its error document (s3err.StampResponse).
 func (s *Service) relay(w http.ResponseWriter, c *Call, resp *http.Response) {
+	s3err.StampResponse(resp, c.RequestID)
 	copyHeader(w, c, resp.Header)
 	if resp.ContentLength >= 0 {
 		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
@@ -45,8 +47,10 @@ func (s *Service) relay(w http.ResponseWriter, c *Call, resp *http.Response) {
 	_, _ = io.Copy(w, resp.Body)
 }
 
-// writeBuffered answers with a backend response whose body was read whole.
+// writeBuffered answers with a backend response whose body was read whole;
+// an error document carries the gateway's request id.
 func (s *Service) writeBuffered(w http.ResponseWriter, c *Call, resp *http.Response, body []byte) {
+	body = s3err.StampRequestID(body, c.RequestID)
 	copyHeader(w, c, resp.Header)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(resp.StatusCode)

@@ -2,7 +2,8 @@
 // them as S3 XML error documents.
 //
 // Errors that come from the backend are not converted into this type: the
-// gateway passes them to the client unchanged.
+// gateway passes them to the client unchanged, but for their RequestId,
+// which becomes the gateway's own (StampRequestID).
 package s3err
 
 import (

@@ -509,6 +509,10 @@ func (v *Verifier) verifyPresigned(r *http.Request) (*Result, error) {
 // say, x-amz-copy-source or x-amz-acl and have the gateway forward them
 // with its own backend credentials. x-amz-date and x-amz-content-sha256 are
 // covered by the string to sign (or replaced by the gateway) either way.
+// The rule covers x-minio-* too: MinIO, a backend the gateway fronts, acts
+// on its own control headers (x-minio-force-delete turns the DELETE of one
+// object into the delete of everything under its name), and the gateway's
+// backend credentials may do all of it.
 func (v *Verifier) checkUnsignedHeaders(r *http.Request, signed []string) error {
 	if v.service() != serviceS3 {
 		return nil
@@ -520,7 +524,7 @@ func (v *Verifier) checkUnsignedHeaders(r *http.Request, signed []string) error 
 	var unsigned []string
 	for k := range r.Header {
 		l := strings.ToLower(k)
-		if !strings.HasPrefix(l, "x-amz-") || l == "x-amz-date" || l == "x-amz-content-sha256" || set[l] {
+		if !(strings.HasPrefix(l, "x-amz-") || strings.HasPrefix(l, "x-minio-")) || l == "x-amz-date" || l == "x-amz-content-sha256" || set[l] {
 			continue
 		}
 		unsigned = append(unsigned, l)

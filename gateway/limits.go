@@ -1,0 +1,41 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// maxUploadSize is the largest body S3 takes in one PutObject or one
+// UploadPart: 5 GiB. Larger objects are uploaded in parts.
+const maxUploadSize = 5 << 30
+
+// checkDeclaredSize refuses, with S3's EntityTooLarge, a PutObject or
+// UploadPart whose declared body (Content-Length, or the
+// x-amz-decoded-content-length of an aws-chunked body) is larger than
+// maxUploadSize. It runs before a byte of the body is read, before a
+// session records activity and before the backend is asked: otherwise the
+// gateway would open a backend request for the whole declared length and
+// hold the connection while the client trickles it in. A body of unknown
+// length (-1) is left to the backend.
+func checkDeclaredSize(op Operation, declared int64) error {
+	switch op {
+	case OpPutObject, OpUploadPart:
+		if declared > maxUploadSize {
+			return s3err.ErrEntityTooLarge.WithMessage("Your proposed upload exceeds the maximum allowed size: %d bytes declared, at most %d in one %s.", declared, int64(maxUploadSize), op)
+		}
+	}
+	return nil
+}
+
+// checkBackendControls refuses a request carrying MinIO's force-delete
+// header, signed or not. With it MinIO turns the DELETE of one name into
+// the delete of everything under it, or of a whole non-empty bucket, with
+// the gateway's credentials: no session, reference or trash would see what
+// went.
+func checkBackendControls(h http.Header) error {
+	if h.Get("X-Minio-Force-Delete") != "" {
+		return s3err.ErrInvalidArgument.WithMessage("x-minio-force-delete is not accepted through sweepgate: delete objects by name.")
+	}
+	return nil
+}

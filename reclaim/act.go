@@ -139,7 +139,8 @@ func (p *pass) mark(ctx context.Context, e planned, next cursor) error {
 	}
 	p.cur = done
 	p.r.metrics.acted("mark", e.Parts, e.Bytes)
-	p.r.log.Info("upload marked expired", "pass", p.cur.Pass, "term", p.term.N, "bucket", e.Bucket, "key", e.Key, "upload_id", e.UploadID, "parts", e.Parts, "bytes", e.Bytes, "reason", e.Reason)
+	audit(p.r.log, "mark_expired", uploadName(e.Bucket, e.Key, e.UploadID), e.Reason,
+		"pass", p.cur.Pass, "term", p.term.N, "parts", e.Parts, "bytes", e.Bytes)
 	return nil
 }
 
@@ -184,6 +185,9 @@ func (p *pass) delete(ctx context.Context, e planned, next cursor) error {
 		}
 		return []clientv3.Op{cursorOp(keys, &done)}
 	})
+	// The abort went to the backend whatever became of its record.
+	audit(p.r.log, "abort_upload", uploadName(e.Bucket, e.Key, e.UploadID), e.Reason,
+		"pass", p.cur.Pass, "term", p.term.N, "parts", e.Parts, "bytes", e.Bytes, "outcome", to, "uncertain", doubt, "recorded", err == nil)
 	switch {
 	case errors.Is(err, errChanged):
 		// Someone settled it first (the reconciler); theirs stands.
@@ -195,8 +199,6 @@ func (p *pass) delete(ctx context.Context, e planned, next cursor) error {
 	}
 	p.cur = done
 	p.r.metrics.acted(string(to), e.Parts, e.Bytes)
-	p.r.log.Info("upload deleted", "pass", p.cur.Pass, "term", p.term.N, "bucket", e.Bucket, "key", e.Key, "upload_id", e.UploadID,
-		"parts", e.Parts, "bytes", e.Bytes, "state", to, "uncertain", doubt)
 	return nil
 }
 

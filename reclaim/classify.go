@@ -86,18 +86,50 @@ func (e *FutureTimeError) Is(target error) bool { return target == ErrFutureTime
 // ClockSkew; a later one is an error (ErrFutureTime) and the pass must stop,
 // since an idle time computed from it would be wrong in an unknown way.
 func Classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity) (Decision, error) {
+	return classify(p, now, sess, act, nil)
+}
+
+// The rules of Classify as an explanation names them (docs/admin-api.md),
+// in checklist order.
+const (
+	ruleNoSession       = "no_session"
+	ruleFutureTime      = "future_time"
+	ruleCompleting      = "completing"
+	ruleWithinGrace     = "within_grace"
+	ruleActiveIdle      = "active_idle"
+	ruleExpired         = "expired"
+	ruleReconcilerState = "reconciler_state"
+)
+
+// classify is Classify, recording every rule it tries on cl (nil records
+// nothing). The explanation of an upload runs this same code, so that what
+// an operator is told is what the sweep decides, never a copy of its rules.
+func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity, cl *checklist) (Decision, error) {
 	if sess == nil {
-		return Decision{Verdict: Hold, Reason: "no session: nobody known owns this upload"}, nil
+		d := Decision{Verdict: Hold, Reason: "no session: nobody known owns this upload"}
+		cl.step(ruleNoSession, true, func() (string, Values) { return d.Reason, Values{} })
+		return d, nil
 	}
-	if err := checkTimes(p, now, sess, act); err != nil {
+	cl.step(ruleNoSession, false, func() (string, Values) {
+		return fmt.Sprintf("a session records the upload, in state %s", sess.State), Values{"state": sess.State}
+	})
+	err := checkTimes(p, now, sess, act)
+	cl.step(ruleFutureTime, err != nil, func() (string, Values) {
+		v := Values{"now": now, "clock_skew": p.ClockSkew.String(), "latest_allowed": now.Add(p.ClockSkew)}
+		if err != nil {
+			return err.Error() + ": the pass stops and decides nothing", v
+		}
+		return "no recorded time lies beyond now plus the clock skew allowance", v
+	})
+	if err != nil {
 		return Decision{}, err
 	}
 	last := lastActivity(sess, act)
 	d := Decision{LastActivity: last}
 	idle := now.Sub(last)
 
-	switch {
-	case sess.State == etcdstore.StateCompleting:
+	completing := sess.State == etcdstore.StateCompleting
+	if completing {
 		d.Verdict = Keep
 		d.Since = sess.StateSince()
 		d.Reason = "completing: never deleted by cleanup"
@@ -105,18 +137,73 @@ func Classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 			d.Stuck = true
 			d.Reason = fmt.Sprintf("completing for %s, past the stuck limit %s: needs a person", now.Sub(d.Since).Round(time.Second), p.StuckLimit)
 		}
-	case idle <= p.Grace:
+	}
+	cl.step(ruleCompleting, completing, func() (string, Values) {
+		if !completing {
+			return fmt.Sprintf("state %s, not completing", sess.State), Values{"state": sess.State}
+		}
+		return d.Reason, Values{"state": sess.State, "state_since": d.Since, "completing_for": roundSecond(now.Sub(d.Since)),
+			"stuck_limit": p.StuckLimit.String(), "stuck": d.Stuck}
+	})
+	if completing {
+		return d, nil
+	}
+
+	within := idle <= p.Grace
+	if within {
 		d.Verdict = Keep
 		d.Reason = fmt.Sprintf("active %s ago, within the grace period %s", idle.Round(time.Second), p.Grace)
-	case sess.State == etcdstore.StateActive:
+	}
+	cl.step(ruleWithinGrace, within, func() (string, Values) {
+		v := Values{"now": now, "last_activity": last, "idle": roundSecond(idle), "grace": p.Grace.String(), "idle_past_grace_at": last.Add(p.Grace)}
+		if within {
+			return d.Reason, v
+		}
+		return fmt.Sprintf("idle for %s, past the grace period %s", idle.Round(time.Second), p.Grace), v
+	})
+	if within {
+		return d, nil
+	}
+
+	active := sess.State == etcdstore.StateActive
+	if active {
 		d.Verdict = Mark
 		d.Reason = fmt.Sprintf("active but idle for %s, past the grace period %s", idle.Round(time.Second), p.Grace)
-	case sess.State == etcdstore.StateExpired:
-		d.Verdict, d.Reason = classifyExpired(p, now, sess, last)
-	default:
-		d.Verdict = Keep
-		d.Reason = fmt.Sprintf("state %s: settled by the reconciler, not the sweep", sess.State)
 	}
+	cl.step(ruleActiveIdle, active, func() (string, Values) {
+		if active {
+			return d.Reason, Values{"state": sess.State, "idle": roundSecond(idle), "grace": p.Grace.String()}
+		}
+		return fmt.Sprintf("state %s, not active", sess.State), Values{"state": sess.State}
+	})
+	if active {
+		return d, nil
+	}
+
+	expired := sess.State == etcdstore.StateExpired
+	if expired {
+		d.Verdict, d.Reason = classifyExpired(p, now, sess, last)
+	}
+	cl.step(ruleExpired, expired, func() (string, Values) {
+		if !expired {
+			return fmt.Sprintf("state %s, not expired", sess.State), Values{"state": sess.State}
+		}
+		v := Values{"state": sess.State, "expired_at": nil, "delete_after": p.DeleteAfter.String(), "last_activity": last}
+		if sess.ExpiredAt != nil {
+			v["expired_at"] = *sess.ExpiredAt
+			v["marked_for"] = roundSecond(now.Sub(*sess.ExpiredAt))
+			v["deletable_after"] = sess.ExpiredAt.Add(p.DeleteAfter)
+			v["unchanged_since_mark"] = unchangedSinceMark(sess, last)
+		}
+		return d.Reason, v
+	})
+	if expired {
+		return d, nil
+	}
+
+	d.Verdict = Keep
+	d.Reason = fmt.Sprintf("state %s: settled by the reconciler, not the sweep", sess.State)
+	cl.step(ruleReconcilerState, true, func() (string, Values) { return d.Reason, Values{"state": sess.State} })
 	return d, nil
 }
 

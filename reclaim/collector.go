@@ -82,7 +82,10 @@ func (s *digestSweep) settleGuard(ctx context.Context, kv *mvccpb.KeyValue) erro
 		landed, _, err := s.commit(ctx, []digestWrite{w})
 		if err == nil && landed[0] {
 			s.r.metrics.digestDeleted(w.delta.Deleted, w.delta.Bytes)
-			s.r.log.Info("interrupted delete settled: the blob is gone", "pass", s.cur.Pass, "term", s.term.N, "digest", d)
+			// The pass that deleted the bytes was cut short, most likely
+			// before its audit line: this line records the delete.
+			audit(s.r.log, "delete_blob", d, "guarded delete of an earlier pass found done: the blob is gone",
+				"pass", s.cur.Pass, "term", s.term.N, "bucket", g.Bucket, "key", g.Key, "guard_term", g.Term, "guard_pass", g.Pass)
 		}
 		return err
 	case herr != nil:
@@ -444,11 +447,20 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 	}
 	landed, _, err := s.commit(ctx, writes)
 	for i, ok := range landed {
-		if ok && fates[i] == blobGone {
-			s.r.metrics.digestDeleted(1, guarded[i].tomb.Size)
-			s.r.log.Info("blob deleted", "pass", s.cur.Pass, "term", s.term.N, "digest", guarded[i].tomb.Digest,
-				"bucket", guarded[i].tomb.Bucket, "key", guarded[i].tomb.Key, "bytes", guarded[i].tomb.Size)
+		if fates[i] != blobGone {
+			continue
 		}
+		if ok {
+			s.r.metrics.digestDeleted(1, guarded[i].tomb.Size)
+		}
+		// The bytes are gone whatever became of the tombstone's record.
+		t := guarded[i].tomb
+		reason := fmt.Sprintf("unreferenced at reference revision %d, and every plane has applied revision %d", t.RefRev, t.Frontier)
+		if why[i] != "" {
+			reason += "; " + why[i]
+		}
+		audit(s.r.log, "delete_blob", t.Digest, reason,
+			"pass", s.cur.Pass, "term", s.term.N, "bucket", t.Bucket, "key", t.Key, "bytes", t.Size, "recorded", ok)
 	}
 	return err
 }

@@ -322,31 +322,143 @@ type judgement struct {
 // A digest stored in two places has one tombstone, about one copy; the
 // other copy leaves it alone until it is settled.
 func judge(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev int64, applied func(int64) bool, noReady bool) judgement {
+	return judgeSteps(retained, t, b, pass, shardRev, applied, noReady, nil)
+}
+
+// The rules of judge as an explanation names them (docs/admin-api.md), in
+// checklist order.
+const (
+	ruleRetainedLive       = "retained_live_tombstone"
+	ruleRetained           = "retained"
+	ruleTombstoneElsewhere = "tombstone_elsewhere"
+	ruleNoLiveTombstone    = "no_live_tombstone"
+	ruleWaitThisPass       = "waiting_this_pass"
+	ruleConfirmedThisPass  = "confirmed_this_pass"
+	ruleFrontierApplied    = "frontier_applied"
+	ruleFrontierWait       = "frontier_wait"
+)
+
+// judgeSteps is judge, recording every rule it tries on cl (nil records
+// nothing), so that the explanation of a digest runs the sweep's own
+// judgement rather than a description of it.
+func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev int64, applied func(int64) bool, noReady bool, cl *checklist) judgement {
 	elsewhere := t != nil && t.Bucket != "" && (t.Bucket != b.Bucket || t.Key != b.Key)
-	switch {
-	case retained && t != nil && !elsewhere && !t.State.Terminal():
+	live := t != nil && !t.State.Terminal()
+	state := func() Values {
+		if t == nil {
+			return Values{"tombstone": nil}
+		}
+		return Values{"tombstone": t.State, "tombstone_pass": t.Pass, "tombstone_frontier": t.Frontier, "next_pass": pass}
+	}
+
+	match := retained && live && !elsewhere
+	cl.step(ruleRetainedLive, match, func() (string, Values) {
+		switch {
+		case match:
+			return fmt.Sprintf("retained, with a %s tombstone: the next pass makes it skipped", t.State), state()
+		case !retained:
+			return "not retained", state()
+		case t == nil:
+			return "retained, without a tombstone to make skipped", state()
+		case elsewhere:
+			return fmt.Sprintf("retained; its tombstone is about another copy (%s/%s)", t.Bucket, t.Key), state()
+		}
+		return fmt.Sprintf("retained; its tombstone is already %s", t.State), state()
+	})
+	if match {
 		return judgement{to: etcdstore.TombstoneSkipped, out: outSkipped}
-	case retained:
+	}
+	cl.step(ruleRetained, retained, func() (string, Values) {
+		if retained {
+			return "retained: the sweep leaves it alone", nil
+		}
+		return "nothing retains it", nil
+	})
+	if retained {
 		// A copy retained for its own sake (young, being uploaded) says
 		// nothing about the copy the tombstone is about.
 		return judgement{out: outRetained}
-	case elsewhere && !t.State.Terminal():
+	}
+	match = elsewhere && live
+	cl.step(ruleTombstoneElsewhere, match, func() (string, Values) {
+		v := state()
+		if t != nil {
+			v["tombstone_bucket"], v["tombstone_key"] = t.Bucket, t.Key
+		}
+		if match {
+			return fmt.Sprintf("its %s tombstone is about another copy (%s/%s): this copy waits until that one is settled", t.State, t.Bucket, t.Key), v
+		}
+		return "no live tombstone about another copy", v
+	})
+	if match {
 		return judgement{out: outDuplicate}
-	case t == nil || t.State.Terminal():
+	}
+	cl.step(ruleNoLiveTombstone, !live, func() (string, Values) {
+		if !live {
+			return "no pending or ready tombstone: the next pass records a pending one, whose required frontier is the etcd revision it is written at", state()
+		}
+		return fmt.Sprintf("a %s tombstone exists", t.State), state()
+	})
+	if !live {
 		return judgement{to: etcdstore.TombstonePending, fresh: true, out: outNew}
-	case noReady, t.State == etcdstore.TombstonePending && t.Pass >= pass:
+	}
+	thisPass := t.State == etcdstore.TombstonePending && t.Pass >= pass
+	match = noReady || thisPass
+	cl.step(ruleWaitThisPass, match, func() (string, Values) {
+		v := state()
+		v["rebuild_failed"] = noReady
+		switch {
+		case noReady:
+			return "the rebuild failed in this pass: no tombstone advances", v
+		case thisPass:
+			return fmt.Sprintf("made pending in pass %d, which is still running: a later pass may make it ready", t.Pass), v
+		}
+		return "not made pending in the pass that judges it", v
+	})
+	if match {
 		return judgement{out: outPending}
-	case t.State == etcdstore.TombstoneReady && t.Pass >= pass:
+	}
+	match = t.State == etcdstore.TombstoneReady && t.Pass >= pass
+	cl.step(ruleConfirmedThisPass, match, func() (string, Values) {
+		if match {
+			return fmt.Sprintf("confirmed ready in pass %d, which is still running: its collector deletes the blob", t.Pass), state()
+		}
+		return "not confirmed ready in the pass that judges it", state()
+	})
+	if match {
 		return judgement{out: outReady} // confirmed in this pass already (resumed)
 	}
 	need, raised := t.Frontier, int64(0)
 	if shardRev > need {
 		need, raised = shardRev, shardRev
 	}
-	switch {
-	case applied(need):
+	ok := applied(need)
+	frontier := func() Values {
+		v := state()
+		v["shard_ref_revision"], v["required_frontier"] = shardRev, need
+		return v
+	}
+	cl.step(ruleFrontierApplied, ok, func() (string, Values) {
+		if ok {
+			return fmt.Sprintf("every plane has applied revision %d: the next pass makes it ready and its collector deletes the blob", need), frontier()
+		}
+		return fmt.Sprintf("not every plane has applied revision %d", need), frontier()
+	})
+	if ok {
 		return judgement{to: etcdstore.TombstoneReady, frontier: raised, out: outReady}
-	case t.State == etcdstore.TombstoneReady || raised > 0:
+	}
+	back := t.State == etcdstore.TombstoneReady || raised > 0
+	cl.step(ruleFrontierWait, true, func() (string, Values) {
+		why := fmt.Sprintf("pending until every plane has applied revision %d", need)
+		switch {
+		case raised > 0:
+			why += fmt.Sprintf(" (raised from %d: a reference of its shard moved at revision %d, after the frontier was set)", t.Frontier, shardRev)
+		case t.State == etcdstore.TombstoneReady:
+			why = "ready, but a plane has not applied its frontier (a plane was added or went back): " + why
+		}
+		return why, frontier()
+	})
+	if back {
 		// Ready, but a plane was added or the frontier rose: it waits
 		// again, with the frontier it needs recorded.
 		return judgement{to: etcdstore.TombstonePending, frontier: raised, out: outPending}

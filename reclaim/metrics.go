@@ -18,6 +18,7 @@ type metrics struct {
 	refusals     prometheus.Counter
 	orphans      prometheus.Gauge
 	orphanParts  prometheus.Gauge
+	oldestOrphan prometheus.Gauge
 	stuck        prometheus.Gauge
 	missing      prometheus.Gauge
 	duration     *prometheus.HistogramVec
@@ -52,6 +53,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Backend uploads without a session held by the last finished pass, waiting for a person."}),
 		orphanParts: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "orphan_parts_held",
 			Help: "Parts of the uploads held as orphans by the last finished pass."}),
+		oldestOrphan: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "oldest_orphan_age_seconds",
+			Help: "Age, at the last finished pass's clock, of the oldest orphan that pass's report lists (initiated time); 0 when it held none."}),
 		stuck: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "stuck_sessions",
 			Help: "Sessions completing for longer than the stuck limit, as of the last finished pass."}),
 		missing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "missing_uploads",
@@ -77,8 +80,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.actedParts, m.actedBytes, m.refusals,
-			m.orphans, m.orphanParts, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished,
+			m.orphans, m.orphanParts, m.oldestOrphan, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished,
 			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs)
+	}
+	// Every result and outcome is exported from the start, at 0: rate()
+	// and increase() see nothing of a series' first sample, so the first
+	// stopped pass of a process would otherwise never reach an alert.
+	for _, res := range []string{"ok", "refused", "stopped", "lost", "dry_run"} {
+		m.passes.WithLabelValues(res)
+	}
+	for _, out := range []string{"mark", "aborted", "cleanup_pending"} {
+		m.actedParts.WithLabelValues(out)
+		m.actedBytes.WithLabelValues(out)
 	}
 	return m
 }
@@ -114,11 +127,32 @@ func (m *metrics) pass(rep Report, err error, d time.Duration) {
 	}
 	m.orphans.Set(float64(rep.Uploads.Hold.Sessions))
 	m.orphanParts.Set(float64(rep.Uploads.Hold.Parts))
+	m.oldestOrphan.Set(oldestOrphanAge(rep).Seconds())
 	m.stuck.Set(float64(rep.Totals.Stuck))
 	m.missing.Set(float64(rep.Totals.Missing))
 	if !rep.DryRun {
 		m.lastFinished.Set(float64(rep.Finished.Unix()))
 	}
+}
+
+// oldestOrphanAge is the age of the oldest orphan rep lists, 0 when none:
+// one number lets an alert say "held for longer than a day" without a
+// label per upload.
+// A report lists at most maxReportList orphans, so past that the oldest
+// listed stands for all: enough to say that orphans wait for a person.
+func oldestOrphanAge(rep Report) time.Duration {
+	clock := rep.Clock
+	if clock.IsZero() {
+		clock = rep.Finished
+	}
+	var oldest time.Duration
+	for _, o := range rep.Orphans {
+		if o.Initiated.IsZero() {
+			continue
+		}
+		oldest = max(oldest, clock.Sub(o.Initiated))
+	}
+	return oldest
 }
 
 func (m *metrics) acted(outcome string, parts int, size int64) {

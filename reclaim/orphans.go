@@ -129,8 +129,8 @@ func (r *Reclaimer) Adopt(ctx context.Context, bucket, key, uploadID, principal 
 	if _, err := r.createOrphanSession(ctx, t, &sess, rec); err != nil {
 		return rec, err
 	}
-	r.log.Info("orphan adopted", "bucket", bucket, "key", key, "upload_id", uploadID, "principal", principal,
-		"term", t.N, "parts", parts, "bytes", size)
+	audit(r.log, "adopt_orphan", uploadName(bucket, key, uploadID), "adopted by operator: it follows the grace period from now on",
+		"owner", principal, "term", t.N, "parts", parts, "bytes", size)
 	return rec, nil
 }
 
@@ -244,14 +244,15 @@ func (r *Reclaimer) deleteOrphan(ctx context.Context, t term, principal string, 
 		return []clientv3.Op{clientv3.OpPut(r.keys().OrphanRecord(ref.Bucket, ref.UploadID), rv)}
 	})
 	res.Outcome, res.Uncertain, res.Deleted = string(to), doubt, to == etcdstore.StateAborted
+	// The abort went to the backend whatever became of its record.
+	audit(r.log, "delete_orphan", ref.String(), "orphan deleted by operator, confirmed",
+		"principal", principal, "term", t.N, "parts", parts, "bytes", size, "outcome", to, "uncertain", doubt, "recorded", err == nil)
 	if err != nil && !errors.Is(err, errChanged) {
 		// The session stays aborting; the reconciler finishes it.
 		res.Outcome = string(etcdstore.StateAborting)
 		res.Deleted = false
 		return res, fmt.Errorf("reclaim: record outcome of deleting %s: %w", ref, err)
 	}
-	r.log.Info("orphan deleted by operator", "bucket", ref.Bucket, "key", ref.Key, "upload_id", ref.UploadID,
-		"principal", principal, "term", t.N, "parts", parts, "bytes", size, "state", to, "uncertain", doubt)
 	r.metrics.acted(string(to), parts, size)
 	return res, nil
 }

@@ -250,6 +250,13 @@ type EmbeddedEtcd struct {
 type Admin struct {
 	// Listen is its host:port; empty turns it off.
 	Listen string
+	// Token is the bearer token every /admin/v1 request must carry. Use
+	// Config.AdminToken, which also reads TokenFile.
+	Token Secret
+	// TokenFile names a file whose trimmed content is the token, so that
+	// a container can mount it as a secret instead of exposing it in its
+	// environment.
+	TokenFile string
 }
 
 // Log configures the process log.

@@ -144,6 +144,7 @@ func (c *Config) Validate() error {
 
 	errs = append(errs, c.validateReclaim()...)
 	errs = append(errs, c.validateDigests()...)
+	errs = append(errs, c.validateAdmin()...)
 
 	switch c.Log.Format {
 	case "text", "json":

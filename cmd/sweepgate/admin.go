@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sweepgate/sweepgate/config"
 )
 
 // readyCheck is one dependency that must answer before the gateway is
@@ -33,6 +36,11 @@ type adminHandler struct {
 	// digests serves /admin/v1/frontiers and /admin/v1/trash
 	// (docs/admin-api.md).
 	digests digestAPI
+	// token is the bearer token every /admin/v1 request must carry; empty
+	// leaves the admin API open (requireAdmin).
+	token config.Secret
+	// log receives the refusals of requests without the token.
+	log *slog.Logger
 }
 
 func (a *adminHandler) mux() *http.ServeMux {
@@ -41,9 +49,13 @@ func (a *adminHandler) mux() *http.ServeMux {
 		promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})))
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
-	a.sessions.routes(mux, requireAdmin)
-	a.reclaim.routes(mux, requireAdmin)
-	a.digests.routes(mux, requireAdmin)
+	protect := requireAdmin(a.token, a.log)
+	a.sessions.routes(mux, protect)
+	a.reclaim.routes(mux, protect)
+	a.digests.routes(mux, protect)
+	explainAPI{reclaim: &a.reclaim}.routes(mux, protect)
+	a.statusRoutes(mux, protect)
+	a.loginRoutes(mux)
 	return mux
 }
 

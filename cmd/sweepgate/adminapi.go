@@ -153,15 +153,6 @@ func (a *sessionsAPI) routes(mux *http.ServeMux, protect func(http.Handler) http
 	})))
 }
 
-// requireAdmin is the one place where admin API requests will be
-// authenticated. It lets every request through today: the admin listener
-// is meant to stay on loopback or a private network. Bearer tokens replace
-// its body later; /metrics, /healthz and /readyz stay outside it for
-// scrapers and probes.
-func requireAdmin(next http.Handler) http.Handler {
-	return next
-}
-
 func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Allow", "GET, HEAD")
 	writeAPIError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use GET", r.Method))

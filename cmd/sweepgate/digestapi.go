@@ -361,7 +361,8 @@ func (a *digestAPI) restore(w http.ResponseWriter, r *http.Request) {
 			a.log.Warn("admin API: trash restored, but its record was not removed", "bucket", tr.Bucket, "key", tr.Key, "err", err)
 		}
 		rec := apiTrashRecord(tr, now)
-		a.log.Info("admin API: trash restored", "bucket", tr.Bucket, "key", tr.Key, "deleted_at", tr.DeletedAt,
+		audit(a.log, "restore_trash", tr.Bucket+"/"+tr.Key, "restored by an operator through the admin API",
+			"principal", "admin-api", "deleted_at", tr.DeletedAt,
 			"digests", len(tr.Digests), "expired", rec.Expired, "client", remoteHost(r))
 		writeJSON(w, http.StatusOK, apiRestored{Restored: rec})
 	}

@@ -41,6 +41,10 @@ already gone. A configured plane that has not reported counts as revision
 Flags:
   --admin URL     the gateway's admin listener (default $%s,
                   else %s)
+  --token-file F  send the admin token in file F (default
+                  $SWEEPGATE_ADMIN_TOKEN, else the file
+                  $SWEEPGATE_ADMIN_TOKEN_FILE names); needed when the
+                  gateway sets admin.token
   --json          print the API's JSON document instead of a table
   --plane NAME    report: the plane (required; no '/' or spaces)
   --revision N    report: the etcd revision it has applied (required)
@@ -56,7 +60,8 @@ Examples:
 
 Exit status: 0 done, 1 error (admin API unreachable, etcd unavailable),
 2 bad command line or a report the API refused (a bad plane name, a
-revision ahead of etcd's).
+revision ahead of etcd's), 5 the admin API refused the request for want
+of the right admin token.
 `, adminURLEnv, defaultAdminURL)
 }
 
@@ -88,7 +93,7 @@ type adminFlags struct {
 func (c *cli) parseAdminFlags(name string, args []string, help func(*cli, io.Writer), define func(*flag.FlagSet)) (f adminFlags, pos []string, code int, ok bool) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.admin, "admin", "", "")
+	c.adminFlag(fs, &f.admin)
 	fs.BoolVar(&f.json, "json", false, "")
 	if define != nil {
 		define(fs)

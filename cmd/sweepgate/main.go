@@ -49,13 +49,16 @@ func main() {
 // command line they cannot parse; 3 lets scripts tell "no such session"
 // from a failure; 4 says the reclaimer did not do its work (the breaker
 // refused the pass, the pass stopped, a delete was not confirmed), which a
-// script or an alert should look at.
+// script or an alert should look at; 5 says the admin API refused the
+// request for want of the right token (admin.token), which retrying cannot
+// fix.
 const (
-	exitOK       = 0
-	exitError    = 1
-	exitUsage    = 2
-	exitNotFound = 3
-	exitRefused  = 4
+	exitOK           = 0
+	exitError        = 1
+	exitUsage        = 2
+	exitNotFound     = 3
+	exitRefused      = 4
+	exitUnauthorized = 5
 )
 
 // cli holds what a command needs from its process, so that tests can run
@@ -70,6 +73,8 @@ type cli struct {
 	// isTerminal says whether w is a terminal, where long commands show
 	// their progress; nil asks the operating system.
 	isTerminal func(w io.Writer) bool
+	// adminTokenFile is the admin commands' --token-file (adminFlag).
+	adminTokenFile string
 }
 
 type command struct {
@@ -86,6 +91,7 @@ func commands() []command {
 		{"reclaim", "run or plan reclaimer passes; its status, reports and orphans", (*cli).reclaimCmd, (*cli).reclaimHelp},
 		{"frontier", "report or list how far replica and backup planes have come", (*cli).frontierCmd, (*cli).frontierHelp},
 		{"trash", "list deleted reference objects' digests, or restore them", (*cli).trashCmd, (*cli).trashHelp},
+		{"explain", "why the reclaimer keeps, marks, holds or would delete an upload or a blob", (*cli).explainCmd, (*cli).explainHelp},
 		{"version", "print the version and build information", (*cli).versionCmd, (*cli).versionHelp},
 		{"help", "show help for a command", (*cli).helpCmd, (*cli).helpHelp},
 	}

@@ -54,6 +54,10 @@ quote it for the shell.
 Flags:
   --admin URL        the gateway's admin listener (default $%s,
                      else %s)
+  --token-file F     send the admin token in file F (default
+                     $SWEEPGATE_ADMIN_TOKEN, else the file
+                     $SWEEPGATE_ADMIN_TOKEN_FILE names); needed when the
+                     gateway sets admin.token
   --json             print the API's JSON document instead of tables
   --limit N          reports: at most N (1 to %d, default %d);
                      orphans: at most N listed (1 to %d, default %d)
@@ -80,7 +84,8 @@ Exit status: 0 done; 1 error (admin API unreachable, etcd unavailable, this
 gateway does not lead: the message names the leader); 2 bad command line;
 3 no such upload; 4 the reclaimer did not do its work: the breaker refused
 the pass (or would refuse the plan), the pass stopped (status: the newest
-pass report says so), a delete was not confirmed or left uploads in place.
+pass report says so), a delete was not confirmed or left uploads in place;
+5 the admin API refused the request for want of the right admin token.
 `, adminURLEnv, defaultAdminURL, maxReportsLimit, defaultReportsLimit, maxOrphansLimit, defaultOrphansLimit)
 }
 
@@ -128,7 +133,7 @@ func (c *cli) parseReclaimFlags(name string, args []string, with int, defLimit i
 	f := reclaimFlags{limit: defLimit}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.admin, "admin", "", "")
+	c.adminFlag(fs, &f.admin)
 	fs.BoolVar(&f.json, "json", false, "")
 	if with&withLimit != 0 {
 		fs.IntVar(&f.limit, "limit", defLimit, "")

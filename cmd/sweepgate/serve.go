@@ -215,6 +215,14 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		}
 		addrs.Admin = adminL.Addr().String()
 	}
+	adminToken, err := cfg.AdminToken()
+	if err != nil {
+		return fmt.Errorf("admin.token_file: %w", err)
+	}
+	if adminL != nil && adminToken == "" && !isLoopback(adminL.Addr()) {
+		logger.Warn("the admin API has no token and listens beyond loopback: whoever reaches it can run passes and delete orphans; set admin.token or admin.token_file",
+			"admin_listen", addrs.Admin)
+	}
 	progress := newProgressHub()
 	rec, err := newReclaimer(cfg, store, gw, layout, reg, logger, progress.publish, fault, addrs.Admin)
 	if err != nil {
@@ -269,6 +277,8 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 			sessions: sessionsAPI{store: store, log: logger},
 			reclaim:  reclaimAPI{r: rec.r, store: store, info: rec.info, progress: progress, log: logger},
 			digests:  digestAPI{store: store, planes: cfg.Digests.Planes, log: logger},
+			token:    adminToken,
+			log:      logger,
 		}
 		listeners = append(listeners, adminL)
 		adminL = nil // the server owns it now
@@ -311,6 +321,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		"listen", addrs.S3,
 		"tls_listen", addrs.S3TLS,
 		"admin_listen", addrs.Admin,
+		"admin_token", adminToken != "",
 		"etcd", etcdMode,
 		"etcd_endpoints", endpoints,
 		"etcd_prefix", cfg.Etcd.Prefix,

@@ -48,6 +48,10 @@ admin API (GET /admin/v1/sessions, see docs/admin-api.md).
 Flags:
   --admin URL     the gateway's admin listener (default $%s,
                   else %s)
+  --token-file F  send the admin token in file F (default
+                  $SWEEPGATE_ADMIN_TOKEN, else the file
+                  $SWEEPGATE_ADMIN_TOKEN_FILE names); needed when the
+                  gateway sets admin.token
   --json          print the API's JSON document instead of a table
   --state S       list: only sessions in state S (several: S1,S2)
   --bucket B      list: only sessions of bucket B
@@ -65,7 +69,8 @@ Examples:
   SWEEPGATE_ADMIN_URL=http://10.0.0.7:9001 sweepgate sessions list --state completing
 
 Exit status: 0 done, 1 error (admin API unreachable, etcd unavailable),
-2 bad command line, 3 no such session.
+2 bad command line, 3 no such session, 5 the admin API refused the request
+for want of the right admin token.
 `, adminURLEnv, defaultAdminURL, maxListLimit, defaultListLimit, stateNames())
 }
 
@@ -99,7 +104,7 @@ func (c *cli) parseSessionsFlags(name string, args []string, forList bool) (sess
 	f := sessionsFlags{limit: defaultListLimit}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.admin, "admin", "", "")
+	c.adminFlag(fs, &f.admin)
 	fs.BoolVar(&f.json, "json", false, "")
 	if forList {
 		fs.StringVar(&f.state, "state", "", "")
@@ -296,6 +301,11 @@ func (r adminRequest) url(base string) string {
 // it. When the API cannot be reached it reports that and returns the exit
 // code instead.
 func (c *cli) adminSend(ctx context.Context, name, base string, req adminRequest) (resp *http.Response, done func(), code int) {
+	token, _, err := c.adminToken()
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate %s: the admin token: %v\n", name, err)
+		return nil, nil, exitError
+	}
 	cancel := context.CancelFunc(func() {})
 	if req.timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, req.timeout)
@@ -317,6 +327,9 @@ func (c *cli) adminSend(ctx context.Context, name, base string, req adminRequest
 		return nil, nil, exitError
 	}
 	hreq.Header.Set("Accept", "application/json")
+	if token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+token)
+	}
 	if body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
 	}
@@ -364,6 +377,9 @@ func decodeAPIError(body []byte) (e apiError, ok bool) {
 // apiFailure reports an answer that is not a success and returns the exit
 // code it means.
 func (c *cli) apiFailure(name, u string, status int, body []byte) int {
+	if status == http.StatusUnauthorized {
+		return c.unauthorized(name, u)
+	}
 	e, ok := decodeAPIError(body)
 	if !ok {
 		snippet := strings.TrimSpace(string(body[:min(len(body), 200)]))

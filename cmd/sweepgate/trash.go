@@ -35,6 +35,10 @@ trash holds them, and a restore makes them referenced again.
 Flags:
   --admin URL        the gateway's admin listener (default $%s,
                      else %s)
+  --token-file F     send the admin token in file F (default
+                     $SWEEPGATE_ADMIN_TOKEN, else the file
+                     $SWEEPGATE_ADMIN_TOKEN_FILE names); needed when the
+                     gateway sets admin.token
   --json             print the API's JSON document instead of a table
   --bucket B         list: only the trash of bucket B
   --key K            list: only the trash of object K (needs --bucket)
@@ -55,7 +59,8 @@ Examples:
 
 Exit status: 0 done, 1 error (admin API unreachable, etcd unavailable, the
 restore was refused because a digest's bytes are being deleted or a write
-of the object is in flight), 2 bad command line, 3 no such trash record.
+of the object is in flight), 2 bad command line, 3 no such trash record,
+5 the admin API refused the request for want of the right admin token.
 `, adminURLEnv, defaultAdminURL, maxTrashLimit, defaultTrashLimit)
 }
 

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/config"
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+const testToken = "s3cr3t-admin-token-0123456789"
+
+// newTokenAdminServer serves the real admin handler over store (nil:
+// sessions off) with token required, and returns its base URL and the
+// handler's log.
+func newTokenAdminServer(t *testing.T, store *etcdstore.Store, token config.Secret) (string, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	a := &adminHandler{
+		registry: prometheus.NewRegistry(),
+		draining: new(atomic.Bool),
+		sessions: sessionsAPI{store: store, log: log},
+		token:    token,
+		log:      log,
+	}
+	srv := httptest.NewServer(a.mux())
+	t.Cleanup(srv.Close)
+	return srv.URL, logs
+}
+
+func adminRequestWith(t *testing.T, method, u, authorization string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
+}
+
+func TestRequireAdminToken(t *testing.T) {
+	t.Parallel()
+	base, logs := newTokenAdminServer(t, nil, testToken)
+
+	// With sessions off, an authenticated request reaches the API and gets
+	// its 503 sessions_disabled: anything but 401 proves it got through.
+	tests := []struct {
+		name, method, path, auth string
+		want                     int
+		challenge                string
+	}{
+		{"no header", "GET", "/admin/v1/sessions", "", 401, "Bearer"},
+		{"wrong token", "GET", "/admin/v1/sessions", "Bearer not-the-admin-token-at-all", 401, `Bearer error="invalid_token"`},
+		{"token prefix", "GET", "/admin/v1/sessions", "Bearer " + testToken[:20], 401, `Bearer error="invalid_token"`},
+		{"token and more", "GET", "/admin/v1/sessions", "Bearer " + testToken + "x", 401, `Bearer error="invalid_token"`},
+		{"another scheme", "GET", "/admin/v1/sessions", "Basic " + testToken, 401, "Bearer"},
+		{"bare token", "GET", "/admin/v1/sessions", testToken, 401, "Bearer"},
+		{"empty bearer", "GET", "/admin/v1/sessions", "Bearer ", 401, "Bearer"},
+		{"right token", "GET", "/admin/v1/sessions", "Bearer " + testToken, 503, ""},
+		{"scheme in lower case", "GET", "/admin/v1/sessions", "bearer " + testToken, 503, ""},
+		{"a POST without token", "POST", "/admin/v1/reclaim/run", "", 401, "Bearer"},
+		{"unknown endpoint without token", "GET", "/admin/v1/nothing-here", "", 401, "Bearer"},
+		{"unknown endpoint with token", "GET", "/admin/v1/nothing-here", "Bearer " + testToken, 404, ""},
+		{"wrong method with token", "DELETE", "/admin/v1/sessions", "Bearer " + testToken, 405, ""},
+		{"healthz stays open", "GET", "/healthz", "", 200, ""},
+		{"readyz stays open", "GET", "/readyz", "", 200, ""},
+		{"metrics stay open", "GET", "/metrics", "", 200, ""},
+		{"healthz ignores a wrong token", "GET", "/healthz", "Bearer wrong", 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := adminRequestWith(t, tt.method, base+tt.path, tt.auth)
+			if resp.StatusCode != tt.want {
+				t.Fatalf("%s %s: %d %s, want %d", tt.method, tt.path, resp.StatusCode, body, tt.want)
+			}
+			if got := resp.Header.Get("WWW-Authenticate"); got != tt.challenge {
+				t.Errorf("WWW-Authenticate = %q, want %q", got, tt.challenge)
+			}
+			if tt.want != http.StatusUnauthorized {
+				return
+			}
+			var doc apiErrorBody
+			if err := json.Unmarshal(body, &doc); err != nil || doc.Error.Code != codeUnauthorized || doc.Error.Message == "" {
+				t.Errorf("body %s is not the API's error document with code %s (%v)", body, codeUnauthorized, err)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q", ct)
+			}
+		})
+	}
+	if strings.Contains(logs.String(), testToken[:20]) {
+		t.Errorf("the log holds (part of) the token:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), "admin API: request refused") {
+		t.Errorf("refusals are not logged:\n%s", logs)
+	}
+}
+
+func TestRequireAdminWithoutToken(t *testing.T) {
+	t.Parallel()
+	base, _ := newTokenAdminServer(t, nil, "")
+	for _, auth := range []string{"", "Bearer anything-at-all-here"} {
+		resp, body := adminRequestWith(t, "GET", base+"/admin/v1/sessions", auth)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("WWW-Authenticate") != "" {
+			t.Errorf("Authorization %q: %d %s; without a configured token every request goes through", auth, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"127.0.0.1:9001": true, "[::1]:9001": true, "127.0.0.2:1": true,
+		"0.0.0.0:9001": false, "[::]:9001": false, "10.0.0.7:9001": false,
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := isLoopback(a); got != want {
+			t.Errorf("isLoopback(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+func TestAdminTokenCLI(t *testing.T) {
+	t.Parallel()
+	st := newAPITestStore(t)
+	seedSessions(t, st)
+	base, _ := newTokenAdminServer(t, st, testToken)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wrongFile := filepath.Join(dir, "wrong")
+	if err := os.WriteFile(wrongFile, []byte("wrong-token-but-long-enough\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		env     []string
+		args    []string
+		want    int
+		wantErr string
+	}{
+		{"no token", nil, nil, exitUnauthorized, "requires a token (the gateway sets admin.token); set SWEEPGATE_ADMIN_TOKEN, or pass --token-file FILE"},
+		{"token from the environment", []string{adminTokenEnv + "=" + testToken}, nil, exitOK, ""},
+		{"token file flag", nil, []string{"--token-file", tokenFile}, exitOK, ""},
+		{"token file from the environment", []string{adminTokenFileEnv + "=" + tokenFile}, nil, exitOK, ""},
+		{"the flag wins over the environment", []string{adminTokenEnv + "=wrong-token-but-long-enough"}, []string{"--token-file=" + tokenFile}, exitOK, ""},
+		{"wrong token", []string{adminTokenEnv + "=wrong-token-but-long-enough"}, nil, exitUnauthorized, "refused the token from $SWEEPGATE_ADMIN_TOKEN: it is not the gateway's admin token"},
+		{"wrong token file", nil, []string{"--token-file", wrongFile}, exitUnauthorized, "refused the token from --token-file " + wrongFile},
+		{"missing token file", nil, []string{"--token-file", filepath.Join(dir, "missing")}, exitError, "the admin token: token file: open"},
+		{"no --token flag", []string{adminTokenEnv + "=" + testToken}, []string{"--token", testToken}, exitUsage, "flag provided but not defined: -token"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"sessions", "list", "--admin", base}, tt.args...)
+			code, out, errOut := runCLI(t, tt.env, args...)
+			if code != tt.want {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.want, out, errOut)
+			}
+			if tt.want == exitOK && !strings.Contains(out, "up-active") {
+				t.Errorf("no session list:\n%s", out)
+			}
+			if !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("stderr %q, want it to say %q", errOut, tt.wantErr)
+			}
+			if strings.Contains(errOut+out, testToken) {
+				t.Errorf("output shows the token:\n%s%s", out, errOut)
+			}
+		})
+	}
+
+	// Every admin command takes the token the same way.
+	for _, args := range [][]string{
+		{"sessions", "show", "backups", "up-pending"},
+		{"reclaim", "status"},
+		{"frontier", "list"},
+		{"trash", "list"},
+	} {
+		code, _, errOut := runCLI(t, nil, append(args, "--admin", base)...)
+		if code != exitUnauthorized || !strings.Contains(errOut, "requires a token") {
+			t.Errorf("%q without a token: exit %d, stderr %q", args, code, errOut)
+		}
+		code, _, errOut = runCLI(t, nil, append(args, "--admin", base, "--token-file", tokenFile)...)
+		if code == exitUnauthorized || code == exitUsage {
+			t.Errorf("%q with --token-file: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+func TestServeAdminToken(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+
+	t.Run("token", func(t *testing.T) {
+		t.Parallel()
+		s := startServe(t, append(baseArgs(t, b), "--admin-token="+testToken, "--log-level=debug")...)
+		base := "http://" + s.addrs.Admin
+		if resp, body := adminRequestWith(t, "GET", base+"/admin/v1/sessions", ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("without the token: %d %s", resp.StatusCode, body)
+		}
+		if resp, body := adminRequestWith(t, "GET", base+"/admin/v1/sessions", "Bearer "+testToken); resp.StatusCode != http.StatusOK {
+			t.Errorf("with the token: %d %s", resp.StatusCode, body)
+		}
+		if resp, body := adminRequestWith(t, "GET", base+"/readyz", ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("readyz: %d %s", resp.StatusCode, body)
+		}
+		s.stop(t)
+		logs := s.logs.String()
+		if strings.Contains(logs, testToken) {
+			t.Errorf("the log holds the token:\n%s", logs)
+		}
+		if !strings.Contains(logs, `"admin_token":true`) || strings.Contains(logs, "the admin API has no token") {
+			t.Errorf("the start-up line should say a token is set, with no warning:\n%s", logs)
+		}
+	})
+
+	t.Run("no token beyond loopback", func(t *testing.T) {
+		t.Parallel()
+		// The warning comes before serve says it serves.
+		s := startServe(t, append(baseArgs(t, b), "--admin-listen=0.0.0.0:0")...)
+		if logs := s.logs.String(); !strings.Contains(logs, "the admin API has no token and listens beyond loopback") {
+			t.Errorf("no warning:\n%s", logs)
+		}
+	})
+
+	t.Run("no token on loopback", func(t *testing.T) {
+		t.Parallel()
+		s := startServe(t, baseArgs(t, b)...)
+		s.stop(t)
+		if logs := s.logs.String(); strings.Contains(logs, "the admin API has no token") {
+			t.Errorf("a loopback listener needs no warning:\n%s", logs)
+		}
+	})
+
+	t.Run("bad token file", func(t *testing.T) {
+		t.Parallel()
+		short := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(short, []byte("short\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		c := &cli{stdout: io.Discard, stderr: &stderr}
+		code := c.run(t.Context(), append([]string{"serve"}, append(baseArgs(t, b), "--admin-token-file="+short)...))
+		if code != exitError || !strings.Contains(stderr.String(), "admin.token_file") || !strings.Contains(stderr.String(), "shorter than 16") {
+			t.Errorf("exit %d, stderr:\n%s", code, &stderr)
+		}
+	})
+}

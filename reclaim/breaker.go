@@ -19,8 +19,16 @@ func (r *Reclaimer) breaker(u Uploads, b *Breaker) string {
 	stored := u.Stored().Parts
 	del := u.Delete.Parts
 	*b = Breaker{DeleteParts: del, StoredParts: stored, MaxDelete: r.cfg.MaxDelete, MaxDeleteFraction: r.cfg.MaxDeleteFraction}
-	fracLimit := r.cfg.MaxDeleteFraction * float64(stored)
-	overCount := r.cfg.MaxDelete >= 0 && del > r.cfg.MaxDelete
+	return overCeiling(del, stored, r.cfg.MaxDelete, r.cfg.MaxDeleteFraction, "parts")
+}
+
+// overCeiling says why deleting del of stored units (parts, blobs) is
+// above maxDelete (negative: no absolute limit) or maxFraction of stored,
+// or "" when it is within both. Both sweeps' breakers use it, so they
+// refuse by the same rule and say so in the same words.
+func overCeiling(del, stored, maxDelete int64, maxFraction float64, unit string) string {
+	fracLimit := maxFraction * float64(stored)
+	overCount := maxDelete >= 0 && del > maxDelete
 	overFrac := float64(del) > fracLimit
 	if !overCount && !overFrac {
 		return ""
@@ -33,13 +41,13 @@ func (r *Reclaimer) breaker(u Uploads, b *Breaker) string {
 		which = "max_delete_fraction"
 	}
 	limit := "no limit"
-	if r.cfg.MaxDelete >= 0 {
-		limit = fmt.Sprintf("%d parts", r.cfg.MaxDelete)
+	if maxDelete >= 0 {
+		limit = fmt.Sprintf("%d %s", maxDelete, unit)
 	}
 	share := 0.0
 	if stored > 0 {
 		share = float64(del) / float64(stored)
 	}
-	return fmt.Sprintf("plan deletes %d of %d stored parts (%.1f%%), above %s: max_delete is %s, max_delete_fraction is %g (%.1f parts)",
-		del, stored, 100*share, which, limit, r.cfg.MaxDeleteFraction, fracLimit)
+	return fmt.Sprintf("plan deletes %d of %d stored %s (%.1f%%), above %s: max_delete is %s, max_delete_fraction is %g (%.1f %s)",
+		del, stored, unit, 100*share, which, limit, maxFraction, fracLimit, unit)
 }

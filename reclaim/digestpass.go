@@ -519,29 +519,7 @@ func (s *digestSweep) breaker() string {
 	rep := &s.cur.Report
 	del, stored := rep.Ready, rep.Stored
 	rep.Breaker = DigestBreaker{DeleteBlobs: del, StoredBlobs: stored, MaxDelete: s.cfg.MaxDelete, MaxDeleteFraction: s.cfg.MaxDeleteFraction}
-	fracLimit := s.cfg.MaxDeleteFraction * float64(stored)
-	overCount := s.cfg.MaxDelete >= 0 && del > s.cfg.MaxDelete
-	overFrac := float64(del) > fracLimit
-	if !overCount && !overFrac {
-		return ""
-	}
-	which := "max_delete"
-	switch {
-	case overCount && overFrac:
-		which = "max_delete and max_delete_fraction"
-	case overFrac:
-		which = "max_delete_fraction"
-	}
-	limit := "no limit"
-	if s.cfg.MaxDelete >= 0 {
-		limit = fmt.Sprintf("%d blobs", s.cfg.MaxDelete)
-	}
-	share := 0.0
-	if stored > 0 {
-		share = float64(del) / float64(stored)
-	}
-	return fmt.Sprintf("plan deletes %d of %d stored blobs (%.1f%%), above %s: max_delete is %s, max_delete_fraction is %g (%.1f blobs)",
-		del, stored, 100*share, which, limit, s.cfg.MaxDeleteFraction, fracLimit)
+	return overCeiling(del, stored, s.cfg.MaxDelete, s.cfg.MaxDeleteFraction, "blobs")
 }
 
 // plus adds the counts of a page (or batch) to r.

@@ -3,7 +3,10 @@
 #   make build   bin/sweepgate
 #   make test    unit and integration tests (race detector), then the e2e
 #                tests against a real MinIO (builds bin/minio once), then
-#                every fuzz target for TEST_FUZZTIME
+#                one short seeded chaos campaign, then every fuzz target for
+#                TEST_FUZZTIME
+#   make chaos   seeded chaos campaigns for CHAOS_TIME (default 30m),
+#                stopping at the first violation (CHAOS_SEED=N: that one)
 #   make lint    gofmt, go vet, staticcheck
 #   make run     MinIO and sweepgate on loopback, for trying it out
 #   make bench   gateway vs direct MinIO benchmarks
@@ -38,10 +41,16 @@ FUZZTIME ?= 30s
 # make test runs every fuzz target briefly too, so a parser change that
 # panics on hostile input fails the ordinary run; make fuzz runs longer.
 TEST_FUZZTIME ?= 5s
+# make test runs one chaos campaign with CHAOS_TEST_DURATION of workload
+# (about a minute more for setup, final passes and checks); make chaos runs
+# campaigns of CHAOS_DURATION each for CHAOS_TIME (see chaos/campaigns.sh).
+CHAOS_TEST_DURATION ?= 60s
+CHAOS_TEST_TIMEOUT ?= 8m
+CHAOS_TIME ?= 30m
 
-# Every package except the e2e tests themselves (run separately) and the
-# benchmarks (only `make bench` runs them).
-UNIT_PKGS = $(GO) list ./... | grep -v -e '/e2e$$' -e '/bench$$'
+# Every package except the e2e tests and the chaos campaigns (each run
+# separately) and the benchmarks (only `make bench` runs them).
+UNIT_PKGS = $(GO) list ./... | grep -v -e '/e2e$$' -e '/bench$$' -e '/chaos$$'
 
 .PHONY: build
 build:
@@ -64,6 +73,9 @@ test: build bin/minio
 	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) $$($(UNIT_PKGS)) || status=1; \
 	echo "== e2e tests (real MinIO, sweepgate binary, real clients)"; \
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) ./e2e/ || status=1; \
+	echo "== chaos campaign ($(CHAOS_TEST_DURATION) of workload under faults; its seed is printed) and the cases campaigns found"; \
+	CHAOS_DURATION=$(CHAOS_TEST_DURATION) SWEEPGATE_BIN=$(CURDIR)/bin/sweepgate \
+		$(GO) test -count=1 -v -timeout $(CHAOS_TEST_TIMEOUT) $(TESTFLAGS) ./chaos/ || status=1; \
 	echo "== fuzz targets, $(TEST_FUZZTIME) each"; \
 	FUZZTIME=$(TEST_FUZZTIME) GO=$(GO) scripts/fuzz.sh || status=1; \
 	exit $$status
@@ -75,6 +87,13 @@ test-unit: bin/minio
 .PHONY: test-e2e
 test-e2e: build bin/minio
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) ./e2e/
+
+# Seeded chaos campaigns one after another for CHAOS_TIME, stopping at the
+# first that finds a violation; CHAOS_SEED=N runs that seed once (with the
+# CHAOS_DURATION and CHAOS_CLIENTS it printed). Logs go to .data/chaos/.
+.PHONY: chaos
+chaos: build bin/minio
+	CHAOS_TIME=$(CHAOS_TIME) GO=$(GO) SWEEPGATE_BIN=$(CURDIR)/bin/sweepgate chaos/campaigns.sh
 
 .PHONY: lint
 lint: bin/staticcheck

@@ -1,0 +1,638 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+// auditSlack is how long after its term ended a destructive action's audit
+// line may be written: the line follows the backend calls that the fenced
+// write allowed (an abort and the listing that settles an unclear one,
+// each bounded by reclaim.backend_timeout) and the etcd write recording
+// the outcome, and a paused gateway writes it only once resumed (added
+// separately). The exact check is the one on etcd's history, by revision;
+// this one catches terms that never led and actions long after.
+const auditSlack = 4*backendTimeout + 10*time.Second
+
+// verdicts collects what the checker finds.
+type verdicts struct {
+	log        *campaignLog
+	mu         sync.Mutex
+	violations []string
+	notes      []string
+}
+
+func (v *verdicts) violate(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	v.log.printf("VIOLATE", "%s", msg)
+	v.mu.Lock()
+	v.violations = append(v.violations, msg)
+	v.mu.Unlock()
+}
+
+func (v *verdicts) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	v.log.printf("note", "%s", msg)
+	v.mu.Lock()
+	v.notes = append(v.notes, msg)
+	v.mu.Unlock()
+}
+
+// direct reads MinIO itself, around the gateways and their proxies.
+type direct struct {
+	c      *s3.Client
+	bucket string
+}
+
+type listed struct{ key, etag string }
+
+func (d direct) list(ctx context.Context, prefix string) ([]listed, error) {
+	var out []listed
+	p := s3.NewListObjectsV2Paginator(d.c, &s3.ListObjectsV2Input{Bucket: aws.String(d.bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.Contents {
+			out = append(out, listed{key: aws.ToString(o.Key), etag: strings.Trim(aws.ToString(o.ETag), `"`)})
+		}
+	}
+	return out, nil
+}
+
+// read returns an object's body and ETag; found is false for NoSuchKey.
+func (d direct) read(ctx context.Context, key string) (body []byte, etag string, found bool, err error) {
+	out, err := d.c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(d.bucket), Key: aws.String(key)})
+	if _, code := errInfo(err); code == "NoSuchKey" {
+		return nil, "", false, nil
+	}
+	if err != nil {
+		return nil, "", false, err
+	}
+	defer out.Body.Close()
+	body, err = io.ReadAll(out.Body)
+	return body, strings.Trim(aws.ToString(out.ETag), `"`), err == nil, err
+}
+
+type mpUpload struct{ key, id string }
+
+func (d direct) uploads(ctx context.Context) ([]mpUpload, error) {
+	var out []mpUpload
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(d.bucket)}
+	for {
+		page, err := d.c.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range page.Uploads {
+			out = append(out, mpUpload{key: aws.ToString(u.Key), id: aws.ToString(u.UploadId)})
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			return out, nil
+		}
+		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
+	}
+}
+
+var digestRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
+
+func blobKey(digest string) string { return "blobs/sha256/" + strings.TrimPrefix(digest, "sha256:") }
+
+// observation is a manifest on MinIO naming a blob that MinIO does not
+// hold, seen at etcd revision rev.
+type observation struct {
+	at       time.Time
+	rev      int64
+	manifest string
+	etag     string
+	digest   string
+}
+
+// blobAuditor looks at every manifest on MinIO and at the blobs it names,
+// during the workload (a blob referenced at any moment by a manifest that
+// exists must be there) and at the end.
+type blobAuditor struct {
+	d   direct
+	cli *clientv3.Client
+	log *campaignLog
+
+	mu     sync.Mutex
+	obs    []observation
+	rounds int
+}
+
+func (a *blobAuditor) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2500 * time.Millisecond):
+		}
+		found, err := a.round(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.printf("audit", "blob audit round failed: %v", err)
+			}
+			continue
+		}
+		a.mu.Lock()
+		a.rounds++
+		a.obs = append(a.obs, found...)
+		a.mu.Unlock()
+	}
+}
+
+// round reads every manifest and checks its blobs. A blob found missing is
+// confirmed by reading the manifest again (the same body still there), and
+// the etcd revision is read after that, so that the history up to it
+// holds whatever took the blob.
+func (a *blobAuditor) round(ctx context.Context) ([]observation, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	manifests, err := a.d.list(ctx, "manifests/")
+	if err != nil {
+		return nil, err
+	}
+	var out []observation
+	for _, m := range manifests {
+		body, etag, found, err := a.d.read(ctx, m.key)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			continue
+		}
+		for _, dg := range digestRE.FindAllString(string(body), -1) {
+			_, _, present, err := a.d.read(ctx, blobKey(dg))
+			if err != nil {
+				return nil, err
+			}
+			if present {
+				continue
+			}
+			_, again, still, err := a.d.read(ctx, m.key)
+			if err != nil {
+				return nil, err
+			}
+			if !still || again != etag {
+				continue
+			}
+			resp, err := a.cli.Get(ctx, "/sweepgate-chaos/rev")
+			if err != nil {
+				return nil, err
+			}
+			o := observation{at: time.Now(), rev: resp.Header.Revision, manifest: m.key, etag: etag, digest: dg}
+			a.log.printf("audit", "manifest %s (etag %s) names %s, which MinIO does not hold (etcd revision %d)", m.key, etag, dg, o.rev)
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// checker runs the checks at the end of a campaign.
+type checker struct {
+	v       *verdicts
+	w       *workload
+	sys     *system
+	f       *faults
+	smp     *sampler
+	d       direct
+	cli     *clientv3.Client
+	keys    etcdstore.Keys
+	h       *history
+	started time.Time
+}
+
+// checkObjects reads every object whose complete succeeded from MinIO and
+// compares it byte for byte (by SHA-256 and size) with what was uploaded.
+func (c *checker) checkObjects(ctx context.Context) {
+	n := 0
+	for _, u := range c.w.uploads {
+		if u.outcome != outCompleted {
+			continue
+		}
+		n++
+		out, err := c.d.c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.d.bucket), Key: aws.String(u.key)})
+		if err != nil {
+			c.v.violate("object %s (upload %s, completed for its client) cannot be read on MinIO: %v", u.key, u.id, err)
+			continue
+		}
+		sum, size, err := hashBody(out.Body)
+		if err != nil || sum != u.sum || size != u.data.Size {
+			c.v.violate("object %s (upload %s) reads back %d bytes sha256 %s (%v), want %d bytes %s", u.key, u.id, size, sum, err, u.data.Size, u.sum)
+		}
+	}
+	c.v.note("%d completed objects read back from MinIO", n)
+}
+
+func hashBody(r io.ReadCloser) (string, int64, error) {
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	return sha256Hex(b), int64(len(b)), err
+}
+
+// checkRefusals judges every NoSuchUpload (or missing part) a client got:
+// allowed only when nothing the gateway acknowledged for the upload came
+// within the time the reclaimer needs (grace, then delete_after). What the
+// gateways acknowledged comes from the front proxies: the time each
+// request for the upload arrived there, and its answer, include attempts
+// whose answers were then lost.
+func (c *checker) checkRefusals() {
+	acked := map[string][]time.Time{} // upload id -> arrivals of 2xx activity
+	for i, p := range c.sys.front {
+		reqs := p.Requests()
+		times := c.sys.arrivals[i].snapshot()
+		for j := range min(len(reqs), len(times)) {
+			r := reqs[j]
+			id := r.Query.Get("uploadId")
+			if id == "" || r.Method == http.MethodDelete || r.Status < 200 || r.Status > 299 {
+				continue
+			}
+			acked[id] = append(acked[id], times[j])
+		}
+	}
+	allowed := 0
+	for _, u := range c.w.uploads {
+		for _, rf := range u.refusals {
+			last, lastWhat := rf.lastOK.sent, rf.lastOK.op+" (client saw it succeed)"
+			for _, a := range u.ok {
+				if a.sent.Before(rf.sent) && a.sent.After(last) {
+					last, lastWhat = a.sent, a.op+" (client saw it succeed)"
+				}
+			}
+			for _, t := range acked[u.id] {
+				if t.Before(rf.sent) && t.After(last) {
+					last, lastWhat = t, "a request the gateway answered 2xx (answer possibly lost)"
+				}
+			}
+			gap := rf.recv.Sub(last)
+			abort := c.abortBefore(u.id, rf.recv)
+			if abort == nil && rf.code != "NoSuchUpload" {
+				// Nobody decided to abort it: the backend lost the parts
+				// itself. MinIO does when a complete is cut off midway
+				// (a gateway killed while its complete is on the
+				// backend): the upload stays, without its parts, and no
+				// object is made.
+				c.w.anomaly("%s %s (upload %s, %s) got %s for %s at %s with no abort in its session's history (%s): its parts were lost on the backend, not reclaimed",
+					u.lib, u.key, u.id, u.kind, rf.code, rf.op, c.v.log.since(rf.recv), c.path(u.id))
+				continue
+			}
+			if abort != nil && abort.Term == 0 && rf.op == "AbortMultipartUpload" {
+				// Its own abort went through, unseen; the retry should
+				// have been answered with success (DESIGN.md), but
+				// nothing was reclaimed.
+				c.w.anomaly("%s %s (upload %s): a retried abort got %s after the first was done (%s)", u.lib, u.key, u.id, rf.code, c.path(u.id))
+				continue
+			}
+			if gap <= reclaimable {
+				c.v.violate("live upload reclaimed: %s %s (upload %s, %s, pause %s) got %s for %s at %s, only %s after its last activity, %s at %s; the reclaimer may delete only after %s (grace %s + delete_after %s); session: %s",
+					u.lib, u.key, u.id, u.kind, u.pause, rf.code, rf.op, c.v.log.since(rf.recv), gap.Round(time.Millisecond), lastWhat, c.v.log.since(last), reclaimable, grace, deleteAfter, c.path(u.id))
+				continue
+			}
+			allowed++
+			c.v.log.printf("check", "upload %s (%s, pause %s) reclaimed %s after its last activity: allowed", u.id, u.key, u.pause, gap.Round(time.Millisecond))
+		}
+	}
+	revived := 0
+	for _, trs := range c.h.transitions {
+		for _, tr := range trs {
+			if tr.From == etcdstore.StateExpired && tr.To == etcdstore.StateActive {
+				revived++
+			}
+		}
+	}
+	c.v.note("%d uploads reclaimed after a pause longer than grace+delete_after (allowed); %d marked expired and then revived by their client's activity", allowed, revived)
+}
+
+// abortBefore returns the first transition of the upload's session
+// towards an abort made before t, if any.
+func (c *checker) abortBefore(id string, t time.Time) *etcdstore.Transition {
+	for _, tr := range c.h.transitions[id] {
+		switch tr.To {
+		case etcdstore.StateAborting, etcdstore.StateAborted, etcdstore.StateCleanupPending:
+			if tr.At.Before(t) {
+				return &tr
+			}
+		}
+	}
+	return nil
+}
+
+// path is an upload session's history as etcd recorded it, for messages.
+func (c *checker) path(id string) string {
+	var steps []string
+	for _, tr := range c.h.transitions[id] {
+		step := fmt.Sprintf("%s->%s by %s at %s", tr.From, tr.To, tr.Actor, c.v.log.since(tr.At))
+		if tr.Term > 0 {
+			step += fmt.Sprintf(" in term %d", tr.Term)
+		}
+		steps = append(steps, step)
+	}
+	if len(steps) == 0 {
+		return "no session recorded"
+	}
+	return strings.Join(steps, ", ")
+}
+
+// sessionState returns an upload's session state in etcd ("" when none).
+func (c *checker) sessionState(ctx context.Context, id string) (etcdstore.SessionState, error) {
+	resp, err := c.cli.Get(ctx, c.keys.Session(c.d.bucket, id))
+	if err != nil || len(resp.Kvs) == 0 {
+		return "", err
+	}
+	var s etcdstore.Session
+	if err := json.Unmarshal(resp.Kvs[0].Value, &s); err != nil {
+		return "", err
+	}
+	return s.State, nil
+}
+
+// leftovers lists the uploads MinIO still holds that should be gone after
+// the final passes, with why; notes are the ones kept by design (orphans
+// without a session, sessions completing).
+func (c *checker) leftovers(ctx context.Context) (leaks, kept []string, err error) {
+	listed, err := c.d.uploads(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list multipart uploads on MinIO: %w", err)
+	}
+	known := map[string]*upload{}
+	for _, u := range c.w.uploads {
+		if u.id != "" {
+			known[u.id] = u
+		}
+	}
+	for _, l := range listed {
+		state, err := c.sessionState(ctx, l.id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("session of %s: %w", l.id, err)
+		}
+		u := known[l.id]
+		what := fmt.Sprintf("%s (upload %s, unknown to the clients: its create's answer was lost), session %q", l.key, l.id, state)
+		if u != nil {
+			what = fmt.Sprintf("%s (upload %s, %s, client outcome %s), session %q", l.key, l.id, u.kind, u.outcome, state)
+		}
+		switch {
+		case u != nil && u.outcome == outCompleted:
+			leaks = append(leaks, "completed upload still listed: "+what)
+		case state == "":
+			kept = append(kept, "orphan, held for a person: "+what)
+		case state == etcdstore.StateCompleting:
+			kept = append(kept, "completing, kept until its client retries the complete: "+what)
+		default:
+			leaks = append(leaks, what)
+		}
+	}
+	return leaks, kept, nil
+}
+
+// checkLeaks: after the final passes, no upload that was aborted or
+// abandoned (or whose create's answer was lost) has parts left on MinIO.
+func (c *checker) checkLeaks(ctx context.Context) {
+	leaks, kept, err := c.leftovers(ctx)
+	if err != nil {
+		c.v.violate("cannot check for leftover uploads: %v", err)
+		return
+	}
+	for _, l := range leaks {
+		c.v.violate("leak: parts left on MinIO after the final passes: %s", l)
+	}
+	for _, k := range kept {
+		c.v.note("%s", k)
+	}
+}
+
+// checkBlobs: every blob named by a manifest that exists is present, at
+// the end and whenever the auditor looked; and no blob's guard was ever
+// armed while a reference to it was recorded.
+func (c *checker) checkBlobs(ctx context.Context, aud *blobAuditor) {
+	for _, g := range c.h.guards {
+		if len(g.refsAlive) > 0 {
+			c.v.violate("the guard of %s was armed at revision %d (term %d) while references to it were recorded: %s", g.digest, g.rev, g.term, strings.Join(g.refsAlive, ", "))
+		}
+	}
+	final, err := aud.round(ctx)
+	if err != nil {
+		c.v.violate("cannot read the manifests on MinIO: %v", err)
+	}
+	// The content of every blob a manifest names, at the end.
+	manifests, err := c.d.list(ctx, "manifests/")
+	if err != nil {
+		c.v.violate("cannot list the manifests on MinIO: %v", err)
+	}
+	named := 0
+	for _, m := range manifests {
+		body, _, found, err := c.d.read(ctx, m.key)
+		if err != nil || !found {
+			continue
+		}
+		for _, dg := range digestRE.FindAllString(string(body), -1) {
+			b, _, present, err := c.d.read(ctx, blobKey(dg))
+			if err != nil || !present {
+				continue // the observation says what became of it
+			}
+			named++
+			if "sha256:"+sha256Hex(b) != dg {
+				c.v.violate("blob %s on MinIO does not hash to its digest", dg)
+			}
+		}
+	}
+	aud.mu.Lock()
+	seen := append([]observation(nil), aud.obs...)
+	rounds := aud.rounds
+	aud.mu.Unlock()
+	late := 0
+	judge := func(o observation, when string) {
+		verdict, isLate := c.judgeMissing(o)
+		switch {
+		case isLate:
+			late++
+			c.v.log.printf("check", "%s: %s", when, verdict)
+		case when != "at the end" && c.w.deleteInFlight(o.manifest, o.at):
+			c.v.log.printf("check", "%s: manifest %s was being deleted: %s", when, o.manifest, verdict)
+		default:
+			c.v.violate("referenced blob missing (%s): %s", when, verdict)
+		}
+	}
+	for _, o := range seen {
+		judge(o, "during the workload, "+c.v.log.since(o.at))
+	}
+	for _, o := range final {
+		judge(o, "at the end")
+	}
+	c.v.note("%d manifests at the end naming %d present blobs, all hashing to their digests; %d audit rounds during the workload; %d manifests written after their blob was reclaimed (a producer slower than the placement grace, not a sweepgate fault)",
+		len(manifests), named, rounds, late)
+}
+
+// judgeMissing explains a manifest naming a missing blob from etcd's
+// history. A blob goes only after its guard is armed, which etcd refuses
+// while a reference is recorded; so a manifest whose reference was
+// recorded after the last guard of the blob was written after the blob
+// was reclaimed (its producer was slower than the placement grace), and
+// anything else means sweepgate let a referenced blob go.
+func (c *checker) judgeMissing(o observation) (string, bool) {
+	var arm *guardArm
+	for i := range c.h.guards {
+		g := &c.h.guards[i]
+		if g.digest == o.digest && g.rev <= o.rev {
+			arm = g
+		}
+	}
+	ref := c.keys.Ref(o.digest, c.d.bucket, o.manifest)
+	lives := c.h.refs[ref]
+	var spans []string
+	for _, s := range lives {
+		spans = append(spans, fmt.Sprintf("[%d,%d)", s.from, s.to))
+	}
+	desc := fmt.Sprintf("manifest %s (etag %s) names %s, which MinIO does not hold at revision %d; its reference lived at revisions %s",
+		o.manifest, o.etag, o.digest, o.rev, strings.Join(spans, " "))
+	if arm == nil {
+		return desc + "; no guard was ever armed for the blob: it went outside the reclaimer", false
+	}
+	desc += fmt.Sprintf("; the blob's last guard was armed at revision %d in term %d", arm.rev, arm.term)
+	for _, s := range lives {
+		if s.from > arm.rev && s.has(o.rev) {
+			return desc + ": the manifest was written after the blob was reclaimed", true
+		}
+	}
+	return desc, false
+}
+
+// checkTerms: every write to etcd that carries a reclaimer term was made
+// while that term led (exactly, by revision), reclaimer decisions carry a
+// term, and every destructive action in the gateways' audit logs names a
+// term that led at that moment (by wall time, which the sampler ties to
+// revisions) or else the principal that asked for it.
+func (c *checker) checkTerms() {
+	for _, w := range c.h.writes {
+		if w.term <= 0 {
+			c.v.violate("%s at revision %d carries no term", w.what, w.rev)
+			continue
+		}
+		if l := c.h.leaderOf(w.rev); l != w.term {
+			c.v.violate("%s at revision %d carries term %d, but term %d led then", w.what, w.rev, w.term, l)
+		}
+	}
+	for _, u := range c.h.untermed {
+		c.v.violate("reclaimer decision without a term: %s", u)
+	}
+	var terms []int64
+	for t := range c.h.leaders {
+		terms = append(terms, t)
+	}
+	sort.Slice(terms, func(i, j int) bool { return terms[i] < terms[j] })
+	samples := c.smp.revSamples()
+	now := time.Now()
+	var spans []string
+	for _, t := range terms {
+		from, to := placeSpan(c.h.leaders[t], samples, c.started, now)
+		spans = append(spans, fmt.Sprintf("%d [%s, %s]", t, c.v.log.since(from), c.v.log.since(to)))
+	}
+	c.v.note("%d etcd events replayed; %d term-carrying writes and %d guards checked; terms that led: %s",
+		c.h.events, len(c.h.writes), len(c.h.guards), strings.Join(spans, ", "))
+
+	pauses := c.f.pausesOf()
+	actions := map[string]int{}
+	lines := 0
+	for i, g := range c.sys.gateways {
+		for _, a := range readAudit(g.LogFile) {
+			lines++
+			actions[a.Action]++
+			where := fmt.Sprintf("%s audit %s %s at %s", c.sys.names[i], a.Action, a.What, c.v.log.since(a.Time))
+			if a.Term <= 0 {
+				// A restore of the trash undoes a delete that did not
+				// happen: it takes nothing away.
+				if a.Principal == "" && a.Action != "restore_trash" {
+					c.v.violate("%s carries neither a term nor a principal", where)
+				}
+				continue
+			}
+			sp, led := c.h.leaders[a.Term]
+			if !led {
+				c.v.violate("%s carries term %d, which never led", where, a.Term)
+				continue
+			}
+			from, to := placeSpan(sp, samples, c.started, now)
+			end := to.Add(auditSlack)
+			for _, p := range pauses {
+				if !p.from.After(end) && p.to.After(to) {
+					end = maxTime(end, p.to.Add(auditSlack))
+				}
+			}
+			if a.Time.Before(from.Add(-time.Second)) || a.Time.After(end) {
+				c.v.violate("%s carries term %d, which led from %s to %s (audit lines allowed until %s)", where, a.Term, c.v.log.since(from), c.v.log.since(to), c.v.log.since(end))
+			}
+		}
+	}
+	if lines == 0 {
+		c.v.note("no audit lines in the gateways' logs: terms were checked from etcd's history only")
+		return
+	}
+	var kinds []string
+	for k, n := range actions {
+		kinds = append(kinds, fmt.Sprintf("%s x%d", k, n))
+	}
+	sort.Strings(kinds)
+	c.v.note("%d audit lines checked: %s", lines, strings.Join(kinds, ", "))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// auditLine is what the checker reads of a gateway's "audit" log line.
+type auditLine struct {
+	Time      time.Time `json:"time"`
+	Msg       string    `json:"msg"`
+	Action    string    `json:"action"`
+	What      string    `json:"what"`
+	Term      int64     `json:"term"`
+	Principal string    `json:"principal"`
+}
+
+// readAudit returns the audit lines of a gateway's log (JSON lines; the
+// harness's own lines and anything else are skipped).
+func readAudit(path string) []auditLine {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []auditLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 || line[0] != '{' || !strings.Contains(string(line), `"msg":"audit"`) {
+			continue
+		}
+		var a auditLine
+		if json.Unmarshal(line, &a) == nil && a.Msg == "audit" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// errNoLeader says no gateway led when a pass was wanted.
+var errNoLeader = errors.New("no gateway leads the reclaimer")

@@ -1,0 +1,9 @@
+package chaos
+
+import (
+	"testing"
+
+	"github.com/sweepgate/sweepgate/e2e/harness"
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }

@@ -29,6 +29,23 @@ const MaxRecordedDigests = 100
 // refRetries bounds the compare-and-put retries of one reference write.
 const refRetries = 8
 
+// StalePendingAfter is how old a pending write must be before a later
+// write or delete of the same object takes it over. A gateway bounds its
+// own reference writes far below this; an older one is from a gateway that
+// died between recording the write and recording its end.
+const StalePendingAfter = 15 * time.Minute
+
+// takeOverStale ends a pending write older than StalePendingAfter as of
+// unknown outcome: its digests join the recorded ones and the record is
+// dirty until the rebuild reads the body (or the next write replaces it).
+// Nothing is dropped, so taking over is always safe.
+func takeOverStale(rec *RefSource, now time.Time) {
+	if rec.Pending != nil && now.Sub(rec.Pending.At) > StalePendingAfter {
+		rec.Digests = union(rec.Digests, rec.Pending.Digests)
+		rec.Pending, rec.Dirty = nil, true
+	}
+}
+
 // GetRefSource reads the record of the reference object bucket/key, and
 // ErrNotFound when there is none.
 func (s *Store) GetRefSource(ctx context.Context, bucket, key string) (Versioned[RefSource], error) {
@@ -133,6 +150,7 @@ func (s *Store) BeginRefWrite(ctx context.Context, bucket, key string, w RefWrit
 			return err
 		}
 		rec := cur.Value
+		takeOverStale(&rec, w.At)
 		if rec.Pending != nil {
 			return ErrWriteInFlight
 		}
@@ -239,6 +257,7 @@ func (s *Store) TrashRefSource(ctx context.Context, bucket, key, principal strin
 			return TrashRecord{}, false, err
 		}
 		rec := cur.Value
+		takeOverStale(&rec, now)
 		if rec.Pending != nil {
 			return TrashRecord{}, false, ErrWriteInFlight
 		}

@@ -306,3 +306,46 @@ func TestDigestKeysSortByDigest(t *testing.T) {
 		t.Fatalf("LastSegment = %q", d)
 	}
 }
+
+// A write whose gateway died before recording its end blocks later writes
+// of the object only until it is stale; then the next write or delete
+// takes it over, keeping its digests until the new outcome is known.
+func TestStalePendingWriteIsTakenOver(t *testing.T) {
+	t.Parallel()
+	s := etcdtest.NewStore(t, "/refs/")
+	ctx := context.Background()
+	a, b, c := digest(1), digest(2), digest(3)
+	write(t, s, "m1", "w0", etcdstore.WriteCommitted, a)
+	if err := s.BeginRefWrite(ctx, "reg", "m1", etcdstore.RefWrite{ID: "dead", Digests: []string{b}, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	soon := t0.Add(time.Minute)
+	if err := s.BeginRefWrite(ctx, "reg", "m1", etcdstore.RefWrite{ID: "w1", Digests: []string{c}, At: soon}); !errors.Is(err, etcdstore.ErrWriteInFlight) {
+		t.Fatalf("a write while another is fresh: %v, want ErrWriteInFlight", err)
+	}
+	later := t0.Add(etcdstore.StalePendingAfter + time.Second)
+	if err := s.BeginRefWrite(ctx, "reg", "m1", etcdstore.RefWrite{ID: "w2", Digests: []string{c}, At: later}); err != nil {
+		t.Fatalf("a write after the pending one went stale: %v", err)
+	}
+	if got := refsOf(t, s, "reg", "m1"); !slices.Equal(got, []string{a, b, c}) {
+		t.Fatalf("references while taking over = %v, want all three retained", got)
+	}
+	if err := s.EndRefWrite(ctx, "reg", "m1", "w2", etcdstore.WriteCommitted, "e2", later); err != nil {
+		t.Fatal(err)
+	}
+	if got := refsOf(t, s, "reg", "m1"); !slices.Equal(got, []string{c}) {
+		t.Fatalf("references after the new write committed = %v, want [c]", got)
+	}
+
+	// A delete takes a stale write over the same way, trashing its digests.
+	if err := s.BeginRefWrite(ctx, "reg", "m2", etcdstore.RefWrite{ID: "dead", Digests: []string{a}, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.TrashRefSource(ctx, "reg", "m2", "", soon, soon.Add(time.Hour)); !errors.Is(err, etcdstore.ErrWriteInFlight) {
+		t.Fatalf("a delete while a write is fresh: %v, want ErrWriteInFlight", err)
+	}
+	tr, ok, err := s.TrashRefSource(ctx, "reg", "m2", "", later, later.Add(time.Hour))
+	if err != nil || !ok || !slices.Equal(tr.Digests, []string{a}) {
+		t.Fatalf("a delete after the write went stale: %+v %v %v", tr, ok, err)
+	}
+}

@@ -41,7 +41,7 @@ const (
 	// defaultRebuildStale is how old a pending write must be before it is
 	// taken to be from a gateway that died, when no limit is set. A write
 	// outlives its request by no more than the backend timeout, far below.
-	defaultRebuildStale = time.Hour
+	defaultRebuildStale = etcdstore.StalePendingAfter
 )
 
 // RebuildResult is what one rebuild of the recorded references found.

@@ -66,19 +66,8 @@ of the right admin token.
 }
 
 func (c *cli) frontierCmd(ctx context.Context, args []string) int {
-	if len(args) == 0 {
-		return c.usageError("frontier", errors.New("missing subcommand: report or list"))
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		c.frontierHelp(c.stdout)
-		return exitOK
-	case "report":
-		return c.frontierReport(ctx, args[1:])
-	case "list":
-		return c.frontierList(ctx, args[1:])
-	}
-	return c.usageError("frontier", fmt.Errorf("unknown subcommand %q: want report or list", args[0]))
+	return c.runSubcommand(ctx, "frontier", c.frontierHelp, args,
+		subcommand{"report", c.frontierReport}, subcommand{"list", c.frontierList})
 }
 
 // adminFlags are the flags every thin client of the admin API takes.

@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -166,4 +167,39 @@ func (c *cli) helpCmd(_ context.Context, args []string) int {
 
 func (c *cli) helpHelp(w io.Writer) {
 	fmt.Fprint(w, "Usage: sweepgate help [command]\n\nShows the commands, or the flags of one command.\n")
+}
+
+// subcommand is one subcommand of a command group such as `sweepgate
+// reclaim`.
+type subcommand struct {
+	name string
+	run  func(context.Context, []string) int
+}
+
+// runSubcommand runs the subcommand args[0] names with the rest of args,
+// prints the group's help for -h/--help/help, and answers a usage error
+// naming the subcommands otherwise.
+func (c *cli) runSubcommand(ctx context.Context, group string, help func(io.Writer), args []string, subs ...subcommand) int {
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		names[i] = s.name
+	}
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	if len(subs) == 1 {
+		want = names[0]
+	}
+	if len(args) == 0 {
+		return c.usageError(group, fmt.Errorf("missing subcommand: %s", want))
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		help(c.stdout)
+		return exitOK
+	}
+	for _, s := range subs {
+		if s.name == args[0] {
+			return s.run(ctx, args[1:])
+		}
+	}
+	return c.usageError(group, fmt.Errorf("unknown subcommand %q: want %s", args[0], want))
 }

@@ -90,25 +90,9 @@ pass report says so), a delete was not confirmed or left uploads in place;
 }
 
 func (c *cli) reclaimCmd(ctx context.Context, args []string) int {
-	if len(args) == 0 {
-		return c.usageError("reclaim", errors.New("missing subcommand: run, plan, status, reports or orphans"))
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		c.reclaimHelp(c.stdout)
-		return exitOK
-	case "run":
-		return c.reclaimRun(ctx, args[1:])
-	case "plan":
-		return c.reclaimPlan(ctx, args[1:])
-	case "status":
-		return c.reclaimStatus(ctx, args[1:])
-	case "reports":
-		return c.reclaimReports(ctx, args[1:])
-	case "orphans":
-		return c.reclaimOrphans(ctx, args[1:])
-	}
-	return c.usageError("reclaim", fmt.Errorf("unknown subcommand %q: want run, plan, status, reports or orphans", args[0]))
+	return c.runSubcommand(ctx, "reclaim", c.reclaimHelp, args,
+		subcommand{"run", c.reclaimRun}, subcommand{"plan", c.reclaimPlan}, subcommand{"status", c.reclaimStatus},
+		subcommand{"reports", c.reclaimReports}, subcommand{"orphans", c.reclaimOrphans})
 }
 
 // reclaimFlags are the flags of the reclaim subcommands; each takes some.

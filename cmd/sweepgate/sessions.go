@@ -75,19 +75,8 @@ for want of the right admin token.
 }
 
 func (c *cli) sessionsCmd(ctx context.Context, args []string) int {
-	if len(args) == 0 {
-		return c.usageError("sessions", errors.New("missing subcommand: list or show"))
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		c.sessionsHelp(c.stdout)
-		return exitOK
-	case "list":
-		return c.sessionsList(ctx, args[1:])
-	case "show":
-		return c.sessionsShow(ctx, args[1:])
-	}
-	return c.usageError("sessions", fmt.Errorf("unknown subcommand %q: want list or show", args[0]))
+	return c.runSubcommand(ctx, "sessions", c.sessionsHelp, args,
+		subcommand{"list", c.sessionsList}, subcommand{"show", c.sessionsShow})
 }
 
 // sessionsFlags are the flags both subcommands take.

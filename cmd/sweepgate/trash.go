@@ -65,19 +65,8 @@ of the object is in flight), 2 bad command line, 3 no such trash record,
 }
 
 func (c *cli) trashCmd(ctx context.Context, args []string) int {
-	if len(args) == 0 {
-		return c.usageError("trash", errors.New("missing subcommand: list or restore"))
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		c.trashHelp(c.stdout)
-		return exitOK
-	case "list":
-		return c.trashList(ctx, args[1:])
-	case "restore":
-		return c.trashRestore(ctx, args[1:])
-	}
-	return c.usageError("trash", fmt.Errorf("unknown subcommand %q: want list or restore", args[0]))
+	return c.runSubcommand(ctx, "trash", c.trashHelp, args,
+		subcommand{"list", c.trashList}, subcommand{"restore", c.trashRestore})
 }
 
 func (c *cli) trashList(ctx context.Context, args []string) int {

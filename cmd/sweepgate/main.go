@@ -126,8 +126,9 @@ func (c *cli) run(ctx context.Context, args []string) int {
 }
 
 func (c *cli) usage(w io.Writer) {
-	fmt.Fprint(w, `sweepgate is an S3-compatible gateway that records multipart uploads in etcd
-so that abandoned ones can be reclaimed without deleting live work.
+	fmt.Fprint(w, `sweepgate is an S3-compatible gateway that records multipart uploads and the
+references to content-addressed blobs in etcd, so that abandoned uploads and
+unreferenced blobs can be reclaimed without deleting live work.
 
 Usage:
   sweepgate <command> [flags]

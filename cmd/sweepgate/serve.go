@@ -67,12 +67,14 @@ func (c *cli) serveHelp(w io.Writer) {
 	fmt.Fprint(w, `Usage: sweepgate serve [flags]
 
 Runs the S3 gateway: S3 clients connect to listen (and tls_listen), and
-operators to admin.listen for /metrics, /healthz, /readyz and the admin API
-that 'sweepgate sessions' and 'sweepgate reclaim' use. Upload sessions are
-kept in etcd: an embedded single-node etcd unless etcd.endpoints names a
-cluster. Unless reclaim.enabled is off, it also campaigns for the
-reclaimer's lead and, while leading, reclaims abandoned uploads. SIGINT or
-SIGTERM stops it gracefully (a leading reclaimer hands over at once).
+operators to admin.listen for the status page, /metrics, /healthz, /readyz
+and the admin API that 'sweepgate sessions', 'reclaim', 'frontier', 'trash'
+and 'explain' use. Upload sessions and digest references are kept in etcd:
+an embedded single-node etcd unless etcd.endpoints names a cluster. Unless
+reclaim.enabled is off, it also campaigns for the reclaimer's lead and,
+while leading, reclaims abandoned uploads and, with digests.namespaces set,
+unreferenced blobs. SIGINT or SIGTERM stops it gracefully (a leading
+reclaimer hands over at once).
 
 `)
 	config.WriteHelp(w)

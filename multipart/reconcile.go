@@ -163,7 +163,13 @@ func (s *Service) Reconcile(ctx context.Context, opts ReconcileOptions) (Reconci
 	if err := r.run(ctx); err != nil {
 		return r.rep, err
 	}
-	s.metrics.stuck.Set(float64(r.rep.Stuck))
+	if r.opts.Actor == DefaultReconcileActor {
+		// Only serve's own reconciler (sessions.stuck_limit) sets the
+		// gauge; a reclaimer pass reconciles with reclaim.stuck_limit and
+		// reports its count in sweepgate_reclaim_stuck_sessions, so the
+		// two limits never take turns on one series.
+		s.metrics.stuck.Set(float64(r.rep.Stuck))
+	}
 	if r.rep.Errors > 0 {
 		return r.rep, fmt.Errorf("%w: %d session(s); first: %w", ErrUnsettled, r.rep.Errors, r.firstErr)
 	}

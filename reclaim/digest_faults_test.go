@@ -505,3 +505,33 @@ func TestDigestLeftoverGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestDigestStatusInProgress: while a pass's digest sweep runs, the
+// reclaimer's status shows its phase and counts so far.
+func TestDigestStatusInProgress(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	d.putBlobs("u", 3)
+	d.ageBlobs()
+	var seen *reclaim.DigestProgress
+	var r *reclaim.Reclaimer
+	cfg := d.config()
+	cfg.Fault = func(point string) {
+		if point != reclaim.FaultDigestPage || seen != nil {
+			return
+		}
+		st, err := r.Status(context.Background())
+		if err != nil {
+			t.Errorf("status during the pass: %v", err)
+			return
+		}
+		if st.InProgress != nil {
+			seen = st.InProgress.Digests
+		}
+	}
+	r = d.start(cfg)
+	d.digestPass(r)
+	if seen == nil || seen.Phase == "" || seen.Report.Stored == 0 {
+		t.Fatalf("status during the digest sweep = %+v, want its phase and the blobs listed so far", seen)
+	}
+}

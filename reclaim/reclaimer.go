@@ -338,6 +338,15 @@ type Progress struct {
 	DryRun  bool      `json:"dry_run,omitempty"`
 	Uploads Uploads   `json:"uploads"`
 	Acted   Acted     `json:"acted"`
+	// Digests is how far the pass's digest sweep got, once it started.
+	Digests *DigestProgress `json:"digests,omitempty"`
+}
+
+// DigestProgress is how far the digest sweep of a pass in progress got:
+// its phase and its counts so far.
+type DigestProgress struct {
+	Phase  string       `json:"phase"`
+	Report DigestReport `json:"report"`
 }
 
 // Status reads the reclaimer's status.
@@ -367,6 +376,14 @@ func (r *Reclaimer) Status(ctx context.Context) (Status, error) {
 	}
 	if ok {
 		st.InProgress = &Progress{Pass: cur.Pass, Term: cur.Term, Phase: cur.Phase, Bucket: cur.Pos.Bucket, Started: cur.Started, Uploads: cur.Tally.Uploads, Acted: cur.Acted}
+		ds := &digestSweep{r: r}
+		dc, dok, err := ds.loadCursor(ctx)
+		if err != nil {
+			return st, err
+		}
+		if dok && dc.Pass == cur.Pass {
+			st.InProgress.Digests = &DigestProgress{Phase: dc.Phase, Report: dc.Report}
+		}
 	}
 	return st, nil
 }

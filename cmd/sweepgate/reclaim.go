@@ -115,34 +115,22 @@ const (
 
 func (c *cli) parseReclaimFlags(name string, args []string, with int, defLimit int) (reclaimFlags, []string, int, bool) {
 	f := reclaimFlags{limit: defLimit}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	c.adminFlag(fs, &f.admin)
-	fs.BoolVar(&f.json, "json", false, "")
-	if with&withLimit != 0 {
-		fs.IntVar(&f.limit, "limit", defLimit, "")
-	}
-	if with&withFresh != 0 {
-		fs.BoolVar(&f.fresh, "fresh", false, "")
-	}
-	if with&withPrincipal != 0 {
-		fs.StringVar(&f.principal, "principal", "", "")
-	}
-	if with&withConfirm != 0 {
-		fs.BoolVar(&f.confirm, "confirm", false, "")
-	}
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		c.reclaimHelp(c.stdout)
-		return f, nil, exitOK, false
-	}
-	if err != nil {
-		return f, nil, c.usageError(name, err), false
-	}
-	if f.admin, err = c.adminURL(f.admin); err != nil {
-		return f, nil, c.usageError(name, err), false
-	}
-	return f, pos, exitOK, true
+	af, pos, code, ok := c.parseAdminFlags(name, args, (*cli).reclaimHelp, func(fs *flag.FlagSet) {
+		if with&withLimit != 0 {
+			fs.IntVar(&f.limit, "limit", defLimit, "")
+		}
+		if with&withFresh != 0 {
+			fs.BoolVar(&f.fresh, "fresh", false, "")
+		}
+		if with&withPrincipal != 0 {
+			fs.StringVar(&f.principal, "principal", "", "")
+		}
+		if with&withConfirm != 0 {
+			fs.BoolVar(&f.confirm, "confirm", false, "")
+		}
+	})
+	f.admin, f.json = af.admin, af.json
+	return f, pos, code, ok
 }
 
 // noArgs refuses positional arguments.

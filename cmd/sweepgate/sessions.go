@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -91,28 +90,16 @@ type sessionsFlags struct {
 
 func (c *cli) parseSessionsFlags(name string, args []string, forList bool) (sessionsFlags, []string, int, bool) {
 	f := sessionsFlags{limit: defaultListLimit}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	c.adminFlag(fs, &f.admin)
-	fs.BoolVar(&f.json, "json", false, "")
-	if forList {
-		fs.StringVar(&f.state, "state", "", "")
-		fs.StringVar(&f.bucket, "bucket", "", "")
-		fs.IntVar(&f.limit, "limit", defaultListLimit, "")
-		fs.StringVar(&f.after, "after", "", "")
-	}
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		c.sessionsHelp(c.stdout)
-		return f, nil, exitOK, false
-	}
-	if err != nil {
-		return f, nil, c.usageError(name, err), false
-	}
-	if f.admin, err = c.adminURL(f.admin); err != nil {
-		return f, nil, c.usageError(name, err), false
-	}
-	return f, pos, 0, true
+	af, pos, code, ok := c.parseAdminFlags(name, args, (*cli).sessionsHelp, func(fs *flag.FlagSet) {
+		if forList {
+			fs.StringVar(&f.state, "state", "", "")
+			fs.StringVar(&f.bucket, "bucket", "", "")
+			fs.IntVar(&f.limit, "limit", defaultListLimit, "")
+			fs.StringVar(&f.after, "after", "", "")
+		}
+	})
+	f.admin, f.json = af.admin, af.json
+	return f, pos, code, ok
 }
 
 // adminURL picks the admin API's URL: the --admin flag's value, else

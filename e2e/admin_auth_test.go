@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,21 +79,21 @@ func TestAdminAuth(t *testing.T) {
 		const key = "auth/upload.bin"
 		id := createUpload(t, sdk, bucket, key)
 
-		code, out, errOut := adminCLI(t, nil, "sessions", "list", "--admin", admin)
+		code, out, errOut := runSweepgate(t, nil, "sessions", "list", "--admin", admin)
 		if code != 5 || !strings.Contains(errOut, "requires a token") || !strings.Contains(errOut, "SWEEPGATE_ADMIN_TOKEN") {
 			t.Errorf("sessions list without a token: exit %d, want 5 and a clear message\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 		}
-		code, _, errOut = adminCLI(t, []string{"SWEEPGATE_ADMIN_TOKEN=not-the-admin-token-at-all"}, "sessions", "list", "--admin", admin)
+		code, _, errOut = runSweepgate(t, []string{"SWEEPGATE_ADMIN_TOKEN=not-the-admin-token-at-all"}, "sessions", "list", "--admin", admin)
 		if code != 5 || !strings.Contains(errOut, "refused the token from $SWEEPGATE_ADMIN_TOKEN") {
 			t.Errorf("sessions list with a wrong token: exit %d, stderr:\n%s", code, errOut)
 		}
 
 		env := []string{"SWEEPGATE_ADMIN_TOKEN=" + adminToken}
-		code, out, errOut = adminCLI(t, env, "sessions", "list", "--admin", admin, "--bucket", bucket)
+		code, out, errOut = runSweepgate(t, env, "sessions", "list", "--admin", admin, "--bucket", bucket)
 		if code != 0 || !strings.Contains(out, id) {
 			t.Errorf("sessions list with SWEEPGATE_ADMIN_TOKEN: exit %d, want 0 and upload %s\nstdout:\n%s\nstderr:\n%s", code, id, out, errOut)
 		}
-		code, out, errOut = adminCLI(t, env, "sessions", "show", bucket, id, "--admin", admin)
+		code, out, errOut = runSweepgate(t, env, "sessions", "show", bucket, id, "--admin", admin)
 		if code != 0 || !strings.Contains(out, key) {
 			t.Errorf("sessions show with SWEEPGATE_ADMIN_TOKEN: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 		}
@@ -104,7 +101,7 @@ func TestAdminAuth(t *testing.T) {
 		if err := os.WriteFile(file, []byte(adminToken+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		code, out, errOut = adminCLI(t, nil, "reclaim", "status", "--json", "--admin", admin, "--token-file", file)
+		code, out, errOut = runSweepgate(t, nil, "reclaim", "status", "--json", "--admin", admin, "--token-file", file)
 		if code == 5 || !strings.Contains(out, `"reclaimer"`) {
 			t.Errorf("reclaim status with --token-file: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 		}
@@ -135,32 +132,4 @@ func TestAdminAuth(t *testing.T) {
 	if bytes.Contains(logs, []byte(adminToken)) {
 		t.Error("the gateway's log holds the admin token")
 	}
-}
-
-// adminCLI runs the sweepgate binary as a client of the admin API, with
-// none of the caller's SWEEPGATE_ variables but env, and returns its exit
-// code and output.
-func adminCLI(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), reclaimCLITimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, harness.BuildSweepgate(t), args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SWEEPGATE_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		t.Fatalf("sweepgate %s: %v", strings.Join(args, " "), err)
-	}
-	return code, out.String(), errOut.String()
 }

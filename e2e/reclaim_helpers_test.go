@@ -30,14 +30,23 @@ const reclaimCLITimeout = time.Minute
 // the caller's SWEEPGATE_ variables, so only --admin says where to go.
 func sweepgateCmd(t *testing.T, admin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runSweepgate(t, nil, append(args, "--admin", admin)...)
+}
+
+// runSweepgate runs the sweepgate binary with the caller's environment
+// less every SWEEPGATE_ variable, plus env, and returns its exit code and
+// output.
+func runSweepgate(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), reclaimCLITimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, harness.BuildSweepgate(t), append(args, "--admin", admin)...)
+	cmd := exec.CommandContext(ctx, harness.BuildSweepgate(t), args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SWEEPGATE_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -16,7 +15,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -212,34 +210,6 @@ func randomToken(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-// runSweepgate runs the sweepgate binary with args and, of the caller's
-// environment, nothing named SWEEPGATE_*, plus env; it returns the exit code
-// and output.
-func runSweepgate(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, harness.BuildSweepgate(t), args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SWEEPGATE_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		t.Fatalf("sweepgate %s: %v", strings.Join(args, " "), err)
-	}
-	return code, out.String(), errOut.String()
 }
 
 // TestSecuritySessionIsolation: with two credentials, bob can do nothing to

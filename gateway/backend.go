@@ -29,7 +29,16 @@ type signingTransport struct {
 	now    func() time.Time
 }
 
+// requestIDHeader carries the gateway's request id on every backend call
+// made for a client request, so that the backend's own logs and traces tie
+// each call to the gateway's log line. A client's value is never passed on.
+const requestIDHeader = "X-Sweepgate-Request-Id"
+
 func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req.Header.Del(requestIDHeader)
+	if r := requestFrom(req.Context()); r != nil {
+		req.Header.Set(requestIDHeader, r.id)
+	}
 	payloadHash := req.Header.Get("X-Amz-Content-Sha256")
 	if payloadHash == "" {
 		payloadHash = emptySHA256

@@ -85,6 +85,14 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 		g.writeError(w, r, s3err.ErrMalformedXML)
 		return
 	}
+	// MinIO cleans a key that starts with "/" before it deletes: such a key
+	// would be judged here as one name and deleted as another.
+	for _, o := range in.Objects {
+		if err := checkKey(o.Key); err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+	}
 	bucket := req.route.Bucket
 	layout := g.digests.layout
 	inLayout := slices.ContainsFunc(in.Objects, func(o deleteObject) bool {

@@ -118,12 +118,16 @@ func (s *sentReader) done() bool { return s.n.Load() >= s.total }
 // recorded, then the copy goes to the backend, conditional on the source
 // still being the body that was read.
 func (g *Gateway) copyRef(w http.ResponseWriter, r *http.Request, req *request, src *cas.Source) {
-	bucket, key, query, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
+	cs, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
 	if err != nil {
 		g.writeError(w, r, err)
 		return
 	}
-	body, etag, err := g.readObject(r.Context(), bucket, key, query, "", src.MaxBody)
+	query := url.Values{}
+	if cs.versionID != "" {
+		query.Set("versionId", cs.versionID)
+	}
+	body, etag, err := g.readObject(r.Context(), cs.bucket, cs.key, query, "", src.MaxBody)
 	var refused *answer
 	switch {
 	case errors.As(err, &refused):
@@ -159,23 +163,6 @@ func (g *Gateway) copyRef(w http.ResponseWriter, r *http.Request, req *request, 
 		sent: func() bool { return true },
 		etag: func(a *answer) string { e, _ := resultETag(a.body); return e },
 	})
-}
-
-// parseCopySource splits an X-Amz-Copy-Source header, "[/]bucket/key" with
-// an optional "?versionId=...", percent-encoded.
-func parseCopySource(v string) (bucket, key string, query url.Values, err error) {
-	path, rawQuery, _ := strings.Cut(strings.TrimPrefix(v, "/"), "?")
-	path, perr := url.PathUnescape(path)
-	query, qerr := url.ParseQuery(rawQuery)
-	bucket, key, ok := strings.Cut(path, "/")
-	if perr != nil || qerr != nil || !ok || bucket == "" || key == "" {
-		return "", "", nil, s3err.ErrInvalidArgument.WithMessage("Invalid copy source %q: want /BUCKET/KEY[?versionId=ID].", v)
-	}
-	out := url.Values{}
-	if id := query.Get("versionId"); id != "" {
-		out.Set("versionId", id)
-	}
-	return bucket, key, out, nil
 }
 
 // writeRef records the write rw of a reference object, sends out to the

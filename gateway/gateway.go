@@ -219,7 +219,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.log.Info("request", attrs...)
 	}()
 
-	req.route = resolveRoute(r, g.domains)
+	route, routeErr := resolveRoute(r, g.domains)
+	req.route = route
+	if err := checkConnection(r.Header); err != nil {
+		g.writeError(rec, r, err)
+		return
+	}
 	auth, err := g.verifier.Verify(r)
 	if err != nil {
 		g.metrics.authFailures.WithLabelValues(s3err.As(err).Code).Inc()
@@ -227,6 +232,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.auth = auth
+	if routeErr != nil {
+		g.writeError(rec, r, routeErr)
+		return
+	}
 	if err := checkDeclaredSize(req.route.Operation, auth.Payload.DecodedLength()); err != nil {
 		g.writeError(rec, r, err)
 		return

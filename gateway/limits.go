@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"net/http"
-
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 )
 
@@ -24,18 +22,6 @@ func checkDeclaredSize(op Operation, declared int64) error {
 		if declared > maxUploadSize {
 			return s3err.ErrEntityTooLarge.WithMessage("Your proposed upload exceeds the maximum allowed size: %d bytes declared, at most %d in one %s.", declared, int64(maxUploadSize), op)
 		}
-	}
-	return nil
-}
-
-// checkBackendControls refuses a request carrying MinIO's force-delete
-// header, signed or not. With it MinIO turns the DELETE of one name into
-// the delete of everything under it, or of a whole non-empty bucket, with
-// the gateway's credentials: no session, reference or trash would see what
-// went.
-func checkBackendControls(h http.Header) error {
-	if h.Get("X-Minio-Force-Delete") != "" {
-		return s3err.ErrInvalidArgument.WithMessage("x-minio-force-delete is not accepted through sweepgate: delete objects by name.")
 	}
 	return nil
 }

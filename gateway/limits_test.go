@@ -31,7 +31,7 @@ func TestCheckDeclaredSize(t *testing.T) {
 		{OpPutObject, 0, false},
 		// Only single uploads have the 5 GiB limit.
 		{OpCompleteMultipartUpload, 6 << 30, false},
-		{OpOther, 6 << 30, false},
+		{OpUnsupported, 6 << 30, false},
 	} {
 		err := checkDeclaredSize(tc.op, tc.declared)
 		if got := err != nil; got != tc.refused {

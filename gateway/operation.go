@@ -1,16 +1,18 @@
 package gateway
 
 import (
+	"mime"
 	"net/http"
-	"net/url"
+	"strings"
+
+	"github.com/sweepgate/sweepgate/gateway/s3err"
 )
 
 // Operation names an S3 API operation. The set is closed and small so that it
 // can label metrics without letting clients create series.
 type Operation string
 
-// The operations the gateway tells apart. Sub-resource calls it does not name
-// (bucket policy, tagging, ACLs, ...) are OpOther: they pass through all the same.
+// The operations the gateway serves: every row of operationRules names one.
 const (
 	OpListBuckets             Operation = "ListBuckets"
 	OpCreateBucket            Operation = "CreateBucket"
@@ -33,7 +35,56 @@ const (
 	OpCompleteMultipartUpload Operation = "CompleteMultipartUpload"
 	OpAbortMultipartUpload    Operation = "AbortMultipartUpload"
 	OpListMultipartUploads    Operation = "ListMultipartUploads"
-	OpOther                   Operation = "Other"
+
+	// Calls on an object's attributes rather than its bytes.
+	OpGetObjectAttributes Operation = "GetObjectAttributes"
+	OpGetObjectACL        Operation = "GetObjectAcl"
+	OpPutObjectACL        Operation = "PutObjectAcl"
+	OpGetObjectTagging    Operation = "GetObjectTagging"
+	OpPutObjectTagging    Operation = "PutObjectTagging"
+	OpDeleteObjectTagging Operation = "DeleteObjectTagging"
+	OpGetObjectRetention  Operation = "GetObjectRetention"
+	OpPutObjectRetention  Operation = "PutObjectRetention"
+	OpGetObjectLegalHold  Operation = "GetObjectLegalHold"
+	OpPutObjectLegalHold  Operation = "PutObjectLegalHold"
+
+	// Calls on a bucket's configuration.
+	OpGetBucketPolicy            Operation = "GetBucketPolicy"
+	OpPutBucketPolicy            Operation = "PutBucketPolicy"
+	OpDeleteBucketPolicy         Operation = "DeleteBucketPolicy"
+	OpGetBucketPolicyStatus      Operation = "GetBucketPolicyStatus"
+	OpGetBucketLifecycle         Operation = "GetBucketLifecycle"
+	OpPutBucketLifecycle         Operation = "PutBucketLifecycle"
+	OpDeleteBucketLifecycle      Operation = "DeleteBucketLifecycle"
+	OpGetBucketEncryption        Operation = "GetBucketEncryption"
+	OpPutBucketEncryption        Operation = "PutBucketEncryption"
+	OpDeleteBucketEncryption     Operation = "DeleteBucketEncryption"
+	OpGetObjectLockConfiguration Operation = "GetObjectLockConfiguration"
+	OpPutObjectLockConfiguration Operation = "PutObjectLockConfiguration"
+	OpGetBucketReplication       Operation = "GetBucketReplication"
+	OpPutBucketReplication       Operation = "PutBucketReplication"
+	OpDeleteBucketReplication    Operation = "DeleteBucketReplication"
+	OpGetBucketVersioning        Operation = "GetBucketVersioning"
+	OpPutBucketVersioning        Operation = "PutBucketVersioning"
+	OpGetBucketNotification      Operation = "GetBucketNotification"
+	OpPutBucketNotification      Operation = "PutBucketNotification"
+	OpGetBucketACL               Operation = "GetBucketAcl"
+	OpPutBucketACL               Operation = "PutBucketAcl"
+	OpGetBucketCors              Operation = "GetBucketCors"
+	OpPutBucketCors              Operation = "PutBucketCors"
+	OpDeleteBucketCors           Operation = "DeleteBucketCors"
+	OpGetBucketWebsite           Operation = "GetBucketWebsite"
+	OpDeleteBucketWebsite        Operation = "DeleteBucketWebsite"
+	OpGetBucketAccelerate        Operation = "GetBucketAccelerate"
+	OpGetBucketRequestPayment    Operation = "GetBucketRequestPayment"
+	OpGetBucketLogging           Operation = "GetBucketLogging"
+	OpGetBucketTagging           Operation = "GetBucketTagging"
+	OpPutBucketTagging           Operation = "PutBucketTagging"
+	OpDeleteBucketTagging        Operation = "DeleteBucketTagging"
+
+	// OpUnsupported labels a request the gateway refused without knowing
+	// it as one of the operations above: it never reaches the backend.
+	OpUnsupported Operation = "Unsupported"
 )
 
 // IsMultipart reports whether op is one of the multipart calls whose sessions
@@ -47,107 +98,248 @@ func (op Operation) IsMultipart() bool {
 	return false
 }
 
-// bucketSubresources are query parameters that turn a bucket request into a
-// configuration call rather than a listing or the bucket itself.
-var bucketSubresources = []string{
-	"accelerate", "acl", "analytics", "cors", "encryption", "intelligent-tiering",
-	"inventory", "lifecycle", "logging", "metrics", "notification", "object-lock",
-	"ownershipControls", "policy", "policyStatus", "publicAccessBlock", "replication",
-	"requestPayment", "tagging", "versioning", "website",
+// target is what a request's path addresses.
+type target int
+
+const (
+	targetService target = iota // no bucket: "/"
+	targetBucket                // a bucket, no key
+	targetObject                // a key in a bucket
+)
+
+// selector is a query parameter that selects an operation: present with
+// any value when value is "", present with exactly value otherwise.
+type selector struct{ name, value string }
+
+// operationRule describes one operation the gateway serves: the method,
+// the target and the query parameters that select it, the other query
+// parameters it accepts, and whether it is a copy (carries
+// x-amz-copy-source).
+type operationRule struct {
+	op        Operation
+	method    string
+	target    target
+	selectors []selector
+	params    []string
+	copy      bool
 }
 
-// objectSubresources are query parameters that turn an object request into a
-// call on the object's attributes rather than its bytes.
-var objectSubresources = []string{
-	"acl", "attributes", "legal-hold", "restore", "retention", "select", "tagging", "torrent",
+// Optional parameters shared by several operations.
+var (
+	responseOverrides = []string{
+		"response-cache-control", "response-content-disposition", "response-content-encoding",
+		"response-content-language", "response-content-type", "response-expires",
+	}
+	readObjectParams = append([]string{"versionId", "partNumber"}, responseOverrides...)
+	versionParam     = []string{"versionId"}
+)
+
+// sel builds the selectors of a rule from parameter names, each matching
+// any value.
+func sel(names ...string) []selector {
+	s := make([]selector, len(names))
+	for i, n := range names {
+		s[i] = selector{name: n}
+	}
+	return s
 }
 
-func hasAny(q url.Values, names []string) bool {
-	for _, n := range names {
-		if _, ok := q[n]; ok {
+// operationRules is every operation the gateway serves, one row each. The
+// rows are in the order in which the backend (MinIO's router,
+// cmd/api-router.go) tries its routes, so that the first row a request
+// matches is the operation the backend will execute; a request must then
+// carry no query parameter that its row does not list. What matches no row,
+// or carries more than its row lists, is refused and never forwarded:
+// MinIO ignores parameters its route does not name, so an extra parameter
+// could make the gateway and the backend read one request two ways.
+//
+// Routes MinIO has but the gateway does not serve (S3 Select, restore,
+// object lambda, listen-notification, MinIO's metadata listings and
+// replication extensions, POST-policy uploads, and the calls MinIO answers
+// NotImplemented) have no row.
+var operationRules = []operationRule{
+	{op: OpListBuckets, method: http.MethodGet, target: targetService,
+		params: []string{"max-buckets", "continuation-token", "prefix", "bucket-region"}},
+
+	// Object operations.
+	{op: OpHeadObject, method: http.MethodHead, target: targetObject, params: readObjectParams},
+	{op: OpGetObjectAttributes, method: http.MethodGet, target: targetObject, selectors: sel("attributes"),
+		params: []string{"versionId"}},
+	{op: OpUploadPartCopy, method: http.MethodPut, target: targetObject, selectors: sel("partNumber", "uploadId"), copy: true},
+	{op: OpUploadPart, method: http.MethodPut, target: targetObject, selectors: sel("partNumber", "uploadId")},
+	{op: OpListParts, method: http.MethodGet, target: targetObject, selectors: sel("uploadId"),
+		params: []string{"max-parts", "part-number-marker", "encoding-type"}},
+	{op: OpCompleteMultipartUpload, method: http.MethodPost, target: targetObject, selectors: sel("uploadId")},
+	{op: OpCreateMultipartUpload, method: http.MethodPost, target: targetObject, selectors: sel("uploads")},
+	{op: OpAbortMultipartUpload, method: http.MethodDelete, target: targetObject, selectors: sel("uploadId")},
+	{op: OpGetObjectACL, method: http.MethodGet, target: targetObject, selectors: sel("acl"), params: versionParam},
+	{op: OpPutObjectACL, method: http.MethodPut, target: targetObject, selectors: sel("acl"), params: versionParam},
+	{op: OpGetObjectTagging, method: http.MethodGet, target: targetObject, selectors: sel("tagging"), params: versionParam},
+	{op: OpPutObjectTagging, method: http.MethodPut, target: targetObject, selectors: sel("tagging"), params: versionParam},
+	{op: OpDeleteObjectTagging, method: http.MethodDelete, target: targetObject, selectors: sel("tagging"), params: versionParam},
+	{op: OpGetObjectRetention, method: http.MethodGet, target: targetObject, selectors: sel("retention"), params: versionParam},
+	{op: OpGetObjectLegalHold, method: http.MethodGet, target: targetObject, selectors: sel("legal-hold"), params: versionParam},
+	{op: OpGetObject, method: http.MethodGet, target: targetObject, params: readObjectParams},
+	{op: OpCopyObject, method: http.MethodPut, target: targetObject, copy: true},
+	{op: OpPutObjectRetention, method: http.MethodPut, target: targetObject, selectors: sel("retention"), params: versionParam},
+	{op: OpPutObjectLegalHold, method: http.MethodPut, target: targetObject, selectors: sel("legal-hold"), params: versionParam},
+	{op: OpPutObject, method: http.MethodPut, target: targetObject},
+	{op: OpDeleteObject, method: http.MethodDelete, target: targetObject, params: versionParam},
+
+	// Bucket operations.
+	{op: OpGetBucketLocation, method: http.MethodGet, target: targetBucket, selectors: sel("location")},
+	{op: OpGetBucketPolicy, method: http.MethodGet, target: targetBucket, selectors: sel("policy")},
+	{op: OpGetBucketLifecycle, method: http.MethodGet, target: targetBucket, selectors: sel("lifecycle")},
+	{op: OpGetBucketEncryption, method: http.MethodGet, target: targetBucket, selectors: sel("encryption")},
+	{op: OpGetObjectLockConfiguration, method: http.MethodGet, target: targetBucket, selectors: sel("object-lock")},
+	{op: OpGetBucketReplication, method: http.MethodGet, target: targetBucket, selectors: sel("replication")},
+	{op: OpGetBucketVersioning, method: http.MethodGet, target: targetBucket, selectors: sel("versioning")},
+	{op: OpGetBucketNotification, method: http.MethodGet, target: targetBucket, selectors: sel("notification")},
+	{op: OpGetBucketACL, method: http.MethodGet, target: targetBucket, selectors: sel("acl")},
+	{op: OpPutBucketACL, method: http.MethodPut, target: targetBucket, selectors: sel("acl")},
+	{op: OpGetBucketCors, method: http.MethodGet, target: targetBucket, selectors: sel("cors")},
+	{op: OpPutBucketCors, method: http.MethodPut, target: targetBucket, selectors: sel("cors")},
+	{op: OpDeleteBucketCors, method: http.MethodDelete, target: targetBucket, selectors: sel("cors")},
+	{op: OpGetBucketWebsite, method: http.MethodGet, target: targetBucket, selectors: sel("website")},
+	{op: OpGetBucketAccelerate, method: http.MethodGet, target: targetBucket, selectors: sel("accelerate")},
+	{op: OpGetBucketRequestPayment, method: http.MethodGet, target: targetBucket, selectors: sel("requestPayment")},
+	{op: OpGetBucketLogging, method: http.MethodGet, target: targetBucket, selectors: sel("logging")},
+	{op: OpGetBucketTagging, method: http.MethodGet, target: targetBucket, selectors: sel("tagging")},
+	{op: OpDeleteBucketWebsite, method: http.MethodDelete, target: targetBucket, selectors: sel("website")},
+	{op: OpDeleteBucketTagging, method: http.MethodDelete, target: targetBucket, selectors: sel("tagging")},
+	{op: OpListMultipartUploads, method: http.MethodGet, target: targetBucket, selectors: sel("uploads"),
+		params: []string{"delimiter", "encoding-type", "key-marker", "max-uploads", "prefix", "upload-id-marker"}},
+	{op: OpListObjectsV2, method: http.MethodGet, target: targetBucket, selectors: []selector{{name: "list-type", value: "2"}},
+		params: []string{"continuation-token", "delimiter", "encoding-type", "fetch-owner", "max-keys", "prefix", "start-after"}},
+	{op: OpListObjectVersions, method: http.MethodGet, target: targetBucket, selectors: sel("versions"),
+		params: []string{"delimiter", "encoding-type", "key-marker", "max-keys", "prefix", "version-id-marker"}},
+	{op: OpGetBucketPolicyStatus, method: http.MethodGet, target: targetBucket, selectors: sel("policyStatus")},
+	{op: OpPutBucketLifecycle, method: http.MethodPut, target: targetBucket, selectors: sel("lifecycle")},
+	{op: OpPutBucketReplication, method: http.MethodPut, target: targetBucket, selectors: sel("replication")},
+	{op: OpPutBucketEncryption, method: http.MethodPut, target: targetBucket, selectors: sel("encryption")},
+	{op: OpPutBucketPolicy, method: http.MethodPut, target: targetBucket, selectors: sel("policy")},
+	{op: OpPutObjectLockConfiguration, method: http.MethodPut, target: targetBucket, selectors: sel("object-lock")},
+	{op: OpPutBucketTagging, method: http.MethodPut, target: targetBucket, selectors: sel("tagging")},
+	{op: OpPutBucketVersioning, method: http.MethodPut, target: targetBucket, selectors: sel("versioning")},
+	{op: OpPutBucketNotification, method: http.MethodPut, target: targetBucket, selectors: sel("notification")},
+	{op: OpCreateBucket, method: http.MethodPut, target: targetBucket},
+	{op: OpHeadBucket, method: http.MethodHead, target: targetBucket},
+	{op: OpDeleteObjects, method: http.MethodPost, target: targetBucket, selectors: sel("delete")},
+	{op: OpDeleteBucketPolicy, method: http.MethodDelete, target: targetBucket, selectors: sel("policy")},
+	{op: OpDeleteBucketReplication, method: http.MethodDelete, target: targetBucket, selectors: sel("replication")},
+	{op: OpDeleteBucketLifecycle, method: http.MethodDelete, target: targetBucket, selectors: sel("lifecycle")},
+	{op: OpDeleteBucketEncryption, method: http.MethodDelete, target: targetBucket, selectors: sel("encryption")},
+	{op: OpDeleteBucket, method: http.MethodDelete, target: targetBucket},
+	{op: OpListObjects, method: http.MethodGet, target: targetBucket,
+		params: []string{"delimiter", "encoding-type", "marker", "max-keys", "prefix"}},
+}
+
+// anyOperationParams are accepted on every operation: the SDKs' operation
+// hint (x-id) and a presigned URL's signature, which the gateway verifies
+// and removes.
+var anyOperationParams = append([]string{"x-id"}, presignQuery...)
+
+// matches reports whether a request of method on t, with query q and
+// (when copy) an x-amz-copy-source, is one the backend routes to rule.
+func (rule *operationRule) matches(method string, t target, q query, copy bool) bool {
+	if rule.method != method || rule.target != t || (rule.copy && !copy) {
+		return false
+	}
+	for _, s := range rule.selectors {
+		v, ok := q.get(s.name)
+		if !ok || (s.value != "" && v != s.value) {
+			return false
+		}
+	}
+	return true
+}
+
+// accepts reports whether rule takes the query parameter name.
+func (rule *operationRule) accepts(name string) bool {
+	for _, s := range rule.selectors {
+		if s.name == name {
+			return true
+		}
+	}
+	return contains(rule.params, name) || contains(anyOperationParams, name)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
 			return true
 		}
 	}
 	return false
 }
 
-// classify names the S3 operation of a request from its method, the presence
-// of a bucket and key, its query parameters and the copy-source header.
-func classify(r *http.Request, bucket, key string) Operation {
-	q := r.URL.Query()
-	has := func(name string) bool { _, ok := q[name]; return ok }
-	switch {
-	case bucket == "":
-		if r.Method == http.MethodGet {
-			return OpListBuckets
+// classify names the operation of a request from its method, its target,
+// its query parameters and its headers, or refuses it: the request matches
+// no row of operationRules, carries a parameter its row does not list, or
+// carries a header that would make the backend read it as another
+// operation.
+func classify(r *http.Request, t target) (Operation, error) {
+	q, err := parseQuery(r.URL.RawQuery)
+	if err != nil {
+		return OpUnsupported, err
+	}
+	if err := checkRoutingHeaders(r); err != nil {
+		return OpUnsupported, err
+	}
+	copy := len(r.Header.Values("X-Amz-Copy-Source")) > 0
+	for i := range operationRules {
+		rule := &operationRules[i]
+		if !rule.matches(r.Method, t, q, copy) {
+			continue
 		}
-		return OpOther
-	case key == "":
-		if hasAny(q, bucketSubresources) {
-			return OpOther
-		}
-		switch r.Method {
-		case http.MethodPut:
-			return OpCreateBucket
-		case http.MethodDelete:
-			return OpDeleteBucket
-		case http.MethodHead:
-			return OpHeadBucket
-		case http.MethodPost:
-			if has("delete") {
-				return OpDeleteObjects
-			}
-		case http.MethodGet:
-			switch {
-			case has("uploads"):
-				return OpListMultipartUploads
-			case has("location"):
-				return OpGetBucketLocation
-			case has("versions"):
-				return OpListObjectVersions
-			case q.Get("list-type") == "2":
-				return OpListObjectsV2
-			default:
-				return OpListObjects
+		for _, p := range q {
+			if !rule.accepts(p.name) {
+				return OpUnsupported, s3err.ErrInvalidArgument.WithMessage("The query parameter %q is not accepted on %s through sweepgate.", p.name, rule.op)
 			}
 		}
-		return OpOther
+		if copy && !rule.copy {
+			return OpUnsupported, s3err.ErrInvalidArgument.WithMessage("x-amz-copy-source is not accepted on %s.", rule.op)
+		}
+		return rule.op, nil
 	}
-	if hasAny(q, objectSubresources) {
-		return OpOther
+	return OpUnsupported, errNotServed(r.Method, t, q)
+}
+
+// errNotServed refuses a request that matches no operation, naming what it
+// asked for.
+func errNotServed(method string, t target, q query) error {
+	what := map[target]string{targetService: "the service", targetBucket: "a bucket", targetObject: "an object"}[t]
+	if len(q) > 0 {
+		names := make([]string, len(q))
+		for i, p := range q {
+			names[i] = p.name
+		}
+		return s3err.ErrNotImplemented.WithMessage("sweepgate does not serve %s on %s with the query parameters %s.", method, what, strings.Join(names, ", "))
 	}
-	copySource := r.Header.Get("X-Amz-Copy-Source") != ""
-	switch r.Method {
-	case http.MethodPut:
-		switch {
-		case has("uploadId") && has("partNumber") && copySource:
-			return OpUploadPartCopy
-		case has("uploadId") && has("partNumber"):
-			return OpUploadPart
-		case copySource:
-			return OpCopyObject
-		default:
-			return OpPutObject
-		}
-	case http.MethodPost:
-		switch {
-		case has("uploads"):
-			return OpCreateMultipartUpload
-		case has("uploadId"):
-			return OpCompleteMultipartUpload
-		}
-	case http.MethodGet:
-		if has("uploadId") {
-			return OpListParts
-		}
-		return OpGetObject
-	case http.MethodHead:
-		return OpHeadObject
-	case http.MethodDelete:
-		if has("uploadId") {
-			return OpAbortMultipartUpload
-		}
-		return OpDeleteObject
+	return s3err.ErrNotImplemented.WithMessage("sweepgate does not serve %s on %s.", method, what)
+}
+
+// checkRoutingHeaders refuses the headers that make MinIO route a request
+// to another operation than its method, path and query name: a copy
+// source that is repeated or not of the form the router recognises (a
+// value without "/" or "%2F" is stored as a plain PUT), a zip to extract
+// into many keys, an append, and a POST-policy (browser form) upload.
+func checkRoutingHeaders(r *http.Request) error {
+	if cs := r.Header.Values("X-Amz-Copy-Source"); len(cs) > 1 {
+		return s3err.ErrInvalidArgument.WithMessage("More than one x-amz-copy-source header.")
+	} else if len(cs) == 1 && !strings.Contains(cs[0], "/") && !strings.Contains(cs[0], "%2F") {
+		return s3err.ErrInvalidArgument.WithMessage("Invalid copy source %q: want /BUCKET/KEY[?versionId=ID].", cs[0])
 	}
-	return OpOther
+	if len(r.Header.Values("X-Amz-Meta-Snowball-Auto-Extract")) > 0 {
+		return s3err.ErrNotImplemented.WithMessage("Extracting archives on upload (x-amz-meta-snowball-auto-extract) is not supported through sweepgate.")
+	}
+	if len(r.Header.Values("X-Amz-Write-Offset-Bytes")) > 0 {
+		return s3err.ErrNotImplemented.WithMessage("Appending to objects (x-amz-write-offset-bytes) is not supported through sweepgate.")
+	}
+	if r.Method == http.MethodPost {
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && mt == "multipart/form-data" {
+			return s3err.ErrNotImplemented.WithMessage("POST-policy (browser form) uploads are not supported through sweepgate: upload with PUT or a presigned PUT URL.")
+		}
+	}
+	return nil
 }

@@ -16,8 +16,11 @@ type Route struct {
 
 // resolveRoute reads the bucket and key from a path-style request
 // (/bucket/key) or a virtual-hosted-style one (Host: bucket.domain, path /key)
-// when the host is a subdomain of one of the configured domains.
-func resolveRoute(r *http.Request, domains []string) Route {
+// when the host is a subdomain of one of the configured domains, and names
+// its operation. A request the gateway cannot read exactly as the backend
+// will (see classify and checkKey) gets OpUnsupported and an error that
+// refuses it.
+func resolveRoute(r *http.Request, domains []string) (Route, error) {
 	path := r.URL.Path
 	var bucket, key string
 	if b, ok := virtualHostBucket(r.Host, domains); ok {
@@ -26,7 +29,37 @@ func resolveRoute(r *http.Request, domains []string) Route {
 		rest := strings.TrimPrefix(path, "/")
 		bucket, key, _ = strings.Cut(rest, "/")
 	}
-	return Route{Bucket: bucket, Key: key, Operation: classify(r, bucket, key)}
+	rt := Route{Bucket: bucket, Key: key, Operation: OpUnsupported}
+	t := targetObject
+	switch {
+	case bucket == "" && key != "":
+		return rt, errBadKey(key, "the path names no bucket")
+	case bucket == "":
+		t = targetService
+	case key == "":
+		t = targetBucket
+	}
+	if bucket != "" {
+		if err := checkBucket(bucket); err != nil {
+			return rt, err
+		}
+	}
+	if key != "" {
+		if err := checkKey(key); err != nil {
+			return rt, err
+		}
+	}
+	op, err := classify(r, t)
+	if err != nil {
+		return rt, err
+	}
+	if op == OpCopyObject || op == OpUploadPartCopy {
+		if _, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source")); err != nil {
+			return rt, err
+		}
+	}
+	rt.Operation = op
+	return rt, nil
 }
 
 // virtualHostBucket returns the bucket named by a Host header of the form

@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"net/http/httptest"
+	"net/url"
 	"testing"
+
+	"github.com/sweepgate/sweepgate/gateway/s3err"
 )
 
 func TestResolveRoute(t *testing.T) {
@@ -13,6 +16,7 @@ func TestResolveRoute(t *testing.T) {
 		want                 Route
 	}{
 		{"GET", "/", "s3.example.com", nil, Route{"", "", OpListBuckets}},
+		{"GET", "//", "gw", nil, Route{"", "", OpListBuckets}},
 		{"PUT", "/b", "gw:9000", nil, Route{"b", "", OpCreateBucket}},
 		{"PUT", "/b/", "gw:9000", nil, Route{"b", "", OpCreateBucket}},
 		{"HEAD", "/b", "gw", nil, Route{"b", "", OpHeadBucket}},
@@ -22,21 +26,29 @@ func TestResolveRoute(t *testing.T) {
 		{"GET", "/b?uploads", "gw", nil, Route{"b", "", OpListMultipartUploads}},
 		{"GET", "/b?location", "gw", nil, Route{"b", "", OpGetBucketLocation}},
 		{"GET", "/b?versions", "gw", nil, Route{"b", "", OpListObjectVersions}},
-		{"GET", "/b?policy", "gw", nil, Route{"b", "", OpOther}},
+		{"GET", "/b?policy", "gw", nil, Route{"b", "", OpGetBucketPolicy}},
+		{"PUT", "/b?tagging", "gw", nil, Route{"b", "", OpPutBucketTagging}},
+		{"DELETE", "/b?lifecycle", "gw", nil, Route{"b", "", OpDeleteBucketLifecycle}},
 		{"POST", "/b?delete", "gw", nil, Route{"b", "", OpDeleteObjects}},
+		{"POST", "/b?delete=", "gw", nil, Route{"b", "", OpDeleteObjects}},
 		{"PUT", "/b/k/with/slashes", "gw", nil, Route{"b", "k/with/slashes", OpPutObject}},
+		{"PUT", "/b/k?x-id=PutObject", "gw", nil, Route{"b", "k", OpPutObject}},
 		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, Route{"b", "k", OpCopyObject}},
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "b/src%3Fx?versionId=v1"}, Route{"b", "k", OpCopyObject}},
 		{"PUT", "/b/k?partNumber=1&uploadId=u", "gw", nil, Route{"b", "k", OpUploadPart}},
 		{"PUT", "/b/k?partNumber=1&uploadId=u", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, Route{"b", "k", OpUploadPartCopy}},
-		{"PUT", "/b/k?tagging", "gw", nil, Route{"b", "k", OpOther}},
+		{"PUT", "/b/k?tagging", "gw", nil, Route{"b", "k", OpPutObjectTagging}},
+		{"GET", "/b/k?acl&versionId=v", "gw", nil, Route{"b", "k", OpGetObjectACL}},
 		{"POST", "/b/k?uploads", "gw", nil, Route{"b", "k", OpCreateMultipartUpload}},
 		{"POST", "/b/k?uploadId=u", "gw", nil, Route{"b", "k", OpCompleteMultipartUpload}},
-		{"GET", "/b/k?uploadId=u", "gw", nil, Route{"b", "k", OpListParts}},
+		{"GET", "/b/k?uploadId=u&max-parts=10", "gw", nil, Route{"b", "k", OpListParts}},
 		{"DELETE", "/b/k?uploadId=u", "gw", nil, Route{"b", "k", OpAbortMultipartUpload}},
-		{"GET", "/b/k", "gw", nil, Route{"b", "k", OpGetObject}},
-		{"HEAD", "/b/k", "gw", nil, Route{"b", "k", OpHeadObject}},
+		{"GET", "/b/k?versionId=v&response-content-type=text%2Fplain", "gw", nil, Route{"b", "k", OpGetObject}},
+		{"HEAD", "/b/k?partNumber=1", "gw", nil, Route{"b", "k", OpHeadObject}},
 		{"DELETE", "/b/k", "gw", nil, Route{"b", "k", OpDeleteObject}},
 		{"GET", "/b/a%20b%2Fc", "gw", nil, Route{"b", "a b/c", OpGetObject}},
+		{"GET", "/b/dir/", "gw", nil, Route{"b", "dir/", OpGetObject}},
+		{"GET", "/b/a.b/..c/...", "gw", nil, Route{"b", "a.b/..c/...", OpGetObject}},
 		// Virtual-hosted style: the bucket is in the host.
 		{"GET", "/k/x", "bkt.s3.example.com:9000", nil, Route{"bkt", "k/x", OpGetObject}},
 		{"GET", "/?list-type=2", "bkt.S3.Example.com", nil, Route{"bkt", "", OpListObjectsV2}},
@@ -51,8 +63,94 @@ func TestResolveRoute(t *testing.T) {
 			for k, v := range tt.header {
 				r.Header.Set(k, v)
 			}
-			if got := resolveRoute(r, domains); got != tt.want {
-				t.Errorf("resolveRoute = %+v, want %+v", got, tt.want)
+			got, err := resolveRoute(r, domains)
+			if err != nil || got != tt.want {
+				t.Errorf("resolveRoute = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestResolveRouteRefuses: what the backend could read as another
+// operation or another key is refused with the S3 error a client expects,
+// and labelled OpUnsupported.
+func TestResolveRouteRefuses(t *testing.T) {
+	domains := []string{"s3.example.com"}
+	tests := []struct {
+		method, target, host string
+		header               map[string]string
+		code                 string
+	}{
+		// A sub-resource added to a call whose route ignores it.
+		{"DELETE", "/b/blobs/x?acl", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/blobs/x?retention", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/k?uploadId=u&tagging", "gw", nil, "InvalidArgument"},
+		{"PUT", "/b/k?partNumber=1&uploadId=u&acl", "gw", nil, "InvalidArgument"},
+		{"POST", "/b/k?uploadId=u&attributes", "gw", nil, "InvalidArgument"},
+		{"GET", "/b?uploads&metrics", "gw", nil, "InvalidArgument"},
+		{"POST", "/b?delete&tagging", "gw", nil, "InvalidArgument"},
+		{"PUT", "/b/k?retention", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, "InvalidArgument"},
+		{"PUT", "/b/k?acl", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, "InvalidArgument"},
+		{"PUT", "/b/k?uploadId=u", "gw", nil, "InvalidArgument"},
+		// Routes the gateway does not serve.
+		{"POST", "/b/k?delete", "gw", nil, "NotImplemented"},
+		{"POST", "/b/k", "gw", nil, "NotImplemented"},
+		{"POST", "/b", "gw", nil, "NotImplemented"},
+		{"GET", "/b/k?torrent", "gw", nil, "InvalidArgument"},
+		{"POST", "/b/k?select&select-type=2", "gw", nil, "NotImplemented"},
+		{"PUT", "/b?website", "gw", nil, "InvalidArgument"},
+		{"GET", "/b?metrics", "gw", nil, "InvalidArgument"},
+		{"GET", "/b?list-type=1", "gw", nil, "InvalidArgument"},
+		{"GET", "/?events", "gw", nil, "InvalidArgument"},
+		{"PATCH", "/b/k", "gw", nil, "NotImplemented"},
+		{"OPTIONS", "/b/k", "gw", nil, "NotImplemented"},
+		// Query strings two parsers could read two ways.
+		{"DELETE", "/b/k?uploadId=u;acl", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/k?%75ploadId=u", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/k?upload+Id=u", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/k?versionId=a&versionId=b", "gw", nil, "InvalidArgument"},
+		{"GET", "/b/k?versionId=%zz", "gw", nil, "InvalidArgument"},
+		// Keys the backend would store under another name.
+		{"DELETE", "/b//blobs/x", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/a//b", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/./blobs/x", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/x/../blobs/x", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/x/%2E%2E/blobs/x", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/%2Fblobs/x", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/x/%20..%20/y", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/x\\..\\y", "gw", nil, "InvalidArgument"},
+		{"DELETE", "//blobs/x", "bkt.s3.example.com", nil, "InvalidArgument"},
+		{"GET", "//k", "gw", nil, "InvalidArgument"},
+		{"GET", "/../k", "gw", nil, "InvalidBucketName"},
+		// Copy sources the backend would read as another object.
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "//b/blobs/x"}, "InvalidArgument"},
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "/b//blobs/x"}, "InvalidArgument"},
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "/b/x/../blobs/x"}, "InvalidArgument"},
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "/b/k?versionId=v&acl"}, "InvalidArgument"},
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "/b/k#frag"}, "InvalidArgument"},
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "s3:b/k"}, "InvalidArgument"},
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "no-slash"}, "InvalidArgument"},
+		{"PUT", "/b/k?partNumber=1&uploadId=u", "gw", map[string]string{"X-Amz-Copy-Source": "/b//k"}, "InvalidArgument"},
+		// Headers that make MinIO route the request elsewhere.
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Meta-Snowball-Auto-Extract": "true"}, "NotImplemented"},
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Write-Offset-Bytes": "0"}, "NotImplemented"},
+		{"POST", "/b?delete", "gw", map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, "NotImplemented"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.host+tt.target, func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, "http://"+tt.host+"/", nil)
+			u, err := url.ParseRequestURI(tt.target)
+			if err != nil {
+				t.Fatalf("target %q: %v", tt.target, err)
+			}
+			r.URL = u
+			r.Host = tt.host
+			for k, v := range tt.header {
+				r.Header.Set(k, v)
+			}
+			got, err := resolveRoute(r, domains)
+			if err == nil || s3err.As(err).Code != tt.code || got.Operation != OpUnsupported {
+				t.Errorf("resolveRoute = %+v, %v; want OpUnsupported and %s", got, err, tt.code)
 			}
 		})
 	}

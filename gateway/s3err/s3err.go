@@ -50,9 +50,11 @@ var (
 	ErrInternal                     = &Error{"InternalError", "We encountered an internal error. Please try again.", http.StatusInternalServerError}
 	ErrInvalidAccessKeyID           = &Error{"InvalidAccessKeyId", "The AWS access key ID you provided does not exist in our records.", http.StatusForbidden}
 	ErrInvalidArgument              = &Error{"InvalidArgument", "Invalid argument.", http.StatusBadRequest}
+	ErrInvalidBucketName            = &Error{"InvalidBucketName", "The specified bucket is not valid.", http.StatusBadRequest}
 	ErrInvalidDigest                = &Error{"InvalidDigest", "The Content-MD5 or checksum value you specified is not valid.", http.StatusBadRequest}
 	ErrInvalidRequest               = &Error{"InvalidRequest", "Invalid request.", http.StatusBadRequest}
 	ErrMissingContentLength         = &Error{"MissingContentLength", "You must provide the Content-Length HTTP header.", http.StatusLengthRequired}
+	ErrNotImplemented               = &Error{"NotImplemented", "A header or query you provided implies functionality that is not implemented.", http.StatusNotImplemented}
 	ErrMissingSecurityHeader        = &Error{"MissingSecurityHeader", "Your request is missing a required header.", http.StatusBadRequest}
 	ErrRequestTimeTooSkewed         = &Error{"RequestTimeTooSkewed", "The difference between the request time and the server's time is too large.", http.StatusForbidden}
 	ErrServiceUnavailable           = &Error{"ServiceUnavailable", "Reduce your request rate.", http.StatusServiceUnavailable}

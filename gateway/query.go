@@ -29,7 +29,8 @@ func (q query) get(name string) (string, bool) {
 // the pair), a parameter name written with percent-encoding or "+" (the
 // router decodes names, and an encoded name is an attempt to be read two
 // ways), a value that does not decode (Go drops the pair, the router skips
-// it), and a name given twice (each reader takes the first, but a signer
+// it), a value with a control character (the router's patterns do not
+// match across a line break), and a name given twice (each reader takes the first, but a signer
 // or a proxy on the way may not).
 func parseQuery(raw string) (query, error) {
 	if raw == "" {
@@ -50,6 +51,11 @@ func parseQuery(raw string) (query, error) {
 		value, err := url.QueryUnescape(rawValue)
 		if err != nil {
 			return nil, s3err.ErrInvalidArgument.WithMessage("The value of query parameter %q is not validly percent-encoded.", name)
+		}
+		if strings.ContainsFunc(value, isControl) {
+			// MinIO's router matches a value with ".*", which stops at a
+			// line break: it would not see the parameter at all.
+			return nil, s3err.ErrInvalidArgument.WithMessage("The value of query parameter %q contains a control character.", name)
 		}
 		if _, dup := q.get(name); dup {
 			return nil, s3err.ErrInvalidArgument.WithMessage("The query parameter %q is given more than once.", name)
@@ -73,3 +79,5 @@ func plainParamName(name string) bool {
 	}
 	return true
 }
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }

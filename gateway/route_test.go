@@ -110,6 +110,8 @@ func TestResolveRouteRefuses(t *testing.T) {
 		{"DELETE", "/b/k?upload+Id=u", "gw", nil, "InvalidArgument"},
 		{"DELETE", "/b/k?versionId=a&versionId=b", "gw", nil, "InvalidArgument"},
 		{"GET", "/b/k?versionId=%zz", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/k?uploadId=a%0Ab", "gw", nil, "InvalidArgument"},
+		{"GET", "/b?uploads=%0D", "gw", nil, "InvalidArgument"},
 		// Keys the backend would store under another name.
 		{"DELETE", "/b//blobs/x", "gw", nil, "InvalidArgument"},
 		{"DELETE", "/b/a//b", "gw", nil, "InvalidArgument"},

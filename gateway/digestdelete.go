@@ -13,7 +13,6 @@ import (
 	"hash/crc64"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -68,7 +67,8 @@ type trashedObject struct {
 // deleteObjects serves a DeleteObjects in a bucket of the layout: each
 // referenced blob is refused (unless an admin asks), each reference
 // object's references move to the trash, the rest goes to the backend in
-// one rebuilt request, and the answers merge into one DeleteResult. A
+// one request rebuilt from the parsed keys (the client's checksums are
+// checked here), and the answers merge into one DeleteResult. A
 // reference object the backend did not delete gets its references back.
 func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *request) {
 	body, err := io.ReadAll(io.LimitReader(req.auth.Payload.Body(), maxDeleteBody+1))
@@ -94,23 +94,8 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 		}
 	}
 	bucket := req.route.Bucket
-	layout := g.digests.layout
-	inLayout := slices.ContainsFunc(in.Objects, func(o deleteObject) bool {
-		_, _, blob := layout.Namespace(bucket, o.Key)
-		return blob || layout.Source(bucket, o.Key) != nil
-	})
-	if !inLayout {
-		// The request goes as it came, with the client's checksums for
-		// the backend to check.
-		out, err := g.backendRequest(r, req, body)
-		if err != nil {
-			g.writeError(w, r, err)
-			return
-		}
-		g.forwardRequest(w, r, req, out)
-		return
-	}
-	// The body sent on is another; the client's is checked here.
+	// The backend always gets the body rebuilt from what was parsed here,
+	// never the client's own: the keys it deletes are the keys judged.
 	if err := checkChecksums(r.Header, body); err != nil {
 		g.writeError(w, r, err)
 		return

@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"hash"
 	"io"
 	"net/http"
@@ -157,65 +155,25 @@ func (c *digestCheck) Read(p []byte) (int, error) {
 var errDigestMismatch = errors.New("gateway: blob content does not match its digest")
 
 // writeBlob serves a CopyObject or CompleteMultipartUpload of a blob under
-// a placement. Its content is not seen on the way in, so in a verifying
-// namespace the stored object is read back and hashed: one that does not
-// match its digest is deleted again and the client hears BadDigest. (A
-// correct blob another client stored under the same key in between would
-// be deleted with it; a producer retries a failed blob write anyway.)
+// a placement. In a verifying namespace neither replaces the object at the
+// key with content that does not hash to its digest, and neither deletes an
+// object the gateway did not write: a copy is verified before it is sent
+// (copyBlob), a complete lands only on a free key and is verified after
+// (completeBlob).
 func (g *Gateway) writeBlob(w http.ResponseWriter, r *http.Request, req *request, ns *cas.Namespace, digest string) {
 	end, ok := g.place(w, r, req, digest)
 	if !ok {
 		return
 	}
 	defer end()
-	if !ns.Verify {
+	switch {
+	case !ns.Verify:
 		g.pass(w, r, req)
-		return
+	case req.route.Operation == OpCopyObject:
+		g.copyBlob(w, r, req, digest)
+	default:
+		g.completeBlob(w, r, req, digest)
 	}
-	c := newCapture()
-	g.pass(c, r, req)
-	if etag, ok := c.result(); ok {
-		ctx, cancel := stateContext(r)
-		defer cancel()
-		bucket, key := req.route.Bucket, req.route.Key
-		match, err := g.blobMatches(ctx, bucket, key, etag, digest)
-		switch {
-		case err != nil:
-			g.log.Warn("stored blob not verified", "id", req.id, "bucket", bucket, "key", key, "err", err)
-		case !match:
-			removed := "it was deleted again"
-			if a, err := g.call(ctx, http.MethodDelete, bucket, key, nil, nil); err != nil || !a.success() {
-				g.log.Error("blob that does not match its digest not deleted", "id", req.id, "bucket", bucket, "key", key, "err", err)
-				removed = "deleting it again failed; delete it"
-			}
-			g.writeError(w, r, s3err.ErrBadDigest.WithMessage("The stored content does not hash to %s, the digest its key names; %s.", digest, removed))
-			return
-		}
-	}
-	c.writeTo(w)
-}
-
-// blobMatches reads the version etag of a stored blob and reports whether
-// it hashes to digest.
-func (g *Gateway) blobMatches(ctx context.Context, bucket, key, etag, digest string) (bool, error) {
-	req, err := g.backendClient.NewRequest(ctx, http.MethodGet, bucket, key, nil)
-	if err != nil {
-		return false, err
-	}
-	req.Header.Set("If-Match", `"`+etag+`"`)
-	resp, err := g.backendClient.RoundTrip(req)
-	if err != nil {
-		return false, fmt.Errorf("read blob: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("read blob: backend answered %d", resp.StatusCode)
-	}
-	h, _ := cas.NewHash(digest)
-	if _, err := io.Copy(h, resp.Body); err != nil {
-		return false, fmt.Errorf("read blob: %w", err)
-	}
-	return digestOf(digest, h) == digest, nil
 }
 
 // digestOf returns the sum of h as a digest of digest's algorithm.

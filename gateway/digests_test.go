@@ -586,7 +586,7 @@ func TestDigestsBlobs(t *testing.T) {
 		}
 	})
 
-	t.Run("a CopyObject into a verified namespace is checked after the copy", func(t *testing.T) {
+	t.Run("a CopyObject into a verified namespace is checked before the copy", func(t *testing.T) {
 		e.putDirect("staging/blob", []byte("copied content"))
 		_, wrong := blob("something else")
 		_, err := e.alice.CopyObject(t.Context(), &s3.CopyObjectInput{

@@ -143,9 +143,10 @@ func (s *Service) replayCompletion(w http.ResponseWriter, c *Call, comp *etcdsto
 
 // complete serves CompleteMultipartUpload. "completing" is recorded before
 // the backend call; success records the result (replayed to retries with the
-// same part list); a definite client error returns the session to active;
-// anything unclear leaves it completing for a retry or the reconciler, which
-// never reverts or deletes it. Only one complete of an upload is in flight on
+// same part list); a definite client error (or a refused condition, while
+// the upload stands) returns the session to active; anything unclear leaves
+// it completing for a retry or the reconciler, which never reverts or
+// deletes it. Only one complete of an upload is in flight on
 // the backend at a time (completeAttempt); another answers OperationAborted.
 func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) {
 	body, err := c.ReadBody(maxCompleteBody)
@@ -291,7 +292,7 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 		return
 	}
 	switch {
-	case clientCompleteErrors[code]:
+	case clientCompleteErrors[code], code == "PreconditionFailed" && s.uploadStands(rctx, &sess):
 		if _, err := s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateCompleting, etcdstore.StateActive, "complete refused: "+code, func(sess *etcdstore.Session) {
 			sess.PartsDigest, sess.ExpectedETag = "", ""
 		}, attempt.owned()); err != nil {
@@ -304,6 +305,19 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 	default:
 		s.completeUnclear(rctx, w, c, attempt, &sess, fmt.Sprintf("backend answered %d %s", resp.StatusCode, code), resp, respBody)
 	}
+}
+
+// uploadStands reports whether the backend still lists the session's
+// upload. A complete the backend refused on its conditions (If-Match,
+// If-None-Match) left the upload as it was, since MinIO checks them before
+// it touches the upload, and the upload takes the client's next attempt;
+// but after an earlier complete of the same upload whose answer was lost,
+// the object that earlier complete made fails them too, and then the
+// upload is gone: that outcome is unclear, and settled by the object's
+// ETag. A listing that fails says nothing, and counts as gone.
+func (s *Service) uploadStands(ctx context.Context, sess *etcdstore.Session) bool {
+	gone, _, err := s.uploadGone(ctx, sess)
+	return err == nil && !gone
 }
 
 // completeUnclear handles a complete whose outcome is not known: if the

@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/multipart"
+)
+
+// blobReadTimeout bounds the gateway's own reads of a stored blob (a
+// completed object read back, an object found at the key) so that a hung
+// backend does not hold a request forever. These reads go on when the
+// client hangs up: a completed object that does not hash to its digest
+// must be found and deleted all the same.
+const blobReadTimeout = time.Hour
+
+// completeBlob serves a CompleteMultipartUpload onto a blob's key in a
+// verifying namespace. The content is unknown until the backend has
+// assembled it, so the complete is sent with If-None-Match: * and lands
+// only on a key that holds no object: it never replaces one.
+//
+//   - It lands: the object is the gateway's own write. It is read back and
+//     hashed, and one that does not hash to the digest is deleted again
+//     (removeCompleted) and answered BadDigest.
+//   - The backend refuses it (PreconditionFailed): the key holds an object,
+//     and the upload is as it was (the session service returns its session
+//     to active). completeOntoStored settles it.
+//
+// A complete that carries the client's own If-Match could only replace the
+// object at the key, so it is refused and not sent. One that carries the
+// client's own If-None-Match gets the backend's answer as it is.
+func (g *Gateway) completeBlob(w http.ResponseWriter, r *http.Request, req *request, digest string) {
+	if r.Header.Get("If-Match") != "" {
+		g.writeError(w, r, s3err.ErrPreconditionFailed.WithMessage("The key of blob %s is written once: a complete with If-Match could only replace the object at the key, so it was not sent; nothing was changed.", digest))
+		return
+	}
+	own := r.Header.Get("If-None-Match") != ""
+	in := r.Clone(r.Context())
+	in.Header.Set("If-None-Match", "*")
+	c := newCapture()
+	g.pass(c, in, req)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), blobReadTimeout)
+	defer cancel()
+	if etag, ok := c.result(); ok {
+		g.checkCompleted(ctx, w, r, req, c, etag, digest)
+		return
+	}
+	if c.status == http.StatusPreconditionFailed && !own && errorCode(c.body.Bytes()) == "PreconditionFailed" {
+		g.completeOntoStored(ctx, w, r, req, digest)
+		return
+	}
+	c.writeTo(w)
+}
+
+// checkCompleted reads back the object a complete onto a blob's key made
+// (the version it answered, with the ETag it answered) and answers the
+// client: the complete's own answer when the object hashes to digest, and
+// BadDigest, once the object is deleted again, when it does not.
+func (g *Gateway) checkCompleted(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, c *capture, etag, digest string) {
+	bucket, key := req.route.Bucket, req.route.Key
+	versionID := c.header.Get("X-Amz-Version-Id")
+	var query url.Values
+	if versionID != "" {
+		query = url.Values{"versionId": {versionID}}
+	}
+	got, err := g.hashObject(ctx, bucket, key, query, http.Header{"If-Match": {`"` + etag + `"`}}, digest)
+	var refused *answer
+	switch {
+	case errors.As(err, &refused) && refused.status == http.StatusNotFound:
+		// The object the answer names is gone: deleted since, or a retried
+		// complete replays the result of one whose object did not hash to
+		// its digest and was deleted. A success would have the producer
+		// name a blob that is not stored.
+		g.writeError(w, r, s3err.ErrNoSuchKey.WithMessage("The object this complete made is no longer at the key (one that does not hash to %s is deleted again); upload the blob again.", digest))
+		return
+	case err != nil:
+		// A 412 means another write replaced the object since: through
+		// the gateway, that was a verified blob.
+		g.log.Warn("completed blob not verified", "id", req.id, "bucket", bucket, "key", key, "err", err)
+	case !got.match:
+		removed := g.removeCompleted(ctx, req, etag, versionID)
+		g.writeError(w, r, s3err.ErrBadDigest.WithMessage("The completed content does not hash to %s, the digest its key names; %s.", digest, removed))
+		return
+	}
+	c.writeTo(w)
+}
+
+// removeCompleted deletes the object a complete onto a blob's key made
+// that does not hash to the digest, and says what became of it. The
+// object is the gateway's own write: the complete was sent with
+// If-None-Match: *, so the key held no object before it. In a versioned
+// bucket (the complete answered a version id) exactly that version is
+// deleted. Without versioning the key is deleted only while a HEAD still
+// shows the complete's ETag; MinIO's DeleteObject takes no condition, so a
+// verified PUT of the same key that lands between that HEAD and the
+// delete would be deleted with it.
+func (g *Gateway) removeCompleted(ctx context.Context, req *request, etag, versionID string) string {
+	bucket, key := req.route.Bucket, req.route.Key
+	log := g.log.With("id", req.id, "bucket", bucket, "key", key, "etag", etag, "version", versionID)
+	var query url.Values
+	if versionID != "" {
+		query = url.Values{"versionId": {versionID}}
+	} else {
+		now, found, err := g.headObject(ctx, bucket, key)
+		switch {
+		case err != nil:
+			log.Error("completed blob that does not match its digest not deleted: its key could not be read", "err", err)
+			return "it could not be deleted again; delete it"
+		case !found:
+			return "it is gone already"
+		case now != etag:
+			return "another write has replaced it since"
+		}
+	}
+	a, err := g.call(ctx, http.MethodDelete, bucket, key, query, nil)
+	if err != nil || !a.success() {
+		if err == nil {
+			err = a
+		}
+		log.Error("completed blob that does not match its digest not deleted", "err", err)
+		return "deleting it again failed; delete it"
+	}
+	return "it was deleted again"
+}
+
+// completeOntoStored serves a complete onto a blob's key that the backend
+// refused because the key holds an object. That object is read and hashed.
+// One that hashes to the digest is the blob, stored and verified: the
+// client hears that its complete succeeded, with that object's ETag, and
+// its upload is aborted, through the session service so that the session
+// records it, so that the parts do not linger. One that does not was
+// written around the gateway: the client hears so, and nothing is changed.
+func (g *Gateway) completeOntoStored(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, digest string) {
+	bucket, key := req.route.Bucket, req.route.Key
+	got, err := g.hashObject(ctx, bucket, key, nil, nil, digest)
+	switch {
+	case err != nil:
+		g.log.Warn("object at a blob's key not verified", "id", req.id, "bucket", bucket, "key", key, "err", err)
+		g.writeError(w, r, s3err.ErrServiceUnavailable.WithMessage("The key of blob %s holds an object, which could not be read to verify it; nothing was changed. Please retry.", digest))
+		return
+	case !got.match:
+		g.log.Warn("object at a blob's key does not hash to its digest; written around the gateway", "id", req.id, "bucket", bucket, "key", key, "etag", got.etag)
+		g.writeError(w, r, s3err.ErrPreconditionFailed.WithMessage("The key holds an object that does not hash to %s, the digest the key names: it was written around sweepgate. Nothing was changed, and the upload stays. Delete that object (an admin principal must, if the blob is referenced) and complete again.", digest))
+		return
+	}
+	g.abortStored(ctx, r, req)
+	body, err := xml.Marshal(completeResult{
+		Location: (&url.URL{Path: "/" + bucket + "/" + key}).String(),
+		Bucket:   bucket,
+		Key:      key,
+		ETag:     `"` + got.etag + `"`,
+	})
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	body = append([]byte(xml.Header), body...)
+	h := w.Header()
+	h.Set("Content-Type", "application/xml")
+	h.Set("ETag", `"`+got.etag+`"`)
+	if got.versionID != "" {
+		h.Set("X-Amz-Version-Id", got.versionID)
+	}
+	h.Set("X-Amz-Request-Id", req.id)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// completeResult is the answer to a successful CompleteMultipartUpload.
+type completeResult struct {
+	XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
+	Location string   `xml:"Location"`
+	Bucket   string   `xml:"Bucket"`
+	Key      string   `xml:"Key"`
+	ETag     string   `xml:"ETag"`
+}
+
+// abortStored aborts the upload of a complete whose blob is stored
+// already: through the session service (which records the abort, or
+// leaves it to its reconciler when the backend's answer is unclear), or on
+// the backend when sessions are off. A failure is logged: the client's
+// blob is stored either way.
+func (g *Gateway) abortStored(ctx context.Context, r *http.Request, req *request) {
+	bucket, key, id := req.route.Bucket, req.route.Key, r.URL.Query().Get("uploadId")
+	abort := func([]byte) (*http.Request, error) {
+		return g.backendClient.NewRequest(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {id}})
+	}
+	var status int
+	var detail string
+	if g.sessions != nil {
+		c := newCapture()
+		g.sessions.Serve(ctx, c, &multipart.Call{
+			Op:             multipart.OpAbort,
+			Bucket:         bucket,
+			Key:            key,
+			UploadID:       id,
+			Principal:      req.auth.Principal,
+			RequestID:      req.id,
+			Resource:       r.URL.Path,
+			Header:         http.Header{},
+			Observe:        func(io.Writer) {},
+			ReadBody:       func(int64) ([]byte, error) { return nil, nil },
+			BackendRequest: abort,
+			PayloadErr:     func() error { return nil },
+		})
+		status, detail = c.status, c.body.String()
+	} else if a, err := g.call(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {id}}, nil); err != nil {
+		detail = err.Error()
+	} else {
+		status, detail = a.status, string(a.body)
+	}
+	if status != http.StatusNoContent {
+		g.log.Warn("upload of a blob that is stored already not aborted; abort it", "id", req.id, "bucket", bucket, "key", key, "upload", id, "status", status, "answer", detail)
+	}
+}
+
+// errorCode returns the code of an S3 error document, or "".
+func errorCode(body []byte) string {
+	var doc struct {
+		XMLName xml.Name
+		Code    string `xml:"Code"`
+	}
+	if xml.Unmarshal(body, &doc) != nil || doc.XMLName.Local != "Error" {
+		return ""
+	}
+	return doc.Code
+}

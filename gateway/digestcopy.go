@@ -1,0 +1,132 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// copySourceHeaders maps a CopyObject's headers about its source to the
+// same headers on a GET of the source: its conditions, and the customer key
+// an SSE-C source is read with.
+var copySourceHeaders = [][2]string{
+	{"X-Amz-Copy-Source-If-Match", "If-Match"},
+	{"X-Amz-Copy-Source-If-None-Match", "If-None-Match"},
+	{"X-Amz-Copy-Source-If-Modified-Since", "If-Modified-Since"},
+	{"X-Amz-Copy-Source-If-Unmodified-Since", "If-Unmodified-Since"},
+	{"X-Amz-Copy-Source-Server-Side-Encryption-Customer-Algorithm", "X-Amz-Server-Side-Encryption-Customer-Algorithm"},
+	{"X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key", "X-Amz-Server-Side-Encryption-Customer-Key"},
+	{"X-Amz-Copy-Source-Server-Side-Encryption-Customer-Key-Md5", "X-Amz-Server-Side-Encryption-Customer-Key-Md5"},
+}
+
+// copyBlob serves a CopyObject onto a blob's key in a verifying namespace:
+// it is verified before anything is written. The copy source is read from
+// the backend (the version the client names, under the client's conditions
+// on it) and streamed through a hash; a source that does not hash to the
+// digest the destination key names is refused with BadDigest and nothing
+// is sent to the backend. A source that does is copied conditional on the
+// source still having the ETag of the bytes that were hashed, so the copy
+// stores exactly those bytes or nothing: a source replaced after the read
+// makes the backend refuse the copy (PreconditionFailed).
+func (g *Gateway) copyBlob(w http.ResponseWriter, r *http.Request, req *request, digest string) {
+	cs, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	var query url.Values
+	if cs.versionID != "" {
+		query = url.Values{"versionId": {cs.versionID}}
+	}
+	header := http.Header{}
+	for _, h := range copySourceHeaders {
+		if v := r.Header.Get(h[0]); v != "" {
+			header.Set(h[1], v)
+		}
+	}
+	src, err := g.hashObject(r.Context(), cs.bucket, cs.key, query, header, digest)
+	var refused *answer
+	switch {
+	case errors.As(err, &refused) && refused.status == http.StatusNotModified:
+		// A GET answers 304 where a copy's if-none-match or
+		// if-modified-since condition fails, which S3 answers 412.
+		g.writeError(w, r, s3err.ErrPreconditionFailed)
+		return
+	case errors.As(err, &refused):
+		g.writeAnswer(w, req, refused)
+		return
+	case err != nil:
+		g.backendFailed(w, r, req, err)
+		return
+	case !src.match:
+		g.writeError(w, r, s3err.ErrBadDigest.WithMessage("The copy source does not hash to %s, the digest the destination key names; nothing was copied.", digest))
+		return
+	}
+	out, err := g.backendRequest(r, req, nil)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	out.Header.Set("X-Amz-Copy-Source-If-Match", `"`+src.etag+`"`)
+	a, err := g.send(out)
+	if err != nil {
+		g.backendFailed(w, r, req, err)
+		return
+	}
+	g.writeAnswer(w, req, a)
+}
+
+// hashedObject is what hashObject read of an object.
+type hashedObject struct {
+	etag, versionID string
+	// match reports whether the content hashes to the digest asked for.
+	match bool
+}
+
+// hashObject reads bucket/key from the backend (the version query names,
+// with header's conditions and keys) and streams its body through a hash of
+// digest's algorithm: nothing is buffered, whatever its size. A backend
+// refusal is returned as an *answer error.
+func (g *Gateway) hashObject(ctx context.Context, bucket, key string, query url.Values, header http.Header, digest string) (hashedObject, error) {
+	h, ok := cas.NewHash(digest)
+	if !ok {
+		return hashedObject{}, fmt.Errorf("digest %s: unknown algorithm", digest)
+	}
+	req, err := g.backendClient.NewRequest(ctx, http.MethodGet, bucket, key, query)
+	if err != nil {
+		return hashedObject{}, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := g.backendClient.RoundTrip(req)
+	if err != nil {
+		return hashedObject{}, fmt.Errorf("GET %s/%s: %w", bucket, key, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		a, err := readAnswer(resp)
+		if err != nil {
+			return hashedObject{}, err
+		}
+		return hashedObject{}, a
+	}
+	etag := unquoteETag(resp.Header.Get("ETag"))
+	if etag == "" {
+		return hashedObject{}, fmt.Errorf("GET %s/%s: the backend's answer has no ETag", bucket, key)
+	}
+	if _, err := io.Copy(h, resp.Body); err != nil {
+		return hashedObject{}, fmt.Errorf("GET %s/%s: %w", bucket, key, err)
+	}
+	return hashedObject{
+		etag:      etag,
+		versionID: resp.Header.Get("X-Amz-Version-Id"),
+		match:     digestOf(digest, h) == digest,
+	}, nil
+}

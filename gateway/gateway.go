@@ -225,6 +225,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.writeError(rec, r, err)
 		return
 	}
+	if routeErr == errPostPolicy {
+		g.writeError(rec, r, routeErr)
+		return
+	}
 	auth, err := g.verifier.Verify(r)
 	if err != nil {
 		g.metrics.authFailures.WithLabelValues(s3err.As(err).Code).Inc()

@@ -235,9 +235,12 @@ var operationRules = []operationRule{
 }
 
 // anyOperationParams are accepted on every operation: the SDKs' operation
-// hint (x-id) and a presigned URL's signature, which the gateway verifies
-// and removes.
-var anyOperationParams = append([]string{"x-id"}, presignQuery...)
+// hint (x-id). So is every x-amz-* parameter (see accepts): a presigned
+// URL's signature, which the gateway verifies and removes, and the
+// headers a presigning SDK hoists into the query (X-Amz-Checksum-Mode, for
+// one), which the gateway's signature check covers and which MinIO, like
+// the gateway, reads only from headers.
+var anyOperationParams = []string{"x-id"}
 
 // matches reports whether a request of method on t, with query q and
 // (when copy) an x-amz-copy-source, is one the backend routes to rule.
@@ -261,7 +264,8 @@ func (rule *operationRule) accepts(name string) bool {
 			return true
 		}
 	}
-	return contains(rule.params, name) || contains(anyOperationParams, name)
+	return contains(rule.params, name) || contains(anyOperationParams, name) ||
+		strings.HasPrefix(strings.ToLower(name), "x-amz-")
 }
 
 func contains(list []string, s string) bool {
@@ -336,10 +340,23 @@ func checkRoutingHeaders(r *http.Request) error {
 	if len(r.Header.Values("X-Amz-Write-Offset-Bytes")) > 0 {
 		return s3err.ErrNotImplemented.WithMessage("Appending to objects (x-amz-write-offset-bytes) is not supported through sweepgate.")
 	}
-	if r.Method == http.MethodPost {
-		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && mt == "multipart/form-data" {
-			return s3err.ErrNotImplemented.WithMessage("POST-policy (browser form) uploads are not supported through sweepgate: upload with PUT or a presigned PUT URL.")
-		}
+	if isPostPolicy(r) {
+		return errPostPolicy
 	}
 	return nil
+}
+
+// errPostPolicy refuses a POST-policy (browser form) upload. Its
+// signature is in the form, not in the request, so it is answered before
+// the request's own signature is checked.
+var errPostPolicy = s3err.ErrNotImplemented.WithMessage("POST-policy (browser form) uploads are not supported through sweepgate: upload with PUT or a presigned PUT URL.")
+
+// isPostPolicy reports whether MinIO would take r for a POST-policy
+// upload: a POST whose media type is multipart/form-data.
+func isPostPolicy(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "multipart/form-data"
 }

@@ -33,6 +33,7 @@ func TestResolveRoute(t *testing.T) {
 		{"POST", "/b?delete=", "gw", nil, Route{"b", "", OpDeleteObjects}},
 		{"PUT", "/b/k/with/slashes", "gw", nil, Route{"b", "k/with/slashes", OpPutObject}},
 		{"PUT", "/b/k?x-id=PutObject", "gw", nil, Route{"b", "k", OpPutObject}},
+		{"GET", "/b/k?X-Amz-Checksum-Mode=ENABLED&X-Amz-Algorithm=AWS4-HMAC-SHA256", "gw", nil, Route{"b", "k", OpGetObject}},
 		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, Route{"b", "k", OpCopyObject}},
 		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "b/src%3Fx?versionId=v1"}, Route{"b", "k", OpCopyObject}},
 		{"PUT", "/b/k?partNumber=1&uploadId=u", "gw", nil, Route{"b", "k", OpUploadPart}},

@@ -79,6 +79,11 @@ func (g *Gateway) copyBlob(w http.ResponseWriter, r *http.Request, req *request,
 		g.backendFailed(w, r, req, err)
 		return
 	}
+	if _, ok := resultETag(a.body); a.success() && !ok {
+		// A copy is a success only with its CopyObjectResult.
+		g.writeError(w, r, errNoResult)
+		return
+	}
 	g.writeAnswer(w, req, a)
 }
 

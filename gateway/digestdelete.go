@@ -64,11 +64,13 @@ type trashedObject struct {
 	at  time.Time
 }
 
-// deleteObjects serves a DeleteObjects in a bucket of the layout: each
-// referenced blob is refused (unless an admin asks), each reference
-// object's references move to the trash, the rest goes to the backend in
-// one request rebuilt from the parsed keys (the client's checksums are
-// checked here), and the answers merge into one DeleteResult. A
+// deleteObjects serves every DeleteObjects. Its document is parsed here
+// and each key checked (checkKey); in a bucket of a content-addressed
+// layout, each referenced blob is refused (unless an admin asks) and each
+// reference object's references move to the trash. The rest goes to the
+// backend in one request rebuilt from the parsed keys (the client's
+// checksums are checked here), so that the keys the backend deletes are
+// the keys judged, and the answers merge into one DeleteResult. A
 // reference object the backend did not delete gets its references back.
 func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *request) {
 	body, err := io.ReadAll(io.LimitReader(req.auth.Payload.Body(), maxDeleteBody+1))
@@ -102,17 +104,23 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 	}
 	ctx, cancel := stateContext(r)
 	defer cancel()
-	send, refused, err := g.refuseReferenced(ctx, bucket, req.auth.Principal, in.Objects)
-	if err != nil {
-		g.refuseState(w, r, req, err)
-		return
+	send := in.Objects
+	var refused []deleteError
+	var trashed []trashedObject
+	if g.digests.serves(req.route) {
+		send, refused, err = g.refuseReferenced(ctx, bucket, req.auth.Principal, send)
+		if err != nil {
+			g.refuseState(w, r, req, err)
+			return
+		}
+		var inFlight []deleteError
+		send, trashed, inFlight, err = g.trashSources(ctx, bucket, req.auth.Principal, send)
+		if err != nil {
+			g.refuseState(w, r, req, err)
+			return
+		}
+		refused = append(refused, inFlight...)
 	}
-	send, trashed, inFlight, err := g.trashSources(ctx, bucket, req.auth.Principal, send)
-	if err != nil {
-		g.refuseState(w, r, req, err)
-		return
-	}
-	refused = append(refused, inFlight...)
 	res := deleteResult{Errors: refused}
 	if len(send) > 0 {
 		a, err := g.sendDeletes(r, req, deleteRequest{Quiet: in.Quiet, Objects: send})

@@ -184,8 +184,19 @@ func (g *Gateway) writeRef(w http.ResponseWriter, r *http.Request, req *request,
 		g.backendFailed(w, r, req, err)
 		return
 	}
+	if a.success() && outcome != etcdstore.WriteCommitted {
+		// A success that names no result (a copy answered without a
+		// CopyObjectResult) and whose object is not the body recorded
+		// cannot be taken for one.
+		g.writeError(w, r, errNoResult)
+		return
+	}
 	g.writeAnswer(w, req, a)
 }
+
+// errNoResult answers a write whose backend answer said success but did
+// not say what was stored.
+var errNoResult = s3err.ErrBadGateway.WithMessage("The backend answered the write without saying what it stored; its outcome is unknown. Please retry.")
 
 // beginRefWrite records a write of a reference object as pending. When it
 // fails for another reason than a refusal, the record may have been made
@@ -211,7 +222,7 @@ func (g *Gateway) beginRefWrite(r *http.Request, bucket, key string, rw etcdstor
 // backend's commit).
 func (g *Gateway) writeOutcome(ctx context.Context, rw refWrite, a *answer, err error) (etcdstore.WriteOutcome, string) {
 	switch {
-	case err == nil && a.success():
+	case err == nil && a.success() && rw.etag(a) != "":
 		return etcdstore.WriteCommitted, rw.etag(a)
 	case err == nil && a.definiteFailure(), !rw.sent():
 		return etcdstore.WriteFailed, ""

@@ -123,10 +123,6 @@ func (d *digestGate) isAdmin(principal string) bool { return slices.Contains(d.a
 // serveDigests serves a request that serves accepted.
 func (g *Gateway) serveDigests(w http.ResponseWriter, r *http.Request, req *request) {
 	rt := req.route
-	if rt.Operation == OpDeleteObjects {
-		g.deleteObjects(w, r, req)
-		return
-	}
 	if src := g.digests.layout.Source(rt.Bucket, rt.Key); src != nil {
 		switch rt.Operation {
 		case OpPutObject:

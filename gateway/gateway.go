@@ -252,12 +252,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // dispatch sends an authenticated request to the handler for its operation:
-// writes, reads and deletes in a content-addressed layout to the digest
+// every DeleteObjects to the handler that parses its keys, writes, reads
+// and deletes in a content-addressed layout to the digest
 // handlers (when digest reclamation is on), the multipart calls to the
 // session service (when sessions are on), and everything else through the
 // reverse proxy.
 func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request) {
 	switch {
+	case req.route.Operation == OpDeleteObjects:
+		g.deleteObjects(w, r, req)
 	case g.digests.serves(req.route):
 		g.serveDigests(w, r, req)
 	case req.route.Operation.IsMultipart() && g.sessions != nil:

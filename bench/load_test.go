@@ -1127,6 +1127,7 @@ func reclaimRunCLI(ctx context.Context, bin, admin string) (loadRun, error) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, "SWEEPGATE_ADMIN_TOKEN="+harness.AdminTokenOf(admin))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	begin := time.Now()
@@ -1151,6 +1152,7 @@ func passReports(ctx context.Context, admin string, since, loadEnd time.Time, ru
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Authorization", "Bearer "+harness.AdminTokenOf(admin))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

@@ -77,6 +77,7 @@ func (s *system) statusOf(ctx context.Context, i int) (reclaimerStatus, error) {
 	if err != nil {
 		return st, err
 	}
+	req.Header.Set("Authorization", "Bearer "+s.gateways[i].AdminToken())
 	resp, err := s.status.Do(req)
 	if err != nil {
 		return st, err

@@ -245,11 +245,15 @@ type EmbeddedEtcd struct {
 	QuotaBackendBytes       int64
 }
 
-// Admin is the operators' listener: metrics and health probes, kept off the
-// S3 port so that it can stay on loopback or a private network.
+// Admin is the operators' listener: the status page, the admin API, metrics
+// and health probes, kept off the S3 port so that it can stay on loopback or
+// a private network.
 type Admin struct {
 	// Listen is its host:port; empty turns it off.
 	Listen string
+	// Hosts are more names the listener answers to, besides its own
+	// address (see admin.hosts), in NormalizeHost's form.
+	Hosts []string
 	// Token is the bearer token every /admin/v1 request must carry. Use
 	// Config.AdminToken, which also reads TokenFile.
 	Token Secret

@@ -89,6 +89,35 @@ func Load(args, environ []string) (*Config, error) {
 	return c, nil
 }
 
+// LoadClient builds the configuration as the admin commands see it: that
+// of a serve started with the same environment and YAML file (configPath,
+// else the file SWEEPGATE_CONFIG names), with serve's precedence
+// (environment, then file, then default) and no flags. It is not
+// validated, since a command needs only a few settings (admin.listen, the
+// admin token's sources, etcd.embedded.data_dir) and should not fail for
+// a setting only serve uses.
+func LoadClient(configPath string, environ []string) (*Config, error) {
+	env := envMap(environ)
+	if configPath == "" {
+		configPath = env[ConfigEnv]
+	}
+	c := Defaults()
+	if configPath != "" {
+		data, err := readFile(configPath)
+		if err != nil {
+			return nil, err
+		}
+		if err := applyYAML(c, data, configPath); err != nil {
+			return nil, err
+		}
+	}
+	if err := applyEnv(c, env); err != nil {
+		return nil, err
+	}
+	c.normalize()
+	return c, nil
+}
+
 // flagValue collects the values given to one setting's flag. Values are
 // parsed when set, so that a bad one is a usage error naming the flag, and
 // kept as text so that Load can apply them after the file and environment.

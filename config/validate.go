@@ -34,6 +34,9 @@ func (c *Config) normalize() {
 	if c.Etcd.Prefix != "" && !strings.HasSuffix(c.Etcd.Prefix, "/") {
 		c.Etcd.Prefix += "/"
 	}
+	for i, h := range c.Admin.Hosts {
+		c.Admin.Hosts[i] = NormalizeHost(h)
+	}
 }
 
 // Validate reports every problem in c at once, each naming the setting, so

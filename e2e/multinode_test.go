@@ -323,6 +323,7 @@ func (m *mnMonitor) status(ctx context.Context, g *harness.Gateway) (reclaimStat
 	if err != nil {
 		return st, err
 	}
+	authorizeAdmin(req)
 	resp, err := m.client.Do(req)
 	if err != nil {
 		return st, err

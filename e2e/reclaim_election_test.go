@@ -83,7 +83,13 @@ func TestReclaimElection(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "the leader is "+leaderStatus.Reclaimer.ID) {
 		t.Errorf("reclaim run on the follower: exit %d, stderr %q", code, errOut)
 	}
-	resp, err := http.Post(follower.AdminEndpoint+"/admin/v1/reclaim/run", "application/json", strings.NewReader("{}"))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, follower.AdminEndpoint+"/admin/v1/reclaim/run", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	authorizeAdmin(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,10 +27,11 @@ const reclaimCLITimeout = time.Minute
 
 // sweepgateCmd runs the sweepgate binary as a command-line client against
 // admin and returns its exit code and output. The environment has none of
-// the caller's SWEEPGATE_ variables, so only --admin says where to go.
+// the caller's SWEEPGATE_ variables, so only --admin says where to go; it
+// has the admin token of the harness gateway there.
 func sweepgateCmd(t *testing.T, admin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	return runSweepgate(t, nil, append(args, "--admin", admin)...)
+	return runSweepgate(t, adminTokenEnv(admin), append(args, "--admin", admin)...)
 }
 
 // runSweepgate runs the sweepgate binary with the caller's environment
@@ -106,6 +107,7 @@ func adminStatus(t *testing.T, g *harness.Gateway) (st reclaimStatus, ok bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	authorizeAdmin(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return st, false

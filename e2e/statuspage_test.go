@@ -112,7 +112,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	// Read the API around the page: the numbers must agree, and etcd's
 	// revision may move in between only by writes nobody here makes.
 	before := apiSnapshot(t, admin)
-	dom := runChromium(t, "--dump-dom", admin+"/")
+	dom := runChromium(t, "--dump-dom", adminBrowserURL(t, admin)+"/")
 	after := apiSnapshot(t, admin)
 	got := domMetrics(t, dom)
 	if errs, ok := got["error"]; ok {
@@ -231,7 +231,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, t.Name()+".png")
-	runChromium(t, "--screenshot="+shot, "--window-size=1280,2000", admin+"/")
+	runChromium(t, "--screenshot="+shot, "--window-size=1280,2000", adminBrowserURL(t, admin)+"/")
 	png, err := os.ReadFile(shot)
 	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) || len(png) < 10<<10 {
 		t.Fatalf("the screenshot %s is no PNG of a page (%d bytes, %v)", shot, len(png), err)
@@ -296,6 +296,7 @@ func adminGet(t *testing.T, u string, out any) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	authorizeAdmin(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", u, err)

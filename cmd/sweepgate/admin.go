@@ -36,14 +36,21 @@ type adminHandler struct {
 	// digests serves /admin/v1/frontiers and /admin/v1/trash
 	// (docs/admin-api.md).
 	digests digestAPI
-	// token is the bearer token every /admin/v1 request must carry; empty
-	// leaves the admin API open (requireAdmin).
+	// token is the bearer token every /admin/v1 request and the status
+	// page must carry (requireAdmin); serve always sets one, configured or
+	// generated. Without one those requests are all refused.
 	token config.Secret
+	// hosts are the Host names the listener answers (checkHost); the zero
+	// policy answers none.
+	hosts hostPolicy
 	// log receives the refusals of requests without the token.
 	log *slog.Logger
 }
 
-func (a *adminHandler) mux() *http.ServeMux {
+// mux returns the admin listener's handler: every request passes the Host
+// check first; then the probes and /metrics are open, and everything else
+// wants the admin token.
+func (a *adminHandler) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(a.registry,
 		promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})))
@@ -56,7 +63,7 @@ func (a *adminHandler) mux() *http.ServeMux {
 	explainAPI{reclaim: &a.reclaim}.routes(mux, protect)
 	a.statusRoutes(mux, protect)
 	a.loginRoutes(mux)
-	return mux
+	return a.checkHost(mux)
 }
 
 // healthz answers whenever the process can serve HTTP at all: it is the

@@ -35,7 +35,7 @@ func newAdminServer(t *testing.T, store *etcdstore.Store) string {
 		draining: new(atomic.Bool),
 		sessions: sessionsAPI{store: store, log: slog.New(slog.DiscardHandler)},
 	}
-	srv := httptest.NewServer(a.mux())
+	srv := httptest.NewServer(testAdminHandler(a))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -3,10 +3,11 @@ package main
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 
@@ -16,20 +17,26 @@ import (
 // codeUnauthorized answers an admin API request without the admin token.
 const codeUnauthorized = "unauthorized"
 
-// requireAdmin returns the middleware that every /admin/v1 route goes
-// through. With a token configured, a request must carry
-// "Authorization: Bearer TOKEN"; any other is answered 401 with the API's
-// error document and WWW-Authenticate: Bearer, and goes no further.
-// Without a token it lets every request through, as before tokens existed
-// (serve warns at start when such a listener is reachable beyond loopback).
-// /metrics, /healthz and /readyz are registered outside it, for scrapers
-// and probes.
+// requireAdmin returns the middleware that every /admin/v1 route and the
+// status page go through. A request must carry "Authorization: Bearer
+// TOKEN" (or, for a read of the status page, the sign-in cookie); any
+// other is answered 401 with the API's error document and
+// WWW-Authenticate: Bearer, and goes no further. Without a token every
+// such request is refused: serve always has one, configured or generated,
+// and no mistake may leave the API open. /metrics, /healthz and /readyz
+// are registered outside it, for scrapers and probes.
 func requireAdmin(token config.Secret, log *slog.Logger) func(http.Handler) http.Handler {
-	if token == "" {
-		return func(next http.Handler) http.Handler { return next }
-	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if token == "" {
+		return func(http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				log.Error("admin API: request refused: this process has no admin token", "method", r.Method, "path", r.URL.Path)
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				writeAPIError(w, http.StatusUnauthorized, codeUnauthorized, "this admin listener has no admin token, so it serves no admin request")
+			})
+		}
 	}
 	// Comparing digests keeps the comparison's time independent of how
 	// much of the token a guess gets right, and of the token's length.
@@ -53,12 +60,13 @@ func requireAdmin(token config.Secret, log *slog.Logger) func(http.Handler) http
 			if !sent {
 				w.Header().Set("WWW-Authenticate", "Bearer")
 				writeAPIError(w, http.StatusUnauthorized, codeUnauthorized,
-					"the admin API needs the admin token: send Authorization: Bearer TOKEN (the sweepgate commands send $"+adminTokenEnv+" or the content of --token-file)")
+					"the admin API needs the admin token: send Authorization: Bearer TOKEN (the sweepgate commands send $"+adminTokenEnv+", the content of --token-file, "+
+						"or the token serve generated in the file "+config.AdminTokenFileName+" of its etcd.embedded.data_dir)")
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 			writeAPIError(w, http.StatusUnauthorized, codeUnauthorized,
-				"the bearer token is not this gateway's admin token (admin.token or admin.token_file)")
+				"the bearer token is not this gateway's admin token (admin.token, admin.token_file, or the generated file "+config.AdminTokenFileName+" in etcd.embedded.data_dir)")
 		})
 	}
 }
@@ -75,14 +83,6 @@ func bearerToken(h http.Header) (token string, sent bool) {
 	return token, token != ""
 }
 
-// isLoopback reports whether a bound listener address accepts only local
-// connections. An unspecified address (":9001", "0.0.0.0:9001") accepts
-// every network's.
-func isLoopback(addr net.Addr) bool {
-	tcp, ok := addr.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
-}
-
 // The command-line clients' side: where the token comes from.
 const (
 	// adminTokenEnv holds the token the admin commands send. It is also
@@ -95,18 +95,37 @@ const (
 )
 
 // adminFlag registers the flags that say which admin API to talk to and
-// how to prove the right to: --admin URL and --token-file FILE. There is
-// deliberately no --token: a token in a command line is visible to every
-// user in the process list.
+// how to prove the right to: --admin URL, --token-file FILE and --config
+// FILE. There is deliberately no --token: a token in a command line is
+// visible to every user in the process list.
 func (c *cli) adminFlag(fs *flag.FlagSet, admin *string) {
 	fs.StringVar(admin, "admin", "", "")
 	fs.StringVar(&c.adminTokenFile, "token-file", "", "")
+	fs.StringVar(&c.adminConfig, "config", "", "")
 }
 
-// adminToken returns the token to send and where it came from: the
-// --token-file flag's file, else $SWEEPGATE_ADMIN_TOKEN, else the file
-// $SWEEPGATE_ADMIN_TOKEN_FILE names; empty when none is set (a gateway
-// without a token needs none).
+// clientConfig returns the configuration a serve started with this
+// environment and --config (else $SWEEPGATE_CONFIG) would have, loaded on
+// first use: the admin commands take the admin listener's address and the
+// admin token's sources from it.
+func (c *cli) clientConfig() (*config.Config, error) {
+	c.clientMu.Lock()
+	defer c.clientMu.Unlock()
+	if c.clientCfg == nil && c.clientCfgErr == nil {
+		c.clientCfg, c.clientCfgErr = config.LoadClient(c.adminConfig, c.environ)
+		if c.clientCfgErr != nil {
+			c.clientCfgErr = fmt.Errorf("the configuration: %w", c.clientCfgErr)
+		}
+	}
+	return c.clientCfg, c.clientCfgErr
+}
+
+// adminToken returns the token to send and where it came from. The sources,
+// first one set wins: the --token-file flag's file, $SWEEPGATE_ADMIN_TOKEN,
+// the file $SWEEPGATE_ADMIN_TOKEN_FILE names, admin.token or
+// admin.token_file of the configuration file (clientConfig), and last the
+// token serve generated in the data directory of that configuration, the
+// one serve uses when none of the others is set. Empty when there is none.
 func (c *cli) adminToken() (token, from string, err error) {
 	if c.adminTokenFile != "" {
 		tok, err := config.ReadTokenFile(c.adminTokenFile)
@@ -119,18 +138,40 @@ func (c *cli) adminToken() (token, from string, err error) {
 		tok, err := config.ReadTokenFile(path)
 		return tok, "$" + adminTokenFileEnv + " (" + path + ")", err
 	}
-	return "", "", nil
+	cfg, err := c.clientConfig()
+	if err != nil {
+		return "", "", err
+	}
+	switch {
+	case cfg.Admin.Token != "":
+		return string(cfg.Admin.Token), "admin.token of the configuration", nil
+	case cfg.Admin.TokenFile != "":
+		tok, err := config.ReadTokenFile(cfg.Admin.TokenFile)
+		return tok, "admin.token_file of the configuration (" + cfg.Admin.TokenFile + ")", err
+	}
+	path := cfg.GeneratedAdminTokenPath()
+	tok, err := config.ReadTokenFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", nil
+	}
+	return tok, "the token file serve generated (" + path + ")", err
 }
 
 // unauthorized reports a 401 of the admin API and returns its exit code:
 // either no token was sent, or the one sent is not the gateway's.
 func (c *cli) unauthorized(name, u string) int {
 	_, from, _ := c.adminToken()
-	if from == "" {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s requires a token (the gateway sets admin.token); "+
-			"set %s, or pass --token-file FILE\n", name, u, adminTokenEnv)
-	} else {
+	if from != "" {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s refused the token from %s: it is not the gateway's admin token\n", name, u, from)
+		return exitUnauthorized
 	}
+	looked := "the file " + config.AdminTokenFileName + " in etcd.embedded.data_dir"
+	if cfg, err := c.clientConfig(); err == nil {
+		looked = cfg.GeneratedAdminTokenPath()
+	}
+	fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s requires a token, and none was found: "+
+		"set %s, pass --token-file FILE, or run the command with the gateway's configuration "+
+		"(--config FILE or $%s, and its SWEEPGATE_* environment) so that it finds the token serve generated "+
+		"(looked for %s)\n", name, u, adminTokenEnv, config.ConfigEnv, looked)
 	return exitUnauthorized
 }

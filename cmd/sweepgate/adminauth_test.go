@@ -34,6 +34,7 @@ func newTokenAdminServer(t *testing.T, store *etcdstore.Store, token config.Secr
 		draining: new(atomic.Bool),
 		sessions: sessionsAPI{store: store, log: log},
 		token:    token,
+		hosts:    loopbackHosts(),
 		log:      log,
 	}
 	srv := httptest.NewServer(a.mux())
@@ -117,30 +118,21 @@ func TestRequireAdminToken(t *testing.T) {
 	}
 }
 
+// TestRequireAdminWithoutToken: a handler without a token refuses every
+// admin request, whatever it carries; the probes stay open.
 func TestRequireAdminWithoutToken(t *testing.T) {
 	t.Parallel()
 	base, _ := newTokenAdminServer(t, nil, "")
-	for _, auth := range []string{"", "Bearer anything-at-all-here"} {
-		resp, body := adminRequestWith(t, "GET", base+"/admin/v1/sessions", auth)
-		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("WWW-Authenticate") != "" {
-			t.Errorf("Authorization %q: %d %s; without a configured token every request goes through", auth, resp.StatusCode, body)
+	for _, auth := range []string{"", "Bearer anything-at-all-here", "Bearer "} {
+		for _, path := range []string{"/admin/v1/sessions", "/", "/status"} {
+			resp, body := adminRequestWith(t, "GET", base+path, auth)
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("GET %s with Authorization %q: %d %s; without a token every admin request is refused", path, auth, resp.StatusCode, body)
+			}
 		}
 	}
-}
-
-func TestIsLoopback(t *testing.T) {
-	t.Parallel()
-	for addr, want := range map[string]bool{
-		"127.0.0.1:9001": true, "[::1]:9001": true, "127.0.0.2:1": true,
-		"0.0.0.0:9001": false, "[::]:9001": false, "10.0.0.7:9001": false,
-	} {
-		a, err := net.ResolveTCPAddr("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := isLoopback(a); got != want {
-			t.Errorf("isLoopback(%s) = %v, want %v", addr, got, want)
-		}
+	if resp, body := adminRequestWith(t, "GET", base+"/healthz", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz: %d %s", resp.StatusCode, body)
 	}
 }
 
@@ -166,7 +158,7 @@ func TestAdminTokenCLI(t *testing.T) {
 		want    int
 		wantErr string
 	}{
-		{"no token", nil, nil, exitUnauthorized, "requires a token (the gateway sets admin.token); set SWEEPGATE_ADMIN_TOKEN, or pass --token-file FILE"},
+		{"no token", nil, nil, exitUnauthorized, "requires a token, and none was found: set SWEEPGATE_ADMIN_TOKEN, pass --token-file FILE, or run the command with the gateway's configuration"},
 		{"token from the environment", []string{adminTokenEnv + "=" + testToken}, nil, exitOK, ""},
 		{"token file flag", nil, []string{"--token-file", tokenFile}, exitOK, ""},
 		{"token file from the environment", []string{adminTokenFileEnv + "=" + tokenFile}, nil, exitOK, ""},
@@ -236,26 +228,38 @@ func TestServeAdminToken(t *testing.T) {
 		if strings.Contains(logs, testToken) {
 			t.Errorf("the log holds the token:\n%s", logs)
 		}
-		if !strings.Contains(logs, `"admin_token":true`) || strings.Contains(logs, "the admin API has no token") {
-			t.Errorf("the start-up line should say a token is set, with no warning:\n%s", logs)
+		if !strings.Contains(logs, `"admin_token":"admin.token"`) || strings.Contains(logs, "generated") {
+			t.Errorf("the start-up line should say the token comes from admin.token, and none was generated:\n%s", logs)
 		}
 	})
 
 	t.Run("no token beyond loopback", func(t *testing.T) {
 		t.Parallel()
-		// The warning comes before serve says it serves.
-		s := startServe(t, append(baseArgs(t, b), "--admin-listen=0.0.0.0:0")...)
-		if logs := s.logs.String(); !strings.Contains(logs, "the admin API has no token and listens beyond loopback") {
-			t.Errorf("no warning:\n%s", logs)
+		// A listener on every address is no more open than one on
+		// loopback: the generated token guards it.
+		args := append(baseArgs(t, b), "--admin-listen=0.0.0.0:0")
+		s := startServe(t, args...)
+		_, port, _ := net.SplitHostPort(s.addrs.Admin)
+		base := "http://127.0.0.1:" + port
+		if resp, body := adminRequestWith(t, "GET", base+"/admin/v1/sessions", ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("without the token: %d %s", resp.StatusCode, body)
+		}
+		if resp, body := adminRequestWith(t, "GET", base+"/admin/v1/sessions", "Bearer "+s.adminToken(t)); resp.StatusCode != http.StatusOK {
+			t.Errorf("with the generated token: %d %s", resp.StatusCode, body)
+		}
+		s.stop(t)
+		if logs := s.logs.String(); !strings.Contains(logs, `"admin_token":"generated: `) {
+			t.Errorf("the start-up line does not say the token was generated:\n%s", logs)
 		}
 	})
 
-	t.Run("no token on loopback", func(t *testing.T) {
+	t.Run("no admin listener", func(t *testing.T) {
 		t.Parallel()
-		s := startServe(t, baseArgs(t, b)...)
+		args := append(baseArgs(t, b), "--admin-listen=")
+		s := startServe(t, args...)
 		s.stop(t)
-		if logs := s.logs.String(); strings.Contains(logs, "the admin API has no token") {
-			t.Errorf("a loopback listener needs no warning:\n%s", logs)
+		if _, err := os.Stat(filepath.Join(argValue(args, "--etcd-embedded-data-dir"), config.AdminTokenFileName)); err == nil {
+			t.Error("a token was generated for no admin listener")
 		}
 	})
 

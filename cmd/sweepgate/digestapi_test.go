@@ -39,7 +39,7 @@ func newDigestServer(t *testing.T, store *etcdstore.Store, planes ...string) str
 		sessions: sessionsAPI{store: store, log: slog.New(slog.DiscardHandler)},
 		digests:  digestAPI{store: store, planes: planes, now: func() time.Time { return digestNow }, log: slog.New(slog.DiscardHandler)},
 	}
-	srv := httptest.NewServer(a.mux())
+	srv := httptest.NewServer(testAdminHandler(a))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

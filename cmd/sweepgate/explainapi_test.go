@@ -119,7 +119,7 @@ func (e *explainEnv) serve(r *reclaim.Reclaimer) string {
 		sessions: sessionsAPI{store: e.store, log: slog.New(slog.DiscardHandler)},
 		reclaim:  reclaimAPI{r: r, store: e.store, info: reclaimerInfo{ID: "leader@test", Enabled: true}, progress: newProgressHub(), log: slog.New(slog.DiscardHandler)},
 	}
-	srv := httptest.NewServer(a.mux())
+	srv := httptest.NewServer(testAdminHandler(a))
 	e.t.Cleanup(srv.Close)
 	return srv.URL
 }

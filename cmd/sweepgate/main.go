@@ -21,7 +21,10 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
+
+	"github.com/sweepgate/sweepgate/config"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; when
@@ -74,8 +77,14 @@ type cli struct {
 	// isTerminal says whether w is a terminal, where long commands show
 	// their progress; nil asks the operating system.
 	isTerminal func(w io.Writer) bool
-	// adminTokenFile is the admin commands' --token-file (adminFlag).
-	adminTokenFile string
+	// adminTokenFile and adminConfig are the admin commands' --token-file
+	// and --config (adminFlag).
+	adminTokenFile, adminConfig string
+	// clientCfg is the configuration the admin commands read, loaded once
+	// (clientConfig).
+	clientMu     sync.Mutex
+	clientCfg    *config.Config
+	clientCfgErr error
 }
 
 type command struct {

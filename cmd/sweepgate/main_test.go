@@ -238,6 +238,21 @@ type server struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when serve returns
 	code   int           // its exit code, once done is closed
+	// cliEnv lets the admin commands find the admin token serve generated:
+	// it names serve's data directory.
+	cliEnv []string
+}
+
+// adminToken returns the admin token serve generated in its data
+// directory.
+func (s *server) adminToken(t *testing.T) string {
+	t.Helper()
+	dir, _ := strings.CutPrefix(s.cliEnv[0], "SWEEPGATE_ETCD_EMBEDDED_DATA_DIR=")
+	b, err := os.ReadFile(filepath.Join(dir, config.AdminTokenFileName))
+	if err != nil {
+		t.Fatalf("the generated admin token: %v", err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // stop sends the equivalent of SIGTERM and returns the exit code.
@@ -272,7 +287,8 @@ func baseArgs(t *testing.T, b *backend) []string {
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	s := &server{logs: &syncBuffer{}, cancel: cancel, done: make(chan struct{})}
+	s := &server{logs: &syncBuffer{}, cancel: cancel, done: make(chan struct{}),
+		cliEnv: []string{"SWEEPGATE_ETCD_EMBEDDED_DATA_DIR=" + argValue(args, "--etcd-embedded-data-dir")}}
 	ready := make(chan serving, 1)
 	c := &cli{
 		stdout: io.Discard, stderr: s.logs, version: "v0.0.0-test",
@@ -403,10 +419,10 @@ func TestServeEmbedded(t *testing.T) {
 	// Sessions are on by default: the admin API reads them, the gauge
 	// counts them (every state, 0 included, once its first count is done)
 	// and the store's etcd requests are timed.
-	if code, body := get(t, hc, admin+"/admin/v1/sessions"); code != http.StatusOK || !strings.Contains(body, `"sessions": []`) {
-		t.Errorf("/admin/v1/sessions = %d %s", code, body)
+	if resp, body := adminRequestWith(t, "GET", admin+"/admin/v1/sessions", "Bearer "+s.adminToken(t)); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"sessions": []`) {
+		t.Errorf("/admin/v1/sessions = %d %s", resp.StatusCode, body)
 	}
-	if code, _, errOut := runCLI(t, nil, "sessions", "show", "--admin", admin, "b", "nope"); code != exitNotFound {
+	if code, _, errOut := runCLI(t, s.cliEnv, "sessions", "show", "--admin", admin, "b", "nope"); code != exitNotFound {
 		t.Errorf("sessions show of an unknown upload: exit %d, stderr %q", code, errOut)
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -121,7 +121,7 @@ func (e *reclaimEnv) serveAPI(r *reclaim.Reclaimer, info reclaimerInfo) string {
 		sessions: sessionsAPI{store: e.store, log: slog.New(slog.DiscardHandler)},
 		reclaim:  reclaimAPI{r: r, store: e.store, info: info, progress: newProgressHub(), log: slog.New(slog.DiscardHandler)},
 	}
-	srv := httptest.NewServer(a.mux())
+	srv := httptest.NewServer(testAdminHandler(a))
 	e.t.Cleanup(srv.Close)
 	return srv.URL
 }

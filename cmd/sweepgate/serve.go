@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,13 +218,9 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		}
 		addrs.Admin = adminL.Addr().String()
 	}
-	adminToken, err := cfg.AdminToken()
+	adminToken, tokenFrom, err := serveAdminToken(cfg, adminL != nil, logger)
 	if err != nil {
-		return fmt.Errorf("admin.token_file: %w", err)
-	}
-	if adminL != nil && adminToken == "" && !isLoopback(adminL.Addr()) {
-		logger.Warn("the admin API has no token and listens beyond loopback: whoever reaches it can run passes and delete orphans; set admin.token or admin.token_file",
-			"admin_listen", addrs.Admin)
+		return err
 	}
 	progress := newProgressHub()
 	rec, err := newReclaimer(cfg, store, gw, layout, reg, logger, progress.publish, fault, addrs.Admin)
@@ -280,6 +277,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 			reclaim:  reclaimAPI{r: rec.r, store: store, info: rec.info, progress: progress, log: logger},
 			digests:  digestAPI{store: store, planes: cfg.Digests.Planes, log: logger},
 			token:    adminToken,
+			hosts:    newHostPolicy(cfg.Admin.Listen, adminL.Addr(), cfg.Admin.Hosts),
 			log:      logger,
 		}
 		listeners = append(listeners, adminL)
@@ -323,7 +321,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		"listen", addrs.S3,
 		"tls_listen", addrs.S3TLS,
 		"admin_listen", addrs.Admin,
-		"admin_token", adminToken != "",
+		"admin_token", tokenFrom,
 		"etcd", etcdMode,
 		"etcd_endpoints", endpoints,
 		"etcd_prefix", cfg.Etcd.Prefix,
@@ -362,6 +360,43 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 	// The deferred closes now stop the etcd client, then the embedded
 	// server: after the listeners, so that no request loses its store.
 	return cause
+}
+
+// serveAdminToken returns the admin token of an admin listener, and where
+// it comes from for the start-up line: admin.token or admin.token_file
+// when one is set, else the token generated at the first start and kept
+// in the data directory (config.GeneratedAdminTokenPath), so that the
+// admin API never runs without one. Without an admin listener there is
+// nothing to protect and nothing is generated. The token is never logged,
+// only where it is kept.
+func serveAdminToken(cfg *config.Config, listening bool, logger *slog.Logger) (tok config.Secret, from string, err error) {
+	tok, err = cfg.AdminToken()
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("admin.token_file: %w", err)
+	case !listening:
+		return tok, "none (admin.listen is off)", nil
+	case cfg.Admin.Token != "":
+		return tok, "admin.token", nil
+	case tok != "":
+		return tok, "admin.token_file", nil
+	}
+	path := cfg.GeneratedAdminTokenPath()
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	tok, created, err := config.LoadOrCreateAdminToken(path)
+	if err != nil {
+		return "", "", fmt.Errorf("admin token (neither admin.token nor admin.token_file is set, so serve keeps one in etcd.embedded.data_dir): %w", err)
+	}
+	if created {
+		logger.Info("admin API: generated an admin token, since neither admin.token nor admin.token_file is set; "+
+			"the sweepgate commands read it through the same configuration, other clients send it as Authorization: Bearer",
+			"token_file", path)
+	} else {
+		logger.Info("admin API: using the admin token generated at an earlier start", "token_file", path)
+	}
+	return tok, "generated: " + path, nil
 }
 
 // shutdown stops all servers at once, letting in-flight requests finish for

@@ -14,7 +14,7 @@ import (
 // reclaimStatusOf reads a serve's reclaimer status through the CLI.
 func reclaimStatusOf(t *testing.T, s *server) apiReclaimStatus {
 	t.Helper()
-	code, out, errOut := runCLI(t, nil, "reclaim", "status", "--json", "--admin", s.addrs.Admin)
+	code, out, errOut := runCLI(t, s.cliEnv, "reclaim", "status", "--json", "--admin", s.addrs.Admin)
 	if code != exitOK {
 		t.Fatalf("reclaim status: exit %d, stderr %q", code, errOut)
 	}
@@ -67,10 +67,10 @@ func TestServeReclaimer(t *testing.T) {
 	}
 
 	// A pass on demand, on the leader; the follower names the leader.
-	if code, out, errOut := runCLI(t, nil, "reclaim", "run", "--admin", first.addrs.Admin); code != exitOK || !strings.Contains(out, "Pass 1, term") {
+	if code, out, errOut := runCLI(t, first.cliEnv, "reclaim", "run", "--admin", first.addrs.Admin); code != exitOK || !strings.Contains(out, "Pass 1, term") {
 		t.Errorf("run on the leader: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
-	if code, _, errOut := runCLI(t, nil, "reclaim", "run", "--admin", second.addrs.Admin); code != exitError || !strings.Contains(errOut, "the leader is "+st1.Reclaimer.ID) {
+	if code, _, errOut := runCLI(t, second.cliEnv, "reclaim", "run", "--admin", second.addrs.Admin); code != exitError || !strings.Contains(errOut, "the leader is "+st1.Reclaimer.ID) {
 		t.Errorf("run on the follower: exit %d, stderr %q", code, errOut)
 	}
 	_, metrics := get(t, http.DefaultClient, "http://"+first.addrs.Admin+"/metrics")
@@ -118,10 +118,10 @@ func TestServeReclaimerOff(t *testing.T) {
 	if st.Reclaimer.Enabled || st.Reclaimer.Leading || st.Reclaimer.Leader != nil {
 		t.Errorf("status with reclaim.enabled off: %+v", st.Reclaimer)
 	}
-	if code, _, errOut := runCLI(t, nil, "reclaim", "run", "--admin", off.addrs.Admin); code != exitError || !strings.Contains(errOut, "reclaim.enabled is off here") {
+	if code, _, errOut := runCLI(t, off.cliEnv, "reclaim", "run", "--admin", off.addrs.Admin); code != exitError || !strings.Contains(errOut, "reclaim.enabled is off here") {
 		t.Errorf("run: exit %d, stderr %q", code, errOut)
 	}
-	if code, out, _ := runCLI(t, nil, "reclaim", "plan", "--admin", off.addrs.Admin); code != exitOK || !strings.Contains(out, "(a dry run: nothing was changed)") {
+	if code, out, _ := runCLI(t, off.cliEnv, "reclaim", "plan", "--admin", off.addrs.Admin); code != exitOK || !strings.Contains(out, "(a dry run: nothing was changed)") {
 		t.Errorf("plan: exit %d:\n%s", code, out)
 	}
 	if !strings.Contains(off.logs.String(), `"reclaimer":"off: reclaim.enabled is false`) {
@@ -129,7 +129,7 @@ func TestServeReclaimerOff(t *testing.T) {
 	}
 
 	noSessions := startServe(t, append(baseArgs(t, b), "--sessions-enabled=false")...)
-	code, _, errOut := runCLI(t, nil, "reclaim", "status", "--admin", noSessions.addrs.Admin)
+	code, _, errOut := runCLI(t, noSessions.cliEnv, "reclaim", "status", "--admin", noSessions.addrs.Admin)
 	if code != exitError || !strings.Contains(errOut, "no reclaimer: sessions.enabled is false") {
 		t.Errorf("status without sessions: exit %d, stderr %q", code, errOut)
 	}

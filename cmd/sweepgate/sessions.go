@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -46,11 +48,18 @@ admin API (GET /admin/v1/sessions, see docs/admin-api.md).
 
 Flags:
   --admin URL     the gateway's admin listener (default $%s,
-                  else %s)
+                  else admin.listen of the configuration, %s
+                  unless it sets another)
   --token-file F  send the admin token in file F (default
                   $SWEEPGATE_ADMIN_TOKEN, else the file
-                  $SWEEPGATE_ADMIN_TOKEN_FILE names); needed when the
-                  gateway sets admin.token
+                  $SWEEPGATE_ADMIN_TOKEN_FILE names, else admin.token or
+                  admin.token_file of the configuration, else the token
+                  serve generated in the file admin-token of its
+                  etcd.embedded.data_dir)
+  --config FILE   the gateway's YAML configuration (default
+                  $SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment
+                  as serve reads them: with the gateway's configuration the
+                  command finds its admin listener and its admin token
   --json          print the API's JSON document instead of a table
   --state S       list: only sessions in state S (several: S1,S2)
   --bucket B      list: only sessions of bucket B
@@ -103,16 +112,43 @@ func (c *cli) parseSessionsFlags(name string, args []string, forList bool) (sess
 }
 
 // adminURL picks the admin API's URL: the --admin flag's value, else
-// $SWEEPGATE_ADMIN_URL, else the default, and checks it.
+// $SWEEPGATE_ADMIN_URL, else the address of admin.listen in the
+// configuration (clientConfig; by default 127.0.0.1:9001), and checks it.
 func (c *cli) adminURL(flagValue string) (string, error) {
 	u := flagValue
 	if u == "" {
 		u = envValue(c.environ, adminURLEnv)
 	}
 	if u == "" {
-		u = defaultAdminURL
+		cfg, err := c.clientConfig()
+		if err != nil {
+			return "", err
+		}
+		if u, err = listenURL(cfg.Admin.Listen); err != nil {
+			return "", err
+		}
 	}
 	return normalizeAdminURL(u)
+}
+
+// listenURL returns the URL that reaches a listener configured as listen:
+// an unspecified host (":9001", "0.0.0.0:9001", "[::]:9001") is reached on
+// loopback.
+func listenURL(listen string) (string, error) {
+	if listen == "" {
+		return "", errors.New("admin.listen is empty in the configuration, so the gateway serves no admin API; name one with --admin URL")
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || port == "0" {
+		return "", fmt.Errorf("admin.listen %q of the configuration names no port to connect to; name the admin API with --admin URL", listen)
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
 }
 
 // parseInterspersed parses flags wherever they stand among the positional

@@ -47,13 +47,14 @@ var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 <style>body{font-family:system-ui,sans-serif;margin:3em auto;max-width:28em;color:#222}
 input{font:inherit;padding:.3em;width:100%;box-sizing:border-box;margin:.5em 0}p.err{color:#a00}</style></head>
 <body><h1>sweepgate status</h1>
-<p>This gateway's admin listener needs its admin token (admin.token or admin.token_file).</p>
+<p>This gateway's admin listener needs its admin token: admin.token or admin.token_file, or, when neither is set, the one sweepgate generated in the file admin-token of its etcd.embedded.data_dir.</p>
 {{if .Failed}}<p class="err">That is not this gateway's admin token.</p>{{end}}
 <form method="post" action="/login"><label>Admin token<input type="password" name="token" autocomplete="current-password" autofocus></label>
 <input type="submit" value="Sign in"></form></body></html>
 `))
 
-// loginRoutes serves the sign-in form when a token is configured.
+// loginRoutes serves the sign-in form; without a token (which serve never
+// runs without) there is nothing to sign in with.
 func (a *adminHandler) loginRoutes(mux *http.ServeMux) {
 	if a.token == "" {
 		return

@@ -218,7 +218,7 @@ func TestStatusPage(t *testing.T) {
 	env := newStatusEnv(t, true)
 	env.seed(t)
 	rev := env.revision(t)
-	h := env.admin.mux()
+	h := testAdminHandler(env.admin)
 
 	code, hdr, page := getPage(t, t.Context(), h, "/")
 	if code != http.StatusOK {
@@ -300,7 +300,7 @@ func TestStatusPage(t *testing.T) {
 func TestStatusPageEscapes(t *testing.T) {
 	env := newStatusEnv(t, true)
 	env.seed(t)
-	_, _, page := getPage(t, t.Context(), env.admin.mux(), "/")
+	_, _, page := getPage(t, t.Context(), testAdminHandler(env.admin), "/")
 	for _, raw := range []string{hostileKey, hostileUpload, hostilePlane, "<script", "<img", "<i>", "<b>", "<refs>", "job <x>"} {
 		if strings.Contains(page, raw) {
 			t.Errorf("the page holds %q unescaped", raw)
@@ -331,7 +331,7 @@ func TestStatusPageEtcdDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
 	start := time.Now()
-	code, hdr, page := getPage(t, ctx, env.admin.mux(), "/")
+	code, hdr, page := getPage(t, ctx, testAdminHandler(env.admin), "/")
 	if code != http.StatusServiceUnavailable {
 		t.Fatalf("GET / with etcd down: %d, want 503\n%s", code, page)
 	}
@@ -364,7 +364,7 @@ func TestStatusPageEtcdDown(t *testing.T) {
 func TestStatusPageSessionsOff(t *testing.T) {
 	a := &adminHandler{registry: prometheus.NewRegistry(), draining: new(atomic.Bool),
 		reclaim: reclaimAPI{info: reclaimerInfo{ID: "gw", Off: "sessions.enabled is false"}}}
-	h := a.mux()
+	h := testAdminHandler(a)
 	code, _, page := getPage(t, t.Context(), h, "/")
 	if code != http.StatusOK || !strings.Contains(pageMetrics(t, page)["off"], "sessions.enabled is false") {
 		t.Fatalf("GET / with sessions off: %d\n%s", code, page)

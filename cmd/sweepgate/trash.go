@@ -34,11 +34,18 @@ trash holds them, and a restore makes them referenced again.
 
 Flags:
   --admin URL        the gateway's admin listener (default $%s,
-                     else %s)
+                     else admin.listen of the configuration, %s
+                     unless it sets another)
   --token-file F     send the admin token in file F (default
                      $SWEEPGATE_ADMIN_TOKEN, else the file
-                     $SWEEPGATE_ADMIN_TOKEN_FILE names); needed when the
-                     gateway sets admin.token
+                     $SWEEPGATE_ADMIN_TOKEN_FILE names, else admin.token or
+                     admin.token_file of the configuration, else the token
+                     serve generated in the file admin-token of its
+                     etcd.embedded.data_dir)
+  --config FILE      the gateway's YAML configuration (default
+                     $SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment
+                     as serve reads them: with the gateway's configuration the
+                     command finds its admin listener and its admin token
   --json             print the API's JSON document instead of a table
   --bucket B         list: only the trash of bucket B
   --key K            list: only the trash of object K (needs --bucket)

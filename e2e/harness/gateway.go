@@ -79,6 +79,13 @@ type Gateway struct {
 	// EtcdClientURL is the embedded etcd's client URL (empty with an
 	// external etcd).
 	EtcdClientURL string
+	// AdminTokenFile is where the gateway keeps the admin token it
+	// generates when its configuration sets none: the file admin-token of
+	// its etcd.embedded.data_dir (which the harness sets with an external
+	// etcd too, so that the file lands in Dir).
+	AdminTokenFile string
+	// adminToken is the admin token the configuration sets, if any.
+	adminToken string
 
 	t    testing.TB
 	bin  string
@@ -170,6 +177,7 @@ func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
 	}
 	g.args = append([]string{"serve", "--config", g.ConfigFile}, opts.Args...)
 	g.env = childEnv([]string{"SWEEPGATE_", "AWS_"}, opts.Env...)
+	g.adminToken = configuredAdminToken(opts)
 	dumpLogOnFailure(t, "sweepgate", g.LogFile)
 
 	var lastErr error
@@ -179,13 +187,18 @@ func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
 		g.EtcdDataDir = ""
 		if len(opts.EtcdEndpoints) == 0 {
 			g.EtcdDataDir = filepath.Join(dir, fmt.Sprintf("etcd-%d", attempt))
+			g.AdminTokenFile = filepath.Join(g.EtcdDataDir, adminTokenFileName)
+		} else {
+			g.AdminTokenFile = filepath.Join(dir, "data", adminTokenFileName)
 		}
 		if err := g.writeConfig(m, opts); err != nil {
 			t.Fatalf("harness: %v", err)
 		}
 		lastErr = g.start()
 		if lastErr == nil {
+			admins.Store(g.AdminEndpoint, g)
 			t.Cleanup(func() {
+				admins.Delete(g.AdminEndpoint)
 				if err := g.stop(); err != nil {
 					t.Errorf("harness: %v", err)
 				}
@@ -228,6 +241,8 @@ func (g *Gateway) writeConfig(m *MinIO, opts Options) error {
 	if len(opts.EtcdEndpoints) > 0 {
 		etcd["endpoints"] = opts.EtcdEndpoints
 		g.EtcdClientURL = ""
+		// Unused by etcd, but where the generated admin token goes.
+		etcd["embedded"] = map[string]any{"data_dir": filepath.Dir(g.AdminTokenFile)}
 	} else {
 		g.EtcdClientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[3])
 		etcd["embedded"] = map[string]any{
@@ -274,6 +289,63 @@ func (g *Gateway) writeConfig(m *MinIO, opts Options) error {
 		return fmt.Errorf("write gateway config: %w", err)
 	}
 	return nil
+}
+
+// adminTokenFileName is the file of etcd.embedded.data_dir where a gateway
+// keeps the admin token it generates (config.AdminTokenFileName).
+const adminTokenFileName = "admin-token"
+
+// admins holds the running gateways by AdminEndpoint, for AdminTokenOf.
+var admins sync.Map
+
+// AdminToken returns the token the gateway's admin API wants: the one its
+// options configure (admin.token or admin.token_file, in Config or Env),
+// else the one it generated in AdminTokenFile; empty when neither is
+// there.
+func (g *Gateway) AdminToken() string {
+	if g.adminToken != "" {
+		return g.adminToken
+	}
+	b, err := os.ReadFile(g.AdminTokenFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// AdminTokenOf returns the admin token of the running gateway whose
+// AdminEndpoint is adminEndpoint (see AdminToken); empty when no gateway
+// of this process serves it.
+func AdminTokenOf(adminEndpoint string) string {
+	if g, ok := admins.Load(strings.TrimRight(adminEndpoint, "/")); ok {
+		return g.(*Gateway).AdminToken()
+	}
+	return ""
+}
+
+// configuredAdminToken returns the admin token opts configure, the
+// environment before the file as serve reads them; empty when they leave
+// it to the gateway to generate one.
+func configuredAdminToken(opts Options) string {
+	var token, file string
+	if admin, ok := opts.Config["admin"].(map[string]any); ok {
+		token, _ = admin["token"].(string)
+		file, _ = admin["token_file"].(string)
+	}
+	for _, kv := range opts.Env {
+		switch k, v, _ := strings.Cut(kv, "="); k {
+		case "SWEEPGATE_ADMIN_TOKEN":
+			token, file = v, ""
+		case "SWEEPGATE_ADMIN_TOKEN_FILE":
+			token, file = "", v
+		}
+	}
+	if token == "" && file != "" {
+		if b, err := os.ReadFile(file); err == nil {
+			token = strings.TrimSpace(string(b))
+		}
+	}
+	return token
 }
 
 // mergeConfig merges src into dst: nested maps key by key, other values

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/config"
+)
+
+// apiTestToken is the admin token of the handlers testAdminHandler serves.
+const apiTestToken = "api-test-admin-token-0123456789"
+
+// loopbackHosts is the Host policy of an admin listener on 127.0.0.1,
+// which httptest servers listen on, that also answers example.com, the
+// Host of httptest.NewRequest.
+func loopbackHosts() hostPolicy {
+	return newHostPolicy("127.0.0.1:0", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, []string{"example.com"})
+}
+
+// testAdminHandler returns a's handler as serve runs it, with a token and
+// the Host check of a loopback listener, for the tests of what the API
+// answers rather than of who may ask: when a has no token, it gets
+// apiTestToken, and requests without an Authorization header are given
+// it on their way in.
+func testAdminHandler(a *adminHandler) http.Handler {
+	if a.hosts.names == nil {
+		a.hosts = loopbackHosts()
+	}
+	if a.token != "" && a.token != apiTestToken {
+		return a.mux()
+	}
+	a.token = apiTestToken
+	h := a.mux()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			r.Header.Set("Authorization", "Bearer "+apiTestToken)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func TestHostPolicy(t *testing.T) {
+	t.Parallel()
+	hostname, _ := os.Hostname()
+	tcp := func(s string) net.Addr {
+		a, err := net.ResolveTCPAddr("tcp", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	tests := []struct {
+		name          string
+		listen        string
+		bound         net.Addr
+		extra         []string
+		allow, refuse []string
+	}{
+		{
+			name: "loopback", listen: "127.0.0.1:9001", bound: tcp("127.0.0.1:9001"),
+			allow: []string{"127.0.0.1:9001", "127.0.0.1", "127.0.0.1:80", "localhost:9001", "LOCALHOST", "localhost.",
+				"[::1]:9001", "[::1]", "127.0.0.2:9001", "[::ffff:127.0.0.1]:9001", ""},
+			refuse: []string{"evil.example:9001", "evil.example", "10.0.0.7:9001", "[2001:db8::1]:9001",
+				"localhost.evil.example", "127.0.0.1.nip.io:9001", ":9001", hostname + ".invalid"},
+		},
+		{
+			name: "loopback by name", listen: "localhost:9001", bound: tcp("127.0.0.1:9001"),
+			allow:  []string{"localhost:9001", "127.0.0.1:9001"},
+			refuse: []string{"evil.example"},
+		},
+		{
+			name: "IPv6 loopback", listen: "[::1]:9001", bound: tcp("[::1]:9001"),
+			allow:  []string{"[::1]:9001", "localhost:9001", "127.0.0.1:9001"},
+			refuse: []string{"evil.example:9001"},
+		},
+		{
+			name: "one address", listen: "10.0.0.7:9001", bound: tcp("10.0.0.7:9001"),
+			allow:  []string{"10.0.0.7:9001", "10.0.0.7"},
+			refuse: []string{"localhost:9001", "127.0.0.1:9001", "10.0.0.8:9001", "evil.example:9001"},
+		},
+		{
+			name: "every address", listen: ":9001", bound: tcp("0.0.0.0:9001"),
+			allow:  []string{"10.0.0.7:9001", "192.0.2.1", "127.0.0.1:9001", "[2001:db8::1]:9001", "localhost:9001", hostname + ":9001", strings.ToUpper(hostname)},
+			refuse: []string{"evil.example:9001", "sweepgate.evil.example"},
+		},
+		{
+			name: "every address, by admin.hosts", listen: "0.0.0.0:9001", bound: tcp("0.0.0.0:9001"), extra: []string{"admin.internal", "sweepgate1"},
+			allow:  []string{"admin.internal:9001", "Admin.Internal.", "sweepgate1:9001", "10.1.2.3:9001"},
+			refuse: []string{"admin.internal.evil.example", "evil.example"},
+		},
+		{
+			name: "a name", listen: "gw.internal:9001", bound: tcp("10.0.0.7:9001"),
+			allow:  []string{"gw.internal:9001", "10.0.0.7:9001"},
+			refuse: []string{"localhost:9001", "evil.example:9001"},
+		},
+		{
+			name: "the zero policy", listen: "", bound: nil,
+			allow:  []string{""},
+			refuse: []string{"127.0.0.1:9001", "localhost"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := hostPolicy{}
+			if tt.bound != nil {
+				p = newHostPolicy(tt.listen, tt.bound, tt.extra)
+			}
+			for _, h := range tt.allow {
+				if !p.allows(h) {
+					t.Errorf("Host %q refused, want it allowed", h)
+				}
+			}
+			for _, h := range tt.refuse {
+				if p.allows(h) {
+					t.Errorf("Host %q allowed, want it refused", h)
+				}
+			}
+		})
+	}
+}
+
+// TestAdminRefusesForeignHost: a request addressed to another name is
+// refused with 403 before anything else looks at it, with the token or
+// without, on every path of the admin listener, and the refusal is logged.
+func TestAdminRefusesForeignHost(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	a := &adminHandler{
+		registry: prometheus.NewRegistry(),
+		draining: new(atomic.Bool),
+		sessions: sessionsAPI{log: log},
+		token:    testToken,
+		hosts:    newHostPolicy("127.0.0.1:0", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, nil),
+		log:      log,
+	}
+	srv := httptest.NewServer(a.mux())
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+
+	do := func(method, path, host, auth string) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, body
+	}
+	foreign := "rebound.evil.example:" + port
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/admin/v1/sessions"}, {"POST", "/admin/v1/reclaim/run"}, {"POST", "/admin/v1/reclaim/orphans/delete"},
+		{"POST", "/admin/v1/frontiers/p"}, {"GET", "/"}, {"GET", "/status"}, {"GET", "/login"}, {"POST", "/login"},
+		{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/metrics"}, {"GET", "/nothing-here"},
+	} {
+		for _, auth := range []string{"", "Bearer " + testToken} {
+			code, body := do(c.method, c.path, foreign, auth)
+			var doc apiErrorBody
+			if code != http.StatusForbidden || json.Unmarshal(body, &doc) != nil || doc.Error.Code != codeHostNotAllowed {
+				t.Errorf("%s %s with Host %s, Authorization %q: %d %s, want 403 %s", c.method, c.path, foreign, auth, code, body, codeHostNotAllowed)
+			}
+		}
+	}
+	// The listener's own names: the probes are open, the API wants the
+	// token.
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "[::1]:" + port} {
+		if code, body := do("GET", "/healthz", host, ""); code != http.StatusOK {
+			t.Errorf("GET /healthz with Host %s: %d %s", host, code, body)
+		}
+		if code, body := do("GET", "/admin/v1/sessions", host, ""); code != http.StatusUnauthorized {
+			t.Errorf("GET /admin/v1/sessions with Host %s and no token: %d %s, want 401", host, code, body)
+		}
+		if code, body := do("GET", "/admin/v1/sessions", host, "Bearer "+testToken); code != http.StatusServiceUnavailable {
+			t.Errorf("GET /admin/v1/sessions with Host %s and the token: %d %s, want it through (503: sessions off)", host, code, body)
+		}
+	}
+	if !strings.Contains(logs.String(), "its Host is not this listener's") || !strings.Contains(logs.String(), "rebound.evil.example") {
+		t.Errorf("refusals are not logged with the Host:\n%s", logs)
+	}
+}
+
+// TestServeGeneratedAdminToken runs serve without admin.token: it
+// generates a token in its data directory (mode 0600, never logged), the
+// admin API wants it and refuses foreign Hosts, the commands find it
+// through the same configuration, and a restart keeps it.
+func TestServeGeneratedAdminToken(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	args := baseArgs(t, b)
+	dataDir := argValue(args, "--etcd-embedded-data-dir")
+	tokenFile := filepath.Join(dataDir, config.AdminTokenFileName)
+
+	s := startServe(t, args...)
+	st, err := os.Stat(tokenFile)
+	if err != nil {
+		t.Fatalf("no generated token file: %v", err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %04o, want 0600", st.Mode().Perm())
+	}
+	raw, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(raw))
+	if len(token) < config.MinAdminTokenLength {
+		t.Fatalf("generated token of %d characters", len(token))
+	}
+
+	base := "http://" + s.addrs.Admin
+	if resp, body := adminRequestWith(t, "GET", base+"/admin/v1/sessions", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without the token: %d %s, want 401", resp.StatusCode, body)
+	}
+	if resp, body := adminRequestWith(t, "GET", base+"/admin/v1/sessions", "Bearer "+token); resp.StatusCode != http.StatusOK {
+		t.Errorf("with the generated token: %d %s", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/admin/v1/reclaim/run", strings.NewReader("{}"))
+	req.Host = "rebound.evil.example"
+	req.Header.Set("Authorization", "Bearer "+token)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a foreign Host with the token: %d, want 403", resp.StatusCode)
+	}
+
+	// The commands find the token through serve's configuration: its data
+	// directory in the environment here.
+	if code, out, errOut := runCLI(t, nil, "sessions", "list", "--admin", base); code != exitUnauthorized || !strings.Contains(errOut, "requires a token") {
+		t.Errorf("sessions list elsewhere: exit %d\n%s%s", code, out, errOut)
+	}
+	env := []string{"SWEEPGATE_ETCD_EMBEDDED_DATA_DIR=" + dataDir}
+	if code, out, errOut := runCLI(t, env, "sessions", "list", "--admin", base); code != exitOK {
+		t.Errorf("sessions list with the data directory: exit %d\n%s%s", code, out, errOut)
+	}
+	// With the configuration alone, the address comes from admin.listen.
+	env = append(env, "SWEEPGATE_ADMIN_LISTEN="+s.addrs.Admin)
+	if code, out, errOut := runCLI(t, env, "reclaim", "status"); code != exitOK || !strings.Contains(out, "Reclaimer") {
+		t.Errorf("reclaim status with the configuration: exit %d\n%s%s", code, out, errOut)
+	}
+
+	s.stop(t)
+	s2 := startServe(t, args...)
+	if raw2, err := os.ReadFile(tokenFile); err != nil || string(raw2) != string(raw) {
+		t.Errorf("the restart changed the token file (%v)", err)
+	}
+	if resp, body := adminRequestWith(t, "GET", "http://"+s2.addrs.Admin+"/admin/v1/sessions", "Bearer "+token); resp.StatusCode != http.StatusOK {
+		t.Errorf("after the restart, with the token: %d %s", resp.StatusCode, body)
+	}
+	s2.stop(t)
+
+	for i, logs := range []string{s.logs.String(), s2.logs.String()} {
+		if strings.Contains(logs, token) {
+			t.Fatalf("start %d: the log holds the token", i+1)
+		}
+		want := "generated an admin token"
+		if i == 1 {
+			want = "using the admin token generated at an earlier start"
+		}
+		if !strings.Contains(logs, want) || !strings.Contains(logs, tokenFile) {
+			t.Errorf("start %d: the log does not say %q with the file %s:\n%s", i+1, want, tokenFile, logs)
+		}
+	}
+}
+
+// TestServeRefusesSharedTokenFile: a generated token file that other
+// users may read is refused, not used.
+func TestServeRefusesSharedTokenFile(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	args := baseArgs(t, b)
+	dataDir := argValue(args, "--etcd-embedded-data-dir")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(dataDir, config.AdminTokenFileName)
+	if err := os.WriteFile(tokenFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tokenFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, nil, append([]string{"serve"}, args...)...)
+	if code != exitError || !strings.Contains(errOut, "mode 0644") || !strings.Contains(errOut, tokenFile) {
+		t.Errorf("exit %d, want %d naming the file and its mode:\n%s", code, exitError, errOut)
+	}
+}
+
+func TestListenURL(t *testing.T) {
+	t.Parallel()
+	for listen, want := range map[string]string{
+		"127.0.0.1:9001":   "http://127.0.0.1:9001",
+		":9501":            "http://127.0.0.1:9501",
+		"0.0.0.0:9001":     "http://127.0.0.1:9001",
+		"[::]:9001":        "http://[::1]:9001",
+		"[::1]:9001":       "http://[::1]:9001",
+		"gw.internal:9001": "http://gw.internal:9001",
+	} {
+		if got, err := listenURL(listen); err != nil || got != want {
+			t.Errorf("listenURL(%q) = %q, %v; want %q", listen, got, err, want)
+		}
+	}
+	for _, listen := range []string{"", "127.0.0.1:0", "nonsense"} {
+		if got, err := listenURL(listen); err == nil {
+			t.Errorf("listenURL(%q) = %q, want an error", listen, got)
+		}
+	}
+}
+
+// TestAdminCommandsReadTheConfiguration: without --admin and a token, the
+// commands take admin.listen and the token from the configuration file
+// and the environment, as serve would.
+func TestAdminCommandsReadTheConfiguration(t *testing.T) {
+	t.Parallel()
+	st := newAPITestStore(t)
+	seedSessions(t, st)
+	base, _ := newTokenAdminServer(t, st, testToken)
+	addr := strings.TrimPrefix(base, "http://")
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join("data", config.AdminTokenFileName), testToken+"\n", 0o600)
+	generated := write("generated.yaml", "admin:\n  listen: "+addr+"\netcd:\n  embedded:\n    data_dir: "+filepath.Join(dir, "data")+"\n", 0o600)
+	configured := write("configured.yaml", "admin:\n  listen: "+addr+"\n  token: "+testToken+"\n", 0o600)
+	elsewhere := write("elsewhere.yaml", "admin:\n  listen: "+addr+"\netcd:\n  embedded:\n    data_dir: "+filepath.Join(dir, "none")+"\n", 0o600)
+
+	tests := []struct {
+		name    string
+		env     []string
+		args    []string
+		want    int
+		wantErr string
+	}{
+		{"--config, generated token", nil, []string{"--config", generated}, exitOK, ""},
+		{"$SWEEPGATE_CONFIG, generated token", []string{"SWEEPGATE_CONFIG=" + generated}, nil, exitOK, ""},
+		{"--config, admin.token", nil, []string{"--config", configured}, exitOK, ""},
+		{"environment only", []string{"SWEEPGATE_ADMIN_LISTEN=" + addr, "SWEEPGATE_ETCD_EMBEDDED_DATA_DIR=" + filepath.Join(dir, "data")}, nil, exitOK, ""},
+		{"no token there", nil, []string{"--config", elsewhere}, exitUnauthorized, "looked for " + filepath.Join(dir, "none", config.AdminTokenFileName)},
+		{"an explicit token wins", []string{adminTokenEnv + "=wrong-token-but-long-enough"}, []string{"--config", generated}, exitUnauthorized, "refused the token from $SWEEPGATE_ADMIN_TOKEN"},
+		{"a missing configuration", nil, []string{"--config", filepath.Join(dir, "missing.yaml")}, exitUsage, "the configuration: config file"},
+		{"a broken configuration", nil, []string{"--config", write("broken.yaml", "admin:\n  lisen: x\n", 0o600)}, exitUsage, "unknown setting admin.lisen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := runCLI(t, tt.env, append([]string{"sessions", "list"}, tt.args...)...)
+			if code != tt.want {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.want, out, errOut)
+			}
+			if tt.want == exitOK && !strings.Contains(out, "up-active") {
+				t.Errorf("no session list:\n%s", out)
+			}
+			if !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("stderr %q, want it to say %q", errOut, tt.wantErr)
+			}
+			if strings.Contains(out+errOut, testToken) {
+				t.Errorf("output shows the token:\n%s%s", out, errOut)
+			}
+		})
+	}
+}
+
+// argValue returns the value of --name=VALUE in args.
+func argValue(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

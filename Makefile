@@ -114,6 +114,7 @@ run: build bin/minio
 .PHONY: fuzz
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+	$(MAKE) --no-print-directory bin/minio && SWEEPGATE_DIFFERENTIAL_REQUESTS=$${SWEEPGATE_DIFFERENTIAL_REQUESTS:-50000} $(GO) test -count=1 -timeout 60m -v -run '^TestDifferentialOneMeaning$$' ./gateway/
 
 .PHONY: clean
 clean:

@@ -108,8 +108,14 @@ const (
 )
 
 // selector is a query parameter that selects an operation: present with
-// any value when value is "", present with exactly value otherwise.
-type selector struct{ name, value string }
+// any value when value is "", present with exactly value otherwise. An
+// identifier (an upload id, a part number) must also not be blank: MinIO
+// routes "uploadId=" to the multipart calls all the same, and aborts every
+// upload of the key for it.
+type selector struct {
+	name, value string
+	identifier  bool
+}
 
 // operationRule describes one operation the gateway serves: the method,
 // the target and the query parameters that select it, the other query
@@ -135,11 +141,11 @@ var (
 )
 
 // sel builds the selectors of a rule from parameter names, each matching
-// any value.
+// any value; uploadId and partNumber are identifiers.
 func sel(names ...string) []selector {
 	s := make([]selector, len(names))
 	for i, n := range names {
-		s[i] = selector{name: n}
+		s[i] = selector{name: n, identifier: n == "uploadId" || n == "partNumber"}
 	}
 	return s
 }
@@ -303,6 +309,11 @@ func classify(r *http.Request, t target) (Operation, error) {
 		}
 		if copy && !rule.copy {
 			return OpUnsupported, s3err.ErrInvalidArgument.WithMessage("x-amz-copy-source is not accepted on %s.", rule.op)
+		}
+		for _, s := range rule.selectors {
+			if v, _ := q.get(s.name); s.identifier && strings.TrimSpace(v) == "" {
+				return OpUnsupported, s3err.ErrInvalidArgument.WithMessage("The query parameter %q of %s must not be empty.", s.name, rule.op)
+			}
 		}
 		return rule.op, nil
 	}

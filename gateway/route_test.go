@@ -93,6 +93,12 @@ func TestResolveRouteRefuses(t *testing.T) {
 		{"PUT", "/b/k?retention", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, "InvalidArgument"},
 		{"PUT", "/b/k?acl", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, "InvalidArgument"},
 		{"PUT", "/b/k?uploadId=u", "gw", nil, "InvalidArgument"},
+		// An upload id or part number that is blank.
+		{"DELETE", "/b/k?uploadId=", "gw", nil, "InvalidArgument"},
+		{"DELETE", "/b/k?uploadId", "gw", nil, "InvalidArgument"},
+		{"POST", "/b/k?uploadId=%20", "gw", nil, "InvalidArgument"},
+		{"GET", "/b/k?uploadId=", "gw", nil, "InvalidArgument"},
+		{"PUT", "/b/k?partNumber=&uploadId=u", "gw", nil, "InvalidArgument"},
 		// Routes the gateway does not serve.
 		{"POST", "/b/k?delete", "gw", nil, "NotImplemented"},
 		{"POST", "/b/k", "gw", nil, "NotImplemented"},

@@ -10,7 +10,9 @@
 #   make lint    gofmt, go vet, staticcheck
 #   make run     MinIO and sweepgate on loopback, for trying it out
 #   make bench   gateway vs direct MinIO benchmarks
-#   make fuzz    each Fuzz target for FUZZTIME (default 30s)
+#   make fuzz    each Fuzz target for FUZZTIME (default 30s), then the
+#                differential suite for SWEEPGATE_DIFFERENTIAL_REQUESTS
+#                (default 50000) generated requests
 #   make clean   remove bin/, .data/ and test leftovers
 
 SHELL := bash

@@ -195,7 +195,9 @@ var operationRules = []operationRule{
 	// Bucket operations.
 	{op: OpGetBucketLocation, method: http.MethodGet, target: targetBucket, selectors: sel("location")},
 	{op: OpGetBucketPolicy, method: http.MethodGet, target: targetBucket, selectors: sel("policy")},
-	{op: OpGetBucketLifecycle, method: http.MethodGet, target: targetBucket, selectors: sel("lifecycle")},
+	// withUpdatedAt (sent by minio-go) only adds a response header.
+	{op: OpGetBucketLifecycle, method: http.MethodGet, target: targetBucket, selectors: sel("lifecycle"),
+		params: []string{"withUpdatedAt"}},
 	{op: OpGetBucketEncryption, method: http.MethodGet, target: targetBucket, selectors: sel("encryption")},
 	{op: OpGetObjectLockConfiguration, method: http.MethodGet, target: targetBucket, selectors: sel("object-lock")},
 	{op: OpGetBucketReplication, method: http.MethodGet, target: targetBucket, selectors: sel("replication")},

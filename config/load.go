@@ -55,22 +55,8 @@ func Load(args, environ []string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := envMap(environ)
-	if configPath == "" {
-		configPath = env[ConfigEnv]
-	}
-
-	c := Defaults()
-	if configPath != "" {
-		data, err := readFile(configPath)
-		if err != nil {
-			return nil, err
-		}
-		if err := applyYAML(c, data, configPath); err != nil {
-			return nil, err
-		}
-	}
-	if err := applyEnv(c, env); err != nil {
+	c, err := loadFileAndEnv(configPath, environ)
+	if err != nil {
 		return nil, err
 	}
 	settings := Settings()
@@ -97,6 +83,18 @@ func Load(args, environ []string) (*Config, error) {
 // admin token's sources, etcd.embedded.data_dir) and should not fail for
 // a setting only serve uses.
 func LoadClient(configPath string, environ []string) (*Config, error) {
+	c, err := loadFileAndEnv(configPath, environ)
+	if err != nil {
+		return nil, err
+	}
+	c.normalize()
+	return c, nil
+}
+
+// loadFileAndEnv returns the defaults overridden by the YAML file
+// (configPath, else the file SWEEPGATE_CONFIG names in environ) and then by
+// the environment.
+func loadFileAndEnv(configPath string, environ []string) (*Config, error) {
 	env := envMap(environ)
 	if configPath == "" {
 		configPath = env[ConfigEnv]
@@ -114,7 +112,6 @@ func LoadClient(configPath string, environ []string) (*Config, error) {
 	if err := applyEnv(c, env); err != nil {
 		return nil, err
 	}
-	c.normalize()
 	return c, nil
 }
 

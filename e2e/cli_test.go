@@ -264,24 +264,7 @@ func TestRclone(t *testing.T) {
 	rclone := requireCLI(t, "rclone", "rclone")
 	e := harness.Start(t)
 	direct := e.DirectSDK(t)
-	c := newCLI(t, rclone)
-	if err := os.WriteFile(filepath.Join(c.dir, "rclone.conf"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.env = append(c.env,
-		"RCLONE_CONFIG="+filepath.Join(c.dir, "rclone.conf"),
-		"RCLONE_CONFIG_GW_TYPE=s3",
-		"RCLONE_CONFIG_GW_PROVIDER=Minio",
-		"RCLONE_CONFIG_GW_ACCESS_KEY_ID="+e.AccessKey,
-		"RCLONE_CONFIG_GW_SECRET_ACCESS_KEY="+e.SecretKey,
-		"RCLONE_CONFIG_GW_ENDPOINT="+e.Endpoint,
-		"RCLONE_CONFIG_GW_REGION="+e.Region,
-		"RCLONE_CONFIG_GW_FORCE_PATH_STYLE=true",
-	)
-	rc := func(args ...string) string {
-		t.Helper()
-		return c.run(t, append(args, "--retries", "1", "--low-level-retries", "1", "--s3-upload-cutoff", "5M", "--s3-chunk-size", "5M")...)
-	}
+	c, rc := newRclone(t, rclone, e)
 	t.Logf("using %s", strings.SplitN(rc("version"), "\n", 2)[0])
 	bucket := harness.BucketName(t)
 
@@ -329,4 +312,30 @@ func TestRclone(t *testing.T) {
 	requireAbsent(t, direct, bucket, "rc/small.txt")
 	rc("purge", "gw:"+bucket)
 	requireNoBucket(t, direct, bucket)
+}
+
+// newRclone returns a runner for rclone with the remote "gw" aimed at e's
+// endpoint (path-style, e's credentials and region), and the function that
+// runs it with one retry and 5 MiB upload cutoff and chunks, so that a
+// file above 5 MiB goes up in parts.
+func newRclone(t *testing.T, rclone string, e *harness.Env) (*cli, func(args ...string) string) {
+	c := newCLI(t, rclone)
+	if err := os.WriteFile(filepath.Join(c.dir, "rclone.conf"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.env = append(c.env,
+		"RCLONE_CONFIG="+filepath.Join(c.dir, "rclone.conf"),
+		"RCLONE_CONFIG_GW_TYPE=s3",
+		"RCLONE_CONFIG_GW_PROVIDER=Minio",
+		"RCLONE_CONFIG_GW_ACCESS_KEY_ID="+e.AccessKey,
+		"RCLONE_CONFIG_GW_SECRET_ACCESS_KEY="+e.SecretKey,
+		"RCLONE_CONFIG_GW_ENDPOINT="+e.Endpoint,
+		"RCLONE_CONFIG_GW_REGION="+e.Region,
+		"RCLONE_CONFIG_GW_FORCE_PATH_STYLE=true",
+	)
+	rc := func(args ...string) string {
+		t.Helper()
+		return c.run(t, append(args, "--retries", "1", "--low-level-retries", "1", "--s3-upload-cutoff", "5M", "--s3-chunk-size", "5M")...)
+	}
+	return c, rc
 }

@@ -813,24 +813,7 @@ signature_v2 = False
 // copy (one file above the upload cutoff, so multipart), ls, lsjson, cat
 // (whole and a range), link (a presigned URL), delete, deletefile, purge.
 func rcloneConfig(t *testing.T, e *harness.Env, direct *s3.Client) {
-	c := newCLI(t, requireCLI(t, "rclone", "rclone"))
-	if err := os.WriteFile(filepath.Join(c.dir, "rclone.conf"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.env = append(c.env,
-		"RCLONE_CONFIG="+filepath.Join(c.dir, "rclone.conf"),
-		"RCLONE_CONFIG_GW_TYPE=s3",
-		"RCLONE_CONFIG_GW_PROVIDER=Minio",
-		"RCLONE_CONFIG_GW_ACCESS_KEY_ID="+e.AccessKey,
-		"RCLONE_CONFIG_GW_SECRET_ACCESS_KEY="+e.SecretKey,
-		"RCLONE_CONFIG_GW_ENDPOINT="+e.Endpoint,
-		"RCLONE_CONFIG_GW_REGION="+e.Region,
-		"RCLONE_CONFIG_GW_FORCE_PATH_STYLE=true",
-	)
-	rc := func(args ...string) string {
-		t.Helper()
-		return c.run(t, append(args, "--retries", "1", "--low-level-retries", "1", "--s3-upload-cutoff", "5M", "--s3-chunk-size", "5M")...)
-	}
+	c, rc := newRclone(t, requireCLI(t, "rclone", "rclone"), e)
 	bucket := harness.BucketName(t)
 	remote := "gw:" + bucket
 

@@ -51,20 +51,7 @@ pass), delete (the next pass deletes it), deleted (gone: the tombstone
 says when and by which pass) or absent (not stored).
 
 Flags:
-  --admin URL     the gateway's admin listener (default $%s,
-                  else admin.listen of the configuration, %s
-                  unless it sets another)
-  --token-file F  send the admin token in file F (default
-                  $SWEEPGATE_ADMIN_TOKEN, else the file
-                  $SWEEPGATE_ADMIN_TOKEN_FILE names, else admin.token or
-                  admin.token_file of the configuration, else the token
-                  serve generated in the file admin-token of its
-                  etcd.embedded.data_dir)
-  --config FILE   the gateway's YAML configuration (default
-                  $SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment
-                  as serve reads them: with the gateway's configuration the
-                  command finds its admin listener and its admin token
-  --json          print the API's JSON document instead of the step list
+%s  --json          print the API's JSON document instead of the step list
   --key K         an upload without a session (an orphan): its object key,
                   which nothing records; without it the bucket's uploads
                   are listed to find it
@@ -80,7 +67,7 @@ unreachable, etcd or the backend unavailable, no reclaimer or no digest
 sweep on the gateway), 2 bad command line, 3 nothing is known about the
 upload or digest, 5 the admin API refused the request for want of the
 right admin token.
-`, adminURLEnv, defaultAdminURL)
+`, adminFlagsHelp(18))
 }
 
 func (c *cli) explainCmd(ctx context.Context, args []string) int {

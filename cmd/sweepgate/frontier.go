@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -39,20 +40,7 @@ already gone. A configured plane that has not reported counts as revision
           reported and who reported it
 
 Flags:
-  --admin URL     the gateway's admin listener (default $%s,
-                  else admin.listen of the configuration, %s
-                  unless it sets another)
-  --token-file F  send the admin token in file F (default
-                  $SWEEPGATE_ADMIN_TOKEN, else the file
-                  $SWEEPGATE_ADMIN_TOKEN_FILE names, else admin.token or
-                  admin.token_file of the configuration, else the token
-                  serve generated in the file admin-token of its
-                  etcd.embedded.data_dir)
-  --config FILE   the gateway's YAML configuration (default
-                  $SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment
-                  as serve reads them: with the gateway's configuration the
-                  command finds its admin listener and its admin token
-  --json          print the API's JSON document instead of a table
+%s  --json          print the API's JSON document instead of a table
   --plane NAME    report: the plane (required; no '/' or spaces)
   --revision N    report: the etcd revision it has applied (required)
   --by WHO        report: who reports, recorded with it (default: the
@@ -69,7 +57,7 @@ Exit status: 0 done, 1 error (admin API unreachable, etcd unavailable),
 2 bad command line or a report the API refused (a bad plane name, a
 revision ahead of etcd's), 5 the admin API refused the request for want
 of the right admin token.
-`, adminURLEnv, defaultAdminURL)
+`, adminFlagsHelp(18))
 }
 
 func (c *cli) frontierCmd(ctx context.Context, args []string) int {
@@ -81,6 +69,32 @@ func (c *cli) frontierCmd(ctx context.Context, args []string) int {
 type adminFlags struct {
 	admin string
 	json  bool
+}
+
+// adminFlagsHelp is the help text of the flags parseAdminFlags defines
+// for every command that calls the admin API (--admin, --token-file,
+// --config), with descriptions starting at column width.
+func adminFlagsHelp(width int) string {
+	lines := [][2]string{
+		{"--admin URL", "the gateway's admin listener (default $" + adminURLEnv + ","},
+		{"", "else admin.listen of the configuration, " + defaultAdminURL},
+		{"", "unless it sets another)"},
+		{"--token-file F", "send the admin token in file F (default"},
+		{"", "$SWEEPGATE_ADMIN_TOKEN, else the file"},
+		{"", "$SWEEPGATE_ADMIN_TOKEN_FILE names, else admin.token or"},
+		{"", "admin.token_file of the configuration, else the token"},
+		{"", "serve generated in the file admin-token of its"},
+		{"", "etcd.embedded.data_dir)"},
+		{"--config FILE", "the gateway's YAML configuration (default"},
+		{"", "$SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment"},
+		{"", "as serve reads them: with the gateway's configuration the"},
+		{"", "command finds its admin listener and its admin token"},
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %-*s%s\n", width-2, l[0], l[1])
+	}
+	return b.String()
 }
 
 // parseAdminFlags parses args with the common flags and those that define

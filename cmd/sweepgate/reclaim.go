@@ -52,20 +52,7 @@ REF names an upload as BUCKET/KEY?uploadId=ID, the form 'orphans' prints;
 quote it for the shell.
 
 Flags:
-  --admin URL        the gateway's admin listener (default $%s,
-                     else admin.listen of the configuration, %s
-                     unless it sets another)
-  --token-file F     send the admin token in file F (default
-                     $SWEEPGATE_ADMIN_TOKEN, else the file
-                     $SWEEPGATE_ADMIN_TOKEN_FILE names, else admin.token or
-                     admin.token_file of the configuration, else the token
-                     serve generated in the file admin-token of its
-                     etcd.embedded.data_dir)
-  --config FILE      the gateway's YAML configuration (default
-                     $SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment
-                     as serve reads them: with the gateway's configuration the
-                     command finds its admin listener and its admin token
-  --json             print the API's JSON document instead of tables
+%s  --json             print the API's JSON document instead of tables
   --limit N          reports: at most N (1 to %d, default %d);
                      orphans: at most N listed (1 to %d, default %d)
   --fresh            orphans: list the backend now instead of reading the
@@ -93,7 +80,7 @@ gateway does not lead: the message names the leader); 2 bad command line;
 the pass (or would refuse the plan), the pass stopped (status: the newest
 pass report says so), a delete was not confirmed or left uploads in place;
 5 the admin API refused the request for want of the right admin token.
-`, adminURLEnv, defaultAdminURL, maxReportsLimit, defaultReportsLimit, maxOrphansLimit, defaultOrphansLimit)
+`, adminFlagsHelp(21), maxReportsLimit, defaultReportsLimit, maxOrphansLimit, defaultOrphansLimit)
 }
 
 func (c *cli) reclaimCmd(ctx context.Context, args []string) int {

@@ -47,20 +47,7 @@ admin API (GET /admin/v1/sessions, see docs/admin-api.md).
          of its transitions (when, from, to, who, why) and its recorded parts
 
 Flags:
-  --admin URL     the gateway's admin listener (default $%s,
-                  else admin.listen of the configuration, %s
-                  unless it sets another)
-  --token-file F  send the admin token in file F (default
-                  $SWEEPGATE_ADMIN_TOKEN, else the file
-                  $SWEEPGATE_ADMIN_TOKEN_FILE names, else admin.token or
-                  admin.token_file of the configuration, else the token
-                  serve generated in the file admin-token of its
-                  etcd.embedded.data_dir)
-  --config FILE   the gateway's YAML configuration (default
-                  $SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment
-                  as serve reads them: with the gateway's configuration the
-                  command finds its admin listener and its admin token
-  --json          print the API's JSON document instead of a table
+%s  --json          print the API's JSON document instead of a table
   --state S       list: only sessions in state S (several: S1,S2)
   --bucket B      list: only sessions of bucket B
   --limit N       list: at most N sessions (1 to %d, default %d)
@@ -79,7 +66,7 @@ Examples:
 Exit status: 0 done, 1 error (admin API unreachable, etcd unavailable),
 2 bad command line, 3 no such session, 5 the admin API refused the request
 for want of the right admin token.
-`, adminURLEnv, defaultAdminURL, maxListLimit, defaultListLimit, stateNames())
+`, adminFlagsHelp(18), maxListLimit, defaultListLimit, stateNames())
 }
 
 func (c *cli) sessionsCmd(ctx context.Context, args []string) int {

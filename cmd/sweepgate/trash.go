@@ -33,20 +33,7 @@ trash holds them, and a restore makes them referenced again.
            Without --at, the object's newest trash record is restored.
 
 Flags:
-  --admin URL        the gateway's admin listener (default $%s,
-                     else admin.listen of the configuration, %s
-                     unless it sets another)
-  --token-file F     send the admin token in file F (default
-                     $SWEEPGATE_ADMIN_TOKEN, else the file
-                     $SWEEPGATE_ADMIN_TOKEN_FILE names, else admin.token or
-                     admin.token_file of the configuration, else the token
-                     serve generated in the file admin-token of its
-                     etcd.embedded.data_dir)
-  --config FILE      the gateway's YAML configuration (default
-                     $SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment
-                     as serve reads them: with the gateway's configuration the
-                     command finds its admin listener and its admin token
-  --json             print the API's JSON document instead of a table
+%s  --json             print the API's JSON document instead of a table
   --bucket B         list: only the trash of bucket B
   --key K            list: only the trash of object K (needs --bucket)
   --limit N          list: at most N records (1 to %d, default %d)
@@ -68,7 +55,7 @@ Exit status: 0 done, 1 error (admin API unreachable, etcd unavailable, the
 restore was refused because a digest's bytes are being deleted or a write
 of the object is in flight), 2 bad command line, 3 no such trash record,
 5 the admin API refused the request for want of the right admin token.
-`, adminURLEnv, defaultAdminURL, maxTrashLimit, defaultTrashLimit)
+`, adminFlagsHelp(21), maxTrashLimit, defaultTrashLimit)
 }
 
 func (c *cli) trashCmd(ctx context.Context, args []string) int {

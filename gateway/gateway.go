@@ -4,10 +4,12 @@
 // with the backend's credentials.
 //
 // A request's path through the package, in order: ServeHTTP (request id,
-// metrics, log line) -> sigv4.Verifier.Verify (who signed it, how its body is
-// checked) -> resolveRoute (bucket, key, operation) -> dispatch (the one place
-// that decides which handler serves an operation) -> proxy (rewrite, sign,
-// stream).
+// metrics, log line) -> resolveRoute (bucket, key, and the operation from
+// the one table of operations the gateway serves, operationRules; what it
+// cannot name exactly as the backend will execute it is refused) ->
+// sigv4.Verifier.Verify (who signed it, how its body is checked) ->
+// dispatch (the one place that decides which handler serves an operation)
+// -> proxy (rewrite, sign, stream).
 package gateway
 
 import (

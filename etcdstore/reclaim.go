@@ -65,11 +65,6 @@ func (k Keys) PlansPrefix(pass int64) string {
 	return fmt.Sprintf("%splans/%0*d/", k.Reclaim(), passDigits, pass)
 }
 
-// AllPlans returns the prefix of every pass's plan chunks.
-func (k Keys) AllPlans() string {
-	return k.Reclaim() + "plans/"
-}
-
 // PlanChunk returns the key of chunk i of pass n's plan; chunks sort in the
 // order they were written.
 func (k Keys) PlanChunk(pass int64, i int) string {

@@ -81,10 +81,6 @@ func (s *Store) refRevOps(digests ...[]string) []clientv3.Op {
 	return ops
 }
 
-// RefRevOps returns the writes that advance the reference revision of the
-// shards of digests, for callers composing their own transactions.
-func (s *Store) RefRevOps(digests []string) []clientv3.Op { return s.refRevOps(digests) }
-
 // notGuarded compares that no guard is armed for any of digests.
 func (s *Store) notGuarded(digests []string) []clientv3.Cmp {
 	cmps := make([]clientv3.Cmp, 0, len(digests))

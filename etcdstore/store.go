@@ -192,46 +192,6 @@ func (s *Store) ListParts(ctx context.Context, uploadID string) ([]Part, error) 
 	return parts, nil
 }
 
-// ListSessions reads every session of bucket ("" for all buckets) at one
-// etcd revision, in pages of pageSize keys, and returns them with that
-// revision.
-func (s *Store) ListSessions(ctx context.Context, bucket string, pageSize int64) ([]Versioned[Session], int64, error) {
-	prefix := s.keys.AllSessions()
-	if bucket != "" {
-		prefix = s.keys.Sessions(bucket)
-	}
-	if pageSize <= 0 {
-		pageSize = 500
-	}
-	var out []Versioned[Session]
-	var rev int64
-	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(pageSize)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := s.cli.Get(ctx, key, opts...)
-		if err != nil {
-			return nil, 0, fmt.Errorf("list sessions: %w", err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			var sess Session
-			if err := json.Unmarshal(kv.Value, &sess); err != nil {
-				return nil, 0, fmt.Errorf("decode session %s: %w", kv.Key, err)
-			}
-			out = append(out, Versioned[Session]{Value: sess, ModRev: kv.ModRevision})
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return out, rev, nil
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
-}
-
 // GetIdempotent reads the recorded outcome for an idempotency key, and
 // ErrNotFound when there is none (never used, or expired).
 func (s *Store) GetIdempotent(ctx context.Context, id string) (IdempotentOutcome, error) {

@@ -81,19 +81,6 @@ func ModuleRoot() (string, error) {
 	}
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. The
-// port is released before returning, so another process can take it; the
-// starters retry with new ports when a child cannot bind.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("harness: find a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // freePorts returns n distinct free ports. Holding all listeners open until
 // the end keeps the kernel from handing out the same port twice.
 func freePorts(t testing.TB, n int) []int {

@@ -55,7 +55,6 @@ var (
 	ErrInvalidRequest               = &Error{"InvalidRequest", "Invalid request.", http.StatusBadRequest}
 	ErrMissingContentLength         = &Error{"MissingContentLength", "You must provide the Content-Length HTTP header.", http.StatusLengthRequired}
 	ErrNotImplemented               = &Error{"NotImplemented", "A header or query you provided implies functionality that is not implemented.", http.StatusNotImplemented}
-	ErrMissingSecurityHeader        = &Error{"MissingSecurityHeader", "Your request is missing a required header.", http.StatusBadRequest}
 	ErrRequestTimeTooSkewed         = &Error{"RequestTimeTooSkewed", "The difference between the request time and the server's time is too large.", http.StatusForbidden}
 	ErrServiceUnavailable           = &Error{"ServiceUnavailable", "Reduce your request rate.", http.StatusServiceUnavailable}
 	ErrSignatureDoesNotMatch        = &Error{"SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your key and signing method.", http.StatusForbidden}

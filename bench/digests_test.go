@@ -26,7 +26,7 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// The digest sweep benchmark (issue 5), in two parts:
+// The digest sweep benchmark, in two parts:
 //
 //   - classification: a dry-run pass (Reclaimer.Plan with the digest sweep
 //     on) over M small blobs on MinIO, judged against N references

@@ -33,7 +33,7 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// The load benchmark (issue 7, item 5): many concurrent multipart uploads
+// The load benchmark: many concurrent multipart uploads
 // plus a steady small-object load, through the gateway while its reclaimer
 // runs a pass every second with a grace period of seconds, then the same
 // load sent direct to the same MinIO. It reports throughput and latency

@@ -29,7 +29,7 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// The reclaimer benchmark (issue 4): one dry-run pass (Reclaimer.Plan, the
+// The reclaimer benchmark: one dry-run pass (Reclaimer.Plan, the
 // same inventory and classification a real pass makes, writing nothing)
 // over N real multipart uploads on MinIO, and over M session records in
 // etcd whose uploads the backend does not have, with the peak Go heap of

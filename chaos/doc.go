@@ -1,5 +1,5 @@
 // Package chaos runs seeded fault campaigns against the whole of sweepgate
-// at once (issue 7): one MinIO, a three-member etcd cluster and two
+// at once: one MinIO, a three-member etcd cluster and two
 // sweepgate processes, each behind a fault-injecting proxy on the client
 // side, with the gateways' backend behind another one. Clients using
 // aws-sdk-go-v2 and minio-go upload, pause, resume, abort and abandon

@@ -90,8 +90,8 @@ func checkExpr(t *testing.T, where, expr string, exported map[string]bool) []str
 }
 
 // TestAlertRules checks that the rules parse as Prometheus rule groups,
-// that every alert says how long, how bad and what, that the alerts issue 6
-// asks for are there, and that they name only exported metrics.
+// that every alert says how long, how bad and what, that the alerts an
+// operator needs are there, and that they name only exported metrics.
 func TestAlertRules(t *testing.T) {
 	exported := exportedNames(t)
 	var rf ruleFile
@@ -138,7 +138,7 @@ func TestAlertRules(t *testing.T) {
 			checkExpr(t, where, r.Expr, exported)
 		}
 	}
-	// What issue 6 asks the rules to catch, and the metric each must read.
+	// What the rules must catch, and the metric each must read.
 	for _, want := range []struct{ alert, metric string }{
 		{"SweepgateReclaimBreakerRefused", "sweepgate_reclaim_breaker_refusals_total"},
 		{"SweepgateDigestBreakerRefused", "sweepgate_reclaim_digest_breaker_refusals_total"},
@@ -195,7 +195,7 @@ type panel struct {
 var labelValues = regexp.MustCompile(`^\s*label_values\((.*),\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\)\s*$`)
 
 // TestDashboard checks that the dashboard parses, that every panel
-// queries something, that it shows what issue 6 lists, and that it names
+// queries something, that it shows what an operator needs, and that it names
 // only exported metrics.
 func TestDashboard(t *testing.T) {
 	exported := exportedNames(t)
@@ -275,7 +275,7 @@ func TestDashboard(t *testing.T) {
 	if queries < 20 {
 		t.Errorf("only %d queries", queries)
 	}
-	// What issue 6 asks the dashboard to show.
+	// What the dashboard must show.
 	for _, want := range []string{
 		"sweepgate_requests_total",                               // request rate, error ratio
 		"sweepgate_request_duration_seconds_bucket",              // latency by operation

@@ -144,7 +144,7 @@ func readMetrics(t *testing.T, g *harness.Gateway) (scrape, string) {
 // TestMetrics scrapes the real binary's /metrics around a PUT, a GET, two
 // failed requests, a multipart upload and a reclaimer pass (with an orphan
 // on the backend and the digest sweep on), and checks that every series
-// issue 6 asks for is exported and moved as it should: requests and their
+// an operator alerts on is exported and moved as it should: requests and their
 // latency by operation and status class, backend and etcd latency,
 // sessions by state, pass results and plan, held orphans and their age,
 // stuck sessions, tombstones by state, breaker refusals, unknown-producer

@@ -30,7 +30,7 @@ import (
 	"github.com/sweepgate/sweepgate/e2e/harness"
 )
 
-// The security tests (issue 7, item 4) attack the real binary the way a
+// The security tests attack the real binary the way a
 // hostile client, a leaked URL or a careless operator would, and check what
 // a user relies on: that another principal cannot touch their uploads, that
 // a presigned URL does only what it was signed for and only while it is

@@ -25,7 +25,7 @@ import (
 	"github.com/sweepgate/sweepgate/e2e/harness"
 )
 
-// The session tests check issue 3's acceptance list end to end: every
+// The session tests check the session promises end to end: every
 // multipart call goes through the sweepgate binary to a real MinIO, and the
 // tests look behind the gateway's back at both: at the session records in
 // its embedded etcd (key layout in DESIGN.md) and at MinIO directly.

@@ -346,7 +346,8 @@ func (e *env) revokeLeader() {
 	}
 }
 
-// inventory is the 27-part inventory of issue 4.
+// inventory is the 27-part inventory of the reclaimer's acceptance
+// scenario (TestIssueInventory).
 type inventory struct {
 	bucket         string
 	s1, s2, s3, s4 string

@@ -15,7 +15,7 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// TestIssueInventory runs the acceptance scenario of issue 4 against real
+// TestIssueInventory runs the reclaimer's acceptance scenario against real
 // MinIO and etcd: pass one marks S3 and holds S4; pass two deletes exactly
 // S3's five parts, unless a part was sent to S3 in between.
 func TestIssueInventory(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 )
 
 // Report is what one pass found, decided and did. Its first fields are the
-// shape `sweepgate reclaim status --json` and `plan --json` print (issue 4,
-// item 8); the rest say more for whoever has to explain a pass.
+// shape `sweepgate reclaim status --json` and `plan --json` print; the
+// rest say more for whoever has to explain a pass.
 type Report struct {
 	Pass     int64     `json:"pass"`
 	Term     int64     `json:"term"`

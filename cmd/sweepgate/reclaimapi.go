@@ -19,8 +19,7 @@ import (
 )
 
 // The reclaim admin API's documents (docs/admin-api.md). Pass reports are
-// reclaim.Report as the reclaimer stores them: the shape of issue 4, with
-// more fields.
+// reclaim.Report as the reclaimer stores them.
 
 // apiReclaimStatus answers GET /admin/v1/reclaim/status. Its top-level
 // fields are those of the newest stored pass report (pass 0 when there is

@@ -15,7 +15,7 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// The status page (issue 6, item 3) is the admin listener's answer to a
+// The status page is the admin listener's answer to a
 // person with a browser: who leads, what the last passes decided and did,
 // what is held for a person, and what holds deletes back. It is rendered on
 // the server from the same calls the JSON API makes, so it cannot tell a

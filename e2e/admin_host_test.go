@@ -9,9 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -275,78 +273,6 @@ func TestAdminHostWithConfiguredToken(t *testing.T) {
 	// The commands read admin.token from the same configuration.
 	if code, out, errOut := runSweepgate(t, nil, "reclaim", "status", "--config", g.ConfigFile); code != 0 {
 		t.Errorf("reclaim status --config: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-	}
-}
-
-// TestMakeRunAdminToken runs scripts/run.sh as TestMakeRun does and
-// checks what it says of the admin token: where the generated file is,
-// and a command that finds it through the configuration and works.
-func TestMakeRunAdminToken(t *testing.T) {
-	t.Parallel()
-	if harness.DirectMode() {
-		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): make run is about the gateway")
-	}
-	root, err := harness.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sweepgateBin := os.Getenv("SWEEPGATE_BIN")
-	if sweepgateBin == "" {
-		sweepgateBin = filepath.Join(root, "bin", "sweepgate")
-	}
-	if _, err := os.Stat(sweepgateBin); err != nil {
-		t.Fatalf("no sweepgate binary at %s (%v): run `make build`, or set SWEEPGATE_BIN", sweepgateBin, err)
-	}
-	ports := holdFreePorts(t, 6)
-	dataDir := t.TempDir()
-	env := withoutPrefixes(os.Environ(), "SWEEPGATE_", "MINIO_", "AWS_")
-	env = append(env,
-		"SWEEPGATE_RUN_DATA="+dataDir,
-		"SWEEPGATE_RUN_BIN="+sweepgateBin,
-		"SWEEPGATE_RUN_MINIO_BIN="+harness.MinIOBinary(t),
-		"SWEEPGATE_RUN_MINIO_PORT="+strconv.Itoa(ports[2]),
-		"SWEEPGATE_RUN_CONSOLE_PORT="+strconv.Itoa(ports[3]),
-		"SWEEPGATE_LISTEN=127.0.0.1:"+strconv.Itoa(ports[0]),
-		"SWEEPGATE_ADMIN_LISTEN=127.0.0.1:"+strconv.Itoa(ports[1]),
-		"SWEEPGATE_ETCD_EMBEDDED_CLIENT_URL=http://127.0.0.1:"+strconv.Itoa(ports[4]),
-		"SWEEPGATE_ETCD_EMBEDDED_PEER_URL=http://127.0.0.1:"+strconv.Itoa(ports[5]),
-	)
-	run := startRunScript(t, filepath.Join(root, "scripts", "run.sh"), root, env)
-	run.waitBanner(t, makeRunStartTimeout)
-	defer func() {
-		if t.Failed() {
-			t.Logf("run.sh output:\n%s", run.output())
-		}
-	}()
-
-	tokenFile := filepath.Join(dataDir, "etcd", "admin-token")
-	var where, command string
-	for line := range strings.SplitSeq(run.output(), "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "admin token:"); ok {
-			where = strings.TrimSpace(v)
-		}
-		if strings.Contains(line, " reclaim status --config ") && command == "" {
-			command = line
-		}
-	}
-	if !strings.Contains(where, tokenFile) {
-		t.Errorf("run.sh says the admin token is %q, want it to name %s", where, tokenFile)
-	}
-	if st, err := os.Stat(tokenFile); err != nil || st.Mode().Perm() != 0o600 {
-		t.Errorf("the token file: %v, %v; want mode 0600", st, err)
-	}
-	if command == "" {
-		t.Fatal("run.sh prints no `reclaim status --config` command")
-	}
-	// The printed command, from another directory, with none of the
-	// environment make run had.
-	cmd := exec.CommandContext(t.Context(), "sh", "-c", command)
-	cmd.Dir = t.TempDir()
-	cmd.Env = withoutPrefixes(os.Environ(), "SWEEPGATE_")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "Reclaimer") {
-		t.Errorf("the printed command %q: %v\n%s", command, err, out)
 	}
 }
 

@@ -37,7 +37,8 @@ const makeRunStopTimeout = time.Minute
 // TestMakeRun runs scripts/run.sh, which is what `make run` runs, with free
 // ports and a temporary data directory, and checks what it promises: the
 // endpoint and credentials it prints work with aws-sdk-go-v2 and with the aws
-// CLI example it prints, and Ctrl-C (SIGINT to the script) stops MinIO and
+// CLI example it prints, the admin token file it names is there (mode 0600)
+// and the admin command it prints finds it, and Ctrl-C (SIGINT to the script) stops MinIO and
 // sweepgate.
 //
 // It uses the binaries `make run` uses, bin/sweepgate and bin/minio, which
@@ -149,6 +150,40 @@ func TestMakeRun(t *testing.T) {
 		out.Body.Close()
 		if string(got) != "hello\n" {
 			t.Fatalf("demo/hello.txt holds %q, want %q", got, "hello\n")
+		}
+	})
+
+	// The admin token: where the generated file is, and a printed command
+	// that finds it through the configuration and works.
+	t.Run("printed admin token", func(t *testing.T) {
+		tokenFile := filepath.Join(dataDir, "etcd", "admin-token")
+		var where, command string
+		for line := range strings.SplitSeq(run.output(), "\n") {
+			line = strings.TrimSpace(line)
+			if v, ok := strings.CutPrefix(line, "admin token:"); ok {
+				where = strings.TrimSpace(v)
+			}
+			if strings.Contains(line, " reclaim status --config ") && command == "" {
+				command = line
+			}
+		}
+		if !strings.Contains(where, tokenFile) {
+			t.Errorf("run.sh says the admin token is %q, want it to name %s", where, tokenFile)
+		}
+		if st, err := os.Stat(tokenFile); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("the token file: %v, %v; want mode 0600", st, err)
+		}
+		if command == "" {
+			t.Fatal("run.sh prints no `reclaim status --config` command")
+		}
+		// The printed command, from another directory, with none of the
+		// environment make run had.
+		cmd := exec.CommandContext(t.Context(), "sh", "-c", command)
+		cmd.Dir = t.TempDir()
+		cmd.Env = withoutPrefixes(os.Environ(), "SWEEPGATE_")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Reclaimer") {
+			t.Errorf("the printed command %q: %v\n%s", command, err, out)
 		}
 	})
 

@@ -297,7 +297,7 @@ func (c *checker) checkRefusals() {
 			}
 			if abort != nil && abort.Term == 0 && rf.op == "AbortMultipartUpload" {
 				// Its own abort went through, unseen; the retry should
-				// have been answered with success (DESIGN.md), but
+				// have been answered with success (aborts are idempotent), but
 				// nothing was reclaimed.
 				c.w.anomaly("%s %s (upload %s): a retried abort got %s after the first was done (%s)", u.lib, u.key, u.id, rf.code, c.path(u.id))
 				continue

@@ -57,7 +57,7 @@ type Config struct {
 }
 
 // Reclaim configures the elected reclaimer that marks and later deletes
-// abandoned multipart uploads (DESIGN.md, "Reclaimer").
+// abandoned multipart uploads.
 type Reclaim struct {
 	// Enabled makes this process campaign for the reclaimer's lead.
 	Enabled bool
@@ -81,7 +81,7 @@ type Reclaim struct {
 	MissingCheckBudget int64
 }
 
-// Digests configures digest reclamation (DESIGN.md, "Digest sweep"): the
+// Digests configures digest reclamation (docs/digests.md): the
 // content-addressed namespaces whose unreferenced blobs may be deleted, the
 // reference sources whose objects keep blobs, and the gates a blob passes
 // before its bytes go. Layout builds the namespaces and sources; with none

@@ -182,7 +182,7 @@ func digestsDoc() string {
 ## Digest reclamation
 
 Digest reclamation deletes the blobs of content-addressed namespaces that no
-reference source names any more (see DESIGN.md, "Digest sweep"). It is off
+reference source names any more (see docs/digests.md). It is off
 until ` + "`digests.namespaces`" + ` and ` + "`digests.sources`" + ` are set. A namespace or
 a source is written in a short form, ` + "`BUCKET/PREFIX`" + ` (in flags, environment
 variables and YAML), which uses the default pattern, or in YAML as a mapping:

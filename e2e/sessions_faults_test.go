@@ -148,7 +148,7 @@ func TestSessionsBackendLostResponses(t *testing.T) {
 		if err != nil {
 			t.Fatalf("abort whose backend answer was lost: %v, want 204", err)
 		}
-		// An unclear outcome is not retried blindly (DESIGN.md principle 5):
+		// An unclear outcome is not retried blindly:
 		// MinIO got one abort, and the session records the doubt.
 		if sent := proxy.Find(harness.MatchUpload(http.MethodDelete, id)); len(sent) != 1 {
 			t.Errorf("the gateway sent %d aborts to MinIO for one client abort (faults: %v); an unclear abort must not be retried blindly", len(sent), faultsOf(sent))

@@ -28,7 +28,7 @@ import (
 // The session tests check the session promises end to end: every
 // multipart call goes through the sweepgate binary to a real MinIO, and the
 // tests look behind the gateway's back at both: at the session records in
-// its embedded etcd (key layout in DESIGN.md) and at MinIO directly.
+// its embedded etcd (key layout in etcdstore.Keys) and at MinIO directly.
 
 // etcdPrefix is the gateway's default key prefix.
 const etcdPrefix = "/sweepgate/"
@@ -38,7 +38,7 @@ const etcdPrefix = "/sweepgate/"
 const sessionWait = 20 * time.Second
 
 // sessionRecord is what the tests read of a session record: the fields
-// DESIGN.md names, decoded from the JSON the gateway stores.
+// etcdstore.Session stores, decoded from the JSON the gateway stores.
 type sessionRecord struct {
 	Bucket     string `json:"bucket"`
 	Key        string `json:"key"`

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The keys of digest reclamation (DESIGN.md, "Digest sweep"). A digest is
+// The keys of digest reclamation (docs/digests.md). A digest is
 // written "<algorithm>:<hex>"; path escaping leaves it as it is, so the
 // references of one digest, its trash references and its placements each
 // form one range, and ranges sort in digest order.

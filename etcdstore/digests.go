@@ -89,7 +89,7 @@ type Placement struct {
 // TombstoneState is where a digest's reclamation stands.
 type TombstoneState string
 
-// The tombstone states (DESIGN.md, "Digest sweep").
+// The tombstone states of the digest sweep (docs/digests.md).
 const (
 	// TombstonePending: outside the retained set; waits until every plane
 	// has applied its required frontier.

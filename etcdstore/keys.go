@@ -10,8 +10,8 @@ import (
 // DefaultPrefix is the key prefix when none is configured.
 const DefaultPrefix = "/sweepgate/"
 
-// Keys builds the etcd keys of sweepgate's records (see the key layout in
-// DESIGN.md). Every key lives under Prefix so that several gateways, or other
+// Keys builds the etcd keys of sweepgate's records; its methods are the
+// key layout. Every key lives under Prefix so that several gateways, or other
 // applications, can share one etcd cluster without touching each other's
 // keys, and so that one range scan covers all of sweepgate's state.
 //

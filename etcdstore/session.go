@@ -4,19 +4,28 @@ import (
 	"time"
 )
 
-// SessionState is where a multipart upload session stands. The meaning of
-// each state and who may move a session out of it are in DESIGN.md; the
-// multipart package enforces the transitions.
+// SessionState is where a multipart upload session stands. The multipart
+// package enforces who may move a session out of each state.
 type SessionState string
 
 // The session states.
 const (
-	StateActive         SessionState = "active"
-	StateExpired        SessionState = "expired"
-	StateCompleting     SessionState = "completing"
-	StateCompleted      SessionState = "completed"
-	StateAborting       SessionState = "aborting"
-	StateAborted        SessionState = "aborted"
+	// StateActive: the upload takes parts.
+	StateActive SessionState = "active"
+	// StateExpired: the reclaimer marked it idle past the grace; a part
+	// from the client brings it back to active, else a later pass
+	// deletes it.
+	StateExpired SessionState = "expired"
+	// StateCompleting: a complete is on the backend.
+	StateCompleting SessionState = "completing"
+	// StateCompleted: the object is stored; the upload is gone.
+	StateCompleted SessionState = "completed"
+	// StateAborting: an abort is on the backend.
+	StateAborting SessionState = "aborting"
+	// StateAborted: the upload is gone without an object.
+	StateAborted SessionState = "aborted"
+	// StateCleanupPending: an abort's outcome was unclear; the reclaimer
+	// finishes it, and it never returns to active.
 	StateCleanupPending SessionState = "cleanup_pending"
 )
 

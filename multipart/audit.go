@@ -3,8 +3,8 @@ package multipart
 import "log/slog"
 
 // audit writes the one log line that each destructive action of the
-// session service and its reconciler leaves (DESIGN.md: every destructive
-// step explained and recorded): message "audit" at INFO, with the action,
+// session service and its reconciler leaves, so that every destructive
+// step is explained and recorded: message "audit" at INFO, with the action,
 // what it acted on (an upload as BUCKET/KEY?uploadId=ID), why, and attrs,
 // which name who acted (principal: the client, or the reconciler's actor,
 // with its term) and, for a client's request, its id. The names match the

@@ -3,8 +3,8 @@ package reclaim
 import "log/slog"
 
 // audit writes the one log line that each destructive action of the
-// reclaimer and of operators leaves (DESIGN.md: every destructive step
-// explained and recorded): message "audit" at INFO, with the action, what
+// reclaimer and of operators leaves, so that every destructive step is
+// explained and recorded: message "audit" at INFO, with the action, what
 // it acted on (an upload as BUCKET/KEY?uploadId=ID, a blob by its digest),
 // why, and attrs, which name the term and pass (the reclaimer's actions)
 // or the principal (an operator's). The fixed names let a log pipeline

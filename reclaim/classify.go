@@ -11,7 +11,7 @@ import (
 // Verdict is what a pass decides about one upload found on the backend.
 type Verdict string
 
-// The verdicts, in the order of the checklist in DESIGN.md.
+// The verdicts, in the order classify's checklist reaches them.
 const (
 	// Hold: the upload has no session, so nobody we know owns it; a person
 	// decides (Adopt or DeleteOrphans).

@@ -14,7 +14,7 @@ import (
 )
 
 // The digest sweep reclaims content-addressed blobs that nothing references
-// (DESIGN.md, "Digest sweep"). It runs in every pass after the upload
+// (docs/digests.md). It runs in every pass after the upload
 // sweep, under the same pass number and term, in phases recorded in its own
 // cursor so that a pass cut short resumes where it stood:
 //
@@ -53,7 +53,7 @@ const (
 	FaultDigestCollected = "digest.collected"
 )
 
-// DigestsConfig turns on the digest sweep (DESIGN.md, "Digest sweep"). Zero
+// DigestsConfig turns on the digest sweep (docs/digests.md). Zero
 // durations and limits take the defaults above.
 type DigestsConfig struct {
 	// Layout names the CAS namespaces whose blobs are swept and the

@@ -1,6 +1,6 @@
 // Package reclaim is sweepgate's elected reclaimer: it deletes the parts of
 // abandoned multipart uploads on the backend without ever deleting live
-// work (DESIGN.md, "Reclaimer").
+// work.
 //
 // One reclaimer acts at a time (Elector, an etcd election whose term is the
 // leader key's create revision), and every etcd write it makes carries a

@@ -52,7 +52,7 @@ func (g *Gateway) completeBlob(w http.ResponseWriter, r *http.Request, req *requ
 		g.checkCompleted(ctx, w, r, req, c, etag, digest)
 		return
 	}
-	if c.status == http.StatusPreconditionFailed && !own && errorCode(c.body.Bytes()) == "PreconditionFailed" {
+	if c.status == http.StatusPreconditionFailed && !own && multipart.ErrorCode(c.body.Bytes()) == "PreconditionFailed" {
 		g.completeOntoStored(ctx, w, r, req, digest)
 		return
 	}
@@ -151,7 +151,7 @@ func (g *Gateway) completeOntoStored(ctx context.Context, w http.ResponseWriter,
 		return
 	}
 	g.abortStored(ctx, r, req)
-	body, err := xml.Marshal(completeResult{
+	body, err := xml.Marshal(multipart.CompleteResult{
 		Location: (&url.URL{Path: "/" + bucket + "/" + key}).String(),
 		Bucket:   bucket,
 		Key:      key,
@@ -172,15 +172,6 @@ func (g *Gateway) completeOntoStored(ctx context.Context, w http.ResponseWriter,
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
-}
-
-// completeResult is the answer to a successful CompleteMultipartUpload.
-type completeResult struct {
-	XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
-	Location string   `xml:"Location"`
-	Bucket   string   `xml:"Bucket"`
-	Key      string   `xml:"Key"`
-	ETag     string   `xml:"ETag"`
 }
 
 // abortStored aborts the upload of a complete whose blob is stored
@@ -220,16 +211,4 @@ func (g *Gateway) abortStored(ctx context.Context, r *http.Request, req *request
 	if status != http.StatusNoContent {
 		g.log.Warn("upload of a blob that is stored already not aborted; abort it", "id", req.id, "bucket", bucket, "key", key, "upload", id, "status", status, "answer", detail)
 	}
-}
-
-// errorCode returns the code of an S3 error document, or "".
-func errorCode(body []byte) string {
-	var doc struct {
-		XMLName xml.Name
-		Code    string `xml:"Code"`
-	}
-	if xml.Unmarshal(body, &doc) != nil || doc.XMLName.Local != "Error" {
-		return ""
-	}
-	return doc.Code
 }

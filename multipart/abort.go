@@ -119,10 +119,10 @@ func abortOutcome(resp *http.Response, err error) error {
 	switch {
 	case resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusOK:
 		return nil
-	case resp.StatusCode == http.StatusNotFound && errorCode(body) == "NoSuchUpload":
+	case resp.StatusCode == http.StatusNotFound && ErrorCode(body) == "NoSuchUpload":
 		return nil
 	}
-	code := errorCode(body)
+	code := ErrorCode(body)
 	return fmt.Errorf("backend answered %d %s", resp.StatusCode, code)
 }
 

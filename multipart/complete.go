@@ -96,8 +96,8 @@ var clientCompleteErrors = map[string]bool{
 	"BadDigest": true, "InvalidDigest": true,
 }
 
-// completeResult is the S3 answer to a successful complete.
-type completeResult struct {
+// CompleteResult is the S3 answer to a successful complete.
+type CompleteResult struct {
 	XMLName        xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
 	Location       string   `xml:"Location"`
 	Bucket         string   `xml:"Bucket"`
@@ -110,7 +110,7 @@ type completeResult struct {
 	ChecksumSHA256 string   `xml:"ChecksumSHA256,omitempty"`
 }
 
-func (r completeResult) completion(versionID string) *etcdstore.Completion {
+func (r CompleteResult) completion(versionID string) *etcdstore.Completion {
 	c := &etcdstore.Completion{Location: r.Location, Bucket: r.Bucket, Key: r.Key, ETag: r.ETag, VersionID: versionID}
 	for name, v := range map[string]string{
 		"ChecksumCRC32": r.ChecksumCRC32, "ChecksumCRC32C": r.ChecksumCRC32C, "ChecksumCRC64NVME": r.ChecksumCRC64,
@@ -128,7 +128,7 @@ func (r completeResult) completion(versionID string) *etcdstore.Completion {
 
 // replayCompletion answers a retried complete with the recorded result.
 func (s *Service) replayCompletion(w http.ResponseWriter, c *Call, comp *etcdstore.Completion) {
-	r := completeResult{Location: comp.Location, Bucket: comp.Bucket, Key: comp.Key, ETag: comp.ETag}
+	r := CompleteResult{Location: comp.Location, Bucket: comp.Bucket, Key: comp.Key, ETag: comp.ETag}
 	r.ChecksumCRC32 = comp.Checksums["ChecksumCRC32"]
 	r.ChecksumCRC32C = comp.Checksums["ChecksumCRC32C"]
 	r.ChecksumCRC64 = comp.Checksums["ChecksumCRC64NVME"]
@@ -278,9 +278,9 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 		s.completeUnclear(rctx, w, c, attempt, &sess, err.Error(), nil, nil)
 		return
 	}
-	code := errorCode(respBody)
+	code := ErrorCode(respBody)
 	if resp.StatusCode == http.StatusOK && code == "" {
-		var res completeResult
+		var res CompleteResult
 		if err := xml.Unmarshal(respBody, &res); err != nil {
 			s.completeUnclear(rctx, w, c, attempt, &sess, "unreadable complete result", resp, respBody)
 			return

@@ -75,8 +75,8 @@ func TestErrorCode(t *testing.T) {
 		{`<Error><Code>`, ""},
 	}
 	for _, tt := range tests {
-		if got := errorCode([]byte(tt.body)); got != tt.want {
-			t.Errorf("errorCode(%q) = %q, want %q", tt.body, got, tt.want)
+		if got := ErrorCode([]byte(tt.body)); got != tt.want {
+			t.Errorf("ErrorCode(%q) = %q, want %q", tt.body, got, tt.want)
 		}
 	}
 }

@@ -154,7 +154,7 @@ func (s *Service) uploadPart(ctx context.Context, w http.ResponseWriter, c *Call
 			return
 		}
 		var res copyPartResult
-		if errorCode(body) != "" || xml.Unmarshal(body, &res) != nil {
+		if ErrorCode(body) != "" || xml.Unmarshal(body, &res) != nil {
 			s.writeBuffered(w, c, resp, body)
 			return
 		}

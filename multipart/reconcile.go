@@ -503,7 +503,7 @@ func (s *Service) uploadGone(ctx context.Context, sess *etcdstore.Session) (gone
 	if err != nil {
 		return false, "", fmt.Errorf("list parts: %w", err)
 	}
-	code := errorCode(body)
+	code := ErrorCode(body)
 	switch {
 	case resp.StatusCode == http.StatusOK && code == "":
 		return false, "", nil

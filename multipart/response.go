@@ -158,10 +158,10 @@ type backendError struct {
 	Message string   `xml:"Message"`
 }
 
-// errorCode returns the S3 error code in body, or "" when body is not an
+// ErrorCode returns the S3 error code in body, or "" when body is not an
 // error document. S3 can answer 200 with an error document for calls that
 // take long (CompleteMultipartUpload, UploadPartCopy).
-func errorCode(body []byte) string {
+func ErrorCode(body []byte) string {
 	trimmed := bytes.TrimSpace(body)
 	if !bytes.Contains(trimmed[:min(len(trimmed), 256)], []byte("<Error")) {
 		return ""

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 
 	"github.com/sweepgate/sweepgate/gateway/s3err"
@@ -23,7 +24,7 @@ func checkConnection(h http.Header) error {
 	for _, v := range h.Values("Connection") {
 		for _, tok := range strings.Split(v, ",") {
 			tok = strings.ToLower(textproto.TrimString(tok))
-			if tok != "" && !contains(connectionTokens, tok) {
+			if tok != "" && !slices.Contains(connectionTokens, tok) {
 				return s3err.ErrInvalidRequest.WithMessage("The Connection header names %q: through sweepgate it may name only close, keep-alive and TE.", tok)
 			}
 		}

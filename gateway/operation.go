@@ -3,6 +3,7 @@ package gateway
 import (
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/sweepgate/sweepgate/gateway/s3err"
@@ -242,14 +243,6 @@ var operationRules = []operationRule{
 		params: []string{"delimiter", "encoding-type", "marker", "max-keys", "prefix"}},
 }
 
-// anyOperationParams are accepted on every operation: the SDKs' operation
-// hint (x-id). So is every x-amz-* parameter (see accepts): a presigned
-// URL's signature, which the gateway verifies and removes, and the
-// headers a presigning SDK hoists into the query (X-Amz-Checksum-Mode, for
-// one), which the gateway's signature check covers and which MinIO, like
-// the gateway, reads only from headers.
-var anyOperationParams = []string{"x-id"}
-
 // matches reports whether a request of method on t, with query q and
 // (when copy) an x-amz-copy-source, is one the backend routes to rule.
 func (rule *operationRule) matches(method string, t target, q query, copy bool) bool {
@@ -265,24 +258,18 @@ func (rule *operationRule) matches(method string, t target, q query, copy bool) 
 	return true
 }
 
-// accepts reports whether rule takes the query parameter name.
+// accepts reports whether rule takes the query parameter name. Every
+// operation also takes the SDKs' operation hint (x-id) and every x-amz-*
+// parameter: a presigned URL's signature, which the gateway verifies and
+// removes, and the headers a presigning SDK hoists into the query
+// (X-Amz-Checksum-Mode, for one), which the gateway's signature check
+// covers and which MinIO, like the gateway, reads only from headers.
 func (rule *operationRule) accepts(name string) bool {
-	for _, s := range rule.selectors {
-		if s.name == name {
-			return true
-		}
+	if slices.ContainsFunc(rule.selectors, func(s selector) bool { return s.name == name }) {
+		return true
 	}
-	return contains(rule.params, name) || contains(anyOperationParams, name) ||
+	return slices.Contains(rule.params, name) || name == "x-id" ||
 		strings.HasPrefix(strings.ToLower(name), "x-amz-")
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // classify names the operation of a request from its method, its target,

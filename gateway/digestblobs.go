@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
@@ -215,7 +216,7 @@ func (g *Gateway) deleteBlob(w http.ResponseWriter, r *http.Request, req *reques
 			g.writeError(w, r, errReferenced(digest))
 			return
 		}
-		audit(g.log, "delete_blob", digest, "an admin principal deletes a blob that is still referenced",
+		audit.Record(g.log, audit.DeleteBlob, digest, "an admin principal deletes a blob that is still referenced",
 			"principal", req.auth.Principal, "id", req.id, "bucket", req.route.Bucket, "key", req.route.Key)
 	}
 	g.forward(w, r, req)

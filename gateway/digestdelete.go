@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 )
@@ -186,7 +187,7 @@ func (g *Gateway) trashSources(ctx context.Context, bucket, principal string, ob
 			return nil, nil, nil, err
 		case ok:
 			trashed = append(trashed, trashedObject{obj: o, at: now})
-			audit(g.logFor(ctx), "trash_object", bucket+"/"+o.Key, "DeleteObjects of a reference object: its digests stay retained in the trash until it expires",
+			audit.Record(g.logFor(ctx), audit.TrashObject, bucket+"/"+o.Key, "DeleteObjects of a reference object: its digests stay retained in the trash until it expires",
 				"principal", principal, "deleted_at", now, "expires", expires)
 		}
 		send = append(send, o)

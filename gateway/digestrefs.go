@@ -18,6 +18,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
@@ -465,7 +466,7 @@ func (g *Gateway) deleteRef(w http.ResponseWriter, r *http.Request, req *request
 		g.forward(w, r, req) // no references recorded: nothing to move
 		return
 	}
-	audit(g.log, "trash_object", bucket+"/"+key, "DeleteObject of a reference object: its digests stay retained in the trash until it expires",
+	audit.Record(g.log, audit.TrashObject, bucket+"/"+key, "DeleteObject of a reference object: its digests stay retained in the trash until it expires",
 		"principal", req.auth.Principal, "id", req.id, "deleted_at", now, "expires", now.Add(g.digests.trashWindow))
 	out, err := g.backendRequest(r, req, nil)
 	if err != nil {
@@ -524,7 +525,7 @@ func (g *Gateway) stillThere(ctx context.Context, bucket, key string, version bo
 func (g *Gateway) restoreTrash(ctx context.Context, bucket, key string, deletedAt time.Time) {
 	_, err := g.digests.store.RestoreTrash(ctx, bucket, key, deletedAt, g.now())
 	if err == nil {
-		audit(g.logFor(ctx), "restore_trash", bucket+"/"+key, "the object's delete was not done, so its references come back from the trash",
+		audit.Record(g.logFor(ctx), audit.RestoreTrash, bucket+"/"+key, "the object's delete was not done, so its references come back from the trash",
 			"deleted_at", deletedAt)
 	}
 	if err != nil && !errors.Is(err, etcdstore.ErrNotFound) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 )
@@ -27,7 +28,7 @@ func (s *Service) abort(ctx context.Context, w http.ResponseWriter, c *Call) {
 	err := s.abortUpload(ctx, c)
 	switch {
 	case errors.Is(err, errNoSession):
-		audit(s.log, "abort_upload", uploadName(c.Bucket, c.Key, c.UploadID), "client abort of an upload without a session, passed through to the backend",
+		audit.Record(s.log, audit.AbortUpload, audit.Upload(c.Bucket, c.Key, c.UploadID), "client abort of an upload without a session, passed through to the backend",
 			"principal", c.Principal, "id", c.RequestID)
 		s.passThrough(w, c, nil)
 	case errors.Is(err, errNoSuchUpload):
@@ -86,7 +87,7 @@ func (s *Service) abortUpload(ctx context.Context, c *Call) error {
 		if unclear != nil {
 			outcome = etcdstore.StateCleanupPending
 		}
-		audit(s.log, "abort_upload", uploadName(c.Bucket, c.Key, c.UploadID), "client abort",
+		audit.Record(s.log, audit.AbortUpload, audit.Upload(c.Bucket, c.Key, c.UploadID), "client abort",
 			"principal", c.Principal, "id", c.RequestID, "outcome", outcome)
 		if unclear == nil {
 			_, err = s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateAborting, etcdstore.StateAborted, "backend confirmed abort", nil)

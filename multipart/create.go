@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 )
@@ -42,7 +43,7 @@ func (s *Service) create(ctx context.Context, w http.ResponseWriter, c *Call) {
 	defer cancel()
 	if _, err := s.store.CreateSession(rctx, sess); err != nil {
 		s.log.Error("create multipart upload: session not recorded; aborting the new upload", "id", c.RequestID, "upload_id", res.UploadID, "err", err)
-		audit(s.log, "abort_upload", uploadName(c.Bucket, c.Key, res.UploadID), "its session could not be recorded, so nobody would own it",
+		audit.Record(s.log, audit.AbortUpload, audit.Upload(c.Bucket, c.Key, res.UploadID), "its session could not be recorded, so nobody would own it",
 			"principal", c.Principal, "id", c.RequestID)
 		if aerr := s.abortBackend(rctx, c.Bucket, c.Key, res.UploadID); aerr != nil {
 			s.log.Error("create multipart upload: abort of unrecorded upload failed; it is an orphan", "id", c.RequestID, "upload_id", res.UploadID, "err", aerr)

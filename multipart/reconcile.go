@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
@@ -345,7 +346,7 @@ func (r *reconcileRun) settleAbort(ctx context.Context, v etcdstore.Versioned[et
 	if unclear != nil {
 		outcome = etcdstore.StateCleanupPending
 	}
-	audit(r.s.log, "abort_upload", uploadName(sess.Bucket, sess.Key, sess.UploadID),
+	audit.Record(r.s.log, audit.AbortUpload, audit.Upload(sess.Bucket, sess.Key, sess.UploadID),
 		fmt.Sprintf("abort decided earlier (%s), upload still on the backend (attempt %d)", sess.State, attempt),
 		"principal", r.opts.Actor, "term", r.opts.Term, "outcome", outcome)
 
@@ -434,7 +435,7 @@ func (r *reconcileRun) prune(ctx context.Context, v etcdstore.Versioned[etcdstor
 		return fmt.Errorf("multipart: reconcile: prune %s/%s: %w", sess.Bucket, sess.UploadID, err)
 	}
 	r.rep.Pruned++
-	audit(r.s.log, "prune_session", uploadName(sess.Bucket, sess.Key, sess.UploadID),
+	audit.Record(r.s.log, audit.PruneSession, audit.Upload(sess.Bucket, sess.Key, sess.UploadID),
 		fmt.Sprintf("%s since %s, past the retention of %s", sess.State, sess.LastChange().Format(time.RFC3339), r.opts.Retention),
 		"principal", r.opts.Actor, "term", r.opts.Term)
 	return nil

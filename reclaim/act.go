@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
@@ -139,7 +140,7 @@ func (p *pass) mark(ctx context.Context, e planned, next cursor) error {
 	}
 	p.cur = done
 	p.r.metrics.acted("mark", e.Parts, e.Bytes)
-	audit(p.r.log, "mark_expired", uploadName(e.Bucket, e.Key, e.UploadID), e.Reason,
+	audit.Record(p.r.log, audit.MarkExpired, audit.Upload(e.Bucket, e.Key, e.UploadID), e.Reason,
 		"pass", p.cur.Pass, "term", p.term.N, "parts", e.Parts, "bytes", e.Bytes)
 	return nil
 }
@@ -186,7 +187,7 @@ func (p *pass) delete(ctx context.Context, e planned, next cursor) error {
 		return []clientv3.Op{cursorOp(keys, &done)}
 	})
 	// The abort went to the backend whatever became of its record.
-	audit(p.r.log, "abort_upload", uploadName(e.Bucket, e.Key, e.UploadID), e.Reason,
+	audit.Record(p.r.log, audit.AbortUpload, audit.Upload(e.Bucket, e.Key, e.UploadID), e.Reason,
 		"pass", p.cur.Pass, "term", p.term.N, "parts", e.Parts, "bytes", e.Bytes, "outcome", to, "uncertain", doubt, "recorded", err == nil)
 	switch {
 	case errors.Is(err, errChanged):

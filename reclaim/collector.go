@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
@@ -84,7 +85,7 @@ func (s *digestSweep) settleGuard(ctx context.Context, kv *mvccpb.KeyValue) erro
 			s.r.metrics.digestDeleted(w.delta.Deleted, w.delta.Bytes)
 			// The pass that deleted the bytes was cut short, most likely
 			// before its audit line: this line records the delete.
-			audit(s.r.log, "delete_blob", d, "guarded delete of an earlier pass found done: the blob is gone",
+			audit.Record(s.r.log, audit.DeleteBlob, d, "guarded delete of an earlier pass found done: the blob is gone",
 				"pass", s.cur.Pass, "term", s.term.N, "bucket", g.Bucket, "key", g.Key, "guard_term", g.Term, "guard_pass", g.Pass)
 		}
 		return err
@@ -459,7 +460,7 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 		if why[i] != "" {
 			reason += "; " + why[i]
 		}
-		audit(s.r.log, "delete_blob", t.Digest, reason,
+		audit.Record(s.r.log, audit.DeleteBlob, t.Digest, reason,
 			"pass", s.cur.Pass, "term", s.term.N, "bucket", t.Bucket, "key", t.Key, "bytes", t.Size, "recorded", ok)
 	}
 	return err

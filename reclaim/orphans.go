@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
@@ -129,7 +130,7 @@ func (r *Reclaimer) Adopt(ctx context.Context, bucket, key, uploadID, principal 
 	if _, err := r.createOrphanSession(ctx, t, &sess, rec); err != nil {
 		return rec, err
 	}
-	audit(r.log, "adopt_orphan", uploadName(bucket, key, uploadID), "adopted by operator: it follows the grace period from now on",
+	audit.Record(r.log, audit.AdoptOrphan, audit.Upload(bucket, key, uploadID), "adopted by operator: it follows the grace period from now on",
 		"owner", principal, "term", t.N, "parts", parts, "bytes", size)
 	return rec, nil
 }
@@ -245,7 +246,7 @@ func (r *Reclaimer) deleteOrphan(ctx context.Context, t term, principal string, 
 	})
 	res.Outcome, res.Uncertain, res.Deleted = string(to), doubt, to == etcdstore.StateAborted
 	// The abort went to the backend whatever became of its record.
-	audit(r.log, "delete_orphan", ref.String(), "orphan deleted by operator, confirmed",
+	audit.Record(r.log, audit.DeleteOrphan, ref.String(), "orphan deleted by operator, confirmed",
 		"principal", principal, "term", t.N, "parts", parts, "bytes", size, "outcome", to, "uncertain", doubt, "recorded", err == nil)
 	if err != nil && !errors.Is(err, errChanged) {
 		// The session stays aborting; the reconciler finishes it.

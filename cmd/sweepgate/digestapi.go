@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
@@ -361,7 +362,7 @@ func (a *digestAPI) restore(w http.ResponseWriter, r *http.Request) {
 			a.log.Warn("admin API: trash restored, but its record was not removed", "bucket", tr.Bucket, "key", tr.Key, "err", err)
 		}
 		rec := apiTrashRecord(tr, now)
-		audit(a.log, "restore_trash", tr.Bucket+"/"+tr.Key, "restored by an operator through the admin API",
+		audit.Record(a.log, audit.RestoreTrash, tr.Bucket+"/"+tr.Key, "restored by an operator through the admin API",
 			"principal", "admin-api", "deleted_at", tr.DeletedAt,
 			"digests", len(tr.Digests), "expired", rec.Expired, "client", remoteHost(r))
 		writeJSON(w, http.StatusOK, apiRestored{Restored: rec})

@@ -1,19 +1,19 @@
 package gateway
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"net/http"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/gateway/sigv4"
 )
 
-// DigestsConfig turns on reference recording for content-addressed layouts.
+// DigestsConfig turns on reference recording for content-addressed layouts:
+// the writes, reads and deletes of the layout are served by a
+// digests.Service.
 type DigestsConfig struct {
 	Store  *etcdstore.Store
 	Layout *cas.Layout
@@ -28,125 +28,86 @@ type DigestsConfig struct {
 	HoldTTL time.Duration
 }
 
-const (
-	defaultTrashWindow = 168 * time.Hour
-	defaultHoldTTL     = 30 * time.Second
-	// stateTimeout bounds the etcd work of one request. That work runs on a
-	// context the client cannot cancel: a client hanging up between the
-	// record and the backend write must not leave the record half done.
-	stateTimeout = 15 * time.Second
-	// maxAnswer bounds the backend answers read whole (the XML answers of
-	// writes and deletes, which are small).
-	maxAnswer = 8 << 20
-	// maxDeleteBody and maxDeleteObjects bound a DeleteObjects request as S3
-	// does: 1000 keys of up to 1 KiB each fit.
-	maxDeleteBody    = 2 << 20
-	maxDeleteObjects = 1000
-	// s3Namespace is the XML namespace of S3's documents.
-	s3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/"
-)
-
-// errStateUnavailable answers a request whose etcd step failed. Nothing
-// reached the backend, so a retry is safe.
-var errStateUnavailable = s3err.ErrServiceUnavailable.WithMessage("sweepgate could not read or record the references of this request in its state store; nothing was changed. Please retry.")
-
-// digestGate is what the gateway needs to record references around the
-// writes and deletes of a content-addressed layout.
-type digestGate struct {
-	store       *etcdstore.Store
-	layout      *cas.Layout
-	trashWindow time.Duration
-	admins      []string
-	holdTTL     time.Duration
-	// parts is the multipart sessions' store, whose recorded part sizes
-	// bound the object a complete assembles; nil when sessions are off.
-	parts *etcdstore.Store
+// newDigests returns the digest service for cfg.Digests, which calls the
+// backend through the gateway's client and aborts uploads through the
+// session service; nil when the layout is empty.
+func (g *Gateway) newDigests(cfg Config) (*digests.Service, error) {
+	dc := cfg.Digests
+	sc := digests.ServiceConfig{
+		Store:           dc.Store,
+		Layout:          dc.Layout,
+		TrashWindow:     dc.TrashWindow,
+		AdminPrincipals: dc.AdminPrincipals,
+		HoldTTL:         dc.HoldTTL,
+		Sessions:        g.sessions,
+		Backend:         g.backendClient,
+		Now:             cfg.Now,
+		Logger:          cfg.Logger,
+		Metrics:         cfg.Metrics,
+	}
+	if cfg.Sessions != nil {
+		sc.Parts = cfg.Sessions.Store
+	}
+	return digests.NewService(sc)
 }
 
-// newDigestGate checks cfg. An empty layout turns digest reclamation off
-// (nil gate): nothing would be recorded.
-func newDigestGate(cfg *DigestsConfig, sessions *SessionsConfig) (*digestGate, error) {
-	if cfg.Layout.Empty() {
-		return nil, nil
-	}
-	if cfg.Store == nil {
-		return nil, errors.New("digests: a store is required to record references")
-	}
-	if err := cfg.Layout.Validate(); err != nil {
-		return nil, fmt.Errorf("digests: %w", err)
-	}
-	d := &digestGate{
-		store:       cfg.Store,
-		layout:      cfg.Layout,
-		trashWindow: cfg.TrashWindow,
-		admins:      cfg.AdminPrincipals,
-		holdTTL:     cfg.HoldTTL,
-	}
-	if d.trashWindow <= 0 {
-		d.trashWindow = defaultTrashWindow
-	}
-	if d.holdTTL <= 0 {
-		d.holdTTL = defaultHoldTTL
-	}
-	if sessions != nil {
-		d.parts = sessions.Store
-	}
-	return d, nil
-}
-
-// serves reports whether the digest handlers serve rt: a write or delete
-// of a reference object, a write, read or delete of a blob whose key
-// carries a digest, and a DeleteObjects in a bucket of the layout.
-// Everything else goes where it goes without digest reclamation.
-func (d *digestGate) serves(rt Route) bool {
-	if d == nil || rt.Bucket == "" {
-		return false
-	}
-	switch rt.Operation {
-	case OpDeleteObjects:
-		return d.layout.HasBucket(rt.Bucket)
-	case OpPutObject, OpCopyObject, OpCompleteMultipartUpload, OpDeleteObject:
-		if d.layout.Source(rt.Bucket, rt.Key) != nil {
-			return true
-		}
-		_, _, ok := d.layout.Namespace(rt.Bucket, rt.Key)
-		return ok
-	case OpGetObject, OpHeadObject:
-		_, _, ok := d.layout.Namespace(rt.Bucket, rt.Key)
-		return ok
-	}
-	return false
-}
-
-func (d *digestGate) isAdmin(principal string) bool { return slices.Contains(d.admins, principal) }
-
-// serveDigests serves a request that serves accepted.
+// serveDigests hands a request that the digest service serves to it, with
+// the means to read and forward its verified body and to serve it as the
+// gateway would without digest reclamation.
 func (g *Gateway) serveDigests(w http.ResponseWriter, r *http.Request, req *request) {
-	rt := req.route
-	if src := g.digests.layout.Source(rt.Bucket, rt.Key); src != nil {
-		switch rt.Operation {
-		case OpPutObject:
-			g.putRef(w, r, req, src)
-		case OpCopyObject:
-			g.copyRef(w, r, req, src)
-		case OpCompleteMultipartUpload:
-			g.completeRef(w, r, req, src)
-		case OpDeleteObject:
-			g.deleteRef(w, r, req)
-		}
+	q, err := g.digestRequest(r, req)
+	if err != nil {
+		g.writeError(w, r, err)
 		return
 	}
-	ns, digest, _ := g.digests.layout.Namespace(rt.Bucket, rt.Key)
-	switch rt.Operation {
-	case OpPutObject:
-		g.putBlob(w, r, req, ns, digest)
-	case OpCopyObject, OpCompleteMultipartUpload:
-		g.writeBlob(w, r, req, ns, digest)
-	case OpGetObject, OpHeadObject:
-		g.readBlob(w, r, req, digest)
-	case OpDeleteObject:
-		g.deleteBlob(w, r, req, digest)
+	g.digests.Serve(r.Context(), w, q)
+}
+
+// digestRequest is the digest service's view of a request.
+func (g *Gateway) digestRequest(r *http.Request, req *request) (*digests.Request, error) {
+	payload := req.auth.Payload
+	q := &digests.Request{
+		Op:            digests.Op(req.route.Operation),
+		Bucket:        req.route.Bucket,
+		Key:           req.route.Key,
+		Query:         r.URL.Query(),
+		Principal:     req.auth.Principal,
+		RequestID:     req.id,
+		Resource:      r.URL.Path,
+		Header:        r.Header,
+		DecodedLength: payload.DecodedLength(),
+		Body:          payload.Body,
+		Observe:       payload.Observe,
+		PayloadErr:    payload.Err,
+		BackendRequest: func(body []byte) (*http.Request, error) {
+			return g.backendRequest(r, req, body)
+		},
+		BufferedRequest: func(body []byte) (*http.Request, error) {
+			out, err := g.backendRequest(r, req, body)
+			if err != nil {
+				return nil, err
+			}
+			keepEncoding(out, payload)
+			return out, nil
+		},
+		Pass: func(w http.ResponseWriter, header http.Header) {
+			in := r
+			if header != nil {
+				in = r.Clone(r.Context())
+				in.Header = header
+			}
+			g.pass(w, in, req)
+		},
 	}
+	if req.route.Operation == OpCopyObject {
+		// resolveRoute refused a copy source that does not parse.
+		cs, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
+		if err != nil {
+			return nil, err
+		}
+		q.CopySource = digests.CopySource{Bucket: cs.bucket, Key: cs.key, VersionID: cs.versionID}
+	}
+	return q, nil
 }
 
 // pass serves a request the way the gateway serves it without digest
@@ -159,38 +120,52 @@ func (g *Gateway) pass(w http.ResponseWriter, r *http.Request, req *request) {
 	g.forward(w, r, req)
 }
 
-// stateContext returns the context of a request's etcd work: it keeps the
-// request's values but not its cancellation (see stateTimeout).
-func stateContext(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(r.Context()), stateTimeout)
-}
-
-// refuseState answers a request whose etcd step refused or failed: a
-// guarded digest or a write in flight is a retryable SlowDown, anything
-// else a ServiceUnavailable.
-func (g *Gateway) refuseState(w http.ResponseWriter, r *http.Request, req *request, err error) {
-	switch {
-	case errors.Is(err, etcdstore.ErrGuarded):
-		g.metrics.guardRefusals.WithLabelValues(string(req.route.Operation)).Inc()
-		g.writeError(w, r, s3err.ErrSlowDown.WithMessage("A blob this object names is being reclaimed; upload it again and retry."))
-	case errors.Is(err, etcdstore.ErrWriteInFlight):
-		g.writeError(w, r, s3err.ErrSlowDown.WithMessage("Another write or delete of this object is in flight; retry."))
-	default:
-		g.log.Error("digest state unavailable", "id", req.id, "op", req.route.Operation, "err", err)
-		g.writeError(w, r, errStateUnavailable)
+// keepEncoding carries what a verified body read whole loses over to its
+// backend request: a verified trailing checksum (as a header, which the
+// backend checks and stores), and content encodings other than
+// aws-chunked.
+func keepEncoding(out *http.Request, p *sigv4.Payload) {
+	if name, value, ok := p.Checksum(); ok {
+		out.Header.Set(name, value)
+	}
+	var encodings []string
+	for e := range strings.SplitSeq(p.Outbound().Header.Get("Content-Encoding"), ",") {
+		if e = strings.TrimSpace(e); e != "" && !strings.EqualFold(e, "aws-chunked") {
+			encodings = append(encodings, e)
+		}
+	}
+	if len(encodings) > 0 {
+		out.Header.Set("Content-Encoding", strings.Join(encodings, ","))
 	}
 }
 
-// errTooLarge refuses a reference object larger than its source's parse
-// limit: its references could not be recorded whole.
-func errTooLarge(src *cas.Source, what string) error {
-	return s3err.ErrEntityTooLarge.WithMessage("%s is larger than the %d-byte parse limit of reference source %s, so its digests could not be recorded whole; nothing was stored.", what, src.MaxBody, src.Name)
-}
-
-// errDigests refuses a reference object whose digests cannot be recorded.
-func errDigests(err error) error {
-	if errors.Is(err, cas.ErrTooManyDigests) {
-		return s3err.ErrInvalidArgument.WithMessage("The object names more than %d digests, more than one reference object may record; nothing was stored.", cas.MaxDigestsPerObject)
+// deleteDigests has the digest service do its part of a DeleteObjects in
+// a bucket of the layout: it refuses referenced blobs and trashes the
+// references of reference objects, and sendBatch sends the objects it
+// keeps. ok false means the request has been answered.
+func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *request, objs []deleteObject, sendBatch func([]deleteObject) (*answer, error)) (refused []deleteError, ok bool) {
+	q, err := g.digestRequest(r, req)
+	if err != nil {
+		g.writeError(w, r, err)
+		return nil, false
 	}
-	return s3err.ErrInvalidArgument.WithMessage("The object's digests could not be read: %v.", err)
+	targets := make([]digests.DeleteTarget, len(objs))
+	for i, o := range objs {
+		targets[i] = digests.DeleteTarget{Key: o.Key, VersionID: o.VersionID}
+	}
+	refusals, ok := g.digests.DeleteObjects(r.Context(), w, q, targets, func(keep []int) (int, []byte, error) {
+		kept := make([]deleteObject, len(keep))
+		for i, k := range keep {
+			kept[i] = objs[k]
+		}
+		a, err := sendBatch(kept)
+		if err != nil {
+			return 0, nil, err
+		}
+		return a.status, a.body, nil
+	})
+	for _, f := range refusals {
+		refused = append(refused, deleteError{Key: f.Key, VersionID: f.VersionID, Code: f.Code, Message: f.Message})
+	}
+	return refused, ok
 }

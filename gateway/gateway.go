@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -68,7 +69,7 @@ type Gateway struct {
 	client        *http.Client // signed requests to the backend, for health checks
 	backendClient *backendClient
 	sessions      *multipart.Service
-	digests       *digestGate // nil when digest reclamation is off
+	digests       *digests.Service // nil when digest reclamation is off
 	proxy         *httputil.ReverseProxy
 	log           *slog.Logger
 	metrics       *metrics
@@ -138,7 +139,7 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	if cfg.Digests != nil {
-		if g.digests, err = newDigestGate(cfg.Digests, cfg.Sessions); err != nil {
+		if g.digests, err = g.newDigests(cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -255,15 +256,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // dispatch sends an authenticated request to the handler for its operation:
 // every DeleteObjects to the handler that parses its keys, writes, reads
-// and deletes in a content-addressed layout to the digest
-// handlers (when digest reclamation is on), the multipart calls to the
-// session service (when sessions are on), and everything else through the
-// reverse proxy.
+// and deletes in a content-addressed layout to the digest service (when
+// digest reclamation is on), the multipart calls to the session service
+// (when sessions are on), and everything else through the reverse proxy.
 func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request) {
 	switch {
 	case req.route.Operation == OpDeleteObjects:
 		g.deleteObjects(w, r, req)
-	case g.digests.serves(req.route):
+	case g.digests.Serves(digests.Op(req.route.Operation), req.route.Bucket, req.route.Key):
 		g.serveDigests(w, r, req)
 	case req.route.Operation.IsMultipart() && g.sessions != nil:
 		g.serveMultipart(w, r, req)

@@ -14,9 +14,6 @@ type metrics struct {
 	requestDuration *prometheus.HistogramVec
 	backendDuration *prometheus.HistogramVec
 	authFailures    *prometheus.CounterVec
-	// guardRefusals counts writes refused because a digest they name has
-	// an armed guard: producers racing the collector.
-	guardRefusals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,13 +37,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "sweepgate", Name: "auth_failures_total",
 			Help: "Requests refused by signature verification, by S3 error code.",
 		}, []string{"code"}),
-		guardRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sweepgate", Subsystem: "gateway", Name: "guard_refusals_total",
-			Help: "Writes refused with SlowDown because a digest they name is being reclaimed, by operation.",
-		}, []string{"op"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.requestDuration, m.backendDuration, m.authFailures, m.guardRefusals)
+		reg.MustRegister(m.requests, m.requestDuration, m.backendDuration, m.authFailures)
 	}
 	return m
 }

@@ -137,6 +137,10 @@ func (e *digestEnv) copiesSent(key string) []harness.ProxiedRequest {
 	})
 }
 
+// unquoteETag returns an ETag without its quotes, as the digest service
+// compares them.
+func unquoteETag(s string) string { return strings.Trim(strings.TrimSpace(s), `"`) }
+
 // TestWriteOnceBlobs: no write onto a blob's key replaces content that
 // hashes to the key with content that does not, and no failed check
 // deletes an object the gateway did not write.

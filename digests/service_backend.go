@@ -1,4 +1,4 @@
-package gateway
+package digests
 
 import (
 	"bytes"
@@ -14,6 +14,10 @@ import (
 
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 )
+
+// maxAnswer bounds the backend answers read whole (the XML answers of
+// writes and deletes, which are small).
+const maxAnswer = 8 << 20
 
 // answer is a backend response read whole.
 type answer struct {
@@ -65,10 +69,10 @@ func resultETag(body []byte) (string, bool) {
 func unquoteETag(s string) string { return strings.Trim(strings.TrimSpace(s), `"`) }
 
 // send sends a client's request on to the backend and reads the answer
-// whole; backendClient.RoundTrip times the call and notes the backend's
-// request id.
-func (g *Gateway) send(out *http.Request) (*answer, error) {
-	resp, err := g.backendClient.RoundTrip(out)
+// whole; the gateway's backend client times the call and notes the
+// backend's request id.
+func (s *Service) send(out *http.Request) (*answer, error) {
+	resp, err := s.backend.RoundTrip(out)
 	if err != nil {
 		return nil, err
 	}
@@ -87,16 +91,16 @@ func readAnswer(resp *http.Response) (*answer, error) {
 	return &answer{status: resp.StatusCode, header: resp.Header, body: body}, nil
 }
 
-// call makes a request of the gateway's own to the backend.
-func (g *Gateway) call(ctx context.Context, method, bucket, key string, query url.Values, header http.Header) (*answer, error) {
-	req, err := g.backendClient.NewRequest(ctx, method, bucket, key, query)
+// call makes a request of the service's own to the backend.
+func (s *Service) call(ctx context.Context, method, bucket, key string, query url.Values, header http.Header) (*answer, error) {
+	req, err := s.backend.NewRequest(ctx, method, bucket, key, query)
 	if err != nil {
 		return nil, err
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	resp, err := g.backendClient.RoundTrip(req)
+	resp, err := s.backend.RoundTrip(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s/%s: %w", method, bucket, key, err)
 	}
@@ -106,8 +110,8 @@ func (g *Gateway) call(ctx context.Context, method, bucket, key string, query ur
 
 // headObject returns the ETag of bucket/key, and found false when the
 // backend says it does not exist.
-func (g *Gateway) headObject(ctx context.Context, bucket, key string) (etag string, found bool, err error) {
-	a, err := g.call(ctx, http.MethodHead, bucket, key, nil, nil)
+func (s *Service) headObject(ctx context.Context, bucket, key string) (etag string, found bool, err error) {
+	a, err := s.call(ctx, http.MethodHead, bucket, key, nil, nil)
 	switch {
 	case err != nil:
 		return "", false, err
@@ -120,20 +124,20 @@ func (g *Gateway) headObject(ctx context.Context, bucket, key string) (etag stri
 }
 
 // errObjectTooLarge says an object is over the limit it is read within.
-var errObjectTooLarge = errors.New("gateway: object larger than its parse limit")
+var errObjectTooLarge = errors.New("digests: object larger than its parse limit")
 
 // readObject reads bucket/key whole (the version query names, the one
 // with ETag ifMatch when not empty), at most limit bytes, and returns it
 // with its ETag. A backend refusal is returned as an *answer error.
-func (g *Gateway) readObject(ctx context.Context, bucket, key string, query url.Values, ifMatch string, limit int64) ([]byte, string, error) {
-	req, err := g.backendClient.NewRequest(ctx, http.MethodGet, bucket, key, query)
+func (s *Service) readObject(ctx context.Context, bucket, key string, query url.Values, ifMatch string, limit int64) ([]byte, string, error) {
+	req, err := s.backend.NewRequest(ctx, http.MethodGet, bucket, key, query)
 	if err != nil {
 		return nil, "", err
 	}
 	if ifMatch != "" {
 		req.Header.Set("If-Match", `"`+ifMatch+`"`)
 	}
-	resp, err := g.backendClient.RoundTrip(req)
+	resp, err := s.backend.RoundTrip(req)
 	if err != nil {
 		return nil, "", fmt.Errorf("GET %s/%s: %w", bucket, key, err)
 	}
@@ -159,36 +163,29 @@ func (g *Gateway) readObject(ctx context.Context, bucket, key string, query url.
 }
 
 // forwardRequest sends a prepared backend request and streams its answer
-// to the client, as the proxy does.
-func (g *Gateway) forwardRequest(w http.ResponseWriter, r *http.Request, req *request, out *http.Request) {
-	resp, err := g.roundTrip(out)
-	g.relay(w, r, req, resp, err)
-}
-
-// roundTrip sends a client's request on to the backend;
-// backendClient.RoundTrip times the call and notes the backend's request
-// id.
-func (g *Gateway) roundTrip(out *http.Request) (*http.Response, error) {
-	return g.backendClient.RoundTrip(out)
+// to the client, as the gateway's proxy does.
+func (s *Service) forwardRequest(ctx context.Context, w http.ResponseWriter, q *Request, out *http.Request) {
+	resp, err := s.backend.RoundTrip(out)
+	s.relay(ctx, w, q, resp, err)
 }
 
 // relay streams the backend's answer to a forwarded request to the client.
 // A body that failed verification is answered with its own error: the
 // backend cannot have stored it, and the client must hear why.
-func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, req *request, resp *http.Response, err error) {
+func (s *Service) relay(ctx context.Context, w http.ResponseWriter, q *Request, resp *http.Response, err error) {
 	if resp != nil {
 		defer resp.Body.Close()
 	}
-	if perr := req.auth.Payload.Err(); perr != nil {
-		g.writeError(w, r, perr)
+	if perr := q.PayloadErr(); perr != nil {
+		s.writeError(w, q, perr)
 		return
 	}
 	if err != nil {
-		g.backendFailed(w, r, req, err)
+		s.backendFailed(ctx, w, q, err)
 		return
 	}
-	s3err.StampResponse(resp, req.id)
-	copyAnswerHeader(w.Header(), resp.Header, req.id)
+	s3err.StampResponse(resp, q.RequestID)
+	copyAnswerHeader(w.Header(), resp.Header, q.RequestID)
 	if resp.ContentLength >= 0 {
 		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
@@ -197,21 +194,21 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, req *request, re
 }
 
 // backendFailed answers a request whose backend round trip failed.
-func (g *Gateway) backendFailed(w http.ResponseWriter, r *http.Request, req *request, err error) {
-	if r.Context().Err() != nil {
+func (s *Service) backendFailed(ctx context.Context, w http.ResponseWriter, q *Request, err error) {
+	if ctx.Err() != nil {
 		return // the client went away; nobody is left to answer
 	}
-	g.log.Warn("backend request failed", "id", req.id, "op", req.route.Operation, "err", err)
-	g.writeError(w, r, s3err.ErrBadGateway)
+	s.log.Warn("backend request failed", "id", q.RequestID, "op", q.Op, "err", err)
+	s.writeError(w, q, s3err.ErrBadGateway)
 }
 
 // writeAnswer answers the client with a backend answer read whole.
-func (g *Gateway) writeAnswer(w http.ResponseWriter, req *request, a *answer) {
+func (s *Service) writeAnswer(w http.ResponseWriter, q *Request, a *answer) {
 	body := a.body
 	if !a.success() {
-		body = s3err.StampRequestID(body, req.id)
+		body = s3err.StampRequestID(body, q.RequestID)
 	}
-	copyAnswerHeader(w.Header(), a.header, req.id)
+	copyAnswerHeader(w.Header(), a.header, q.RequestID)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(a.status)
 	_, _ = w.Write(body)
@@ -235,7 +232,7 @@ func copyAnswerHeader(dst, src http.Header, requestID string) {
 }
 
 // capture is a ResponseWriter that keeps a whole answer, so that the
-// gateway can act on a complete's or a copy's outcome (which a 200 may
+// service can act on a complete's or a copy's outcome (which a 200 may
 // carry as an <Error> body) before the client hears it.
 type capture struct {
 	header http.Header

@@ -1,4 +1,4 @@
-package gateway
+package digests
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/sweepgate/sweepgate/multipart"
 )
 
-// blobReadTimeout bounds the gateway's own reads of a stored blob (a
+// blobReadTimeout bounds the service's own reads of a stored blob (a
 // completed object read back, an object found at the key) so that a hung
 // backend does not hold a request forever. These reads go on when the
 // client hangs up: a completed object that does not hash to its digest
@@ -36,24 +36,24 @@ const blobReadTimeout = time.Hour
 // A complete that carries the client's own If-Match could only replace the
 // object at the key, so it is refused and not sent. One that carries the
 // client's own If-None-Match gets the backend's answer as it is.
-func (g *Gateway) completeBlob(w http.ResponseWriter, r *http.Request, req *request, digest string) {
-	if r.Header.Get("If-Match") != "" {
-		g.writeError(w, r, s3err.ErrPreconditionFailed.WithMessage("The key of blob %s is written once: a complete with If-Match could only replace the object at the key, so it was not sent; nothing was changed.", digest))
+func (s *Service) completeBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+	if q.Header.Get("If-Match") != "" {
+		s.writeError(w, q, s3err.ErrPreconditionFailed.WithMessage("The key of blob %s is written once: a complete with If-Match could only replace the object at the key, so it was not sent; nothing was changed.", digest))
 		return
 	}
-	own := r.Header.Get("If-None-Match") != ""
-	in := r.Clone(r.Context())
-	in.Header.Set("If-None-Match", "*")
+	own := q.Header.Get("If-None-Match") != ""
+	header := q.Header.Clone()
+	header.Set("If-None-Match", "*")
 	c := newCapture()
-	g.pass(c, in, req)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), blobReadTimeout)
+	q.Pass(c, header)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), blobReadTimeout)
 	defer cancel()
 	if etag, ok := c.result(); ok {
-		g.checkCompleted(ctx, w, r, req, c, etag, digest)
+		s.checkCompleted(rctx, w, q, c, etag, digest)
 		return
 	}
 	if c.status == http.StatusPreconditionFailed && !own && multipart.ErrorCode(c.body.Bytes()) == "PreconditionFailed" {
-		g.completeOntoStored(ctx, w, r, req, digest)
+		s.completeOntoStored(rctx, w, q, digest)
 		return
 	}
 	c.writeTo(w)
@@ -63,14 +63,14 @@ func (g *Gateway) completeBlob(w http.ResponseWriter, r *http.Request, req *requ
 // (the version it answered, with the ETag it answered) and answers the
 // client: the complete's own answer when the object hashes to digest, and
 // BadDigest, once the object is deleted again, when it does not.
-func (g *Gateway) checkCompleted(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, c *capture, etag, digest string) {
-	bucket, key := req.route.Bucket, req.route.Key
+func (s *Service) checkCompleted(ctx context.Context, w http.ResponseWriter, q *Request, c *capture, etag, digest string) {
+	bucket, key := q.Bucket, q.Key
 	versionID := c.header.Get("X-Amz-Version-Id")
 	var query url.Values
 	if versionID != "" {
 		query = url.Values{"versionId": {versionID}}
 	}
-	got, err := g.hashObject(ctx, bucket, key, query, http.Header{"If-Match": {`"` + etag + `"`}}, digest)
+	got, err := s.hashObject(ctx, bucket, key, query, http.Header{"If-Match": {`"` + etag + `"`}}, digest)
 	var refused *answer
 	switch {
 	case errors.As(err, &refused) && refused.status == http.StatusNotFound:
@@ -78,15 +78,15 @@ func (g *Gateway) checkCompleted(ctx context.Context, w http.ResponseWriter, r *
 		// complete replays the result of one whose object did not hash to
 		// its digest and was deleted. A success would have the producer
 		// name a blob that is not stored.
-		g.writeError(w, r, s3err.ErrNoSuchKey.WithMessage("The object this complete made is no longer at the key (one that does not hash to %s is deleted again); upload the blob again.", digest))
+		s.writeError(w, q, s3err.ErrNoSuchKey.WithMessage("The object this complete made is no longer at the key (one that does not hash to %s is deleted again); upload the blob again.", digest))
 		return
 	case err != nil:
 		// A 412 means another write replaced the object since: through
 		// the gateway, that was a verified blob.
-		g.log.Warn("completed blob not verified", "id", req.id, "bucket", bucket, "key", key, "err", err)
+		s.log.Warn("completed blob not verified", "id", q.RequestID, "bucket", bucket, "key", key, "err", err)
 	case !got.match:
-		removed := g.removeCompleted(ctx, req, etag, versionID)
-		g.writeError(w, r, s3err.ErrBadDigest.WithMessage("The completed content does not hash to %s, the digest its key names; %s.", digest, removed))
+		removed := s.removeCompleted(ctx, q, etag, versionID)
+		s.writeError(w, q, s3err.ErrBadDigest.WithMessage("The completed content does not hash to %s, the digest its key names; %s.", digest, removed))
 		return
 	}
 	c.writeTo(w)
@@ -101,14 +101,14 @@ func (g *Gateway) checkCompleted(ctx context.Context, w http.ResponseWriter, r *
 // shows the complete's ETag; MinIO's DeleteObject takes no condition, so a
 // verified PUT of the same key that lands between that HEAD and the
 // delete would be deleted with it.
-func (g *Gateway) removeCompleted(ctx context.Context, req *request, etag, versionID string) string {
-	bucket, key := req.route.Bucket, req.route.Key
-	log := g.log.With("id", req.id, "bucket", bucket, "key", key, "etag", etag, "version", versionID)
+func (s *Service) removeCompleted(ctx context.Context, q *Request, etag, versionID string) string {
+	bucket, key := q.Bucket, q.Key
+	log := s.log.With("id", q.RequestID, "bucket", bucket, "key", key, "etag", etag, "version", versionID)
 	var query url.Values
 	if versionID != "" {
 		query = url.Values{"versionId": {versionID}}
 	} else {
-		now, found, err := g.headObject(ctx, bucket, key)
+		now, found, err := s.headObject(ctx, bucket, key)
 		switch {
 		case err != nil:
 			log.Error("completed blob that does not match its digest not deleted: its key could not be read", "err", err)
@@ -119,7 +119,7 @@ func (g *Gateway) removeCompleted(ctx context.Context, req *request, etag, versi
 			return "another write has replaced it since"
 		}
 	}
-	a, err := g.call(ctx, http.MethodDelete, bucket, key, query, nil)
+	a, err := s.call(ctx, http.MethodDelete, bucket, key, query, nil)
 	if err != nil || !a.success() {
 		if err == nil {
 			err = a
@@ -137,20 +137,20 @@ func (g *Gateway) removeCompleted(ctx context.Context, req *request, etag, versi
 // its upload is aborted, through the session service so that the session
 // records it, so that the parts do not linger. One that does not was
 // written around the gateway: the client hears so, and nothing is changed.
-func (g *Gateway) completeOntoStored(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request, digest string) {
-	bucket, key := req.route.Bucket, req.route.Key
-	got, err := g.hashObject(ctx, bucket, key, nil, nil, digest)
+func (s *Service) completeOntoStored(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+	bucket, key := q.Bucket, q.Key
+	got, err := s.hashObject(ctx, bucket, key, nil, nil, digest)
 	switch {
 	case err != nil:
-		g.log.Warn("object at a blob's key not verified", "id", req.id, "bucket", bucket, "key", key, "err", err)
-		g.writeError(w, r, s3err.ErrServiceUnavailable.WithMessage("The key of blob %s holds an object, which could not be read to verify it; nothing was changed. Please retry.", digest))
+		s.log.Warn("object at a blob's key not verified", "id", q.RequestID, "bucket", bucket, "key", key, "err", err)
+		s.writeError(w, q, s3err.ErrServiceUnavailable.WithMessage("The key of blob %s holds an object, which could not be read to verify it; nothing was changed. Please retry.", digest))
 		return
 	case !got.match:
-		g.log.Warn("object at a blob's key does not hash to its digest; written around the gateway", "id", req.id, "bucket", bucket, "key", key, "etag", got.etag)
-		g.writeError(w, r, s3err.ErrPreconditionFailed.WithMessage("The key holds an object that does not hash to %s, the digest the key names: it was written around sweepgate. Nothing was changed, and the upload stays. Delete that object (an admin principal must, if the blob is referenced) and complete again.", digest))
+		s.log.Warn("object at a blob's key does not hash to its digest; written around the gateway", "id", q.RequestID, "bucket", bucket, "key", key, "etag", got.etag)
+		s.writeError(w, q, s3err.ErrPreconditionFailed.WithMessage("The key holds an object that does not hash to %s, the digest the key names: it was written around sweepgate. Nothing was changed, and the upload stays. Delete that object (an admin principal must, if the blob is referenced) and complete again.", digest))
 		return
 	}
-	g.abortStored(ctx, r, req)
+	s.abortStored(ctx, q)
 	body, err := xml.Marshal(multipart.CompleteResult{
 		Location: (&url.URL{Path: "/" + bucket + "/" + key}).String(),
 		Bucket:   bucket,
@@ -158,7 +158,7 @@ func (g *Gateway) completeOntoStored(ctx context.Context, w http.ResponseWriter,
 		ETag:     `"` + got.etag + `"`,
 	})
 	if err != nil {
-		g.writeError(w, r, err)
+		s.writeError(w, q, err)
 		return
 	}
 	body = append([]byte(xml.Header), body...)
@@ -168,7 +168,7 @@ func (g *Gateway) completeOntoStored(ctx context.Context, w http.ResponseWriter,
 	if got.versionID != "" {
 		h.Set("X-Amz-Version-Id", got.versionID)
 	}
-	h.Set("X-Amz-Request-Id", req.id)
+	h.Set("X-Amz-Request-Id", q.RequestID)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
@@ -179,23 +179,23 @@ func (g *Gateway) completeOntoStored(ctx context.Context, w http.ResponseWriter,
 // leaves it to its reconciler when the backend's answer is unclear), or on
 // the backend when sessions are off. A failure is logged: the client's
 // blob is stored either way.
-func (g *Gateway) abortStored(ctx context.Context, r *http.Request, req *request) {
-	bucket, key, id := req.route.Bucket, req.route.Key, r.URL.Query().Get("uploadId")
+func (s *Service) abortStored(ctx context.Context, q *Request) {
+	bucket, key, id := q.Bucket, q.Key, q.Query.Get("uploadId")
 	abort := func([]byte) (*http.Request, error) {
-		return g.backendClient.NewRequest(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {id}})
+		return s.backend.NewRequest(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {id}})
 	}
 	var status int
 	var detail string
-	if g.sessions != nil {
+	if s.sessions != nil {
 		c := newCapture()
-		g.sessions.Serve(ctx, c, &multipart.Call{
+		s.sessions.Serve(ctx, c, &multipart.Call{
 			Op:             multipart.OpAbort,
 			Bucket:         bucket,
 			Key:            key,
 			UploadID:       id,
-			Principal:      req.auth.Principal,
-			RequestID:      req.id,
-			Resource:       r.URL.Path,
+			Principal:      q.Principal,
+			RequestID:      q.RequestID,
+			Resource:       q.Resource,
 			Header:         http.Header{},
 			Observe:        func(io.Writer) {},
 			ReadBody:       func(int64) ([]byte, error) { return nil, nil },
@@ -203,12 +203,12 @@ func (g *Gateway) abortStored(ctx context.Context, r *http.Request, req *request
 			PayloadErr:     func() error { return nil },
 		})
 		status, detail = c.status, c.body.String()
-	} else if a, err := g.call(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {id}}, nil); err != nil {
+	} else if a, err := s.call(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {id}}, nil); err != nil {
 		detail = err.Error()
 	} else {
 		status, detail = a.status, string(a.body)
 	}
 	if status != http.StatusNoContent {
-		g.log.Warn("upload of a blob that is stored already not aborted; abort it", "id", req.id, "bucket", bucket, "key", key, "upload", id, "status", status, "answer", detail)
+		s.log.Warn("upload of a blob that is stored already not aborted; abort it", "id", q.RequestID, "bucket", bucket, "key", key, "upload", id, "status", status, "answer", detail)
 	}
 }

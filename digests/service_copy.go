@@ -1,4 +1,4 @@
-package gateway
+package digests
 
 import (
 	"context"
@@ -34,57 +34,53 @@ var copySourceHeaders = [][2]string{
 // source still having the ETag of the bytes that were hashed, so the copy
 // stores exactly those bytes or nothing: a source replaced after the read
 // makes the backend refuse the copy (PreconditionFailed).
-func (g *Gateway) copyBlob(w http.ResponseWriter, r *http.Request, req *request, digest string) {
-	cs, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
-	if err != nil {
-		g.writeError(w, r, err)
-		return
-	}
+func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+	cs := q.CopySource
 	var query url.Values
-	if cs.versionID != "" {
-		query = url.Values{"versionId": {cs.versionID}}
+	if cs.VersionID != "" {
+		query = url.Values{"versionId": {cs.VersionID}}
 	}
 	header := http.Header{}
 	for _, h := range copySourceHeaders {
-		if v := r.Header.Get(h[0]); v != "" {
+		if v := q.Header.Get(h[0]); v != "" {
 			header.Set(h[1], v)
 		}
 	}
-	src, err := g.hashObject(r.Context(), cs.bucket, cs.key, query, header, digest)
+	src, err := s.hashObject(ctx, cs.Bucket, cs.Key, query, header, digest)
 	var refused *answer
 	switch {
 	case errors.As(err, &refused) && refused.status == http.StatusNotModified:
 		// A GET answers 304 where a copy's if-none-match or
 		// if-modified-since condition fails, which S3 answers 412.
-		g.writeError(w, r, s3err.ErrPreconditionFailed)
+		s.writeError(w, q, s3err.ErrPreconditionFailed)
 		return
 	case errors.As(err, &refused):
-		g.writeAnswer(w, req, refused)
+		s.writeAnswer(w, q, refused)
 		return
 	case err != nil:
-		g.backendFailed(w, r, req, err)
+		s.backendFailed(ctx, w, q, err)
 		return
 	case !src.match:
-		g.writeError(w, r, s3err.ErrBadDigest.WithMessage("The copy source does not hash to %s, the digest the destination key names; nothing was copied.", digest))
+		s.writeError(w, q, s3err.ErrBadDigest.WithMessage("The copy source does not hash to %s, the digest the destination key names; nothing was copied.", digest))
 		return
 	}
-	out, err := g.backendRequest(r, req, nil)
+	out, err := q.BackendRequest(nil)
 	if err != nil {
-		g.writeError(w, r, err)
+		s.writeError(w, q, err)
 		return
 	}
 	out.Header.Set("X-Amz-Copy-Source-If-Match", `"`+src.etag+`"`)
-	a, err := g.send(out)
+	a, err := s.send(out)
 	if err != nil {
-		g.backendFailed(w, r, req, err)
+		s.backendFailed(ctx, w, q, err)
 		return
 	}
 	if _, ok := resultETag(a.body); a.success() && !ok {
 		// A copy is a success only with its CopyObjectResult.
-		g.writeError(w, r, errNoResult)
+		s.writeError(w, q, errNoResult)
 		return
 	}
-	g.writeAnswer(w, req, a)
+	s.writeAnswer(w, q, a)
 }
 
 // hashedObject is what hashObject read of an object.
@@ -98,19 +94,19 @@ type hashedObject struct {
 // with header's conditions and keys) and streams its body through a hash of
 // digest's algorithm: nothing is buffered, whatever its size. A backend
 // refusal is returned as an *answer error.
-func (g *Gateway) hashObject(ctx context.Context, bucket, key string, query url.Values, header http.Header, digest string) (hashedObject, error) {
+func (s *Service) hashObject(ctx context.Context, bucket, key string, query url.Values, header http.Header, digest string) (hashedObject, error) {
 	h, ok := cas.NewHash(digest)
 	if !ok {
 		return hashedObject{}, fmt.Errorf("digest %s: unknown algorithm", digest)
 	}
-	req, err := g.backendClient.NewRequest(ctx, http.MethodGet, bucket, key, query)
+	req, err := s.backend.NewRequest(ctx, http.MethodGet, bucket, key, query)
 	if err != nil {
 		return hashedObject{}, err
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	resp, err := g.backendClient.RoundTrip(req)
+	resp, err := s.backend.RoundTrip(req)
 	if err != nil {
 		return hashedObject{}, fmt.Errorf("GET %s/%s: %w", bucket, key, err)
 	}
@@ -132,6 +128,6 @@ func (g *Gateway) hashObject(ctx context.Context, bucket, key string, query url.
 	return hashedObject{
 		etag:      etag,
 		versionID: resp.Header.Get("X-Amz-Version-Id"),
-		match:     digestOf(digest, h) == digest,
+		match:     hashDigest(digest, h) == digest,
 	}, nil
 }

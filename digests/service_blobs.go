@@ -1,7 +1,8 @@
-package gateway
+package digests
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"hash"
@@ -19,24 +20,24 @@ import (
 // place records a write of digest's blob in flight, and returns the
 // function that ends the record (always to be called). ok false means the
 // request has been answered.
-func (g *Gateway) place(w http.ResponseWriter, r *http.Request, req *request, digest string) (end func(), ok bool) {
+func (s *Service) place(ctx context.Context, w http.ResponseWriter, q *Request, digest string) (end func(), ok bool) {
 	end = func() {
-		ctx, cancel := stateContext(r)
+		ctx, cancel := s.stateContext(ctx)
 		defer cancel()
-		if err := g.digests.store.EndPlacement(ctx, digest, req.id); err != nil {
-			g.log.Warn("blob placement not removed; the reclaimer ignores it once the blob is stored", "id", req.id, "digest", digest, "err", err)
+		if err := s.store.EndPlacement(ctx, digest, q.RequestID); err != nil {
+			s.log.Warn("blob placement not removed; the reclaimer ignores it once the blob is stored", "id", q.RequestID, "digest", digest, "err", err)
 		}
 	}
-	ctx, cancel := stateContext(r)
+	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
-	if err := g.digests.store.PlaceBlob(ctx, digest, req.id, req.route.Bucket, req.route.Key, g.now()); err != nil {
+	if err := s.store.PlaceBlob(sctx, digest, q.RequestID, q.Bucket, q.Key, s.now()); err != nil {
 		end() // it may have been made
 		if errors.Is(err, etcdstore.ErrGuarded) {
-			g.metrics.guardRefusals.WithLabelValues(string(req.route.Operation)).Inc()
-			g.writeError(w, r, s3err.ErrSlowDown.WithMessage("The blob %s is being reclaimed; upload it again once its deletion is done.", digest))
+			s.guardRefusals.WithLabelValues(string(q.Op)).Inc()
+			s.writeError(w, q, s3err.ErrSlowDown.WithMessage("The blob %s is being reclaimed; upload it again once its deletion is done.", digest))
 			return nil, false
 		}
-		g.refuseState(w, r, req, err)
+		s.refuseState(w, q, err)
 		return nil, false
 	}
 	return end, true
@@ -44,44 +45,43 @@ func (g *Gateway) place(w http.ResponseWriter, r *http.Request, req *request, di
 
 // putBlob serves a PutObject of a blob: the write is placed, and, when the
 // namespace verifies, its content must hash to the digest in its key.
-func (g *Gateway) putBlob(w http.ResponseWriter, r *http.Request, req *request, ns *cas.Namespace, digest string) {
-	end, ok := g.place(w, r, req, digest)
+func (s *Service) putBlob(ctx context.Context, w http.ResponseWriter, q *Request, ns *cas.Namespace, digest string) {
+	end, ok := s.place(ctx, w, q, digest)
 	if !ok {
 		return
 	}
 	defer end()
 	if !ns.Verify {
-		g.forward(w, r, req)
+		q.Pass(w, nil)
 		return
 	}
 	h, _ := cas.NewHash(digest) // Namespace.Digest returns valid digests only
 	_, hexs, _ := strings.Cut(digest, ":")
 	want, _ := hex.DecodeString(hexs)
-	payload := req.auth.Payload
-	payload.Observe(h)
-	out, err := g.backendRequest(r, req, nil)
+	q.Observe(h)
+	out, err := q.BackendRequest(nil)
 	if err != nil {
-		g.writeError(w, r, err)
+		s.writeError(w, q, err)
 		return
 	}
 	if out.ContentLength == 0 {
 		if !bytes.Equal(h.Sum(nil), want) {
-			g.writeError(w, r, errBadBlob(digest))
+			s.writeError(w, q, errBadBlob(digest))
 			return
 		}
-		g.forwardRequest(w, r, req, out)
+		s.forwardRequest(ctx, w, q, out)
 		return
 	}
 	check := &digestCheck{src: out.Body, h: h, want: want}
 	out.Body = io.NopCloser(check)
-	resp, err := g.roundTrip(out)
+	resp, err := s.backend.RoundTrip(out)
 	// A mismatch makes the transport fail the request; an answer that came
 	// before the body was read whole is the backend's own refusal.
 	if err != nil && check.mismatch.Load() {
-		g.writeError(w, r, errBadBlob(digest))
+		s.writeError(w, q, errBadBlob(digest))
 		return
 	}
-	g.relay(w, r, req, resp, err)
+	s.relay(ctx, w, q, resp, err)
 }
 
 func errBadBlob(digest string) error {
@@ -153,7 +153,7 @@ func (c *digestCheck) Read(p []byte) (int, error) {
 	return 0, io.ErrNoProgress
 }
 
-var errDigestMismatch = errors.New("gateway: blob content does not match its digest")
+var errDigestMismatch = errors.New("digests: blob content does not match its digest")
 
 // writeBlob serves a CopyObject or CompleteMultipartUpload of a blob under
 // a placement. In a verifying namespace neither replaces the object at the
@@ -161,24 +161,24 @@ var errDigestMismatch = errors.New("gateway: blob content does not match its dig
 // object the gateway did not write: a copy is verified before it is sent
 // (copyBlob), a complete lands only on a free key and is verified after
 // (completeBlob).
-func (g *Gateway) writeBlob(w http.ResponseWriter, r *http.Request, req *request, ns *cas.Namespace, digest string) {
-	end, ok := g.place(w, r, req, digest)
+func (s *Service) writeBlob(ctx context.Context, w http.ResponseWriter, q *Request, ns *cas.Namespace, digest string) {
+	end, ok := s.place(ctx, w, q, digest)
 	if !ok {
 		return
 	}
 	defer end()
 	switch {
 	case !ns.Verify:
-		g.pass(w, r, req)
-	case req.route.Operation == OpCopyObject:
-		g.copyBlob(w, r, req, digest)
+		q.Pass(w, nil)
+	case q.Op == OpCopyObject:
+		s.copyBlob(ctx, w, q, digest)
 	default:
-		g.completeBlob(w, r, req, digest)
+		s.completeBlob(ctx, w, q, digest)
 	}
 }
 
-// digestOf returns the sum of h as a digest of digest's algorithm.
-func digestOf(digest string, h hash.Hash) string {
+// hashDigest returns the sum of h as a digest of digest's algorithm.
+func hashDigest(digest string, h hash.Hash) string {
 	algo, _, _ := strings.Cut(digest, ":")
 	return algo + ":" + hex.EncodeToString(h.Sum(nil))
 }
@@ -186,40 +186,40 @@ func digestOf(digest string, h hash.Hash) string {
 // readBlob serves a GetObject or HeadObject of a blob: one whose bytes are
 // being deleted does not exist, so that a producer uploads it again rather
 // than naming bytes that are about to go.
-func (g *Gateway) readBlob(w http.ResponseWriter, r *http.Request, req *request, digest string) {
-	ctx, cancel := stateContext(r)
+func (s *Service) readBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
-	guarded, err := g.digests.store.Guarded(ctx, digest)
+	guarded, err := s.store.Guarded(sctx, digest)
 	if err != nil {
-		g.refuseState(w, r, req, err)
+		s.refuseState(w, q, err)
 		return
 	}
 	if guarded {
-		g.writeError(w, r, s3err.ErrNoSuchKey.WithMessage("The specified key does not exist: its blob is being reclaimed; upload it again."))
+		s.writeError(w, q, s3err.ErrNoSuchKey.WithMessage("The specified key does not exist: its blob is being reclaimed; upload it again."))
 		return
 	}
-	g.forward(w, r, req)
+	q.Pass(w, nil)
 }
 
 // deleteBlob serves a client's DeleteObject of a blob: one still referenced
 // is refused unless an admin principal asks.
-func (g *Gateway) deleteBlob(w http.ResponseWriter, r *http.Request, req *request, digest string) {
-	ctx, cancel := stateContext(r)
+func (s *Service) deleteBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
-	referenced, err := g.digests.store.Referenced(ctx, digest, g.now())
+	referenced, err := s.store.Referenced(sctx, digest, s.now())
 	if err != nil {
-		g.refuseState(w, r, req, err)
+		s.refuseState(w, q, err)
 		return
 	}
 	if referenced {
-		if !g.digests.isAdmin(req.auth.Principal) {
-			g.writeError(w, r, errReferenced(digest))
+		if !s.isAdmin(q.Principal) {
+			s.writeError(w, q, errReferenced(digest))
 			return
 		}
-		audit.Record(g.log, audit.DeleteBlob, digest, "an admin principal deletes a blob that is still referenced",
-			"principal", req.auth.Principal, "id", req.id, "bucket", req.route.Bucket, "key", req.route.Key)
+		audit.Record(s.log, audit.DeleteBlob, digest, "an admin principal deletes a blob that is still referenced",
+			"principal", q.Principal, "id", q.RequestID, "bucket", q.Bucket, "key", q.Key)
 	}
-	g.forward(w, r, req)
+	q.Pass(w, nil)
 }
 
 func errReferenced(digest string) *s3err.Error {

@@ -1,24 +1,29 @@
 package gateway
 
 import (
-	"context"
 	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/xml"
-	"errors"
 	"hash"
 	"hash/crc32"
 	"hash/crc64"
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
-	"github.com/sweepgate/sweepgate/audit"
-	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+const (
+	// maxDeleteBody and maxDeleteObjects bound a DeleteObjects request as S3
+	// does: 1000 keys of up to 1 KiB each fit.
+	maxDeleteBody    = 2 << 20
+	maxDeleteObjects = 1000
+	// s3Namespace is the XML namespace of S3's documents.
+	s3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/"
 )
 
 // deleteRequest is the body of DeleteObjects.
@@ -58,21 +63,14 @@ type deleteError struct {
 	Message   string `xml:"Message"`
 }
 
-// trashedObject is a reference object whose references a DeleteObjects
-// moved to the trash.
-type trashedObject struct {
-	obj deleteObject
-	at  time.Time
-}
-
 // deleteObjects serves every DeleteObjects. Its document is parsed here
-// and each key checked (checkKey); in a bucket of a content-addressed
-// layout, each referenced blob is refused (unless an admin asks) and each
-// reference object's references move to the trash. The rest goes to the
-// backend in one request rebuilt from the parsed keys (the client's
+// and each key checked (checkKey). In a bucket of a content-addressed
+// layout the digest service does its part (digests.Service.DeleteObjects:
+// referenced blobs refused, reference objects' references trashed, and
+// brought back for those the backend did not delete). The rest goes to
+// the backend in one request rebuilt from the parsed keys (the client's
 // checksums are checked here), so that the keys the backend deletes are
-// the keys judged, and the answers merge into one DeleteResult. A
-// reference object the backend did not delete gets its references back.
+// the keys judged, and the answers merge into one DeleteResult.
 func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *request) {
 	body, err := io.ReadAll(io.LimitReader(req.auth.Payload.Body(), maxDeleteBody+1))
 	if err != nil {
@@ -103,31 +101,27 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 		g.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := stateContext(r)
-	defer cancel()
-	send := in.Objects
+	var a *answer
+	var sendErr error
+	sent := false
+	sendBatch := func(objs []deleteObject) (*answer, error) {
+		a, sendErr = g.sendDeletes(r, req, deleteRequest{Quiet: in.Quiet, Objects: objs})
+		sent = true
+		return a, sendErr
+	}
 	var refused []deleteError
-	var trashed []trashedObject
-	if g.digests.serves(req.route) {
-		send, refused, err = g.refuseReferenced(ctx, bucket, req.auth.Principal, send)
-		if err != nil {
-			g.refuseState(w, r, req, err)
+	if g.digests.Serves(digests.OpDeleteObjects, bucket, "") {
+		var ok bool
+		if refused, ok = g.deleteDigests(w, r, req, in.Objects, sendBatch); !ok {
 			return
 		}
-		var inFlight []deleteError
-		send, trashed, inFlight, err = g.trashSources(ctx, bucket, req.auth.Principal, send)
-		if err != nil {
-			g.refuseState(w, r, req, err)
-			return
-		}
-		refused = append(refused, inFlight...)
+	} else {
+		_, _ = sendBatch(in.Objects)
 	}
 	res := deleteResult{Errors: refused}
-	if len(send) > 0 {
-		a, err := g.sendDeletes(r, req, deleteRequest{Quiet: in.Quiet, Objects: send})
-		g.settleTrash(ctx, bucket, trashed, a, err)
-		if err != nil {
-			g.backendFailed(w, r, req, err)
+	if sent {
+		if sendErr != nil {
+			g.backendFailed(w, r, req, sendErr)
 			return
 		}
 		var got deleteResult
@@ -139,60 +133,6 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 		res.Errors = append(got.Errors, refused...)
 	}
 	g.writeDeleteResult(w, req, res)
-}
-
-// refuseReferenced splits objs into those that may be deleted and the
-// blobs that are still referenced, which a principal who is not an admin
-// may not delete. It changes nothing.
-func (g *Gateway) refuseReferenced(ctx context.Context, bucket, principal string, objs []deleteObject) (send []deleteObject, refused []deleteError, err error) {
-	admin := g.digests.isAdmin(principal)
-	for _, o := range objs {
-		if _, digest, blob := g.digests.layout.Namespace(bucket, o.Key); blob && !admin {
-			referenced, err := g.digests.store.Referenced(ctx, digest, g.now())
-			if err != nil {
-				return nil, nil, err
-			}
-			if referenced {
-				e := errReferenced(digest)
-				refused = append(refused, deleteError{Key: o.Key, VersionID: o.VersionID, Code: e.Code, Message: e.Message})
-				continue
-			}
-		}
-		send = append(send, o)
-	}
-	return send, refused, nil
-}
-
-// trashSources moves the references of the reference objects among objs to
-// the trash. An object with a write in flight is refused (SlowDown); a
-// failure restores everything moved so far.
-func (g *Gateway) trashSources(ctx context.Context, bucket, principal string, objs []deleteObject) (send []deleteObject, trashed []trashedObject, refused []deleteError, err error) {
-	now := g.now()
-	expires := now.Add(g.digests.trashWindow)
-	for _, o := range objs {
-		if g.digests.layout.Source(bucket, o.Key) == nil {
-			send = append(send, o)
-			continue
-		}
-		_, ok, err := g.digests.store.TrashRefSource(ctx, bucket, o.Key, principal, now, expires)
-		switch {
-		case errors.Is(err, etcdstore.ErrWriteInFlight):
-			refused = append(refused, deleteError{Key: o.Key, VersionID: o.VersionID, Code: s3err.ErrSlowDown.Code, Message: "Another write or delete of this object is in flight; retry."})
-			continue
-		case err != nil:
-			g.restoreTrash(ctx, bucket, o.Key, now)
-			for _, t := range trashed {
-				g.restoreTrash(ctx, bucket, t.obj.Key, t.at)
-			}
-			return nil, nil, nil, err
-		case ok:
-			trashed = append(trashed, trashedObject{obj: o, at: now})
-			audit.Record(g.logFor(ctx), audit.TrashObject, bucket+"/"+o.Key, "DeleteObjects of a reference object: its digests stay retained in the trash until it expires",
-				"principal", principal, "deleted_at", now, "expires", expires)
-		}
-		send = append(send, o)
-	}
-	return send, trashed, refused, nil
 }
 
 // sendDeletes sends the rebuilt DeleteObjects request.
@@ -214,38 +154,6 @@ func (g *Gateway) sendDeletes(r *http.Request, req *request, d deleteRequest) (*
 	sum := md5.Sum(body)
 	out.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
 	return g.send(out)
-}
-
-// settleTrash restores the references of the trashed reference objects
-// that the backend did not delete.
-func (g *Gateway) settleTrash(ctx context.Context, bucket string, trashed []trashedObject, a *answer, err error) {
-	if len(trashed) == 0 {
-		return
-	}
-	var got deleteResult
-	if err == nil && a.success() && xml.Unmarshal(a.body, &got) != nil {
-		err = errors.New("unreadable DeleteResult")
-	}
-	failed := map[deleteObject]bool{}
-	for _, e := range got.Errors {
-		failed[deleteObject{Key: e.Key, VersionID: e.VersionID}] = true
-	}
-	for _, t := range trashed {
-		var back bool
-		switch {
-		case err == nil && a.definiteFailure():
-			back = true
-		case err == nil && a.success() && failed[deleteObject{Key: t.obj.Key, VersionID: t.obj.VersionID}]:
-			back = true
-		case err == nil && a.success() && t.obj.VersionID == "":
-			back = false
-		default:
-			back = g.stillThere(ctx, bucket, t.obj.Key, t.obj.VersionID != "", a, err)
-		}
-		if back {
-			g.restoreTrash(ctx, bucket, t.obj.Key, t.at)
-		}
-	}
 }
 
 // writeDeleteResult answers a DeleteObjects with res.

@@ -1,0 +1,181 @@
+package digests
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sweepgate/sweepgate/audit"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// DeleteTarget is an object a DeleteObjects names.
+type DeleteTarget struct {
+	Key       string
+	VersionID string
+}
+
+// DeleteRefusal is an object of a DeleteObjects that is not sent to the
+// backend, and the S3 error its entry in the DeleteResult carries.
+type DeleteRefusal struct {
+	Key, VersionID string
+	Code, Message  string
+}
+
+// trashedObject is a reference object whose references a DeleteObjects
+// moved to the trash.
+type trashedObject struct {
+	obj DeleteTarget
+	at  time.Time
+}
+
+// DeleteObjects does digest reclamation's part of a DeleteObjects in a
+// bucket of the layout (Serves(OpDeleteObjects, ...)), whose document the
+// gateway has parsed and checked into objs. Each referenced blob is
+// refused (unless an admin asks) and each reference object's references
+// move to the trash; then send sends the rest to the backend (keep indexes
+// objs) and returns the backend's answer, or the error that stopped it. A
+// reference object the backend did not delete gets its references back.
+// send is not called when nothing is left to send.
+//
+// It returns the refused objects, for the gateway's DeleteResult; ok false
+// means the request has been answered (its etcd step failed).
+func (s *Service) DeleteObjects(ctx context.Context, w http.ResponseWriter, q *Request, objs []DeleteTarget, send func(keep []int) (status int, body []byte, err error)) (refused []DeleteRefusal, ok bool) {
+	ctx = context.WithValue(ctx, serviceRequestKey{}, q)
+	ctx, cancel := s.stateContext(ctx)
+	defer cancel()
+	keep := make([]int, len(objs))
+	for i := range objs {
+		keep[i] = i
+	}
+	keep, refused, err := s.refuseReferenced(ctx, q.Bucket, q.Principal, objs, keep)
+	if err != nil {
+		s.refuseState(w, q, err)
+		return nil, false
+	}
+	keep, trashed, inFlight, err := s.trashSources(ctx, q.Bucket, q.Principal, objs, keep)
+	if err != nil {
+		s.refuseState(w, q, err)
+		return nil, false
+	}
+	refused = append(refused, inFlight...)
+	if len(keep) > 0 {
+		status, body, err := send(keep)
+		var a *answer
+		if err == nil {
+			a = &answer{status: status, body: body}
+		}
+		s.settleTrash(ctx, q.Bucket, trashed, a, err)
+	}
+	return refused, true
+}
+
+// refuseReferenced splits the objects keep names into those that may be
+// deleted and the blobs that are still referenced, which a principal who
+// is not an admin may not delete. It changes nothing.
+func (s *Service) refuseReferenced(ctx context.Context, bucket, principal string, objs []DeleteTarget, keep []int) (send []int, refused []DeleteRefusal, err error) {
+	admin := s.isAdmin(principal)
+	for _, i := range keep {
+		o := objs[i]
+		if _, digest, blob := s.layout.Namespace(bucket, o.Key); blob && !admin {
+			referenced, err := s.store.Referenced(ctx, digest, s.now())
+			if err != nil {
+				return nil, nil, err
+			}
+			if referenced {
+				e := errReferenced(digest)
+				refused = append(refused, DeleteRefusal{Key: o.Key, VersionID: o.VersionID, Code: e.Code, Message: e.Message})
+				continue
+			}
+		}
+		send = append(send, i)
+	}
+	return send, refused, nil
+}
+
+// trashSources moves the references of the reference objects among those
+// keep names to the trash. An object with a write in flight is refused
+// (SlowDown); a failure restores everything moved so far.
+func (s *Service) trashSources(ctx context.Context, bucket, principal string, objs []DeleteTarget, keep []int) (send []int, trashed []trashedObject, refused []DeleteRefusal, err error) {
+	now := s.now()
+	expires := now.Add(s.trashWindow)
+	for _, i := range keep {
+		o := objs[i]
+		if s.layout.Source(bucket, o.Key) == nil {
+			send = append(send, i)
+			continue
+		}
+		_, ok, err := s.store.TrashRefSource(ctx, bucket, o.Key, principal, now, expires)
+		switch {
+		case errors.Is(err, etcdstore.ErrWriteInFlight):
+			refused = append(refused, DeleteRefusal{Key: o.Key, VersionID: o.VersionID, Code: s3err.ErrSlowDown.Code, Message: "Another write or delete of this object is in flight; retry."})
+			continue
+		case err != nil:
+			s.restoreTrash(ctx, bucket, o.Key, now)
+			for _, t := range trashed {
+				s.restoreTrash(ctx, bucket, t.obj.Key, t.at)
+			}
+			return nil, nil, nil, err
+		case ok:
+			trashed = append(trashed, trashedObject{obj: o, at: now})
+			audit.Record(s.logFor(ctx), audit.TrashObject, bucket+"/"+o.Key, "DeleteObjects of a reference object: its digests stay retained in the trash until it expires",
+				"principal", principal, "deleted_at", now, "expires", expires)
+		}
+		send = append(send, i)
+	}
+	return send, trashed, refused, nil
+}
+
+// deletesAnswer is the backend's DeleteResult, as settleTrash reads it.
+// XMLName has no tag so that a backend's answer parses whatever its
+// namespace.
+type deletesAnswer struct {
+	XMLName xml.Name
+	Deleted []struct {
+		Key                   string `xml:"Key"`
+		VersionID             string `xml:"VersionId,omitempty"`
+		DeleteMarker          bool   `xml:"DeleteMarker,omitempty"`
+		DeleteMarkerVersionID string `xml:"DeleteMarkerVersionId,omitempty"`
+	} `xml:"Deleted"`
+	Errors []struct {
+		Key       string `xml:"Key"`
+		VersionID string `xml:"VersionId,omitempty"`
+		Code      string `xml:"Code"`
+		Message   string `xml:"Message"`
+	} `xml:"Error"`
+}
+
+// settleTrash restores the references of the trashed reference objects
+// that the backend did not delete.
+func (s *Service) settleTrash(ctx context.Context, bucket string, trashed []trashedObject, a *answer, err error) {
+	if len(trashed) == 0 {
+		return
+	}
+	var got deletesAnswer
+	if err == nil && a.success() && xml.Unmarshal(a.body, &got) != nil {
+		err = errors.New("unreadable DeleteResult")
+	}
+	failed := map[DeleteTarget]bool{}
+	for _, e := range got.Errors {
+		failed[DeleteTarget{Key: e.Key, VersionID: e.VersionID}] = true
+	}
+	for _, t := range trashed {
+		var back bool
+		switch {
+		case err == nil && a.definiteFailure():
+			back = true
+		case err == nil && a.success() && failed[DeleteTarget{Key: t.obj.Key, VersionID: t.obj.VersionID}]:
+			back = true
+		case err == nil && a.success() && t.obj.VersionID == "":
+			back = false
+		default:
+			back = s.stillThere(ctx, bucket, t.obj.Key, t.obj.VersionID != "", a, err)
+		}
+		if back {
+			s.restoreTrash(ctx, bucket, t.obj.Key, t.at)
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package digests
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// completeRef serves a CompleteMultipartUpload into a reference source.
+// The assembled object's body is unknown until the backend has made it,
+// so the complete runs under a reference hold, which keeps every guard
+// from being armed, and its digests are recorded from the object before
+// the hold ends.
+func (s *Service) completeRef(ctx context.Context, w http.ResponseWriter, q *Request, src *cas.Source) {
+	sctx, cancel := s.stateContext(ctx)
+	defer cancel()
+	uploadID := q.Query.Get("uploadId")
+	size, known, err := s.uploadSize(sctx, q.Bucket, q.Key, uploadID)
+	if err != nil {
+		s.log.Error("size of an upload into a reference source unknown", "id", q.RequestID, "upload", uploadID, "err", err)
+		s.writeError(w, q, s3err.ErrServiceUnavailable.WithMessage("The size of the upload could not be read, so its references could not be recorded; nothing was changed. Please retry."))
+		return
+	}
+	if known && size > src.MaxBody {
+		s.writeError(w, q, errSourceTooLarge(src, fmt.Sprintf("The upload's parts (%d bytes)", size)))
+		return
+	}
+	hold, err := s.holdRefs(sctx, q.RequestID)
+	if err != nil {
+		s.refuseState(w, q, err)
+		return
+	}
+	c := newCapture()
+	q.Pass(c, nil)
+	// The complete may have taken longer than one step's timeout.
+	after, cancelAfter := s.stateContext(ctx)
+	defer cancelAfter()
+	if etag, ok := c.result(); ok {
+		s.recordCompleted(after, src, q.Bucket, q.Key, etag, q.RequestID)
+	}
+	hold.release(after)
+	c.writeTo(w)
+}
+
+// uploadSize bounds the object a complete of uploadID would assemble: the
+// sum of its parts as the sessions recorded them, or else as the backend
+// lists them. known is false when neither knows the upload (the complete
+// then fails, or replays an earlier one, whose object is read within the
+// parse limit all the same).
+func (s *Service) uploadSize(ctx context.Context, bucket, key, uploadID string) (size int64, known bool, err error) {
+	if s.parts != nil {
+		parts, err := s.parts.ListParts(ctx, uploadID)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, p := range parts {
+			size += p.Size
+		}
+		if len(parts) > 0 {
+			return size, true, nil
+		}
+	}
+	return s.listedPartsSize(ctx, bucket, key, uploadID)
+}
+
+// listedPartsSize sums the sizes of an upload's parts as the backend lists
+// them.
+func (s *Service) listedPartsSize(ctx context.Context, bucket, key, uploadID string) (int64, bool, error) {
+	var size int64
+	marker := ""
+	for range 100 { // 10,000 parts at 1000 a page
+		q := url.Values{"uploadId": {uploadID}, "max-parts": {"1000"}}
+		if marker != "" {
+			q.Set("part-number-marker", marker)
+		}
+		a, err := s.call(ctx, http.MethodGet, bucket, key, q, nil)
+		if err != nil {
+			return 0, false, err
+		}
+		if a.status == http.StatusNotFound {
+			return 0, false, nil
+		}
+		var page struct {
+			Parts []struct {
+				Size int64 `xml:"Size"`
+			} `xml:"Part"`
+			IsTruncated          bool   `xml:"IsTruncated"`
+			NextPartNumberMarker string `xml:"NextPartNumberMarker"`
+		}
+		if !a.success() || xml.Unmarshal(a.body, &page) != nil {
+			return 0, false, fmt.Errorf("list parts of upload %s: backend answered %d", uploadID, a.status)
+		}
+		for _, p := range page.Parts {
+			size += p.Size
+		}
+		if !page.IsTruncated || page.NextPartNumberMarker == "" || page.NextPartNumberMarker == marker {
+			return size, true, nil
+		}
+		marker = page.NextPartNumberMarker
+	}
+	return 0, false, fmt.Errorf("list parts of upload %s: too many pages", uploadID)
+}
+
+// refHold is a reference hold under a lease this gateway renews.
+type refHold struct {
+	s     *Service
+	id    string
+	lease clientv3.LeaseID
+	stop  context.CancelFunc
+}
+
+// holdRefs takes a reference hold (etcdstore.Store.HoldRefs) under a lease
+// of HoldTTL, renewed until release: a gateway that dies mid-complete lets
+// the collector go on after the lease runs out.
+func (s *Service) holdRefs(ctx context.Context, id string) (*refHold, error) {
+	cli := s.store.Client()
+	ttl := int64(math.Ceil(s.holdTTL.Seconds()))
+	lease, err := cli.Grant(ctx, max(ttl, 1))
+	if err != nil {
+		return nil, fmt.Errorf("grant reference hold lease: %w", err)
+	}
+	h := &refHold{s: s, id: id, lease: lease.ID}
+	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	h.stop = stop
+	renewals, err := cli.KeepAlive(kctx, lease.ID)
+	if err != nil {
+		h.release(ctx)
+		return nil, fmt.Errorf("keep reference hold lease alive: %w", err)
+	}
+	go func() {
+		for range renewals { // drained so the client keeps renewing
+		}
+	}()
+	if err := s.store.HoldRefs(ctx, id, lease.ID, s.now()); err != nil {
+		h.release(ctx)
+		return nil, err
+	}
+	return h, nil
+}
+
+// release ends the hold: revoking its lease deletes the hold's key.
+func (h *refHold) release(ctx context.Context) {
+	h.stop()
+	cli := h.s.store.Client()
+	if _, err := cli.Revoke(ctx, h.lease); err != nil {
+		h.s.logFor(ctx).Warn("reference hold not revoked; it lapses with its lease", "hold", h.id, "err", err)
+	}
+}
+
+// recordCompleted records the references of the object a complete made:
+// it reads the object (the version with the complete's ETag), records its
+// digests, and checks the object is still that version once the write is
+// pending, so that no write of the object can come between. Failures are
+// logged, not answered: the object is stored, and the rebuild finds and
+// retains what could not be recorded here.
+func (s *Service) recordCompleted(ctx context.Context, src *cas.Source, bucket, key, etag, id string) {
+	log := s.logFor(ctx).With("bucket", bucket, "key", key, "etag", etag)
+	body, _, err := s.readObject(ctx, bucket, key, nil, etag, src.MaxBody)
+	var refused *answer
+	switch {
+	case errors.As(err, &refused):
+		log.Info("completed reference object was replaced before its references were read", "status", refused.status)
+		return
+	case err != nil:
+		log.Error("references of a completed object not recorded", "err", err)
+		return
+	}
+	digests, err := src.Extract(body)
+	if err != nil {
+		log.Error("references of a completed object not recorded", "err", err)
+		return
+	}
+	w := etcdstore.RefWrite{ID: id, Digests: digests, At: s.now()}
+	for attempt := range 5 {
+		if err = s.store.BeginRefWrite(ctx, bucket, key, w); !errors.Is(err, etcdstore.ErrWriteInFlight) {
+			break
+		}
+		if !s.pause(ctx, time.Duration(attempt+1)*100*time.Millisecond) {
+			break
+		}
+	}
+	if err != nil {
+		if !errors.Is(err, etcdstore.ErrWriteInFlight) {
+			s.endRefWrite(ctx, bucket, key, id, etcdstore.WriteFailed, "")
+		}
+		log.Error("references of a completed object not recorded", "err", err)
+		return
+	}
+	outcome := etcdstore.WriteCommitted
+	if now, found, err := s.headObject(ctx, bucket, key); err != nil || !found || now != etag {
+		// Another write came between the read and the record: which body
+		// the backend holds is for the rebuild to settle.
+		outcome = etcdstore.WriteUnknown
+	}
+	s.endRefWrite(ctx, bucket, key, id, outcome, etag)
+}

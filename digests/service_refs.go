@@ -1,0 +1,314 @@
+package digests
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/sweepgate/sweepgate/audit"
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// refWrite is a write of a reference object on its way to the backend.
+type refWrite struct {
+	bucket, key string
+	digests     []string
+	// md5 is the hex MD5 of the body the write stores, which MinIO gives a
+	// single PUT as its ETag: a HEAD after a lost answer compares it.
+	md5 string
+	// sent reports whether the backend received the whole request. One
+	// that did not cannot have stored a Content-Length body.
+	sent func() bool
+	// etag returns the stored object's ETag from a successful answer.
+	etag func(*answer) string
+}
+
+// putRef serves a PutObject into a reference source: the verified body is
+// read whole, its digests are recorded, then it goes to the backend.
+func (s *Service) putRef(ctx context.Context, w http.ResponseWriter, q *Request, src *cas.Source) {
+	what := "The object"
+	if n := q.DecodedLength; n > src.MaxBody {
+		s.writeError(w, q, errSourceTooLarge(src, what))
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(q.Body(), src.MaxBody+1))
+	if err != nil {
+		s.writeError(w, q, err)
+		return
+	}
+	if int64(len(body)) > src.MaxBody {
+		s.writeError(w, q, errSourceTooLarge(src, what))
+		return
+	}
+	digests, err := src.Extract(body)
+	if err != nil {
+		s.writeError(w, q, errDigests(err))
+		return
+	}
+	out, err := q.BufferedRequest(body)
+	if err != nil {
+		s.writeError(w, q, err)
+		return
+	}
+	sent := &sentReader{r: bytes.NewReader(body), total: int64(len(body))}
+	if len(body) > 0 {
+		out.Body = io.NopCloser(sent)
+	}
+	sum := md5.Sum(body)
+	s.writeRef(ctx, w, q, out, refWrite{
+		bucket: q.Bucket, key: q.Key, digests: digests,
+		md5:  hex.EncodeToString(sum[:]),
+		sent: sent.done,
+		etag: func(a *answer) string { return unquoteETag(a.header.Get("ETag")) },
+	})
+}
+
+// sentReader reports whether a transport read a request body whole.
+type sentReader struct {
+	r     io.Reader
+	total int64
+	n     atomic.Int64
+}
+
+func (r *sentReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.n.Add(int64(n))
+	return n, err
+}
+
+func (r *sentReader) done() bool { return r.n.Load() >= r.total }
+
+// copyRef serves a CopyObject into a reference source: the copy source is
+// read from the backend (within the parse limit), its digests are
+// recorded, then the copy goes to the backend, conditional on the source
+// still being the body that was read.
+func (s *Service) copyRef(ctx context.Context, w http.ResponseWriter, q *Request, src *cas.Source) {
+	cs := q.CopySource
+	query := url.Values{}
+	if cs.VersionID != "" {
+		query.Set("versionId", cs.VersionID)
+	}
+	body, etag, err := s.readObject(ctx, cs.Bucket, cs.Key, query, "", src.MaxBody)
+	var refused *answer
+	switch {
+	case errors.As(err, &refused):
+		s.writeAnswer(w, q, refused)
+		return
+	case errors.Is(err, errObjectTooLarge):
+		s.writeError(w, q, errSourceTooLarge(src, "The copy source"))
+		return
+	case err != nil:
+		s.backendFailed(ctx, w, q, err)
+		return
+	}
+	if want := q.Header.Get("X-Amz-Copy-Source-If-Match"); want != "" && want != "*" && unquoteETag(want) != etag {
+		s.writeError(w, q, s3err.ErrPreconditionFailed)
+		return
+	}
+	digests, err := src.Extract(body)
+	if err != nil {
+		s.writeError(w, q, errDigests(err))
+		return
+	}
+	out, err := q.BackendRequest(nil)
+	if err != nil {
+		s.writeError(w, q, err)
+		return
+	}
+	// The copy stores the body whose digests were recorded, or nothing.
+	out.Header.Set("X-Amz-Copy-Source-If-Match", `"`+etag+`"`)
+	sum := md5.Sum(body)
+	s.writeRef(ctx, w, q, out, refWrite{
+		bucket: q.Bucket, key: q.Key, digests: digests,
+		md5:  hex.EncodeToString(sum[:]),
+		sent: func() bool { return true },
+		etag: func(a *answer) string { e, _ := resultETag(a.body); return e },
+	})
+}
+
+// writeRef records the write rw of a reference object, sends out to the
+// backend, records its outcome and answers the client. The outcome is
+// recorded before the client hears the answer, so that the client's next
+// write of the object does not meet this one still in flight.
+func (s *Service) writeRef(ctx context.Context, w http.ResponseWriter, q *Request, out *http.Request, rw refWrite) {
+	id := q.RequestID
+	if err := s.beginRefWrite(ctx, rw.bucket, rw.key, etcdstore.RefWrite{ID: id, Digests: rw.digests, At: s.now()}); err != nil {
+		s.refuseState(w, q, err)
+		return
+	}
+	a, err := s.send(out)
+	sctx, cancel := s.stateContext(ctx)
+	defer cancel()
+	outcome, etag := s.writeOutcome(sctx, rw, a, err)
+	s.endRefWrite(sctx, rw.bucket, rw.key, id, outcome, etag)
+	if err != nil {
+		s.backendFailed(ctx, w, q, err)
+		return
+	}
+	if a.success() && outcome != etcdstore.WriteCommitted {
+		// A success that names no result (a copy answered without a
+		// CopyObjectResult) and whose object is not the body recorded
+		// cannot be taken for one.
+		s.writeError(w, q, errNoResult)
+		return
+	}
+	s.writeAnswer(w, q, a)
+}
+
+// errNoResult answers a write whose backend answer said success but did
+// not say what was stored.
+var errNoResult = s3err.ErrBadGateway.WithMessage("The backend answered the write without saying what it stored; its outcome is unknown. Please retry.")
+
+// beginRefWrite records a write of a reference object as pending. When it
+// fails for another reason than a refusal, the record may have been made
+// all the same: it is ended as failed, so no pending write stays behind.
+func (s *Service) beginRefWrite(ctx context.Context, bucket, key string, rw etcdstore.RefWrite) error {
+	ctx, cancel := s.stateContext(ctx)
+	defer cancel()
+	err := s.store.BeginRefWrite(ctx, bucket, key, rw)
+	if err != nil && !errors.Is(err, etcdstore.ErrGuarded) && !errors.Is(err, etcdstore.ErrWriteInFlight) {
+		s.endRefWrite(ctx, bucket, key, rw.ID, etcdstore.WriteFailed, "")
+	}
+	return err
+}
+
+// writeOutcome decides what became of a reference object's write from the
+// backend's answer a (or the error that stopped it).
+//
+// A 4xx answer, or a body the backend did not receive whole, stored
+// nothing. No answer or a server error is unclear: a HEAD that shows the
+// body's MD5 as the object's ETag proves it stored; anything else leaves
+// the outcome unknown, which keeps both bodies' digests until the rebuild
+// reads the object (a 404 right after a lost answer may precede the
+// backend's commit).
+func (s *Service) writeOutcome(ctx context.Context, rw refWrite, a *answer, err error) (etcdstore.WriteOutcome, string) {
+	switch {
+	case err == nil && a.success() && rw.etag(a) != "":
+		return etcdstore.WriteCommitted, rw.etag(a)
+	case err == nil && a.definiteFailure(), !rw.sent():
+		return etcdstore.WriteFailed, ""
+	}
+	etag, found, herr := s.headObject(ctx, rw.bucket, rw.key)
+	if herr == nil && found && etag == rw.md5 {
+		return etcdstore.WriteCommitted, etag
+	}
+	s.logFor(ctx).Warn("reference write outcome unknown; the rebuild settles it", "bucket", rw.bucket, "key", rw.key, "err", errors.Join(err, herr))
+	return etcdstore.WriteUnknown, ""
+}
+
+// endRefWrite records a write's outcome. It retries briefly, since a write
+// left pending refuses every later write of the object.
+func (s *Service) endRefWrite(ctx context.Context, bucket, key, id string, outcome etcdstore.WriteOutcome, etag string) {
+	var err error
+	for attempt := range 3 {
+		if err = s.store.EndRefWrite(ctx, bucket, key, id, outcome, etag, s.now()); err == nil {
+			return
+		}
+		if !s.pause(ctx, time.Duration(attempt+1)*100*time.Millisecond) {
+			break
+		}
+	}
+	s.logFor(ctx).Error("reference write left pending", "bucket", bucket, "key", key, "write", id, "outcome", outcome, "err", err)
+}
+
+// pause waits d, or until ctx ends (then it reports false).
+func (s *Service) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// deleteRef serves a DeleteObject of a reference object: its references
+// move to the trash first, and come back if the backend did not delete it.
+func (s *Service) deleteRef(ctx context.Context, w http.ResponseWriter, q *Request) {
+	bucket, key := q.Bucket, q.Key
+	now := s.now()
+	trashed, err := s.trash(ctx, bucket, key, q.Principal, now)
+	if err != nil {
+		s.refuseState(w, q, err)
+		return
+	}
+	if !trashed {
+		q.Pass(w, nil) // no references recorded: nothing to move
+		return
+	}
+	audit.Record(s.log, audit.TrashObject, bucket+"/"+key, "DeleteObject of a reference object: its digests stay retained in the trash until it expires",
+		"principal", q.Principal, "id", q.RequestID, "deleted_at", now, "expires", now.Add(s.trashWindow))
+	out, err := q.BackendRequest(nil)
+	if err != nil {
+		sctx, cancel := s.stateContext(ctx)
+		defer cancel()
+		s.restoreTrash(sctx, bucket, key, now)
+		s.writeError(w, q, err)
+		return
+	}
+	a, err := s.send(out)
+	sctx, cancel := s.stateContext(ctx)
+	defer cancel()
+	if s.stillThere(sctx, bucket, key, q.Query.Has("versionId"), a, err) {
+		s.restoreTrash(sctx, bucket, key, now)
+	}
+	if err != nil {
+		s.backendFailed(ctx, w, q, err)
+		return
+	}
+	s.writeAnswer(w, q, a)
+}
+
+// trash moves the references of bucket/key to the trash, stamped now.
+// When the move fails for another reason than a write in flight, it may
+// have been made all the same: it is undone.
+func (s *Service) trash(ctx context.Context, bucket, key, principal string, now time.Time) (bool, error) {
+	ctx, cancel := s.stateContext(ctx)
+	defer cancel()
+	_, trashed, err := s.store.TrashRefSource(ctx, bucket, key, principal, now, now.Add(s.trashWindow))
+	if err != nil && !errors.Is(err, etcdstore.ErrWriteInFlight) {
+		s.restoreTrash(ctx, bucket, key, now)
+	}
+	return trashed, err
+}
+
+// stillThere decides from a delete's answer (or the error that stopped it)
+// whether the object is still there, so its references must come back. A
+// delete of one version may leave another current, and an unclear answer
+// says nothing: both are settled by a HEAD. A HEAD that fails too keeps
+// the trash, which retains the digests until it expires.
+func (s *Service) stillThere(ctx context.Context, bucket, key string, version bool, a *answer, err error) bool {
+	switch {
+	case err == nil && a.definiteFailure():
+		return true
+	case err == nil && a.success() && !version:
+		return false
+	}
+	_, found, herr := s.headObject(ctx, bucket, key)
+	if herr != nil {
+		s.logFor(ctx).Warn("reference object's delete outcome unknown; its references stay in the trash", "bucket", bucket, "key", key, "err", errors.Join(err, herr))
+	}
+	return herr == nil && found
+}
+
+// restoreTrash brings back the references trashed at deletedAt.
+func (s *Service) restoreTrash(ctx context.Context, bucket, key string, deletedAt time.Time) {
+	_, err := s.store.RestoreTrash(ctx, bucket, key, deletedAt, s.now())
+	if err == nil {
+		audit.Record(s.logFor(ctx), audit.RestoreTrash, bucket+"/"+key, "the object's delete was not done, so its references come back from the trash",
+			"deleted_at", deletedAt)
+	}
+	if err != nil && !errors.Is(err, etcdstore.ErrNotFound) {
+		s.logFor(ctx).Error("references of an object that was not deleted stay in the trash; restore them with 'sweepgate trash restore'", "bucket", bucket, "key", key, "deleted_at", deletedAt, "err", err)
+	}
+}

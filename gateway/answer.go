@@ -1,0 +1,100 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/sweepgate/sweepgate/gateway/s3err"
+)
+
+// maxAnswer bounds the backend answers read whole (the XML answer of a
+// DeleteObjects, which is small).
+const maxAnswer = 8 << 20
+
+// answer is a backend response read whole, for the calls whose answer the
+// gateway reads before the client hears it (DeleteObjects).
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// success reports a 2xx answer that is not an error document.
+func (a *answer) success() bool {
+	return a.status >= 200 && a.status < 300 && !isErrorDocument(a.body)
+}
+
+// isErrorDocument reports whether body is an S3 <Error> document.
+func isErrorDocument(body []byte) bool {
+	d := xml.NewDecoder(bytes.NewReader(body))
+	for {
+		t, err := d.Token()
+		if err != nil {
+			return false
+		}
+		if se, ok := t.(xml.StartElement); ok {
+			return se.Name.Local == "Error"
+		}
+	}
+}
+
+// send sends a client's request on to the backend and reads the answer
+// whole; backendClient.RoundTrip times the call and notes the backend's
+// request id.
+func (g *Gateway) send(out *http.Request) (*answer, error) {
+	resp, err := g.backendClient.RoundTrip(out)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	if err != nil {
+		return nil, fmt.Errorf("read backend answer: %w", err)
+	}
+	if len(body) > maxAnswer {
+		return nil, fmt.Errorf("backend answer larger than %d bytes", maxAnswer)
+	}
+	return &answer{status: resp.StatusCode, header: resp.Header, body: body}, nil
+}
+
+// backendFailed answers a request whose backend round trip failed.
+func (g *Gateway) backendFailed(w http.ResponseWriter, r *http.Request, req *request, err error) {
+	if r.Context().Err() != nil {
+		return // the client went away; nobody is left to answer
+	}
+	g.log.Warn("backend request failed", "id", req.id, "op", req.route.Operation, "err", err)
+	g.writeError(w, r, s3err.ErrBadGateway)
+}
+
+// writeAnswer answers the client with a backend answer read whole.
+func (g *Gateway) writeAnswer(w http.ResponseWriter, req *request, a *answer) {
+	body := a.body
+	if !a.success() {
+		body = s3err.StampRequestID(body, req.id)
+	}
+	copyAnswerHeader(w.Header(), a.header, req.id)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(a.status)
+	_, _ = w.Write(body)
+}
+
+// answerHopHeaders are the headers of a backend answer that are not
+// passed on: connection-level ones, and the length, which is set anew.
+var answerHopHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Connection",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length",
+}
+
+func copyAnswerHeader(dst, src http.Header, requestID string) {
+	for k, vs := range src {
+		dst[k] = append([]string(nil), vs...)
+	}
+	for _, k := range answerHopHeaders {
+		dst.Del(k)
+	}
+	dst.Set("X-Amz-Request-Id", requestID)
+}

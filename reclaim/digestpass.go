@@ -10,6 +10,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // tombstones runs the tombstone phase from the cursor: it reads the pass
@@ -74,8 +75,8 @@ func (s *digestSweep) startTombstones(ctx context.Context) error {
 	}
 	holds, err := cli.Get(ctx, keys.RefHolds(), clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(s.cur.Rev))
 	if err != nil {
-		if isCompacted(err) {
-			return abandon(fmt.Errorf("etcd revision %d, which the digest sweep reads references at, was compacted; the next pass starts over: %w", s.cur.Rev, err))
+		if sweep.IsCompacted(err) {
+			return sweep.Abandon(fmt.Errorf("etcd revision %d, which the digest sweep reads references at, was compacted; the next pass starts over: %w", s.cur.Rev, err))
 		}
 		return fmt.Errorf("reclaim: read reference holds: %w", err)
 	}
@@ -164,8 +165,8 @@ func (s *digestSweep) page(ctx context.Context, ns *cas.Namespace, objs []Object
 		switch {
 		case ctx.Err() != nil, errors.Is(err, ErrFenced):
 			return t, err
-		case isCompacted(err):
-			return t, abandon(fmt.Errorf("etcd revision %d, which the digest sweep reads references at, was compacted; the next pass starts over: %w", s.cur.Rev, err))
+		case sweep.IsCompacted(err):
+			return t, sweep.Abandon(fmt.Errorf("etcd revision %d, which the digest sweep reads references at, was compacted; the next pass starts over: %w", s.cur.Rev, err))
 		}
 		s.keepAll(err.Error())
 		return t, nil
@@ -341,7 +342,7 @@ const (
 // judgeSteps is judge, recording every rule it tries on cl (nil records
 // nothing), so that the explanation of a digest runs the sweep's own
 // judgement rather than a description of it.
-func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev int64, applied func(int64) bool, noReady bool, cl *checklist) judgement {
+func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev int64, applied func(int64) bool, noReady bool, cl *sweep.Checklist) judgement {
 	elsewhere := t != nil && t.Bucket != "" && (t.Bucket != b.Bucket || t.Key != b.Key)
 	live := t != nil && !t.State.Terminal()
 	state := func() Values {
@@ -352,7 +353,7 @@ func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev in
 	}
 
 	match := retained && live && !elsewhere
-	cl.step(ruleRetainedLive, match, func() (string, Values) {
+	cl.Step(ruleRetainedLive, match, func() (string, Values) {
 		switch {
 		case match:
 			return fmt.Sprintf("retained, with a %s tombstone: the next pass makes it skipped", t.State), state()
@@ -368,7 +369,7 @@ func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev in
 	if match {
 		return judgement{to: etcdstore.TombstoneSkipped, out: outSkipped}
 	}
-	cl.step(ruleRetained, retained, func() (string, Values) {
+	cl.Step(ruleRetained, retained, func() (string, Values) {
 		if retained {
 			return "retained: the sweep leaves it alone", nil
 		}
@@ -380,7 +381,7 @@ func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev in
 		return judgement{out: outRetained}
 	}
 	match = elsewhere && live
-	cl.step(ruleTombstoneElsewhere, match, func() (string, Values) {
+	cl.Step(ruleTombstoneElsewhere, match, func() (string, Values) {
 		v := state()
 		if t != nil {
 			v["tombstone_bucket"], v["tombstone_key"] = t.Bucket, t.Key
@@ -393,7 +394,7 @@ func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev in
 	if match {
 		return judgement{out: outDuplicate}
 	}
-	cl.step(ruleNoLiveTombstone, !live, func() (string, Values) {
+	cl.Step(ruleNoLiveTombstone, !live, func() (string, Values) {
 		if !live {
 			return "no pending or ready tombstone: the next pass records a pending one, whose required frontier is the etcd revision it is written at", state()
 		}
@@ -404,7 +405,7 @@ func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev in
 	}
 	thisPass := t.State == etcdstore.TombstonePending && t.Pass >= pass
 	match = noReady || thisPass
-	cl.step(ruleWaitThisPass, match, func() (string, Values) {
+	cl.Step(ruleWaitThisPass, match, func() (string, Values) {
 		v := state()
 		v["rebuild_failed"] = noReady
 		switch {
@@ -419,7 +420,7 @@ func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev in
 		return judgement{out: outPending}
 	}
 	match = t.State == etcdstore.TombstoneReady && t.Pass >= pass
-	cl.step(ruleConfirmedThisPass, match, func() (string, Values) {
+	cl.Step(ruleConfirmedThisPass, match, func() (string, Values) {
 		if match {
 			return fmt.Sprintf("confirmed ready in pass %d, which is still running: its collector deletes the blob", t.Pass), state()
 		}
@@ -438,7 +439,7 @@ func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev in
 		v["shard_ref_revision"], v["required_frontier"] = shardRev, need
 		return v
 	}
-	cl.step(ruleFrontierApplied, ok, func() (string, Values) {
+	cl.Step(ruleFrontierApplied, ok, func() (string, Values) {
 		if ok {
 			return fmt.Sprintf("every plane has applied revision %d: the next pass makes it ready and its collector deletes the blob", need), frontier()
 		}
@@ -448,7 +449,7 @@ func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev in
 		return judgement{to: etcdstore.TombstoneReady, frontier: raised, out: outReady}
 	}
 	back := t.State == etcdstore.TombstoneReady || raised > 0
-	cl.step(ruleFrontierWait, true, func() (string, Values) {
+	cl.Step(ruleFrontierWait, true, func() (string, Values) {
 		why := fmt.Sprintf("pending until every plane has applied revision %d", need)
 		switch {
 		case raised > 0:
@@ -519,7 +520,7 @@ func (s *digestSweep) breaker() string {
 	rep := &s.cur.Report
 	del, stored := rep.Ready, rep.Stored
 	rep.Breaker = DigestBreaker{DeleteBlobs: del, StoredBlobs: stored, MaxDelete: s.cfg.MaxDelete, MaxDeleteFraction: s.cfg.MaxDeleteFraction}
-	return overCeiling(del, stored, s.cfg.MaxDelete, s.cfg.MaxDeleteFraction, "blobs")
+	return sweep.OverCeiling(del, stored, s.cfg.MaxDelete, s.cfg.MaxDeleteFraction, "blobs")
 }
 
 // plus adds the counts of a page (or batch) to r.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // Explanations answer an operator's "why is this still here?" and "why did
@@ -24,10 +25,6 @@ import (
 // tombstone, references). They write nothing anywhere, so any gateway may
 // explain, leader or not, and as often as asked.
 
-// ErrNotKnown says nothing is known about the upload or digest asked about:
-// no record in etcd and nothing on the backend.
-var ErrNotKnown = errors.New("reclaim: nothing is known about it")
-
 // ErrDigestSweepOff says the reclaimer judges no blobs (no CAS namespace is
 // configured), so there is nothing to explain about a digest.
 var ErrDigestSweepOff = errors.New("reclaim: the digest sweep is off (no CAS namespace is configured)")
@@ -35,42 +32,6 @@ var ErrDigestSweepOff = errors.New("reclaim: the digest sweep is off (no CAS nam
 // ErrBadDigest says a digest is not "<algorithm>:<hex>" of a known
 // algorithm.
 var ErrBadDigest = errors.New("reclaim: not a digest")
-
-// Values are what a rule compared, by name. Times are time.Time (RFC 3339
-// in JSON), durations Go duration strings ("24h0m0s"), revisions and counts
-// numbers; nil says the record compared with was absent.
-type Values map[string]any
-
-// Step is one rule of a checklist as an explanation shows it. Matched says
-// the rule decided; the rules before it did not, and the checklist stops
-// there, as the sweep does.
-type Step struct {
-	Rule    string `json:"rule"`
-	Matched bool   `json:"matched"`
-	// Detail says in words what the rule found.
-	Detail string `json:"detail"`
-	Values Values `json:"values"`
-}
-
-// checklist records the steps of one judgement. A nil checklist records
-// nothing and never calls the closures, so the sweep, which judges every
-// upload and blob in every pass, pays nothing for explanations.
-type checklist struct{ steps []Step }
-
-func (c *checklist) step(rule string, matched bool, explain func() (string, Values)) {
-	if c == nil {
-		return
-	}
-	detail, v := explain()
-	if v == nil {
-		v = Values{}
-	}
-	c.steps = append(c.steps, Step{Rule: rule, Matched: matched, Detail: detail, Values: v})
-}
-
-// roundSecond is a duration as an explanation shows it: to the second,
-// since the clocks compared are no finer than that in any decision.
-func roundSecond(d time.Duration) string { return d.Round(time.Second).String() }
 
 // maxExplainList bounds each list of an explanation (references, trash,
 // placements); the step values carry the full counts.
@@ -80,23 +41,6 @@ const maxExplainList = 100
 // no session (and so no recorded key) or a blob whose key the namespace's
 // pattern does not let us build: 100 pages of 1000 keys.
 const maxLocatePages = 100
-
-// PassSummary is the newest stored pass report, as far as it bears on an
-// explanation: a verdict is carried out only by a pass that is not refused,
-// stopped, or (for blobs) keeping everything.
-type PassSummary struct {
-	Pass     int64     `json:"pass"`
-	Term     int64     `json:"term"`
-	Finished time.Time `json:"finished"`
-	DryRun   bool      `json:"dry_run"`
-	// Refused and Stopped are the upload sweep's; DigestsRefused,
-	// DigestsKept and RebuildFailed the digest sweep's. Empty when not.
-	Refused        string `json:"refused"`
-	Stopped        string `json:"stopped"`
-	DigestsRefused string `json:"digests_refused"`
-	DigestsKept    string `json:"digests_kept"`
-	RebuildFailed  string `json:"rebuild_failed"`
-}
 
 // ExplainPolicy is the upload sweep's policy as an explanation shows it.
 type ExplainPolicy struct {
@@ -294,8 +238,8 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 		return ex, ErrNotKnown
 	}
 
-	var cl checklist
-	cl.step(ruleNotOnBackend, !ex.Backend.Present, func() (string, Values) {
+	var cl sweep.Checklist
+	cl.Step(ruleNotOnBackend, !ex.Backend.Present, func() (string, Values) {
 		v := Values{"bucket": bucket, "key": ex.Key, "parts": ex.Backend.Parts, "bytes": ex.Backend.Bytes}
 		if ex.Backend.Present {
 			return fmt.Sprintf("the backend holds the upload: %d part(s), %d bytes", ex.Backend.Parts, ex.Backend.Bytes), v
@@ -310,11 +254,11 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 		default:
 			ex.Reason = fmt.Sprintf("the backend has no such upload, yet the session is %s: passes report it among the missing sessions, for the reconciler or a person to settle", sess.State)
 		}
-		ex.Steps = cl.steps
+		ex.Steps = cl.Steps
 		return ex, nil
 	}
 	d, err := classify(p, now, sess, act, &cl)
-	ex.Steps = cl.steps
+	ex.Steps = cl.Steps
 	switch {
 	case errors.Is(err, ErrFutureTime):
 		// The pass stops at this upload: nothing is decided, so nothing is
@@ -341,7 +285,7 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 		ex.Notes = append(ex.Notes, fmt.Sprintf("a mark is not a delete: the next pass records the session expired; activity revives it, "+
 			"and it is deleted once the mark has stood for %s unchanged", p.DeleteAfter))
 	}
-	ex.Notes = append(ex.Notes, r.passNotes(ex.LastPass, ex.Verdict == string(Mark) || ex.Verdict == string(Delete), false)...)
+	ex.Notes = append(ex.Notes, sweep.PassNotes(ex.LastPass, r.cfg.DryRun, ex.Verdict == string(Mark) || ex.Verdict == string(Delete), false)...)
 	if ex.Verdict == string(Hold) {
 		ex.Notes = append(ex.Notes, "an orphan is held until a person decides: sweepgate reclaim orphans adopt gives it a session, "+
 			"sweepgate reclaim orphans delete --confirm deletes it")
@@ -422,36 +366,6 @@ func (r *Reclaimer) lastPass(ctx context.Context, out **PassSummary) error {
 	}
 	*out = s
 	return nil
-}
-
-// passNotes says what, beyond the checklist, stands between a verdict that
-// acts and its action: dry run, and a last pass that did not act.
-func (r *Reclaimer) passNotes(last *PassSummary, acts, digest bool) []string {
-	notes := []string{}
-	if !acts {
-		return notes
-	}
-	if r.cfg.DryRun {
-		notes = append(notes, "reclaim.dry_run is on: passes only plan, and nothing is marked, tombstoned or deleted")
-	}
-	if last == nil {
-		return notes
-	}
-	if !digest && last.Refused != "" {
-		notes = append(notes, fmt.Sprintf("the newest pass (%d) was refused by the breaker, so it marked and deleted nothing: %s", last.Pass, last.Refused))
-	}
-	if !digest && last.Stopped != "" {
-		notes = append(notes, fmt.Sprintf("the newest pass (%d) stopped before finishing: %s", last.Pass, last.Stopped))
-	}
-	if digest {
-		for _, why := range []string{last.DigestsRefused, last.DigestsKept, last.RebuildFailed} {
-			if why != "" {
-				notes = append(notes, fmt.Sprintf("the newest pass (%d) deleted no blob: %s", last.Pass, why))
-				break
-			}
-		}
-	}
-	return notes
 }
 
 // DigestExplanation says what the digest sweep does with one digest's blob
@@ -689,8 +603,8 @@ func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (DigestExp
 		return ex, ErrNotKnown
 	}
 
-	var cl checklist
-	cl.step(ruleNotStored, len(copies) == 0, func() (string, Values) {
+	var cl sweep.Checklist
+	cl.Step(ruleNotStored, len(copies) == 0, func() (string, Values) {
 		if len(copies) == 0 {
 			return "no blob of the digest is stored in " + searched + ": there is nothing to keep or delete", Values{"copies": 0}
 		}
@@ -699,7 +613,7 @@ func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (DigestExp
 			Values{"copies": len(copies), "bucket": b.Bucket, "key": b.Key, "size": b.Size, "modified": b.Modified}
 	})
 	if len(copies) == 0 {
-		ex.Steps = cl.steps
+		ex.Steps = cl.Steps
 		if tomb != nil && tomb.State == string(etcdstore.TombstoneDeleted) {
 			ex.Verdict = verdictDeleted
 			ex.Reason = fmt.Sprintf("its bytes were deleted by pass %d (term %d) at %s", tomb.Pass, tomb.Term, tomb.Since.Format(time.RFC3339))
@@ -715,7 +629,7 @@ func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (DigestExp
 	bv := ex.Copies[0]
 	ex.Blob = &bv
 
-	cl.step(ruleReferenceHolds, ex.ReferenceHolds > 0, func() (string, Values) {
+	cl.Step(ruleReferenceHolds, ex.ReferenceHolds > 0, func() (string, Values) {
 		v := Values{"reference_holds": ex.ReferenceHolds}
 		if ex.ReferenceHolds > 0 {
 			return "a complete into a reference source is recording its references: the sweep judges no blob while a hold exists", v
@@ -723,7 +637,7 @@ func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (DigestExp
 		return "no reference hold", v
 	})
 	if ex.ReferenceHolds > 0 {
-		ex.Steps = cl.steps
+		ex.Steps = cl.Steps
 		ex.Verdict, ex.Reason = string(Keep), "reference holds exist: a pass now judges no blob; ask again once the complete that holds is done"
 		return ex, nil
 	}
@@ -744,7 +658,7 @@ func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (DigestExp
 		if kept && retainedBy != "" {
 			detail = "also " + detail
 		}
-		cl.step(inv.Name(), kept, func() (string, Values) { return detail, v })
+		cl.Step(inv.Name(), kept, func() (string, Values) { return detail, v })
 		if kept && retainedBy == "" {
 			retainedBy, retainedWhy = inv.Name(), detail
 		}
@@ -766,7 +680,7 @@ func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (DigestExp
 			Size: tomb.Size, Frontier: tomb.Frontier, RefRev: tomb.RefRev, Term: tomb.Term, Pass: tomb.Pass, Attempts: tomb.Attempts, Since: tomb.Since}
 	}
 	j := judgeSteps(retainedBy != "", t, b, ex.NextPass, ex.ShardRefRevision, applied, false, &cl)
-	ex.Steps = cl.steps
+	ex.Steps = cl.Steps
 	ex.RequiredFrontier = asked
 	for _, name := range cfg.Planes {
 		ex.Planes = append(ex.Planes, ExplainPlane{Plane: name, Revision: planes[name], Applied: asked > 0 && planes[name] >= asked})
@@ -807,7 +721,7 @@ func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (DigestExp
 		ex.Notes = append(ex.Notes, fmt.Sprintf("the digest is stored %d times; the checklist judged %s/%s, and each copy is judged on its own", len(copies), b.Bucket, b.Key))
 	}
 	acts := ex.Verdict == string(Delete) || ex.Verdict == verdictTombstone || ex.Verdict == verdictPending
-	ex.Notes = append(ex.Notes, r.passNotes(ex.LastPass, acts, true)...)
+	ex.Notes = append(ex.Notes, sweep.PassNotes(ex.LastPass, r.cfg.DryRun, acts, true)...)
 	return ex, nil
 }
 
@@ -871,7 +785,7 @@ func (ex *DigestExplanation) inventoryDetail(name string, kept bool, b Blob, you
 		return "no trash entry names it", v
 	case "placements":
 		age := ex.Now.Sub(b.Modified)
-		v := Values{"modified": b.Modified, "age": roundSecond(age), "placement_grace": young.grace.String(),
+		v := Values{"modified": b.Modified, "age": sweep.RoundSecond(age), "placement_grace": young.grace.String(),
 			"young_blob": young.young(b.Modified), "placements": places}
 		youngPlaced := 0
 		for _, p := range ex.Placements {
@@ -984,7 +898,7 @@ func (r *Reclaimer) explainPlacements(ctx context.Context, ex *DigestExplanation
 		var p etcdstore.Placement
 		_ = json.Unmarshal(kv.Value, &p) // one that does not decode is young: it retains
 		ex.Placements = append(ex.Placements, ExplainPlacement{ID: id, Bucket: p.Bucket, Key: p.Key, At: p.At,
-			Age: roundSecond(ex.Now.Sub(p.At)), Stale: !young.young(p.At)})
+			Age: sweep.RoundSecond(ex.Now.Sub(p.At)), Stale: !young.young(p.At)})
 	}
 	return resp.Count, nil
 }
@@ -1048,7 +962,7 @@ type storedBlob struct {
 }
 
 func explainBlob(ns string, b Blob, now time.Time) ExplainBlob {
-	return ExplainBlob{Namespace: ns, Bucket: b.Bucket, Key: b.Key, Size: b.Size, Modified: b.Modified, Age: roundSecond(now.Sub(b.Modified))}
+	return ExplainBlob{Namespace: ns, Bucket: b.Bucket, Key: b.Key, Size: b.Size, Modified: b.Modified, Age: sweep.RoundSecond(now.Sub(b.Modified))}
 }
 
 // findBlobs finds the stored copies of digest in the layout's namespaces,

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // Fault points: where Config.Fault is called, so a test can stop or
@@ -29,16 +29,6 @@ const (
 	// backend abort not sent.
 	FaultDeleteAfterIntent = "delete.after-intent"
 )
-
-// stopError marks a stop that ends the pass for good: the next pass starts
-// over instead of resuming (a time in the future, a compacted revision).
-type stopError struct{ err error }
-
-func (e *stopError) Error() string { return e.err.Error() }
-func (e *stopError) Unwrap() error { return e.err }
-
-// abandon wraps err so that the pass is abandoned rather than resumed.
-func abandon(err error) error { return &stopError{err: err} }
 
 // pass is one run of the upload sweep: reconcile, inventory, plan, breaker,
 // act, report. A real pass records its progress in a cursor and its plan in
@@ -92,7 +82,7 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 			Retention:      r.cfg.SessionRetention,
 			Actor:          actor,
 			Term:           p.term.N,
-			Fence:          []clientv3.Cmp{p.term.fence()},
+			Fence:          []clientv3.Cmp{p.term.Fence()},
 			BackendTimeout: r.cfg.BackendTimeout,
 		})
 		if err != nil {
@@ -116,11 +106,11 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 	refused := ""
 	if p.cur.Phase == phaseInventory {
 		if err := p.inv.walk(ctx, p.cur.Pos, p); err != nil {
-			if isCompacted(err) {
-				err = abandon(fmt.Errorf("etcd revision %d, which this pass reads sessions at, was compacted; the next pass starts over: %w", p.cur.Rev, err))
+			if sweep.IsCompacted(err) {
+				err = sweep.Abandon(fmt.Errorf("etcd revision %d, which this pass reads sessions at, was compacted; the next pass starts over: %w", p.cur.Rev, err))
 			}
 			if errors.Is(err, ErrFutureTime) {
-				err = abandon(err)
+				err = sweep.Abandon(err)
 			}
 			return p.stop(ctx, started, err, rec), err
 		}
@@ -379,8 +369,7 @@ func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped s
 // failed). Nothing is deleted after a stop.
 func (p *pass) stop(ctx context.Context, started time.Time, cause error, rec *multipart.ReconcileReport) Report {
 	why := cause.Error()
-	var se *stopError
-	if errors.As(cause, &se) {
+	if sweep.Abandoned(cause) {
 		rep, err := p.finish(ctx, started, "", why, rec)
 		if err != nil {
 			p.r.log.Error("reclaim pass report not written", "pass", rep.Pass, "err", err)
@@ -407,9 +396,4 @@ func (p *pass) stop(ctx context.Context, started time.Time, cause error, rec *mu
 		p.r.log.Warn("reclaim pass report not written", "pass", rep.Pass, "err", err)
 	}
 	return rep
-}
-
-// isCompacted reports whether err says a read asked for a compacted revision.
-func isCompacted(err error) bool {
-	return errors.Is(err, rpctypes.ErrCompacted)
 }

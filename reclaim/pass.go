@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/sweep"
 )
@@ -48,7 +49,7 @@ type pass struct {
 	// lists holds a dry run's report lists (capped).
 	lists chunk
 	// digest is the digest sweep's report, once it ran (see digests).
-	digest *DigestReport
+	digest *digests.Report
 }
 
 // runPass runs one pass under leadership l, or a dry run when l is nil or
@@ -139,6 +140,21 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 		return p.stop(ctx, started, err, rec), err
 	}
 	return p.finish(ctx, started, refused, "", rec)
+}
+
+// digests runs the digest sweep of pass p, when it is configured, through
+// the sweep interface. The report it builds is kept on p, also when it
+// stops with an error.
+func (p *pass) digests(ctx context.Context) error {
+	if p.r.digests == nil {
+		return nil
+	}
+	var sw sweep.Sweep[*digests.Report] = p.r.digests
+	rep, err := sw.Run(ctx, &sweep.Run{
+		Term: p.term, Pass: p.cur.Pass, Now: p.cur.Now, Clock: p.r.now, DryRun: p.dry, Fault: p.r.cfg.Fault,
+	})
+	p.digest = rep
+	return err
 }
 
 // begin resumes the pass in progress, or claims a new one: its number, its
@@ -355,7 +371,7 @@ func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped s
 	keys := p.r.keys()
 	ops := append(reportOps(keys, rep.Pass, body),
 		clientv3.OpDelete(keys.Cursor(uploadSweep)),
-		clientv3.OpDelete(keys.Cursor(digestSweepName)),
+		clientv3.OpDelete(keys.Cursor(digests.CursorName)),
 		clientv3.OpDelete(keys.PlansPrefix(rep.Pass), clientv3.WithPrefix()))
 	if _, err := fencedTxn(ctx, p.r.cli(), p.term, nil, ops...); err != nil {
 		return rep, fmt.Errorf("reclaim: write report of pass %d: %w", rep.Pass, err)

@@ -108,15 +108,15 @@ const (
 func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity, cl *sweep.Checklist) (Decision, error) {
 	if sess == nil {
 		d := Decision{Verdict: Hold, Reason: "no session: nobody known owns this upload"}
-		cl.Step(ruleNoSession, true, func() (string, Values) { return d.Reason, Values{} })
+		cl.Step(ruleNoSession, true, func() (string, sweep.Values) { return d.Reason, sweep.Values{} })
 		return d, nil
 	}
-	cl.Step(ruleNoSession, false, func() (string, Values) {
-		return fmt.Sprintf("a session records the upload, in state %s", sess.State), Values{"state": sess.State}
+	cl.Step(ruleNoSession, false, func() (string, sweep.Values) {
+		return fmt.Sprintf("a session records the upload, in state %s", sess.State), sweep.Values{"state": sess.State}
 	})
 	err := checkTimes(p, now, sess, act)
-	cl.Step(ruleFutureTime, err != nil, func() (string, Values) {
-		v := Values{"now": now, "clock_skew": p.ClockSkew.String(), "latest_allowed": now.Add(p.ClockSkew)}
+	cl.Step(ruleFutureTime, err != nil, func() (string, sweep.Values) {
+		v := sweep.Values{"now": now, "clock_skew": p.ClockSkew.String(), "latest_allowed": now.Add(p.ClockSkew)}
 		if err != nil {
 			return err.Error() + ": the pass stops and decides nothing", v
 		}
@@ -139,11 +139,11 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 			d.Reason = fmt.Sprintf("completing for %s, past the stuck limit %s: needs a person", now.Sub(d.Since).Round(time.Second), p.StuckLimit)
 		}
 	}
-	cl.Step(ruleCompleting, completing, func() (string, Values) {
+	cl.Step(ruleCompleting, completing, func() (string, sweep.Values) {
 		if !completing {
-			return fmt.Sprintf("state %s, not completing", sess.State), Values{"state": sess.State}
+			return fmt.Sprintf("state %s, not completing", sess.State), sweep.Values{"state": sess.State}
 		}
-		return d.Reason, Values{"state": sess.State, "state_since": d.Since, "completing_for": sweep.RoundSecond(now.Sub(d.Since)),
+		return d.Reason, sweep.Values{"state": sess.State, "state_since": d.Since, "completing_for": sweep.RoundSecond(now.Sub(d.Since)),
 			"stuck_limit": p.StuckLimit.String(), "stuck": d.Stuck}
 	})
 	if completing {
@@ -155,8 +155,8 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 		d.Verdict = Keep
 		d.Reason = fmt.Sprintf("active %s ago, within the grace period %s", idle.Round(time.Second), p.Grace)
 	}
-	cl.Step(ruleWithinGrace, within, func() (string, Values) {
-		v := Values{"now": now, "last_activity": last, "idle": sweep.RoundSecond(idle), "grace": p.Grace.String(), "idle_past_grace_at": last.Add(p.Grace)}
+	cl.Step(ruleWithinGrace, within, func() (string, sweep.Values) {
+		v := sweep.Values{"now": now, "last_activity": last, "idle": sweep.RoundSecond(idle), "grace": p.Grace.String(), "idle_past_grace_at": last.Add(p.Grace)}
 		if within {
 			return d.Reason, v
 		}
@@ -171,11 +171,11 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 		d.Verdict = Mark
 		d.Reason = fmt.Sprintf("active but idle for %s, past the grace period %s", idle.Round(time.Second), p.Grace)
 	}
-	cl.Step(ruleActiveIdle, active, func() (string, Values) {
+	cl.Step(ruleActiveIdle, active, func() (string, sweep.Values) {
 		if active {
-			return d.Reason, Values{"state": sess.State, "idle": sweep.RoundSecond(idle), "grace": p.Grace.String()}
+			return d.Reason, sweep.Values{"state": sess.State, "idle": sweep.RoundSecond(idle), "grace": p.Grace.String()}
 		}
-		return fmt.Sprintf("state %s, not active", sess.State), Values{"state": sess.State}
+		return fmt.Sprintf("state %s, not active", sess.State), sweep.Values{"state": sess.State}
 	})
 	if active {
 		return d, nil
@@ -185,11 +185,11 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 	if expired {
 		d.Verdict, d.Reason = classifyExpired(p, now, sess, last)
 	}
-	cl.Step(ruleExpired, expired, func() (string, Values) {
+	cl.Step(ruleExpired, expired, func() (string, sweep.Values) {
 		if !expired {
-			return fmt.Sprintf("state %s, not expired", sess.State), Values{"state": sess.State}
+			return fmt.Sprintf("state %s, not expired", sess.State), sweep.Values{"state": sess.State}
 		}
-		v := Values{"state": sess.State, "expired_at": nil, "delete_after": p.DeleteAfter.String(), "last_activity": last}
+		v := sweep.Values{"state": sess.State, "expired_at": nil, "delete_after": p.DeleteAfter.String(), "last_activity": last}
 		if sess.ExpiredAt != nil {
 			v["expired_at"] = *sess.ExpiredAt
 			v["marked_for"] = sweep.RoundSecond(now.Sub(*sess.ExpiredAt))
@@ -204,7 +204,7 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 
 	d.Verdict = Keep
 	d.Reason = fmt.Sprintf("state %s: settled by the reconciler, not the sweep", sess.State)
-	cl.Step(ruleReconcilerState, true, func() (string, Values) { return d.Reason, Values{"state": sess.State} })
+	cl.Step(ruleReconcilerState, true, func() (string, sweep.Values) { return d.Reason, sweep.Values{"state": sess.State} })
 	return d, nil
 }
 

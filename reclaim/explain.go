@@ -22,6 +22,10 @@ import (
 // (session history, orphan record). They write nothing anywhere, so any
 // gateway may explain, leader or not, and as often as asked.
 
+// ErrNotKnown says nothing is known about the upload or digest asked
+// about: no record in etcd and nothing on the backend.
+var ErrNotKnown = sweep.ErrNotKnown
+
 // ErrDigestSweepOff says the reclaimer judges no blobs (no CAS namespace is
 // configured), so there is nothing to explain about a digest.
 var ErrDigestSweepOff = errors.New("reclaim: the digest sweep is off (no CAS namespace is configured)")
@@ -60,13 +64,13 @@ type UploadExplanation struct {
 	Backend ExplainUpload `json:"backend"`
 	// Session is null for an orphan.
 	Session *ExplainSession `json:"session"`
-	Steps   []Step          `json:"steps"`
+	Steps   []sweep.Step    `json:"steps"`
 	// History is the session's recorded transitions, oldest first.
 	History []ExplainTransition `json:"history"`
 	// Orphan is the operator's recorded decision about the upload when it
 	// had no session (adopted, deleted), if any.
-	Orphan   *ExplainOrphan `json:"orphan"`
-	LastPass *PassSummary   `json:"last_pass"`
+	Orphan   *ExplainOrphan     `json:"orphan"`
+	LastPass *sweep.PassSummary `json:"last_pass"`
 	// Notes are what else bears on the verdict (a refused last pass, dry
 	// run).
 	Notes []string `json:"notes"`
@@ -147,7 +151,7 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 	ex := UploadExplanation{
 		Bucket: bucket, UploadID: uploadID, Now: now, DryRun: r.cfg.DryRun,
 		Policy: ExplainPolicy{Grace: p.Grace.String(), DeleteAfter: p.DeleteAfter.String(), StuckLimit: p.StuckLimit.String(), ClockSkew: p.ClockSkew.String()},
-		Steps:  []Step{}, History: []ExplainTransition{}, Notes: []string{},
+		Steps:  []sweep.Step{}, History: []ExplainTransition{}, Notes: []string{},
 	}
 	keys := r.keys()
 	// One read fixes the revision, so that the session and its activity are
@@ -218,8 +222,8 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 	}
 
 	var cl sweep.Checklist
-	cl.Step(ruleNotOnBackend, !ex.Backend.Present, func() (string, Values) {
-		v := Values{"bucket": bucket, "key": ex.Key, "parts": ex.Backend.Parts, "bytes": ex.Backend.Bytes}
+	cl.Step(ruleNotOnBackend, !ex.Backend.Present, func() (string, sweep.Values) {
+		v := sweep.Values{"bucket": bucket, "key": ex.Key, "parts": ex.Backend.Parts, "bytes": ex.Backend.Bytes}
 		if ex.Backend.Present {
 			return fmt.Sprintf("the backend holds the upload: %d part(s), %d bytes", ex.Backend.Parts, ex.Backend.Bytes), v
 		}
@@ -334,12 +338,12 @@ func (r *Reclaimer) locateUpload(ctx context.Context, bucket, uploadID string) (
 }
 
 // lastPass reads the newest stored pass report into *out (nil when none).
-func (r *Reclaimer) lastPass(ctx context.Context, out **PassSummary) error {
+func (r *Reclaimer) lastPass(ctx context.Context, out **sweep.PassSummary) error {
 	rep, ok, err := LastReport(ctx, r.store)
 	if err != nil || !ok {
 		return err
 	}
-	s := &PassSummary{Pass: rep.Pass, Term: rep.Term, Finished: rep.Finished, DryRun: rep.DryRun, Refused: rep.Refused, Stopped: rep.Stopped}
+	s := &sweep.PassSummary{Pass: rep.Pass, Term: rep.Term, Finished: rep.Finished, DryRun: rep.DryRun, Refused: rep.Refused, Stopped: rep.Stopped}
 	if d := rep.Digests; d != nil {
 		s.DigestsRefused, s.DigestsKept, s.RebuildFailed = d.Refused, d.Kept, d.Rebuild.Failed
 	}
@@ -362,8 +366,8 @@ func (r *Reclaimer) nextPass(ctx context.Context) (int64, error) {
 }
 
 // lastPassSummary reads the newest stored pass report (nil when none).
-func (r *Reclaimer) lastPassSummary(ctx context.Context) (*PassSummary, error) {
-	var s *PassSummary
+func (r *Reclaimer) lastPassSummary(ctx context.Context) (*sweep.PassSummary, error) {
+	var s *sweep.PassSummary
 	err := r.lastPass(ctx, &s)
 	return s, err
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // Verdict is what a pass decides about one upload found on the backend.
@@ -104,18 +105,18 @@ const (
 // classify is Classify, recording every rule it tries on cl (nil records
 // nothing). The explanation of an upload runs this same code, so that what
 // an operator is told is what the sweep decides, never a copy of its rules.
-func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity, cl *checklist) (Decision, error) {
+func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity, cl *sweep.Checklist) (Decision, error) {
 	if sess == nil {
 		d := Decision{Verdict: Hold, Reason: "no session: nobody known owns this upload"}
-		cl.step(ruleNoSession, true, func() (string, Values) { return d.Reason, Values{} })
+		cl.Step(ruleNoSession, true, func() (string, sweep.Values) { return d.Reason, sweep.Values{} })
 		return d, nil
 	}
-	cl.step(ruleNoSession, false, func() (string, Values) {
-		return fmt.Sprintf("a session records the upload, in state %s", sess.State), Values{"state": sess.State}
+	cl.Step(ruleNoSession, false, func() (string, sweep.Values) {
+		return fmt.Sprintf("a session records the upload, in state %s", sess.State), sweep.Values{"state": sess.State}
 	})
 	err := checkTimes(p, now, sess, act)
-	cl.step(ruleFutureTime, err != nil, func() (string, Values) {
-		v := Values{"now": now, "clock_skew": p.ClockSkew.String(), "latest_allowed": now.Add(p.ClockSkew)}
+	cl.Step(ruleFutureTime, err != nil, func() (string, sweep.Values) {
+		v := sweep.Values{"now": now, "clock_skew": p.ClockSkew.String(), "latest_allowed": now.Add(p.ClockSkew)}
 		if err != nil {
 			return err.Error() + ": the pass stops and decides nothing", v
 		}
@@ -138,11 +139,11 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 			d.Reason = fmt.Sprintf("completing for %s, past the stuck limit %s: needs a person", now.Sub(d.Since).Round(time.Second), p.StuckLimit)
 		}
 	}
-	cl.step(ruleCompleting, completing, func() (string, Values) {
+	cl.Step(ruleCompleting, completing, func() (string, sweep.Values) {
 		if !completing {
-			return fmt.Sprintf("state %s, not completing", sess.State), Values{"state": sess.State}
+			return fmt.Sprintf("state %s, not completing", sess.State), sweep.Values{"state": sess.State}
 		}
-		return d.Reason, Values{"state": sess.State, "state_since": d.Since, "completing_for": roundSecond(now.Sub(d.Since)),
+		return d.Reason, sweep.Values{"state": sess.State, "state_since": d.Since, "completing_for": sweep.RoundSecond(now.Sub(d.Since)),
 			"stuck_limit": p.StuckLimit.String(), "stuck": d.Stuck}
 	})
 	if completing {
@@ -154,8 +155,8 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 		d.Verdict = Keep
 		d.Reason = fmt.Sprintf("active %s ago, within the grace period %s", idle.Round(time.Second), p.Grace)
 	}
-	cl.step(ruleWithinGrace, within, func() (string, Values) {
-		v := Values{"now": now, "last_activity": last, "idle": roundSecond(idle), "grace": p.Grace.String(), "idle_past_grace_at": last.Add(p.Grace)}
+	cl.Step(ruleWithinGrace, within, func() (string, sweep.Values) {
+		v := sweep.Values{"now": now, "last_activity": last, "idle": sweep.RoundSecond(idle), "grace": p.Grace.String(), "idle_past_grace_at": last.Add(p.Grace)}
 		if within {
 			return d.Reason, v
 		}
@@ -170,11 +171,11 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 		d.Verdict = Mark
 		d.Reason = fmt.Sprintf("active but idle for %s, past the grace period %s", idle.Round(time.Second), p.Grace)
 	}
-	cl.step(ruleActiveIdle, active, func() (string, Values) {
+	cl.Step(ruleActiveIdle, active, func() (string, sweep.Values) {
 		if active {
-			return d.Reason, Values{"state": sess.State, "idle": roundSecond(idle), "grace": p.Grace.String()}
+			return d.Reason, sweep.Values{"state": sess.State, "idle": sweep.RoundSecond(idle), "grace": p.Grace.String()}
 		}
-		return fmt.Sprintf("state %s, not active", sess.State), Values{"state": sess.State}
+		return fmt.Sprintf("state %s, not active", sess.State), sweep.Values{"state": sess.State}
 	})
 	if active {
 		return d, nil
@@ -184,14 +185,14 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 	if expired {
 		d.Verdict, d.Reason = classifyExpired(p, now, sess, last)
 	}
-	cl.step(ruleExpired, expired, func() (string, Values) {
+	cl.Step(ruleExpired, expired, func() (string, sweep.Values) {
 		if !expired {
-			return fmt.Sprintf("state %s, not expired", sess.State), Values{"state": sess.State}
+			return fmt.Sprintf("state %s, not expired", sess.State), sweep.Values{"state": sess.State}
 		}
-		v := Values{"state": sess.State, "expired_at": nil, "delete_after": p.DeleteAfter.String(), "last_activity": last}
+		v := sweep.Values{"state": sess.State, "expired_at": nil, "delete_after": p.DeleteAfter.String(), "last_activity": last}
 		if sess.ExpiredAt != nil {
 			v["expired_at"] = *sess.ExpiredAt
-			v["marked_for"] = roundSecond(now.Sub(*sess.ExpiredAt))
+			v["marked_for"] = sweep.RoundSecond(now.Sub(*sess.ExpiredAt))
 			v["deletable_after"] = sess.ExpiredAt.Add(p.DeleteAfter)
 			v["unchanged_since_mark"] = unchangedSinceMark(sess, last)
 		}
@@ -203,7 +204,7 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 
 	d.Verdict = Keep
 	d.Reason = fmt.Sprintf("state %s: settled by the reconciler, not the sweep", sess.State)
-	cl.step(ruleReconcilerState, true, func() (string, Values) { return d.Reason, Values{"state": sess.State} })
+	cl.Step(ruleReconcilerState, true, func() (string, sweep.Values) { return d.Reason, sweep.Values{"state": sess.State} })
 	return d, nil
 }
 

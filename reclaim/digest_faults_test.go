@@ -12,6 +12,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -49,7 +50,7 @@ func TestDigestReferenceBeforeTombstone(t *testing.T) {
 			cfg := d.config()
 			cfg.BatchSize = 1000 // one page, so that the hook runs before every write
 			cfg.Fault = func(point string) {
-				if point == reclaim.FaultDigestBeforeTombstone && armed.CompareAndSwap(true, false) {
+				if point == digests.FaultBeforeTombstone && armed.CompareAndSwap(true, false) {
 					errs <- d.writeManifest("late", target)
 				}
 			}
@@ -97,10 +98,10 @@ func TestDigestResumeAfterInterruption(t *testing.T) {
 		point string
 		pass  int // the pass the term ends in
 	}{
-		{reclaim.FaultDigestPage, 1},
-		{reclaim.FaultDigestBeforeTombstone, 2},
-		{reclaim.FaultDigestGuarded, 2},
-		{reclaim.FaultDigestCollected, 2},
+		{digests.FaultPage, 1},
+		{digests.FaultBeforeTombstone, 2},
+		{digests.FaultGuarded, 2},
+		{digests.FaultCollected, 2},
 	} {
 		t.Run(tt.point, func(t *testing.T) {
 			t.Parallel()
@@ -120,7 +121,7 @@ func TestDigestResumeAfterInterruption(t *testing.T) {
 				if point != tt.point || !armed.CompareAndSwap(true, false) {
 					return
 				}
-				if point == reclaim.FaultDigestGuarded {
+				if point == digests.FaultGuarded {
 					// A producer naming a guarded digest is turned away
 					// and records nothing.
 					guarded := d.guarded()
@@ -153,7 +154,7 @@ func TestDigestResumeAfterInterruption(t *testing.T) {
 			if !errors.Is(err, reclaim.ErrFenced) {
 				t.Fatalf("interrupted pass error = %v, want ErrFenced (report %+v)", err, rep.Digests)
 			}
-			if tt.point == reclaim.FaultDigestGuarded {
+			if tt.point == digests.FaultGuarded {
 				if err := <-guardErr; !errors.Is(err, etcdstore.ErrGuarded) {
 					t.Errorf("manifest naming a guarded digest: %v, want ErrGuarded", err)
 				}
@@ -434,7 +435,7 @@ func TestDigestTombstoneRetention(t *testing.T) {
 	d.digestPass(r)
 	d.digestPass(r)
 	d.wantStates("deleted", etcdstore.TombstoneDeleted, unref...)
-	d.clock.Advance(reclaim.DefaultTombstoneRetention - time.Hour)
+	d.clock.Advance(digests.DefaultTombstoneRetention - time.Hour)
 	if rep := d.digestPass(r); rep.Pruned.Tombstones != 0 {
 		t.Errorf("pruned %d tombstones inside the retention", rep.Pruned.Tombstones)
 	}
@@ -513,11 +514,11 @@ func TestDigestStatusInProgress(t *testing.T) {
 	d := newDigestEnv(t)
 	d.putBlobs("u", 3)
 	d.ageBlobs()
-	var seen *reclaim.DigestProgress
+	var seen *digests.Progress
 	var r *reclaim.Reclaimer
 	cfg := d.config()
 	cfg.Fault = func(point string) {
-		if point != reclaim.FaultDigestPage || seen != nil {
+		if point != digests.FaultPage || seen != nil {
 			return
 		}
 		st, err := r.Status(context.Background())

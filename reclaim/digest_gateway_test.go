@@ -15,11 +15,11 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/minio/minio-go/v7"
 
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
-	"github.com/sweepgate/sweepgate/reclaim"
 )
 
 // gatewayClient serves a real gateway over the test's store and layout and
@@ -69,7 +69,7 @@ func TestDigestGuardRefusesProducers(t *testing.T) {
 	cfg := d.config()
 	cfg.Digests.MaxDeleteFraction = 1 // the one blob stored is the one to go
 	cfg.Fault = func(point string) {
-		if point != reclaim.FaultDigestGuarded || !armed.CompareAndSwap(false, true) {
+		if point != digests.FaultGuarded || !armed.CompareAndSwap(false, true) {
 			return
 		}
 		_, pushErr = client.PutObject(ctx, &s3.PutObjectInput{

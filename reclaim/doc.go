@@ -12,4 +12,9 @@
 // without a session are held for a person (Adopt, DeleteOrphans). Each pass
 // records its progress, so an interrupted pass is resumed, and leaves a
 // report; Plan builds the same plan and changes nothing.
+//
+// When Config.Digests is set, every pass also runs the digest sweep
+// (package digests) after the upload sweep, through sweep.Sweep, under the
+// same pass number and term, and keeps its report as the pass report's
+// "digests" section.
 package reclaim

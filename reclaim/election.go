@@ -98,7 +98,7 @@ type Leadership struct {
 // Fence is the comparison every write of this term carries. Once the term
 // ends its leader key is gone (or belongs to nobody), so etcd itself refuses
 // the write: no check in our code has to be right about timing.
-func (l *Leadership) Fence() clientv3.Cmp { return termOf(l).fence() }
+func (l *Leadership) Fence() clientv3.Cmp { return termOf(l).Fence() }
 
 // Context is cancelled when the term ends.
 func (l *Leadership) Context() context.Context { return l.ctx }

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // explainer builds a reclaimer that only explains: it never campaigns.
@@ -38,7 +40,7 @@ func (e *env) explainUpload(r *reclaim.Reclaimer, bucket, id, key string) reclai
 }
 
 // explainDigest explains a digest and checks that doing so wrote nothing.
-func (d *digestEnv) explainDigest(r *reclaim.Reclaimer, digest string) reclaim.DigestExplanation {
+func (d *digestEnv) explainDigest(r *reclaim.Reclaimer, digest string) digests.DigestExplanation {
 	d.t.Helper()
 	before := d.revision()
 	ex, err := r.ExplainDigest(d.t.Context(), digest)
@@ -54,7 +56,7 @@ func (d *digestEnv) explainDigest(r *reclaim.Reclaimer, digest string) reclaim.D
 // wantSteps checks the rules an explanation went through: every rule up to
 // the last, only the last matched (the checklist stops at the first
 // match), except those named in also, which matched too without deciding.
-func wantSteps(t *testing.T, what string, steps []reclaim.Step, rules []string, also ...string) {
+func wantSteps(t *testing.T, what string, steps []sweep.Step, rules []string, also ...string) {
 	t.Helper()
 	got := make([]string, len(steps))
 	for i, s := range steps {
@@ -78,7 +80,7 @@ func at(v any, want time.Time) bool {
 }
 
 // step returns the explanation step of rule.
-func step(t *testing.T, steps []reclaim.Step, rule string) reclaim.Step {
+func step(t *testing.T, steps []sweep.Step, rule string) sweep.Step {
 	t.Helper()
 	for _, s := range steps {
 		if s.Rule == rule {
@@ -86,7 +88,7 @@ func step(t *testing.T, steps []reclaim.Step, rule string) reclaim.Step {
 		}
 	}
 	t.Fatalf("no step %s in %+v", rule, steps)
-	return reclaim.Step{}
+	return sweep.Step{}
 }
 
 var uploadRules = []string{"not_on_backend", "no_session", "future_time", "completing", "within_grace", "active_idle", "expired"}
@@ -332,7 +334,7 @@ func TestExplainDigests(t *testing.T) {
 	if _, err := r.ExplainDigest(t.Context(), digestOf([]byte("never stored"))); !errors.Is(err, reclaim.ErrNotKnown) {
 		t.Errorf("unknown digest: %v", err)
 	}
-	if _, err := r.ExplainDigest(t.Context(), "sha256:abc"); !errors.Is(err, reclaim.ErrBadDigest) {
+	if _, err := r.ExplainDigest(t.Context(), "sha256:abc"); !errors.Is(err, digests.ErrBadDigest) {
 		t.Errorf("bad digest: %v", err)
 	}
 	// Without the digest sweep there is nothing to judge blobs by.
@@ -378,7 +380,7 @@ func TestExplainDigestPlanes(t *testing.T) {
 	}
 	ex = d.explainDigest(r, old)
 	wantSteps(t, "waiting", ex.Steps, judged("frontier_wait"))
-	want := []reclaim.ExplainPlane{{Plane: "backup", Revision: tomb.Frontier, Applied: true}, {Plane: "replica", Revision: 0, Applied: false}}
+	want := []digests.ExplainPlane{{Plane: "backup", Revision: tomb.Frontier, Applied: true}, {Plane: "replica", Revision: 0, Applied: false}}
 	if ex.Verdict != "pending" || ex.RequiredFrontier != tomb.Frontier || len(ex.Planes) != 2 || ex.Planes[0] != want[0] || ex.Planes[1] != want[1] ||
 		!contains(ex.Reason, "pending until every plane has applied revision", "; not there yet: replica (at 0)") || contains(ex.Reason, "backup (") {
 		t.Errorf("waiting = %+v", ex)

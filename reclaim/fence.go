@@ -2,51 +2,28 @@ package reclaim
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // ErrFenced says etcd refused a write because the term that made it has
 // ended: another reclaimer may lead now, so this one must stop acting.
-var ErrFenced = errors.New("reclaim: write refused by the fence: this term has ended")
+var ErrFenced = sweep.ErrFenced
 
 // errChanged says a record the write compared changed since it was read:
 // the decision it carried no longer holds and is dropped, not retried.
-var errChanged = errors.New("reclaim: record changed since it was read")
+var errChanged = sweep.ErrChanged
 
 // term is what a write needs to be fenced: the leader key and the create
 // revision it had when the term was won.
-type term struct {
-	N   int64
-	Key string
-}
+type term = sweep.Term
 
 func termOf(l *Leadership) term { return term{N: l.Term, Key: l.Key} }
 
-// fence is the comparison that makes etcd refuse the write once the term
-// has ended.
-func (t term) fence() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(t.Key), "=", t.N)
-}
-
-// fencedTxn commits ops if the term still holds and cmps hold. It tells a
-// lost term (ErrFenced) from a changed record (errChanged) by reading the
-// leader key when the comparison fails, so the caller stops for the one and
-// merely skips the decision for the other.
+// fencedTxn commits ops if the term still holds and cmps hold (see
+// sweep.FencedTxn).
 func fencedTxn(ctx context.Context, c *clientv3.Client, t term, cmps []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	all := append([]clientv3.Cmp{t.fence()}, cmps...)
-	resp, err := c.Txn(ctx).If(all...).Then(ops...).Else(clientv3.OpGet(t.Key)).Commit()
-	if err != nil {
-		return nil, fmt.Errorf("reclaim: etcd write: %w", err)
-	}
-	if resp.Succeeded {
-		return resp, nil
-	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 || kvs[0].CreateRevision != t.N {
-		return nil, ErrFenced
-	}
-	return nil, errChanged
+	return sweep.FencedTxn(ctx, c, t, cmps, ops...)
 }

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // Fault points: where Config.Fault is called, so a test can stop or
@@ -30,16 +31,6 @@ const (
 	FaultDeleteAfterIntent = "delete.after-intent"
 )
 
-// stopError marks a stop that ends the pass for good: the next pass starts
-// over instead of resuming (a time in the future, a compacted revision).
-type stopError struct{ err error }
-
-func (e *stopError) Error() string { return e.err.Error() }
-func (e *stopError) Unwrap() error { return e.err }
-
-// abandon wraps err so that the pass is abandoned rather than resumed.
-func abandon(err error) error { return &stopError{err: err} }
-
 // pass is one run of the upload sweep: reconcile, inventory, plan, breaker,
 // act, report. A real pass records its progress in a cursor and its plan in
 // chunks (see cursor); a dry run keeps everything in memory and writes
@@ -58,7 +49,7 @@ type pass struct {
 	// lists holds a dry run's report lists (capped).
 	lists chunk
 	// digest is the digest sweep's report, once it ran (see digests).
-	digest *DigestReport
+	digest *digests.Report
 }
 
 // runPass runs one pass under leadership l, or a dry run when l is nil or
@@ -92,7 +83,7 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 			Retention:      r.cfg.SessionRetention,
 			Actor:          actor,
 			Term:           p.term.N,
-			Fence:          []clientv3.Cmp{p.term.fence()},
+			Fence:          []clientv3.Cmp{p.term.Fence()},
 			BackendTimeout: r.cfg.BackendTimeout,
 		})
 		if err != nil {
@@ -116,11 +107,11 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 	refused := ""
 	if p.cur.Phase == phaseInventory {
 		if err := p.inv.walk(ctx, p.cur.Pos, p); err != nil {
-			if isCompacted(err) {
-				err = abandon(fmt.Errorf("etcd revision %d, which this pass reads sessions at, was compacted; the next pass starts over: %w", p.cur.Rev, err))
+			if sweep.IsCompacted(err) {
+				err = sweep.Abandon(fmt.Errorf("etcd revision %d, which this pass reads sessions at, was compacted; the next pass starts over: %w", p.cur.Rev, err))
 			}
 			if errors.Is(err, ErrFutureTime) {
-				err = abandon(err)
+				err = sweep.Abandon(err)
 			}
 			return p.stop(ctx, started, err, rec), err
 		}
@@ -149,6 +140,21 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 		return p.stop(ctx, started, err, rec), err
 	}
 	return p.finish(ctx, started, refused, "", rec)
+}
+
+// digests runs the digest sweep of pass p, when it is configured, through
+// the sweep interface. The report it builds is kept on p, also when it
+// stops with an error.
+func (p *pass) digests(ctx context.Context) error {
+	if p.r.digests == nil {
+		return nil
+	}
+	var sw sweep.Sweep[*digests.Report] = p.r.digests
+	rep, err := sw.Run(ctx, &sweep.Run{
+		Term: p.term, Pass: p.cur.Pass, Now: p.cur.Now, Clock: p.r.now, DryRun: p.dry, Fault: p.r.cfg.Fault,
+	})
+	p.digest = rep
+	return err
 }
 
 // begin resumes the pass in progress, or claims a new one: its number, its
@@ -365,7 +371,7 @@ func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped s
 	keys := p.r.keys()
 	ops := append(reportOps(keys, rep.Pass, body),
 		clientv3.OpDelete(keys.Cursor(uploadSweep)),
-		clientv3.OpDelete(keys.Cursor(digestSweepName)),
+		clientv3.OpDelete(keys.Cursor(digests.CursorName)),
 		clientv3.OpDelete(keys.PlansPrefix(rep.Pass), clientv3.WithPrefix()))
 	if _, err := fencedTxn(ctx, p.r.cli(), p.term, nil, ops...); err != nil {
 		return rep, fmt.Errorf("reclaim: write report of pass %d: %w", rep.Pass, err)
@@ -379,8 +385,7 @@ func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped s
 // failed). Nothing is deleted after a stop.
 func (p *pass) stop(ctx context.Context, started time.Time, cause error, rec *multipart.ReconcileReport) Report {
 	why := cause.Error()
-	var se *stopError
-	if errors.As(cause, &se) {
+	if sweep.Abandoned(cause) {
 		rep, err := p.finish(ctx, started, "", why, rec)
 		if err != nil {
 			p.r.log.Error("reclaim pass report not written", "pass", rep.Pass, "err", err)
@@ -407,9 +412,4 @@ func (p *pass) stop(ctx context.Context, started time.Time, cause error, rec *mu
 		p.r.log.Warn("reclaim pass report not written", "pass", rep.Pass, "err", err)
 	}
 	return rep
-}
-
-// isCompacted reports whether err says a read asked for a compacted revision.
-func isCompacted(err error) bool {
-	return errors.Is(err, rpctypes.ErrCompacted)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 )
@@ -101,6 +102,8 @@ type Reclaimer struct {
 	log      *slog.Logger
 	metrics  *metrics
 	now      func() time.Time
+	// digests is the digest sweep, nil when it is off.
+	digests *digests.Sweep
 
 	triggers chan chan passResult
 
@@ -125,12 +128,24 @@ func New(cfg Config) (*Reclaimer, error) {
 	if cfg.BatchSize > 1000 {
 		return nil, fmt.Errorf("reclaim: batch size %d is above 1000, the most S3 lists at once", cfg.BatchSize)
 	}
+	s3c := s3{b: cfg.Backend, timeout: cfg.BackendTimeout}
+	// The digest sweep's configuration is checked before anything is
+	// started or registered; its metrics are the reclaimer's, made below.
+	var (
+		sw *digests.Sweep
+		dm = &digestMetrics{}
+	)
 	if cfg.Digests != nil {
-		d, err := cfg.Digests.withDefaults()
+		var err error
+		sw, err = digests.NewSweep(*cfg.Digests, digests.SweepDeps{
+			Store: cfg.Store, Backend: digestBackend{s3c}, Logger: cfg.Logger, Metrics: dm,
+			BatchSize: cfg.BatchSize, Parallel: cfg.Parallel,
+		})
 		if err != nil {
 			return nil, err
 		}
-		cfg.Digests = d
+		d := sw.Config()
+		cfg.Digests = &d
 	}
 	el := cfg.Elector
 	if el == nil {
@@ -140,10 +155,10 @@ func New(cfg Config) (*Reclaimer, error) {
 			return nil, err
 		}
 	}
+	dm.m = newMetrics(cfg.Metrics)
 	return &Reclaimer{
-		cfg: cfg, store: cfg.Store, sessions: cfg.Sessions,
-		s3:      s3{b: cfg.Backend, timeout: cfg.BackendTimeout},
-		elector: el, log: cfg.Logger, metrics: newMetrics(cfg.Metrics), now: cfg.Now,
+		cfg: cfg, store: cfg.Store, sessions: cfg.Sessions, s3: s3c,
+		elector: el, log: cfg.Logger, metrics: dm.m, now: cfg.Now, digests: sw,
 		triggers: make(chan chan passResult),
 	}, nil
 }
@@ -339,14 +354,7 @@ type Progress struct {
 	Uploads Uploads   `json:"uploads"`
 	Acted   Acted     `json:"acted"`
 	// Digests is how far the pass's digest sweep got, once it started.
-	Digests *DigestProgress `json:"digests,omitempty"`
-}
-
-// DigestProgress is how far the digest sweep of a pass in progress got:
-// its phase and its counts so far.
-type DigestProgress struct {
-	Phase  string       `json:"phase"`
-	Report DigestReport `json:"report"`
+	Digests *digests.Progress `json:"digests,omitempty"`
 }
 
 // Status reads the reclaimer's status.
@@ -376,13 +384,8 @@ func (r *Reclaimer) Status(ctx context.Context) (Status, error) {
 	}
 	if ok {
 		st.InProgress = &Progress{Pass: cur.Pass, Term: cur.Term, Phase: cur.Phase, Bucket: cur.Pos.Bucket, Started: cur.Started, Uploads: cur.Tally.Uploads, Acted: cur.Acted}
-		ds := &digestSweep{r: r}
-		dc, dok, err := ds.loadCursor(ctx)
-		if err != nil {
+		if st.InProgress.Digests, err = digests.ReadProgress(ctx, r.store, cur.Pass); err != nil {
 			return st, err
-		}
-		if dok && dc.Pass == cur.Pass {
-			st.InProgress.Digests = &DigestProgress{Phase: dc.Phase, Report: dc.Report}
 		}
 	}
 	return st, nil

@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 )
@@ -50,7 +51,7 @@ type Report struct {
 	Totals    ListTotals                 `json:"totals"`
 	Reconcile *multipart.ReconcileReport `json:"reconcile,omitempty"`
 	// Digests is the digest sweep's part of the pass, when it is on.
-	Digests *DigestReport `json:"digests,omitempty"`
+	Digests *digests.Report `json:"digests,omitempty"`
 }
 
 // Count is a number of uploads (sessions) with their parts and bytes.

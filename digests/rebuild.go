@@ -1,7 +1,8 @@
-package reclaim
+package digests
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/sweep"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The rebuild compares the reference objects the backend holds with the
@@ -63,26 +66,27 @@ func (r *RebuildResult) add(o RebuildResult) {
 	r.Stale += o.Stale
 }
 
-// rebuildPos is where a rebuild stopped: the source index and the last key
+// RebuildPos is where a rebuild stopped: the source index and the last key
 // done. Source equal to the number of sources means the rebuild finished.
-type rebuildPos struct {
+type RebuildPos struct {
 	Source int    `json:"source"`
 	After  string `json:"after,omitempty"`
 }
 
-// rebuilder scans the reference sources on the backend and brings the
-// recorded references up to what the bodies name.
-type rebuilder struct {
-	s3      s3
-	store   *etcdstore.Store
-	sources []cas.Source
-	batch   int           // keys per listing page (<= 1000)
-	stale   time.Duration // a pending write older than this is from a gateway that died: made dirty (default 1h)
-	log     *slog.Logger
-	now     func() time.Time
+// Rebuilder scans the reference sources on the backend and brings the
+// recorded references up to what the bodies name. The sweep runs one when
+// it is due; it also runs on its own, without a pass around it.
+type Rebuilder struct {
+	Backend Backend
+	Store   *etcdstore.Store
+	Sources []cas.Source
+	Batch   int           // keys per listing page (<= 1000)
+	Stale   time.Duration // a pending write older than this is from a gateway that died: made dirty (default 1h)
+	Logger  *slog.Logger  // nil discards
+	Now     func() time.Time
 }
 
-// run scans every reference source on the backend from pos, one page at a
+// Run scans every reference source on the backend from pos, one page at a
 // time, and compares each object with its record: an object the gateway
 // did not record, or whose body differs from the recorded one, is read and
 // its references added (and alerted on); a dirty record is settled to the
@@ -96,19 +100,19 @@ type rebuilder struct {
 // On an error the result includes the objects of the failed page that were
 // done; their records now match the backend, so a rebuild resumed with
 // that result does not count them again.
-func (b *rebuilder) run(ctx context.Context, pos rebuildPos, res RebuildResult, save func(rebuildPos, RebuildResult) error) (RebuildResult, error) {
-	batch := b.batch
+func (b *Rebuilder) Run(ctx context.Context, pos RebuildPos, res RebuildResult, save func(RebuildPos, RebuildResult) error) (RebuildResult, error) {
+	batch := b.Batch
 	if batch <= 0 || batch > defaultRebuildBatch {
 		batch = defaultRebuildBatch
 	}
-	for pos.Source < len(b.sources) {
-		src := &b.sources[pos.Source]
-		page, err := b.s3.listObjects(ctx, src.Bucket, src.Prefix, pos.After, batch)
-		if errors.Is(err, errNoSuchBucket) {
+	for pos.Source < len(b.Sources) {
+		src := &b.Sources[pos.Source]
+		page, err := b.Backend.ListObjects(ctx, src.Bucket, src.Prefix, pos.After, batch)
+		if errors.Is(err, ErrNoSuchBucket) {
 			// No bucket holds no reference objects, so nothing is missing
 			// from the records; those recorded for it stay (see above).
 			b.logger().Warn("rebuild: the bucket of a reference source does not exist", "source", src.Name, "bucket", src.Bucket)
-			page = objectPage{Done: true}
+			page = ObjectPage{Done: true}
 		} else if err != nil {
 			return res, fmt.Errorf("rebuild: source %s: %w", src.Name, err)
 		}
@@ -116,9 +120,9 @@ func (b *rebuilder) run(ctx context.Context, pos rebuildPos, res RebuildResult, 
 		if err != nil {
 			return res, fmt.Errorf("rebuild: source %s: %w", src.Name, err)
 		}
-		next := rebuildPos{Source: pos.Source, After: page.Next}
+		next := RebuildPos{Source: pos.Source, After: page.Next}
 		if page.Done {
-			next = rebuildPos{Source: pos.Source + 1}
+			next = RebuildPos{Source: pos.Source + 1}
 		}
 		if save != nil {
 			if err := save(next, res); err != nil {
@@ -132,7 +136,7 @@ func (b *rebuilder) run(ctx context.Context, pos rebuildPos, res RebuildResult, 
 
 // page compares the objects of one listing page with their records, a few
 // at a time, adding what each found to res. Any failure fails the page.
-func (b *rebuilder) page(ctx context.Context, src *cas.Source, objects []Object, res *RebuildResult) error {
+func (b *Rebuilder) page(ctx context.Context, src *cas.Source, objects []Object, res *RebuildResult) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -174,7 +178,7 @@ func (b *rebuilder) page(ctx context.Context, src *cas.Source, objects []Object,
 // check compares one listed object with its record and returns what it
 // found. An object it cannot account for (too large, too many digests, a
 // failed read) is an error: what that object references is unknown.
-func (b *rebuilder) check(ctx context.Context, src *cas.Source, o Object) (RebuildResult, error) {
+func (b *Rebuilder) check(ctx context.Context, src *cas.Source, o Object) (RebuildResult, error) {
 	var d RebuildResult
 	limit := src.MaxBody
 	if limit <= 0 {
@@ -194,13 +198,13 @@ func (b *rebuilder) check(ctx context.Context, src *cas.Source, o Object) (Rebui
 		if o.Size > limit {
 			return d, fmt.Errorf("reference object %s/%s is %d bytes, over the parse limit of %d: its references cannot be known", src.Bucket, o.Key, o.Size, limit)
 		}
-		body, etag, err := b.s3.getObject(ctx, src.Bucket, o.Key, limit)
+		body, etag, err := b.Backend.GetObject(ctx, src.Bucket, o.Key, limit)
 		switch {
-		case errors.Is(err, errNoSuchKey):
+		case errors.Is(err, ErrNoSuchKey):
 			// Deleted since the listing: through the gateway, its record
 			// went to the trash; around it, its references are not needed.
 			return d, nil
-		case errors.Is(err, errTooLarge):
+		case errors.Is(err, ErrTooLarge):
 			return d, fmt.Errorf("reference object %s/%s is over the parse limit of %d bytes: its references cannot be known: %w", src.Bucket, o.Key, limit, err)
 		case err != nil:
 			return d, fmt.Errorf("read reference object %s/%s: %w", src.Bucket, o.Key, err)
@@ -226,7 +230,7 @@ func (b *rebuilder) check(ctx context.Context, src *cas.Source, o Object) (Rebui
 		if again != nil && !again.Dirty && again.ETag == etag {
 			return d, nil // the listing was older than the record
 		}
-		added, err := b.store.RecordFoundRefs(ctx, src.Bucket, o.Key, digests, etag, modRev, b.clock())
+		added, err := b.Store.RecordFoundRefs(ctx, src.Bucket, o.Key, digests, etag, modRev, b.clock())
 		if errors.Is(err, etcdstore.ErrConflict) {
 			continue // the record changed after the body was read
 		}
@@ -257,8 +261,8 @@ func (b *rebuilder) check(ctx context.Context, src *cas.Source, o Object) (Rebui
 // gateway that died before ending it, is made dirty. It is settled by the
 // next rebuild rather than now, so that a gateway that is merely slow has
 // its body on the backend before it is read.
-func (b *rebuilder) pending(ctx context.Context, src *cas.Source, key string, w *etcdstore.RefWrite, d *RebuildResult) error {
-	stale := b.stale
+func (b *Rebuilder) pending(ctx context.Context, src *cas.Source, key string, w *etcdstore.RefWrite, d *RebuildResult) error {
+	stale := b.Stale
 	if stale <= 0 {
 		stale = defaultRebuildStale
 	}
@@ -267,7 +271,7 @@ func (b *rebuilder) pending(ctx context.Context, src *cas.Source, key string, w 
 	if age <= stale {
 		return nil
 	}
-	if err := b.store.EndRefWrite(ctx, src.Bucket, key, w.ID, etcdstore.WriteUnknown, "", now); err != nil {
+	if err := b.Store.EndRefWrite(ctx, src.Bucket, key, w.ID, etcdstore.WriteUnknown, "", now); err != nil {
 		return fmt.Errorf("end stale write %s of %s/%s: %w", w.ID, src.Bucket, key, err)
 	}
 	d.Stale++
@@ -278,8 +282,8 @@ func (b *rebuilder) pending(ctx context.Context, src *cas.Source, key string, w 
 
 // record reads the record of bucket/key: nil and revision 0 when there is
 // none.
-func (b *rebuilder) record(ctx context.Context, bucket, key string) (*etcdstore.RefSource, int64, error) {
-	v, err := b.store.GetRefSource(ctx, bucket, key)
+func (b *Rebuilder) record(ctx context.Context, bucket, key string) (*etcdstore.RefSource, int64, error) {
+	v, err := b.Store.GetRefSource(ctx, bucket, key)
 	if errors.Is(err, etcdstore.ErrNotFound) {
 		return nil, 0, nil
 	}
@@ -289,16 +293,103 @@ func (b *rebuilder) record(ctx context.Context, bucket, key string) (*etcdstore.
 	return &v.Value, v.ModRev, nil
 }
 
-func (b *rebuilder) clock() time.Time {
-	if b.now == nil {
+func (b *Rebuilder) clock() time.Time {
+	if b.Now == nil {
 		return time.Now()
 	}
-	return b.now()
+	return b.Now()
 }
 
-func (b *rebuilder) logger() *slog.Logger {
-	if b.log == nil {
+func (b *Rebuilder) logger() *slog.Logger {
+	if b.Logger == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return b.log
+	return b.Logger
+}
+
+// rebuildDue reads the last complete rebuild and says whether another is
+// due.
+func (s *digestSweep) rebuildDue(ctx context.Context) (bool, time.Time, error) {
+	last, ok, err := s.lastRebuild(ctx)
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	if !ok || s.cfg.RebuildInterval == 0 {
+		return true, last.Finished, nil
+	}
+	return s.now.Sub(last.Finished) >= s.cfg.RebuildInterval, last.Finished, nil
+}
+
+func (s *digestSweep) lastRebuild(ctx context.Context) (lastRebuild, bool, error) {
+	var l lastRebuild
+	resp, err := s.cli().Get(ctx, s.keys().Cursor(rebuildStateName))
+	if err != nil {
+		return l, false, fmt.Errorf("reclaim: read the last rebuild: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return l, false, nil
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &l); err != nil {
+		return l, false, fmt.Errorf("reclaim: decode the last rebuild: %w", err)
+	}
+	return l, true, nil
+}
+
+// rebuild runs (or resumes) the rebuild when it is due. A failed rebuild
+// does not stop the pass: the sweep goes on to judge and mark, but writes
+// no ready tombstone and deletes nothing, since a reference the rebuild
+// could not check may be the only one to a blob.
+func (s *digestSweep) rebuild(ctx context.Context) error {
+	rep := &s.cur.Report.Rebuild
+	switch {
+	case !s.cur.Rebuild.Due:
+		rep.NotRun = "not due: the last rebuild is more recent than the rebuild interval"
+	case len(s.cfg.Layout.Sources) == 0:
+		rep.NotRun = "no reference sources are configured"
+	case s.dry:
+		rep.NotRun = "a dry run does not rebuild (it would record references); the plan judges by the recorded ones"
+	default:
+		if err := s.runRebuild(ctx); err != nil {
+			return err
+		}
+	}
+	s.cur.Phase = digestPhaseTombstones
+	return s.save(ctx)
+}
+
+// runRebuild runs the rebuild from the cursor's position, saving its
+// position after every page, and records a complete one.
+func (s *digestSweep) runRebuild(ctx context.Context) error {
+	rep := &s.cur.Report.Rebuild
+	rep.Ran = true
+	b := &Rebuilder{
+		Backend: s.s3, Store: s.store, Sources: s.cfg.Layout.Sources, Batch: s.batch,
+		Logger: s.log, Now: s.run.Clock,
+	}
+	start := s.cur.Rebuild.Result
+	res, err := b.Run(ctx, s.cur.Rebuild.Pos, start, func(pos RebuildPos, res RebuildResult) error {
+		s.cur.Rebuild.Pos, s.cur.Rebuild.Result = pos, res
+		return s.save(ctx)
+	})
+	if n := res.UnknownRefs - start.UnknownRefs; n > 0 {
+		s.metrics.UnknownRefs(n)
+	}
+	s.cur.Rebuild.Result = res
+	rep.Result = &res
+	if err != nil {
+		if errors.Is(err, sweep.ErrFenced) || ctx.Err() != nil {
+			return err
+		}
+		rep.Failed = err.Error()
+		s.log.Error("rebuild of the recorded references failed: the digest sweep deletes nothing this pass", "pass", s.cur.Pass, "err", err)
+		return nil
+	}
+	if res.UnknownRefs > 0 {
+		s.log.Warn("the rebuild found references written around the gateway; they are retained",
+			"pass", s.cur.Pass, "objects", res.Unknown, "references", res.UnknownRefs)
+	}
+	finished := s.clock().UTC()
+	rep.Last = finished
+	b2, _ := json.Marshal(lastRebuild{Version: sweepCursorVersion, Pass: s.cur.Pass, Finished: finished, Result: res})
+	return s.save(ctx, clientv3.OpPut(s.keys().Cursor(rebuildStateName), string(b2)))
 }

@@ -1,12 +1,10 @@
-package reclaim
+package digests
 
 import (
 	"context"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -47,12 +45,12 @@ type Inventory interface {
 // everything.
 var errRetired = errors.New("reclaim: inventory retired for this pass")
 
-// rangeLimit is how many keys one ranged read of an inventory asks for.
-const rangeLimit = 1000
+// sweepRangeLimit is how many keys one ranged read of an inventory asks for.
+const sweepRangeLimit = 1000
 
 // digestRange reads, at revision rev, the keys of every digest among
 // digests under the per-digest prefixes that prefixOf makes, in pages of
-// rangeLimit keys, and calls fn for each key of one of digests. When fn
+// sweepRangeLimit keys, and calls fn for each key of one of digests. When fn
 // answers done, the rest of that digest's keys are skipped. Memory is
 // bounded by the page and the digests given.
 func digestRange(ctx context.Context, cli *clientv3.Client, rev int64, digests []string, prefixOf func(string) string,
@@ -67,7 +65,7 @@ func digestRange(ctx context.Context, cli *clientv3.Client, rev int64, digests [
 	}
 	start := prefixOf(sorted[0])
 	end := clientv3.GetPrefixRangeEnd(prefixOf(sorted[len(sorted)-1]))
-	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(rangeLimit)}
+	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(sweepRangeLimit)}
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
@@ -234,7 +232,7 @@ func (i placementsInventory) young(t time.Time) bool {
 // made again; a page that cannot be proven in a few tries retires the
 // inventory for the pass.
 type uploadsInventory struct {
-	s3       s3
+	s3       Backend
 	cli      *clientv3.Client
 	keys     etcdstore.Keys
 	parallel int
@@ -305,7 +303,7 @@ func (i uploadsInventory) list(ctx context.Context, blobs []Blob) (map[string]bo
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			found[n], errs[n] = i.s3.uploadInFlight(ctx, b.Bucket, b.Key)
+			found[n], errs[n] = i.s3.UploadInFlight(ctx, b.Bucket, b.Key)
 			if errs[n] != nil {
 				cancel()
 			}
@@ -322,36 +320,6 @@ func (i uploadsInventory) list(ctx context.Context, blobs []Blob) (map[string]bo
 		}
 	}
 	return out, nil
-}
-
-// uploadInFlight reports whether the backend has a multipart upload of
-// exactly bucket/key. The key's own uploads sort before those of longer
-// keys it prefixes, so the first entry answers.
-func (c s3) uploadInFlight(ctx context.Context, bucket, key string) (bool, error) {
-	q := url.Values{"uploads": {""}, "encoding-type": {"url"}, "prefix": {key}, "max-uploads": {"1"}}
-	body, err := c.call(ctx, http.MethodGet, bucket, "", q)
-	if errors.Is(err, errNoSuchBucket) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	var res listUploadsResult
-	if err := xml.Unmarshal(body, &res); err != nil {
-		return false, err
-	}
-	for _, u := range res.Uploads {
-		k := u.Key
-		if res.EncodingType == "url" {
-			if k, err = url.QueryUnescape(u.Key); err != nil {
-				return false, err
-			}
-		}
-		if k == key {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // digestsOf returns the digests of blobs.

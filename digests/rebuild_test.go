@@ -1,4 +1,4 @@
-package reclaim_test
+package digests_test
 
 import (
 	"bytes"
@@ -21,9 +21,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/multipart"
-	"github.com/sweepgate/sweepgate/reclaim"
 )
 
 // The registry-like layout of the rebuild tests.
@@ -32,11 +31,11 @@ const (
 	manifestsPrefix = "manifests/"
 )
 
-// readsBackend is the real backend client, counting the object bodies read
-// through it and running beforeGet and afterGet (when set) around each
-// read.
+// readsBackend is the transport of the backend client, counting the
+// object bodies read through it and running beforeGet and afterGet (when
+// set) around each read.
 type readsBackend struct {
-	multipart.Backend
+	next                http.RoundTripper
 	gets                atomic.Int64
 	beforeGet, afterGet func(key string)
 }
@@ -45,13 +44,13 @@ func (b *readsBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 	// A GET with no query is an object read; listings carry list-type.
 	_, key, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/"), "/")
 	if req.Method != http.MethodGet || req.URL.RawQuery != "" || key == "" {
-		return b.Backend.RoundTrip(req)
+		return b.next.RoundTrip(req)
 	}
 	b.gets.Add(1)
 	if b.beforeGet != nil {
 		b.beforeGet(key)
 	}
-	resp, err := b.Backend.RoundTrip(req)
+	resp, err := b.next.RoundTrip(req)
 	if b.afterGet != nil {
 		b.afterGet(key)
 	}
@@ -61,34 +60,44 @@ func (b *readsBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 // rebuildEnv is a test world with the registry bucket and a rebuilder over
 // its manifests.
 type rebuildEnv struct {
-	*env
-	reads *readsBackend
-	src   cas.Source
-	logs  *bytes.Buffer
+	*sweepEnv
+	reads   *readsBackend
+	backend sweepTestBackend
+	src     cas.Source
+	logs    *bytes.Buffer
 }
 
 func newRebuildEnv(t *testing.T, maxBody int64) *rebuildEnv {
 	t.Helper()
-	e := newEnv(t)
+	e := newSweepEnv(t)
 	e.bucket(registryBucket)
 	src, err := cas.NewSource("manifests", registryBucket, manifestsPrefix, "", maxBody)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rebuildEnv{env: e, reads: &readsBackend{Backend: e.backend}, src: src, logs: new(bytes.Buffer)}
+	reads := &readsBackend{next: http.DefaultTransport}
+	return &rebuildEnv{sweepEnv: e, reads: reads, backend: newSweepTestBackend(t, e, reads), src: src, logs: new(bytes.Buffer)}
+}
+
+// newRebuilder returns a rebuilder of sources over the test backend,
+// listing batch keys a page, with a stale limit of an hour.
+func (r *rebuildEnv) newRebuilder(sources []cas.Source, batch int, log *slog.Logger) *digests.Rebuilder {
+	return &digests.Rebuilder{
+		Backend: r.backend, Store: r.store, Sources: sources, Batch: batch, Stale: time.Hour, Logger: log, Now: r.clock.Now,
+	}
 }
 
 // rebuilder returns a rebuilder listing batch keys a page; its warnings go
 // to r.logs.
-func (r *rebuildEnv) rebuilder(batch int) *reclaim.TestRebuilder {
+func (r *rebuildEnv) rebuilder(batch int) *digests.Rebuilder {
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return reclaim.NewTestRebuilder(r.reads, r.store, []cas.Source{r.src}, batch, time.Hour, log, r.clock.Now)
+	return r.newRebuilder([]cas.Source{r.src}, batch, log)
 }
 
 // rebuild runs one whole rebuild, which must succeed.
-func (r *rebuildEnv) rebuild(batch int) reclaim.RebuildResult {
+func (r *rebuildEnv) rebuild(batch int) digests.RebuildResult {
 	r.t.Helper()
-	res, err := r.rebuilder(batch).Run(r.ctx(), reclaim.RebuildPos{}, reclaim.RebuildResult{}, nil)
+	res, err := r.rebuilder(batch).Run(r.ctx(), digests.RebuildPos{}, digests.RebuildResult{}, nil)
 	if err != nil {
 		r.t.Fatalf("rebuild: %v (result %+v)", err, res)
 	}
@@ -217,7 +226,7 @@ func (r *rebuildEnv) record(key string) etcdstore.RefSource {
 	return v.Value
 }
 
-func wantResult(t *testing.T, got, want reclaim.RebuildResult) {
+func wantResult(t *testing.T, got, want digests.RebuildResult) {
 	t.Helper()
 	if got != want {
 		t.Errorf("rebuild result = %+v, want %+v", got, want)
@@ -236,15 +245,15 @@ func TestRebuildRecordsReferencesWrittenAroundTheGateway(t *testing.T) {
 		refs += int64(len(ds))
 	}
 
-	var saved []reclaim.RebuildPos
-	res, err := r.rebuilder(100).Run(r.ctx(), reclaim.RebuildPos{}, reclaim.RebuildResult{}, func(p reclaim.RebuildPos, _ reclaim.RebuildResult) error {
+	var saved []digests.RebuildPos
+	res, err := r.rebuilder(100).Run(r.ctx(), digests.RebuildPos{}, digests.RebuildResult{}, func(p digests.RebuildPos, _ digests.RebuildResult) error {
 		saved = append(saved, p)
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
-	wantResult(t, res, reclaim.RebuildResult{Objects: 500, Read: 500, Unknown: 500, UnknownRefs: refs})
+	wantResult(t, res, digests.RebuildResult{Objects: 500, Read: 500, Unknown: 500, UnknownRefs: refs})
 	r.wantRefs(manifests)
 	if rec := r.record(manifestsPrefix + "m0042.json"); !rec.Unknown || !slices.Equal(rec.Digests, slices.Sorted(slices.Values(manifests[manifestsPrefix+"m0042.json"]))) {
 		t.Errorf("record of m0042 = %+v, want unknown with the body's digests", rec)
@@ -252,7 +261,7 @@ func TestRebuildRecordsReferencesWrittenAroundTheGateway(t *testing.T) {
 	if n := strings.Count(r.logs.String(), "references written around the gateway"); n != 500 {
 		t.Errorf("%d warnings logged, want 500", n)
 	}
-	wantSaved := []reclaim.RebuildPos{
+	wantSaved := []digests.RebuildPos{
 		{After: manifestsPrefix + "m0099.json"}, {After: manifestsPrefix + "m0199.json"}, {After: manifestsPrefix + "m0299.json"},
 		{After: manifestsPrefix + "m0399.json"}, {Source: 1},
 	}
@@ -261,7 +270,7 @@ func TestRebuildRecordsReferencesWrittenAroundTheGateway(t *testing.T) {
 	}
 
 	gets := r.reads.gets.Load()
-	wantResult(t, r.rebuild(100), reclaim.RebuildResult{Objects: 500})
+	wantResult(t, r.rebuild(100), digests.RebuildResult{Objects: 500})
 	if n := r.reads.gets.Load() - gets; n != 0 {
 		t.Errorf("second rebuild read %d bodies, want 0", n)
 	}
@@ -284,7 +293,7 @@ func TestRebuildReadsOnlyChangedObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	wantResult(t, r.rebuild(10), reclaim.RebuildResult{Objects: 1})
+	wantResult(t, r.rebuild(10), digests.RebuildResult{Objects: 1})
 	if n := r.reads.gets.Load(); n != 0 {
 		t.Errorf("rebuild read %d bodies of a recorded object, want 0", n)
 	}
@@ -292,12 +301,12 @@ func TestRebuildReadsOnlyChangedObjects(t *testing.T) {
 
 	around := append(slices.Clone(ds), blobDigest(3))
 	etag2 := r.put(key, manifestBody(around))
-	wantResult(t, r.rebuild(10), reclaim.RebuildResult{Objects: 1, Read: 1, Unknown: 1, UnknownRefs: 1})
+	wantResult(t, r.rebuild(10), digests.RebuildResult{Objects: 1, Read: 1, Unknown: 1, UnknownRefs: 1})
 	r.wantRefs(map[string][]string{key: around})
 	if rec := r.record(key); rec.ETag != etag2 || !rec.Unknown {
 		t.Errorf("record = %+v, want ETag %s and unknown", rec, etag2)
 	}
-	wantResult(t, r.rebuild(10), reclaim.RebuildResult{Objects: 1})
+	wantResult(t, r.rebuild(10), digests.RebuildResult{Objects: 1})
 }
 
 // A write of unknown outcome leaves both bodies' digests; the rebuild
@@ -327,13 +336,13 @@ func TestRebuildSettlesDirtyRecord(t *testing.T) {
 		t.Fatalf("record before the rebuild = %+v, want dirty with 3 digests", rec)
 	}
 
-	wantResult(t, r.rebuild(10), reclaim.RebuildResult{Objects: 1, Read: 1, Settled: 1})
+	wantResult(t, r.rebuild(10), digests.RebuildResult{Objects: 1, Read: 1, Settled: 1})
 	rec := r.record(key)
 	if rec.Dirty || rec.ETag != etagB || !slices.Equal(rec.Digests, slices.Sorted(slices.Values(b))) {
 		t.Errorf("settled record = %+v, want clean with ETag %s and digests %v", rec, etagB, b)
 	}
 	r.wantRefs(map[string][]string{key: b})
-	wantResult(t, r.rebuild(10), reclaim.RebuildResult{Objects: 1})
+	wantResult(t, r.rebuild(10), digests.RebuildResult{Objects: 1})
 }
 
 // A pending write is left to its gateway until it is older than the stale
@@ -350,19 +359,19 @@ func TestRebuildStalePendingWrite(t *testing.T) {
 	etag := r.put(key, manifestBody(ds)) // and then the gateway died
 
 	r.clock.Advance(10 * time.Minute)
-	wantResult(t, r.rebuild(10), reclaim.RebuildResult{Objects: 1})
+	wantResult(t, r.rebuild(10), digests.RebuildResult{Objects: 1})
 	if rec := r.record(key); rec.Pending == nil {
 		t.Fatalf("a young pending write was ended: %+v", rec)
 	}
 
 	r.clock.Advance(time.Hour)
-	wantResult(t, r.rebuild(10), reclaim.RebuildResult{Objects: 1, Stale: 1})
+	wantResult(t, r.rebuild(10), digests.RebuildResult{Objects: 1, Stale: 1})
 	if rec := r.record(key); rec.Pending != nil || !rec.Dirty {
 		t.Fatalf("record after the stale limit = %+v, want dirty and not pending", rec)
 	}
 	r.wantRefs(map[string][]string{key: ds})
 
-	wantResult(t, r.rebuild(10), reclaim.RebuildResult{Objects: 1, Read: 1, Settled: 1})
+	wantResult(t, r.rebuild(10), digests.RebuildResult{Objects: 1, Read: 1, Settled: 1})
 	if rec := r.record(key); rec.Dirty || rec.ETag != etag || !slices.Equal(rec.Digests, slices.Sorted(slices.Values(ds))) {
 		t.Errorf("settled record = %+v, want clean with ETag %s and digests %v", rec, etag, ds)
 	}
@@ -392,9 +401,9 @@ func TestRebuildFailsOnUnreadableObject(t *testing.T) {
 			src.Prefix = manifestsPrefix + strings.ReplaceAll(tc.name, " ", "-") + "/"
 			key := src.Prefix + "bad.json"
 			r.put(key, tc.body)
-			rb := reclaim.NewTestRebuilder(r.reads, r.store, []cas.Source{src}, 10, time.Hour, nil, r.clock.Now)
+			rb := r.newRebuilder([]cas.Source{src}, 10, nil)
 			saves := 0
-			res, err := rb.Run(r.ctx(), reclaim.RebuildPos{}, reclaim.RebuildResult{}, func(reclaim.RebuildPos, reclaim.RebuildResult) error {
+			res, err := rb.Run(r.ctx(), digests.RebuildPos{}, digests.RebuildResult{}, func(digests.RebuildPos, digests.RebuildResult) error {
 				saves++
 				return nil
 			})
@@ -425,7 +434,7 @@ func TestRebuildSkipsVanishedObject(t *testing.T) {
 			t.Errorf("remove %s: %v", k, err)
 		}
 	}
-	wantResult(t, r.rebuild(10), reclaim.RebuildResult{Objects: 1})
+	wantResult(t, r.rebuild(10), digests.RebuildResult{Objects: 1})
 	if _, err := r.store.GetRefSource(t.Context(), registryBucket, key); !errors.Is(err, etcdstore.ErrNotFound) {
 		t.Errorf("record of the vanished object: %v, want none", err)
 	}
@@ -465,7 +474,7 @@ func TestRebuildLooksAgainWhenRecordChangesDuringRead(t *testing.T) {
 		})
 	}
 
-	wantResult(t, r.rebuild(10), reclaim.RebuildResult{Objects: 1, Read: 2, Settled: 1})
+	wantResult(t, r.rebuild(10), digests.RebuildResult{Objects: 1, Read: 2, Settled: 1})
 	if rec := r.record(key); rec.Dirty || rec.ETag != etagD || !slices.Equal(rec.Digests, d) {
 		t.Errorf("record = %+v, want clean with ETag %s and digests %v", rec, etagD, d)
 	}
@@ -480,24 +489,24 @@ func TestRebuildResumesFromSavedPosition(t *testing.T) {
 	manifests := r.putManifests(500)
 	killed := errors.New("killed after the first page")
 
-	var savedPos reclaim.RebuildPos
-	var savedRes reclaim.RebuildResult
-	_, err := r.rebuilder(100).Run(r.ctx(), reclaim.RebuildPos{}, reclaim.RebuildResult{}, func(p reclaim.RebuildPos, res reclaim.RebuildResult) error {
+	var savedPos digests.RebuildPos
+	var savedRes digests.RebuildResult
+	_, err := r.rebuilder(100).Run(r.ctx(), digests.RebuildPos{}, digests.RebuildResult{}, func(p digests.RebuildPos, res digests.RebuildResult) error {
 		savedPos, savedRes = p, res
 		return killed
 	})
 	if !errors.Is(err, killed) {
 		t.Fatalf("first run: %v, want the save's error", err)
 	}
-	if want := (reclaim.RebuildPos{After: manifestsPrefix + "m0099.json"}); savedPos != want {
+	if want := (digests.RebuildPos{After: manifestsPrefix + "m0099.json"}); savedPos != want {
 		t.Fatalf("saved position %+v, want %+v", savedPos, want)
 	}
 	if savedRes.Unknown != 100 || savedRes.Read != 100 {
 		t.Errorf("saved result %+v, want 100 read and unknown", savedRes)
 	}
 
-	var last reclaim.RebuildPos
-	res, err := r.rebuilder(100).Run(r.ctx(), savedPos, savedRes, func(p reclaim.RebuildPos, _ reclaim.RebuildResult) error {
+	var last digests.RebuildPos
+	res, err := r.rebuilder(100).Run(r.ctx(), savedPos, savedRes, func(p digests.RebuildPos, _ digests.RebuildResult) error {
 		last = p
 		return nil
 	})
@@ -508,8 +517,8 @@ func TestRebuildResumesFromSavedPosition(t *testing.T) {
 	for _, ds := range manifests {
 		refs += int64(len(ds))
 	}
-	wantResult(t, res, reclaim.RebuildResult{Objects: 500, Read: 500, Unknown: 500, UnknownRefs: refs})
-	if last != (reclaim.RebuildPos{Source: 1}) {
+	wantResult(t, res, digests.RebuildResult{Objects: 500, Read: 500, Unknown: 500, UnknownRefs: refs})
+	if last != (digests.RebuildPos{Source: 1}) {
 		t.Errorf("last saved position %+v, want the end", last)
 	}
 	if n := r.reads.gets.Load(); n != 500 {

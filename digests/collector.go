@@ -1,4 +1,4 @@
-package reclaim
+package digests
 
 import (
 	"cmp"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // The collector deletes the bytes of ready tombstones. For each it arms
@@ -25,8 +26,8 @@ import (
 // says (or a HEAD shows) what became of the bytes; when nobody can tell,
 // it stays armed for a later pass to settle.
 
-// guardRead is an armed guard with its mod revision.
-type guardRead = etcdstore.Versioned[etcdstore.Guard]
+// sweepGuard is an armed guard with its mod revision.
+type sweepGuard = etcdstore.Versioned[etcdstore.Guard]
 
 // settleGuards settles the guards found armed when the sweep starts: they
 // were left by a collector that was cut short (a crash, a lost term, a
@@ -37,8 +38,8 @@ type guardRead = etcdstore.Versioned[etcdstore.Guard]
 // the collector still checks that no reference was recorded since, as the
 // rebuild may have). A dry run only counts them.
 func (s *digestSweep) settleGuards(ctx context.Context) error {
-	keys := s.r.keys()
-	err := scanRange(ctx, s.r.cli(), keys.Guards(), clientv3.GetPrefixRangeEnd(keys.Guards()), rangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
+	keys := s.keys()
+	err := sweepScan(ctx, s.cli(), keys.Guards(), clientv3.GetPrefixRangeEnd(keys.Guards()), sweepRangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
 		s.cur.Report.Guards++
 		if s.dry {
 			return nil
@@ -53,7 +54,7 @@ func (s *digestSweep) settleGuards(ctx context.Context) error {
 
 // settleGuard settles one guard found armed.
 func (s *digestSweep) settleGuard(ctx context.Context, kv *mvccpb.KeyValue) error {
-	keys := s.r.keys()
+	keys := s.keys()
 	d, _ := etcdstore.LastSegment(string(kv.Key))
 	var g etcdstore.Guard
 	if err := json.Unmarshal(kv.Value, &g); err != nil || g.Digest == "" {
@@ -67,25 +68,25 @@ func (s *digestSweep) settleGuard(ctx context.Context, kv *mvccpb.KeyValue) erro
 		g.Bucket, g.Key = tomb.Value.Bucket, tomb.Value.Key
 	}
 	guardCmp := clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)
-	release := digestWrite{cmps: []clientv3.Cmp{guardCmp}, ops: []clientv3.Op{clientv3.OpDelete(string(kv.Key))}, delta: &DigestReport{Released: 1}}
+	release := digestWrite{cmps: []clientv3.Cmp{guardCmp}, ops: []clientv3.Op{clientv3.OpDelete(string(kv.Key))}, delta: &Report{Released: 1}}
 	if g.Bucket == "" {
 		// Nothing says where the blob is, so there is nothing to delete.
 		return s.commitLogged(ctx, "guard without a blob released", d, release)
 	}
-	_, herr := s.r.s3.headObject(ctx, g.Bucket, g.Key)
+	_, herr := s.s3.HeadObject(ctx, g.Bucket, g.Key)
 	switch {
-	case errors.Is(herr, errNoSuchKey):
-		w := digestWrite{cmps: []clientv3.Cmp{guardCmp}, ops: []clientv3.Op{clientv3.OpDelete(string(kv.Key))}, delta: &DigestReport{}}
+	case errors.Is(herr, ErrNoSuchKey):
+		w := digestWrite{cmps: []clientv3.Cmp{guardCmp}, ops: []clientv3.Op{clientv3.OpDelete(string(kv.Key))}, delta: &Report{}}
 		if tomb != nil && !tomb.Value.State.Terminal() {
 			w.ops = append(w.ops, clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(tomb.Value, "deleted; settled after the collector was cut short"))))
-			w.delta = &DigestReport{Deleted: 1, Bytes: tomb.Value.Size}
+			w.delta = &Report{Deleted: 1, Bytes: tomb.Value.Size}
 		}
 		landed, _, err := s.commit(ctx, []digestWrite{w})
 		if err == nil && landed[0] {
-			s.r.metrics.digestDeleted(w.delta.Deleted, w.delta.Bytes)
+			s.metrics.Deleted(w.delta.Deleted, w.delta.Bytes)
 			// The pass that deleted the bytes was cut short, most likely
 			// before its audit line: this line records the delete.
-			audit.Record(s.r.log, audit.DeleteBlob, d, "guarded delete of an earlier pass found done: the blob is gone",
+			audit.Record(s.log, audit.DeleteBlob, d, "guarded delete of an earlier pass found done: the blob is gone",
 				"pass", s.cur.Pass, "term", s.term.N, "bucket", g.Bucket, "key", g.Key, "guard_term", g.Term, "guard_pass", g.Pass)
 		}
 		return err
@@ -94,7 +95,7 @@ func (s *digestSweep) settleGuard(ctx context.Context, kv *mvccpb.KeyValue) erro
 	case tomb == nil || tomb.Value.State != etcdstore.TombstoneReady:
 		return s.commitLogged(ctx, "guard of a blob that is no longer ready released", d, release)
 	}
-	g.Term, g.Pass, g.At = s.term.N, s.cur.Pass, s.r.now().UTC()
+	g.Term, g.Pass, g.At = s.term.N, s.cur.Pass, s.clock().UTC()
 	t := tomb.Value
 	t.Term, t.Pass = s.term.N, s.cur.Pass
 	return s.commitLogged(ctx, "guard taken over for this pass's collector", d, digestWrite{
@@ -114,15 +115,15 @@ func (s *digestSweep) commitLogged(ctx context.Context, what, digest string, w d
 		return err
 	}
 	if landed[0] {
-		s.r.log.Info(what, "pass", s.cur.Pass, "term", s.term.N, "digest", digest)
+		s.log.Info(what, "pass", s.cur.Pass, "term", s.term.N, "digest", digest)
 	}
 	return nil
 }
 
 // readTombstone reads digest's tombstone; nil when there is none or it
 // does not decode.
-func (s *digestSweep) readTombstone(ctx context.Context, digest string) (*tombstoneRead, error) {
-	resp, err := s.r.cli().Get(ctx, s.r.keys().Tombstone(digest))
+func (s *digestSweep) readTombstone(ctx context.Context, digest string) (*sweepTombstone, error) {
+	resp, err := s.cli().Get(ctx, s.keys().Tombstone(digest))
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: read tombstone: %w", err)
 	}
@@ -131,15 +132,15 @@ func (s *digestSweep) readTombstone(ctx context.Context, digest string) (*tombst
 	}
 	var t etcdstore.Tombstone
 	if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
-		s.r.log.Warn("tombstone does not decode", "digest", digest, "err", err)
+		s.log.Warn("tombstone does not decode", "digest", digest, "err", err)
 		return nil, nil
 	}
-	return &tombstoneRead{Value: t, ModRev: resp.Kvs[0].ModRevision}, nil
+	return &sweepTombstone{Value: t, ModRev: resp.Kvs[0].ModRevision}, nil
 }
 
 // deleted returns t recorded as deleted by this pass.
 func (s *digestSweep) deleted(t etcdstore.Tombstone, reason string) etcdstore.Tombstone {
-	t.State, t.Since, t.Term, t.Pass, t.Reason = etcdstore.TombstoneDeleted, s.r.now().UTC(), s.term.N, s.cur.Pass, reason
+	t.State, t.Since, t.Term, t.Pass, t.Reason = etcdstore.TombstoneDeleted, s.clock().UTC(), s.term.N, s.cur.Pass, reason
 	return t
 }
 
@@ -149,18 +150,18 @@ func (s *digestSweep) releaseGuards(ctx context.Context) error {
 	if s.dry {
 		return nil
 	}
-	keys := s.r.keys()
+	keys := s.keys()
 	var writes []digestWrite
-	err := scanRange(ctx, s.r.cli(), keys.Guards(), clientv3.GetPrefixRangeEnd(keys.Guards()), rangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
+	err := sweepScan(ctx, s.cli(), keys.Guards(), clientv3.GetPrefixRangeEnd(keys.Guards()), sweepRangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
 		var g etcdstore.Guard
 		if json.Unmarshal(kv.Value, &g) == nil && g.Pass == s.cur.Pass {
 			writes = append(writes, digestWrite{
 				cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)},
 				ops:   []clientv3.Op{clientv3.OpDelete(string(kv.Key))},
-				delta: &DigestReport{Released: 1},
+				delta: &Report{Released: 1},
 			})
 		}
-		if len(writes) == txnOps {
+		if len(writes) == sweepTxnOps {
 			_, _, err := s.commit(ctx, writes)
 			writes = writes[:0]
 			return err
@@ -181,13 +182,13 @@ func (s *digestSweep) releaseGuards(ctx context.Context) error {
 // guarded, deleted and settled page by page, so memory is bounded by the
 // batch.
 func (s *digestSweep) collect(ctx context.Context) error {
-	keys := s.r.keys()
+	keys := s.keys()
 	start, end := keys.Tombstones(), clientv3.GetPrefixRangeEnd(keys.Tombstones())
 	if s.cur.Collect != "" {
 		start = s.cur.Collect + "\x00"
 	}
 	for start < end {
-		resp, err := s.r.cli().Get(ctx, start, clientv3.WithRange(end), clientv3.WithLimit(int64(s.r.cfg.BatchSize)))
+		resp, err := s.cli().Get(ctx, start, clientv3.WithRange(end), clientv3.WithLimit(int64(s.batch)))
 		if err != nil {
 			return fmt.Errorf("reclaim: read tombstones: %w", err)
 		}
@@ -201,7 +202,7 @@ func (s *digestSweep) collect(ctx context.Context) error {
 		if err := s.save(ctx); err != nil {
 			return err
 		}
-		s.r.fault(FaultDigestCollected)
+		s.run.Fire(FaultCollected)
 		if !resp.More {
 			break
 		}
@@ -274,7 +275,7 @@ func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) e
 				undo = append(undo, s.releaseWrite(in.tomb.Digest, guards[in.tomb.Digest].ModRev))
 			}
 			s.cur.Report.Changed++
-			s.r.log.Info("blob not guarded: its references or placements moved since the verdict", "pass", s.cur.Pass, "digest", in.tomb.Digest)
+			s.log.Info("blob not guarded: its references or placements moved since the verdict", "pass", s.cur.Pass, "digest", in.tomb.Digest)
 		}
 	}
 	if _, _, err := s.commit(ctx, undo); err != nil {
@@ -283,22 +284,22 @@ func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) e
 	if len(guarded) == 0 {
 		return nil
 	}
-	s.r.fault(FaultDigestGuarded)
+	s.run.Fire(FaultGuarded)
 	return s.deleteGuarded(ctx, guarded)
 }
 
 // readGuards reads the guards of the digests from first to last.
-func (s *digestSweep) readGuards(ctx context.Context, first, last string) (map[string]*guardRead, error) {
-	keys := s.r.keys()
-	out := map[string]*guardRead{}
-	err := scanRange(ctx, s.r.cli(), keys.Guard(first), keys.Guard(last)+"\x00", rangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
+func (s *digestSweep) readGuards(ctx context.Context, first, last string) (map[string]*sweepGuard, error) {
+	keys := s.keys()
+	out := map[string]*sweepGuard{}
+	err := sweepScan(ctx, s.cli(), keys.Guard(first), keys.Guard(last)+"\x00", sweepRangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
 		d, ok := etcdstore.LastSegment(string(kv.Key))
 		if !ok {
 			return nil
 		}
 		var g etcdstore.Guard
 		_ = json.Unmarshal(kv.Value, &g) // the key is what guards
-		out[d] = &guardRead{Value: g, ModRev: kv.ModRevision}
+		out[d] = &sweepGuard{Value: g, ModRev: kv.ModRevision}
 		return nil
 	})
 	if err != nil {
@@ -309,11 +310,11 @@ func (s *digestSweep) readGuards(ctx context.Context, first, last string) (map[s
 
 // releaseWrite removes digest's guard as read.
 func (s *digestSweep) releaseWrite(digest string, modRev int64) digestWrite {
-	key := s.r.keys().Guard(digest)
+	key := s.keys().Guard(digest)
 	return digestWrite{
 		cmps:  []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", modRev)},
 		ops:   []clientv3.Op{clientv3.OpDelete(key)},
-		delta: &DigestReport{Released: 1},
+		delta: &Report{Released: 1},
 	}
 }
 
@@ -322,8 +323,8 @@ func (s *digestSweep) releaseWrite(digest string, modRev int64) digestWrite {
 // as read (ready in this pass), no reference, placement or reference hold,
 // and, for a new guard, no reference write in the digest's shard since the
 // verdict (a guard taken over already kept every write of the digest out).
-func (s *digestSweep) armWrite(t etcdstore.Tombstone, tombRev int64, g *guardRead) digestWrite {
-	keys := s.r.keys()
+func (s *digestSweep) armWrite(t etcdstore.Tombstone, tombRev int64, g *sweepGuard) digestWrite {
+	keys := s.keys()
 	d := t.Digest
 	absent := func(prefix string) clientv3.Cmp {
 		return clientv3.Compare(clientv3.CreateRevision(prefix), "=", 0).WithPrefix()
@@ -341,7 +342,7 @@ func (s *digestSweep) armWrite(t etcdstore.Tombstone, tombRev int64, g *guardRea
 			clientv3.Compare(clientv3.CreateRevision(keys.Guard(d)), "=", 0),
 			clientv3.Compare(clientv3.ModRevision(keys.RefRev(etcdstore.RefShard(d))), "=", t.RefRev))
 	}
-	guard := etcdstore.Guard{Digest: d, Bucket: t.Bucket, Key: t.Key, Term: s.term.N, Pass: s.cur.Pass, At: s.r.now().UTC()}
+	guard := etcdstore.Guard{Digest: d, Bucket: t.Bucket, Key: t.Key, Term: s.term.N, Pass: s.cur.Pass, At: s.clock().UTC()}
 	return digestWrite{cmps: cmps, ops: []clientv3.Op{clientv3.OpPut(keys.Guard(d), etcdstore.MarshalRecord(guard))}}
 }
 
@@ -364,7 +365,7 @@ func (s *digestSweep) deleteGuarded(ctx context.Context, guarded []armed) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := fencedTxn(ctx, s.r.cli(), s.term, nil); err != nil {
+	if _, err := sweep.FencedTxn(ctx, s.cli(), s.term, nil); err != nil {
 		return err
 	}
 	slices.SortFunc(guarded, func(a, b armed) int {
@@ -391,7 +392,7 @@ func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, fates []bl
 	for i, a := range batch {
 		keys[i] = a.tomb.Key
 	}
-	failed, err := s.r.s3.deleteObjects(ctx, bucket, keys)
+	failed, err := s.s3.DeleteObjects(ctx, bucket, keys)
 	// Looking again is finished even when the pass is cancelled, so that
 	// the guards are released with what the backend holds.
 	hctx := context.WithoutCancel(ctx)
@@ -405,16 +406,16 @@ func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, fates []bl
 		if err != nil {
 			cause = fmt.Sprintf("delete outcome unclear (%v)", err)
 		}
-		_, herr := s.r.s3.headObject(hctx, bucket, a.tomb.Key)
+		_, herr := s.s3.HeadObject(hctx, bucket, a.tomb.Key)
 		switch {
-		case errors.Is(herr, errNoSuchKey):
+		case errors.Is(herr, ErrNoSuchKey):
 			fates[i], why[i] = blobGone, cause+"; looking again found the blob gone"
 		case herr == nil:
 			fates[i], why[i] = blobPresent, cause+"; looking again found the blob still there"
 		default:
 			fates[i], why[i] = blobUnknown, fmt.Sprintf("%s; looking again failed too (%v)", cause, herr)
 		}
-		s.r.log.Warn("blob delete not clear; looked again", "pass", s.cur.Pass, "bucket", bucket, "key", a.tomb.Key, "outcome", why[i])
+		s.log.Warn("blob delete not clear; looked again", "pass", s.cur.Pass, "bucket", bucket, "key", a.tomb.Key, "outcome", why[i])
 	}
 }
 
@@ -423,14 +424,14 @@ func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, fates []bl
 // guard is released and the tombstone stays ready with one more attempt;
 // unknown, the guard stays armed for a later pass to look again.
 func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobFate, why []string) error {
-	keys := s.r.keys()
+	keys := s.keys()
 	writes := make([]digestWrite, 0, len(guarded))
 	for i, a := range guarded {
 		d := a.tomb.Digest
 		guardCmp := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(keys.Guard(d)), "=", a.guardRev)}
 		switch fates[i] {
 		case blobGone:
-			writes = append(writes, digestWrite{cmps: guardCmp, delta: &DigestReport{Deleted: 1, Bytes: a.tomb.Size}, ops: []clientv3.Op{
+			writes = append(writes, digestWrite{cmps: guardCmp, delta: &Report{Deleted: 1, Bytes: a.tomb.Size}, ops: []clientv3.Op{
 				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why[i]))),
 				clientv3.OpDelete(keys.Guard(d)),
 			}})
@@ -438,12 +439,12 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 			t := a.tomb
 			t.Attempts++
 			t.Term, t.Reason = s.term.N, why[i]
-			writes = append(writes, digestWrite{cmps: guardCmp, delta: &DigestReport{Failed: 1}, ops: []clientv3.Op{
+			writes = append(writes, digestWrite{cmps: guardCmp, delta: &Report{Failed: 1}, ops: []clientv3.Op{
 				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(t)),
 				clientv3.OpDelete(keys.Guard(d)),
 			}})
 		default:
-			writes = append(writes, digestWrite{delta: &DigestReport{Unknown: 1}})
+			writes = append(writes, digestWrite{delta: &Report{Unknown: 1}})
 		}
 	}
 	landed, _, err := s.commit(ctx, writes)
@@ -452,7 +453,7 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 			continue
 		}
 		if ok {
-			s.r.metrics.digestDeleted(1, guarded[i].tomb.Size)
+			s.metrics.Deleted(1, guarded[i].tomb.Size)
 		}
 		// The bytes are gone whatever became of the tombstone's record.
 		t := guarded[i].tomb
@@ -460,7 +461,7 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 		if why[i] != "" {
 			reason += "; " + why[i]
 		}
-		audit.Record(s.r.log, audit.DeleteBlob, t.Digest, reason,
+		audit.Record(s.log, audit.DeleteBlob, t.Digest, reason,
 			"pass", s.cur.Pass, "term", s.term.N, "bucket", t.Bucket, "key", t.Key, "bytes", t.Size, "recorded", ok)
 	}
 	return err

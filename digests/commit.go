@@ -1,0 +1,120 @@
+package digests
+
+import (
+	"context"
+	"errors"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/sweep"
+)
+
+// errSweepScanDone ends a scan early without failing it.
+var errSweepScanDone = errors.New("reclaim: scan done")
+
+// sweepScan calls fn for every key in [start, end) at the latest revision,
+// read in pages of limit keys, with the revision each page was read at.
+// It holds one page at a time.
+func sweepScan(ctx context.Context, cli *clientv3.Client, start, end string, limit int64, fn func(kv *mvccpb.KeyValue, rev int64) error) error {
+	for start < end {
+		resp, err := cli.Get(ctx, start, clientv3.WithRange(end), clientv3.WithLimit(limit))
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			if err := fn(kv, resp.Header.Revision); err != nil {
+				return err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	return nil
+}
+
+// digestWrite is one digest's part of a transaction: what it compares and
+// what it writes, and what it adds to the report once it lands (recorded
+// in the cursor by the same transaction, so a resumed pass counts it
+// exactly once).
+type digestWrite struct {
+	cmps  []clientv3.Cmp
+	ops   []clientv3.Op
+	delta *Report
+}
+
+// sweepTxnOps bounds the comparisons and the writes of one transaction, inside
+// etcd's default limit of 128 with room for the fence and the cursor.
+const sweepTxnOps = 120
+
+// commit commits writes, fenced by the term, several to a transaction. A
+// transaction whose comparisons fail is tried again one write at a time,
+// so that one digest whose records moved does not hold back the others.
+// landed[i] says whether writes[i] was committed and revs[i] at which
+// revision. A dry run commits nothing and reports every write landed.
+func (s *digestSweep) commit(ctx context.Context, writes []digestWrite) (landed []bool, revs []int64, err error) {
+	landed, revs = make([]bool, len(writes)), make([]int64, len(writes))
+	for start := 0; start < len(writes); {
+		end, nc, no := start+1, len(writes[start].cmps), len(writes[start].ops)
+		for end < len(writes) && nc+len(writes[end].cmps) <= sweepTxnOps && no+len(writes[end].ops) <= sweepTxnOps {
+			nc, no = nc+len(writes[end].cmps), no+len(writes[end].ops)
+			end++
+		}
+		rev, err := s.commitOne(ctx, writes[start:end])
+		switch {
+		case err == nil:
+			for i := start; i < end; i++ {
+				landed[i], revs[i] = true, rev
+			}
+		case errors.Is(err, sweep.ErrChanged) && end-start > 1:
+			for i := start; i < end; i++ {
+				rev, err := s.commitOne(ctx, writes[i:i+1])
+				if err != nil && !errors.Is(err, sweep.ErrChanged) {
+					return landed, revs, err
+				}
+				landed[i], revs[i] = err == nil, rev
+			}
+		case errors.Is(err, sweep.ErrChanged):
+		default:
+			return landed, revs, err
+		}
+		start = end
+	}
+	return landed, revs, nil
+}
+
+// commitOne commits writes in one fenced transaction, with the cursor when
+// they carry counts, and returns its revision.
+func (s *digestSweep) commitOne(ctx context.Context, writes []digestWrite) (int64, error) {
+	var (
+		cmps  []clientv3.Cmp
+		ops   []clientv3.Op
+		sum   Report
+		count bool
+	)
+	for _, w := range writes {
+		cmps = append(cmps, w.cmps...)
+		ops = append(ops, w.ops...)
+		if w.delta != nil {
+			sum.plus(*w.delta)
+			count = true
+		}
+	}
+	if s.dry {
+		s.cur.Report.plus(sum)
+		return 0, nil
+	}
+	if count {
+		next := s.cur
+		next.Report.plus(sum)
+		ops = append(ops, cursorOpOf(s.keys(), &next))
+	}
+	resp, err := sweep.FencedTxn(ctx, s.cli(), s.term, cmps, ops...)
+	if err != nil {
+		return 0, err
+	}
+	s.cur.Report.plus(sum)
+	return resp.Header.Revision, nil
+}

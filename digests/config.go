@@ -1,0 +1,91 @@
+package digests
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sweepgate/sweepgate/cas"
+)
+
+// Defaults for SweepConfig.
+const (
+	DefaultPlacementGrace     = 24 * time.Hour
+	DefaultTombstoneRetention = 7 * 24 * time.Hour
+	DefaultMaxDelete          = int64(10000)
+	DefaultMaxDeleteFraction  = 0.25
+)
+
+// Fault points of the digest sweep (see sweep.Run.Fault).
+const (
+	// FaultBeforeTombstone: a page's inventories are read; its
+	// tombstone writes are not made yet.
+	FaultBeforeTombstone = "digest.before-tombstone"
+	// FaultPage: a page's tombstones are written and the cursor has
+	// moved past it.
+	FaultPage = "digest.page"
+	// FaultGuarded: a batch's guards are armed; its bytes are not
+	// deleted yet.
+	FaultGuarded = "digest.guarded"
+	// FaultCollected: a batch's deletes are done and recorded.
+	FaultCollected = "digest.collected"
+)
+
+// SweepConfig turns on the digest sweep (docs/digests.md). Zero
+// durations and limits take the defaults above.
+type SweepConfig struct {
+	// Layout names the CAS namespaces whose blobs are swept and the
+	// reference sources the rebuild scans.
+	Layout *cas.Layout
+	// PlacementGrace retains blobs younger than this, and placements (writes
+	// in flight) younger than this; older placements are leftovers of a
+	// gateway that died, and are pruned.
+	PlacementGrace time.Duration
+	// Planes are the replica and backup planes (frontiers/<plane>) that
+	// must have applied a tombstone's frontier before its bytes may go. A
+	// plane that has not reported counts as revision 0.
+	Planes []string
+	// MaxDelete is the most blobs one pass deletes; negative means no
+	// absolute limit (the fraction still applies).
+	MaxDelete int64
+	// MaxDeleteFraction is the largest share of all stored blobs one pass
+	// deletes, in (0, 1].
+	MaxDeleteFraction float64
+	// RebuildInterval is the time between rebuilds of the recorded
+	// references; zero rebuilds before every pass.
+	RebuildInterval time.Duration
+	// TombstoneRetention is how long terminal (skipped, deleted)
+	// tombstones are kept before they are pruned.
+	TombstoneRetention time.Duration
+}
+
+// withDefaults returns a copy of c with the defaults filled in, or why c
+// cannot work. It copies so that the caller's value is left as given.
+func (c *SweepConfig) withDefaults() (*SweepConfig, error) {
+	d := *c
+	if d.Layout == nil || len(d.Layout.Namespaces) == 0 {
+		return nil, errors.New("reclaim: the digest sweep needs at least one CAS namespace")
+	}
+	if err := d.Layout.Validate(); err != nil {
+		return nil, fmt.Errorf("reclaim: digest sweep: %w", err)
+	}
+	if d.PlacementGrace <= 0 {
+		d.PlacementGrace = DefaultPlacementGrace
+	}
+	if d.TombstoneRetention <= 0 {
+		d.TombstoneRetention = DefaultTombstoneRetention
+	}
+	if d.MaxDelete == 0 {
+		d.MaxDelete = DefaultMaxDelete
+	}
+	if d.MaxDeleteFraction == 0 {
+		d.MaxDeleteFraction = DefaultMaxDeleteFraction
+	}
+	if d.MaxDeleteFraction <= 0 || d.MaxDeleteFraction > 1 {
+		return nil, fmt.Errorf("reclaim: digest max_delete_fraction %g must be in (0, 1]", d.MaxDeleteFraction)
+	}
+	if d.RebuildInterval < 0 {
+		return nil, fmt.Errorf("reclaim: digest rebuild interval %v is negative", d.RebuildInterval)
+	}
+	return &d, nil
+}

@@ -1,0 +1,208 @@
+// Package digests is the digest sweep: content-addressed reclamation of
+// blobs that nothing references any more (docs/digests.md).
+//
+// The digest sweep runs in every pass of the elected reclaimer after the
+// upload sweep, under the same pass number and term (sweep.Run), in phases
+// recorded in its own cursor so that a pass cut short resumes where it
+// stood:
+//
+//  1. Guards left armed by an earlier attempt are settled (every attempt).
+//  2. rebuild: the reference sources on the backend are compared with the
+//     recorded references, when due.
+//  3. tombstones: every stored blob is judged against the retained set at
+//     one etcd revision; blobs outside it move pending -> ready over
+//     passes, blobs inside it make their tombstones skipped. The breaker
+//     then checks the deletions against its ceilings.
+//  4. collect: ready tombstones confirmed in this pass are guarded, their
+//     bytes deleted, and the guards released.
+//  5. prune: terminal tombstones, expired trash and stale placements are
+//     removed in bounded batches, and the tombstones counted.
+//
+// NewSweep builds the sweep from a SweepConfig; Sweep.Run runs it for one
+// pass and returns its Report; ReadProgress reads how far the pass in
+// progress got; Sweep.Explain explains what the sweep does with one blob.
+package digests
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/sweep"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Sweep is the digest sweep, built once and run once in every pass
+// (sweep.Sweep). It holds no state of a pass: several runs (a pass and a
+// plan) may go on at once.
+type Sweep struct {
+	cfg      *SweepConfig
+	store    *etcdstore.Store
+	s3       Backend
+	log      *slog.Logger
+	metrics  SweepMetrics
+	batch    int
+	parallel int
+}
+
+var _ sweep.Sweep[*Report] = (*Sweep)(nil)
+
+// SweepDeps is what the sweep works with besides its configuration.
+type SweepDeps struct {
+	Store   *etcdstore.Store
+	Backend Backend
+	// Logger receives the sweep's log and audit lines; nil discards them.
+	Logger *slog.Logger
+	// Metrics receives the sweep's counts; nil counts nothing.
+	Metrics SweepMetrics
+	// BatchSize is how many keys one listing page and one tombstone page
+	// hold (at most 1000); Parallel how many blobs the uploads inventory
+	// asks about at once.
+	BatchSize int
+	Parallel  int
+}
+
+// NewSweep returns the digest sweep of cfg, with cfg's zero durations and
+// limits set to their defaults, or why cfg cannot work.
+func NewSweep(cfg SweepConfig, deps SweepDeps) (*Sweep, error) {
+	if deps.Store == nil || deps.Backend == nil {
+		return nil, errors.New("reclaim: the digest sweep needs a store and a backend")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Sweep{cfg: c, store: deps.Store, s3: deps.Backend, log: deps.Logger, metrics: deps.Metrics,
+		batch: deps.BatchSize, parallel: deps.Parallel}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.metrics == nil {
+		s.metrics = noMetrics{}
+	}
+	return s, nil
+}
+
+// Config returns the sweep's configuration, defaults filled in.
+func (sw *Sweep) Config() SweepConfig { return *sw.cfg }
+
+func (sw *Sweep) cli() *clientv3.Client { return sw.store.Client() }
+func (sw *Sweep) keys() etcdstore.Keys  { return sw.store.Keys() }
+
+// Run runs the digest sweep of run's pass: it resumes the pass's sweep
+// from its cursor, or starts it, and takes it through its phases. The
+// report it returns is the pass's "digests" section, also when it stops
+// with an error.
+func (sw *Sweep) Run(ctx context.Context, run *sweep.Run) (*Report, error) {
+	s := &digestSweep{Sweep: sw, run: run, dry: run.DryRun, term: run.Term, now: run.Now}
+	err := s.phases(ctx)
+	return &s.cur.Report, err
+}
+
+// digestSweep is the digest sweep of one pass.
+type digestSweep struct {
+	*Sweep
+	run *sweep.Run
+	// dry: decide and count, write nothing anywhere.
+	dry  bool
+	term sweep.Term
+	// now is the pass's decision clock, fixed for its whole life.
+	now time.Time
+	cur digestCursor
+	// planes holds the configured planes' frontiers (0: not reported).
+	planes map[string]int64
+	invs   []Inventory
+}
+
+// clock is the time the records written are stamped with.
+func (s *digestSweep) clock() time.Time { return s.run.Clock() }
+
+// phases resumes or starts the sweep and takes it through its phases.
+func (s *digestSweep) phases(ctx context.Context) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	if err := s.settleGuards(ctx); err != nil {
+		return err
+	}
+	if s.cur.Phase == digestPhaseRebuild {
+		if err := s.rebuild(ctx); err != nil {
+			return err
+		}
+	}
+	if s.cur.Phase == digestPhaseTombstones {
+		if err := s.tombstones(ctx); err != nil {
+			return err
+		}
+	}
+	if s.cur.Phase == digestPhaseCollect {
+		if err := s.collect(ctx); err != nil {
+			return err
+		}
+	}
+	if err := s.prune(ctx); err != nil {
+		return err
+	}
+	s.logReport()
+	return nil
+}
+
+// begin resumes the pass's digest sweep from its cursor, or starts it.
+func (s *digestSweep) begin(ctx context.Context) error {
+	if !s.dry {
+		c, ok, err := loadSweepCursor(ctx, s.store)
+		if err != nil {
+			return err
+		}
+		if ok && c.Pass == s.run.Pass {
+			c.Report.Resumed++
+			c.Term = s.term.N
+			s.cur = c
+			s.log.Info("resuming digest sweep", "pass", c.Pass, "phase", c.Phase, "term", s.term.N)
+			return s.save(ctx)
+		}
+	}
+	s.cur = digestCursor{Pass: s.run.Pass, Term: s.term.N, Phase: digestPhaseRebuild}
+	s.cur.Report.Breaker = Breaker{MaxDelete: s.cfg.MaxDelete, MaxDeleteFraction: s.cfg.MaxDeleteFraction}
+	due, last, err := s.rebuildDue(ctx)
+	if err != nil {
+		return err
+	}
+	s.cur.Rebuild.Due = due
+	s.cur.Report.Rebuild.Last = last
+	return s.save(ctx)
+}
+
+// keepsAll reports whether the sweep deletes nothing this pass, and why.
+func (s *digestSweep) keepsAll() (string, bool) {
+	rep := &s.cur.Report
+	switch {
+	case rep.Kept != "":
+		return rep.Kept, true
+	case rep.Rebuild.Failed != "":
+		return "the rebuild failed: " + rep.Rebuild.Failed, true
+	case rep.Refused != "":
+		return "refused by the breaker: " + rep.Refused, true
+	}
+	return "", false
+}
+
+// keepAll records that the sweep keeps everything this pass.
+func (s *digestSweep) keepAll(why string) {
+	if s.cur.Report.Kept == "" {
+		s.cur.Report.Kept = why
+	}
+	s.log.Warn("digest sweep keeps everything this pass", "pass", s.cur.Pass, "why", why)
+}
+
+// logReport writes the sweep's summary to the log.
+func (s *digestSweep) logReport() {
+	rep := &s.cur.Report
+	s.log.Info("digest sweep report", "pass", s.cur.Pass, "term", s.term.N, "dry_run", s.dry,
+		"stored", rep.Stored, "retained", rep.Retained, "pending", rep.Pending, "ready", rep.Ready,
+		"skipped", rep.Skipped, "deleted", rep.Deleted, "bytes", rep.Bytes, "failed", rep.Failed,
+		"unknown", rep.Unknown, "changed", rep.Changed, "refused", rep.Refused, "kept", rep.Kept,
+		"rebuild_failed", rep.Rebuild.Failed)
+}

@@ -3,10 +3,8 @@ package reclaim
 import (
 	"context"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -322,36 +320,6 @@ func (i uploadsInventory) list(ctx context.Context, blobs []Blob) (map[string]bo
 		}
 	}
 	return out, nil
-}
-
-// uploadInFlight reports whether the backend has a multipart upload of
-// exactly bucket/key. The key's own uploads sort before those of longer
-// keys it prefixes, so the first entry answers.
-func (c s3) uploadInFlight(ctx context.Context, bucket, key string) (bool, error) {
-	q := url.Values{"uploads": {""}, "encoding-type": {"url"}, "prefix": {key}, "max-uploads": {"1"}}
-	body, err := c.call(ctx, http.MethodGet, bucket, "", q)
-	if errors.Is(err, errNoSuchBucket) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	var res listUploadsResult
-	if err := xml.Unmarshal(body, &res); err != nil {
-		return false, err
-	}
-	for _, u := range res.Uploads {
-		k := u.Key
-		if res.EncodingType == "url" {
-			if k, err = url.QueryUnescape(u.Key); err != nil {
-				return false, err
-			}
-		}
-		if k == key {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // digestsOf returns the digests of blobs.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // Defaults for Config.
@@ -37,7 +38,7 @@ type Config struct {
 	// Sessions is the session service whose reconciler runs first in
 	// every pass.
 	Sessions *multipart.Service
-	Backend  multipart.Backend
+	Backend  s3client.Backend
 	// Elector, when set, is the election candidate to campaign with;
 	// otherwise one is made on Store's client with ID and ElectionTTL.
 	Elector     *Elector
@@ -142,7 +143,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	}
 	return &Reclaimer{
 		cfg: cfg, store: cfg.Store, sessions: cfg.Sessions,
-		s3:      s3{b: cfg.Backend, timeout: cfg.BackendTimeout},
+		s3:      s3{s3client.New(cfg.Backend, cfg.BackendTimeout)},
 		elector: el, log: cfg.Logger, metrics: newMetrics(cfg.Metrics), now: cfg.Now,
 		triggers: make(chan chan passResult),
 	}, nil

@@ -113,6 +113,18 @@ func TestAnswersMinIOCannotGive(t *testing.T) {
 		}
 	})
 
+	t.Run("oversized refusal of an object read", func(t *testing.T) {
+		c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write(bytes.Repeat([]byte("z"), s3client.MaxAnswer+1))
+		})
+		_, _, err := c.Get(ctx, "b", "k", s3client.GetOptions{}, 100)
+		var se *s3client.Error
+		if err == nil || errors.Is(err, s3client.ErrTooLarge) || errors.As(err, &se) {
+			t.Errorf("Get refused with an oversized body = %v; want an error that is neither ErrTooLarge nor an *Error", err)
+		}
+	})
+
 	t.Run("cut-off object", func(t *testing.T) {
 		c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", strconv.Itoa(50))

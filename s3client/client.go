@@ -190,11 +190,13 @@ func (c *Client) send(ctx context.Context, method, bucket, key string, q url.Val
 	return resp, func() { resp.Body.Close(); cancel() }, nil
 }
 
-// refusal reads what is left of a refused answer into an *Error.
+// refusal reads what is left of a refused answer into an *Error. A
+// refusal that cannot be read is an error that does not match ErrTooLarge,
+// which Get keeps for the object it reads.
 func refusal(resp *http.Response) error {
 	body, err := ReadBody(resp.Body, MaxAnswer)
 	if err != nil {
-		return fmt.Errorf("read backend answer: %w", err)
+		return fmt.Errorf("read backend answer %d: %v", resp.StatusCode, err)
 	}
 	return answerError(resp, body)
 }

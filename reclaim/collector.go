@@ -13,6 +13,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // The collector deletes the bytes of ready tombstones. For each it arms
@@ -72,9 +73,9 @@ func (s *digestSweep) settleGuard(ctx context.Context, kv *mvccpb.KeyValue) erro
 		// Nothing says where the blob is, so there is nothing to delete.
 		return s.commitLogged(ctx, "guard without a blob released", d, release)
 	}
-	_, herr := s.r.s3.headObject(ctx, g.Bucket, g.Key)
+	_, herr := s.r.s3.Head(ctx, g.Bucket, g.Key)
 	switch {
-	case errors.Is(herr, errNoSuchKey):
+	case errors.Is(herr, s3client.ErrNoSuchKey):
 		w := digestWrite{cmps: []clientv3.Cmp{guardCmp}, ops: []clientv3.Op{clientv3.OpDelete(string(kv.Key))}, delta: &DigestReport{}}
 		if tomb != nil && !tomb.Value.State.Terminal() {
 			w.ops = append(w.ops, clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(tomb.Value, "deleted; settled after the collector was cut short"))))
@@ -391,7 +392,7 @@ func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, fates []bl
 	for i, a := range batch {
 		keys[i] = a.tomb.Key
 	}
-	failed, err := s.r.s3.deleteObjects(ctx, bucket, keys)
+	failed, err := s.r.s3.DeleteObjects(ctx, bucket, keys)
 	// Looking again is finished even when the pass is cancelled, so that
 	// the guards are released with what the backend holds.
 	hctx := context.WithoutCancel(ctx)
@@ -405,9 +406,9 @@ func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, fates []bl
 		if err != nil {
 			cause = fmt.Sprintf("delete outcome unclear (%v)", err)
 		}
-		_, herr := s.r.s3.headObject(hctx, bucket, a.tomb.Key)
+		_, herr := s.r.s3.Head(hctx, bucket, a.tomb.Key)
 		switch {
-		case errors.Is(herr, errNoSuchKey):
+		case errors.Is(herr, s3client.ErrNoSuchKey):
 			fates[i], why[i] = blobGone, cause+"; looking again found the blob gone"
 		case herr == nil:
 			fates[i], why[i] = blobPresent, cause+"; looking again found the blob still there"

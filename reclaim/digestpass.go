@@ -10,6 +10,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // tombstones runs the tombstone phase from the cursor: it reads the pass
@@ -23,11 +24,11 @@ func (s *digestSweep) tombstones(ctx context.Context) error {
 	nss := s.cfg.Layout.Namespaces
 	for s.cur.Report.Kept == "" && s.cur.NS < len(nss) {
 		ns := &nss[s.cur.NS]
-		page, err := s.r.s3.listObjects(ctx, ns.Bucket, ns.Prefix, s.cur.After, s.r.cfg.BatchSize)
-		if errors.Is(err, errNoSuchBucket) {
+		page, err := s.r.s3.ListObjects(ctx, ns.Bucket, ns.Prefix, s.cur.After, s.r.cfg.BatchSize)
+		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			// A bucket that does not exist holds no blobs to judge.
 			s.r.log.Warn("digest sweep: the bucket of a namespace does not exist", "namespace", ns.Name, "bucket", ns.Bucket)
-			page = objectPage{Done: true}
+			page = s3client.ObjectPage{Done: true}
 		} else if err != nil {
 			return fmt.Errorf("reclaim: list namespace %s: %w", ns.Name, err)
 		}
@@ -143,7 +144,7 @@ func (s *digestSweep) applied(rev int64) bool {
 
 // page judges one listing page of ns and writes its tombstones. It returns
 // what it counted, which the caller adds to the cursor with the position.
-func (s *digestSweep) page(ctx context.Context, ns *cas.Namespace, objs []Object) (DigestReport, error) {
+func (s *digestSweep) page(ctx context.Context, ns *cas.Namespace, objs []s3client.Object) (DigestReport, error) {
 	var t DigestReport
 	blobs := make([]Blob, 0, len(objs))
 	for _, o := range objs {

@@ -1119,8 +1119,8 @@ func (r *Reclaimer) findBlobs(ctx context.Context, layout *cas.Layout, digest st
 // listedBlob lists bucket with key as the prefix: the key itself sorts
 // first among the keys it prefixes, so one entry says whether it is stored.
 func (r *Reclaimer) listedBlob(ctx context.Context, bucket, key string) (Blob, bool, error) {
-	page, err := r.s3.listObjects(ctx, bucket, key, "", 1)
-	if errors.Is(err, errNoSuchBucket) {
+	page, err := r.s3.ListObjects(ctx, bucket, key, "", 1)
+	if errors.Is(err, s3client.ErrNoSuchBucket) {
 		return Blob{}, false, nil
 	}
 	if err != nil {
@@ -1138,8 +1138,8 @@ func (r *Reclaimer) listedBlob(ctx context.Context, bucket, key string) (Blob, b
 func (r *Reclaimer) scanNamespace(ctx context.Context, ns *cas.Namespace, digest string) (Blob, bool, string, error) {
 	after := ""
 	for range maxLocatePages {
-		page, err := r.s3.listObjects(ctx, ns.Bucket, ns.Prefix, after, 1000)
-		if errors.Is(err, errNoSuchBucket) {
+		page, err := r.s3.ListObjects(ctx, ns.Bucket, ns.Prefix, after, 1000)
+		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			return Blob{}, false, fmt.Sprintf("namespace %s (its bucket does not exist)", ns.Name), nil
 		}
 		if err != nil {

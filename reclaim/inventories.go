@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // Blob is one stored blob of a CAS namespace, as the backend listed it.
@@ -232,7 +233,7 @@ func (i placementsInventory) young(t time.Time) bool {
 // made again; a page that cannot be proven in a few tries retires the
 // inventory for the pass.
 type uploadsInventory struct {
-	s3       s3
+	s3       *s3client.Client
 	cli      *clientv3.Client
 	keys     etcdstore.Keys
 	parallel int
@@ -303,7 +304,7 @@ func (i uploadsInventory) list(ctx context.Context, blobs []Blob) (map[string]bo
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			found[n], errs[n] = i.s3.uploadInFlight(ctx, b.Bucket, b.Key)
+			found[n], errs[n] = i.s3.UploadInFlight(ctx, b.Bucket, b.Key)
 			if errs[n] != nil {
 				cancel()
 			}

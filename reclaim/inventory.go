@@ -21,6 +21,15 @@ type Upload struct {
 	Bytes     int64
 }
 
+// uploadsOf returns the uploads of bucket that a listing page holds.
+func uploadsOf(bucket string, listed []s3client.Upload) []Upload {
+	out := make([]Upload, len(listed))
+	for i, u := range listed {
+		out[i] = Upload{Bucket: bucket, Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated}
+	}
+	return out
+}
+
 // item is one examined upload: what the backend holds, what etcd said at
 // the pass's revision, and the verdict.
 type item struct {
@@ -40,7 +49,7 @@ type item struct {
 // inventory walks the backend's multipart uploads in bounded pages and
 // judges each against the sessions as they were at one etcd revision.
 type inventory struct {
-	s3       s3
+	s3       *s3client.Client
 	store    *etcdstore.Store
 	policy   Policy
 	now      time.Time

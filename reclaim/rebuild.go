@@ -10,6 +10,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // The rebuild compares the reference objects the backend holds with the
@@ -73,7 +74,7 @@ type rebuildPos struct {
 // rebuilder scans the reference sources on the backend and brings the
 // recorded references up to what the bodies name.
 type rebuilder struct {
-	s3      s3
+	s3      *s3client.Client
 	store   *etcdstore.Store
 	sources []cas.Source
 	batch   int           // keys per listing page (<= 1000)
@@ -103,12 +104,12 @@ func (b *rebuilder) run(ctx context.Context, pos rebuildPos, res RebuildResult, 
 	}
 	for pos.Source < len(b.sources) {
 		src := &b.sources[pos.Source]
-		page, err := b.s3.listObjects(ctx, src.Bucket, src.Prefix, pos.After, batch)
-		if errors.Is(err, errNoSuchBucket) {
+		page, err := b.s3.ListObjects(ctx, src.Bucket, src.Prefix, pos.After, batch)
+		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			// No bucket holds no reference objects, so nothing is missing
 			// from the records; those recorded for it stay (see above).
 			b.logger().Warn("rebuild: the bucket of a reference source does not exist", "source", src.Name, "bucket", src.Bucket)
-			page = objectPage{Done: true}
+			page = s3client.ObjectPage{Done: true}
 		} else if err != nil {
 			return res, fmt.Errorf("rebuild: source %s: %w", src.Name, err)
 		}
@@ -132,7 +133,7 @@ func (b *rebuilder) run(ctx context.Context, pos rebuildPos, res RebuildResult, 
 
 // page compares the objects of one listing page with their records, a few
 // at a time, adding what each found to res. Any failure fails the page.
-func (b *rebuilder) page(ctx context.Context, src *cas.Source, objects []Object, res *RebuildResult) error {
+func (b *rebuilder) page(ctx context.Context, src *cas.Source, objects []s3client.Object, res *RebuildResult) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -174,7 +175,7 @@ func (b *rebuilder) page(ctx context.Context, src *cas.Source, objects []Object,
 // check compares one listed object with its record and returns what it
 // found. An object it cannot account for (too large, too many digests, a
 // failed read) is an error: what that object references is unknown.
-func (b *rebuilder) check(ctx context.Context, src *cas.Source, o Object) (RebuildResult, error) {
+func (b *rebuilder) check(ctx context.Context, src *cas.Source, o s3client.Object) (RebuildResult, error) {
 	var d RebuildResult
 	limit := src.MaxBody
 	if limit <= 0 {
@@ -194,13 +195,13 @@ func (b *rebuilder) check(ctx context.Context, src *cas.Source, o Object) (Rebui
 		if o.Size > limit {
 			return d, fmt.Errorf("reference object %s/%s is %d bytes, over the parse limit of %d: its references cannot be known", src.Bucket, o.Key, o.Size, limit)
 		}
-		body, etag, err := b.s3.getObject(ctx, src.Bucket, o.Key, limit)
+		body, etag, err := b.s3.Get(ctx, src.Bucket, o.Key, s3client.GetOptions{}, limit)
 		switch {
-		case errors.Is(err, errNoSuchKey):
+		case errors.Is(err, s3client.ErrNoSuchKey):
 			// Deleted since the listing: through the gateway, its record
 			// went to the trash; around it, its references are not needed.
 			return d, nil
-		case errors.Is(err, errTooLarge):
+		case errors.Is(err, s3client.ErrTooLarge):
 			return d, fmt.Errorf("reference object %s/%s is over the parse limit of %d bytes: its references cannot be known: %w", src.Bucket, o.Key, limit, err)
 		case err != nil:
 			return d, fmt.Errorf("read reference object %s/%s: %w", src.Bucket, o.Key, err)

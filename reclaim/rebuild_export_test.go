@@ -22,7 +22,7 @@ type TestRebuilder struct{ b *rebuilder }
 // way the reclaimer builds its own.
 func NewTestRebuilder(backend multipart.Backend, store *etcdstore.Store, sources []cas.Source, batch int, stale time.Duration, log *slog.Logger, now func() time.Time) *TestRebuilder {
 	return &TestRebuilder{&rebuilder{
-		s3:    s3{s3client.New(backend, 30*time.Second)},
+		s3:    s3client.New(backend, 30*time.Second),
 		store: store, sources: sources, batch: batch, stale: stale, log: log, now: now,
 	}}
 }

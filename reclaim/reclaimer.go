@@ -97,7 +97,7 @@ type Reclaimer struct {
 	cfg      Config
 	store    *etcdstore.Store
 	sessions *multipart.Service
-	s3       s3
+	s3       *s3client.Client
 	elector  *Elector
 	log      *slog.Logger
 	metrics  *metrics
@@ -143,7 +143,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	}
 	return &Reclaimer{
 		cfg: cfg, store: cfg.Store, sessions: cfg.Sessions,
-		s3:      s3{s3client.New(cfg.Backend, cfg.BackendTimeout)},
+		s3:      s3client.New(cfg.Backend, cfg.BackendTimeout),
 		elector: el, log: cfg.Logger, metrics: newMetrics(cfg.Metrics), now: cfg.Now,
 		triggers: make(chan chan passResult),
 	}, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // copySourceHeaders maps a CopyObject's headers about its source to the
@@ -79,7 +80,7 @@ func (g *Gateway) copyBlob(w http.ResponseWriter, r *http.Request, req *request,
 		g.backendFailed(w, r, req, err)
 		return
 	}
-	if _, ok := resultETag(a.body); a.success() && !ok {
+	if _, ok := s3client.ResultETag(a.body); a.success() && !ok {
 		// A copy is a success only with its CopyObjectResult.
 		g.writeError(w, r, errNoResult)
 		return

@@ -23,6 +23,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // refWrite is a write of a reference object on its way to the backend.
@@ -124,17 +125,13 @@ func (g *Gateway) copyRef(w http.ResponseWriter, r *http.Request, req *request, 
 		g.writeError(w, r, err)
 		return
 	}
-	query := url.Values{}
-	if cs.versionID != "" {
-		query.Set("versionId", cs.versionID)
-	}
-	body, etag, err := g.readObject(r.Context(), cs.bucket, cs.key, query, "", src.MaxBody)
-	var refused *answer
+	body, etag, err := g.s3.Get(r.Context(), cs.bucket, cs.key, s3client.GetOptions{VersionID: cs.versionID}, src.MaxBody)
+	var refused *s3client.Error
 	switch {
 	case errors.As(err, &refused):
-		g.writeAnswer(w, req, refused)
+		g.writeAnswer(w, req, &answer{status: refused.Status, header: refused.Header, body: refused.Body})
 		return
-	case errors.Is(err, errObjectTooLarge):
+	case errors.Is(err, s3client.ErrTooLarge):
 		g.writeError(w, r, errTooLarge(src, "The copy source"))
 		return
 	case err != nil:
@@ -162,7 +159,7 @@ func (g *Gateway) copyRef(w http.ResponseWriter, r *http.Request, req *request, 
 		bucket: req.route.Bucket, key: req.route.Key, digests: digests,
 		md5:  hex.EncodeToString(sum[:]),
 		sent: func() bool { return true },
-		etag: func(a *answer) string { e, _ := resultETag(a.body); return e },
+		etag: func(a *answer) string { e, _ := s3client.ResultETag(a.body); return e },
 	})
 }
 
@@ -228,9 +225,9 @@ func (g *Gateway) writeOutcome(ctx context.Context, rw refWrite, a *answer, err 
 	case err == nil && a.definiteFailure(), !rw.sent():
 		return etcdstore.WriteFailed, ""
 	}
-	etag, found, herr := g.headObject(ctx, rw.bucket, rw.key)
-	if herr == nil && found && etag == rw.md5 {
-		return etcdstore.WriteCommitted, etag
+	info, herr := g.s3.Head(ctx, rw.bucket, rw.key)
+	if herr == nil && info.ETag == rw.md5 {
+		return etcdstore.WriteCommitted, info.ETag
 	}
 	g.logFor(ctx).Warn("reference write outcome unknown; the rebuild settles it", "bucket", rw.bucket, "key", rw.key, "err", errors.Join(err, herr))
 	return etcdstore.WriteUnknown, ""
@@ -412,11 +409,11 @@ func (h *refHold) release(ctx context.Context) {
 // retains what could not be recorded here.
 func (g *Gateway) recordCompleted(ctx context.Context, src *cas.Source, bucket, key, etag, id string) {
 	log := g.logFor(ctx).With("bucket", bucket, "key", key, "etag", etag)
-	body, _, err := g.readObject(ctx, bucket, key, nil, etag, src.MaxBody)
-	var refused *answer
+	body, _, err := g.s3.Get(ctx, bucket, key, s3client.GetOptions{IfMatch: etag}, src.MaxBody)
+	var refused *s3client.Error
 	switch {
 	case errors.As(err, &refused):
-		log.Info("completed reference object was replaced before its references were read", "status", refused.status)
+		log.Info("completed reference object was replaced before its references were read", "status", refused.Status)
 		return
 	case err != nil:
 		log.Error("references of a completed object not recorded", "err", err)
@@ -444,7 +441,7 @@ func (g *Gateway) recordCompleted(ctx context.Context, src *cas.Source, bucket, 
 		return
 	}
 	outcome := etcdstore.WriteCommitted
-	if now, found, err := g.headObject(ctx, bucket, key); err != nil || !found || now != etag {
+	if now, err := g.s3.Head(ctx, bucket, key); err != nil || now.ETag != etag {
 		// Another write came between the read and the record: which body
 		// the backend holds is for the rebuild to settle.
 		outcome = etcdstore.WriteUnknown
@@ -514,7 +511,11 @@ func (g *Gateway) stillThere(ctx context.Context, bucket, key string, version bo
 	case err == nil && a.success() && !version:
 		return false
 	}
-	_, found, herr := g.headObject(ctx, bucket, key)
+	_, herr := g.s3.Head(ctx, bucket, key)
+	found := herr == nil
+	if errors.Is(herr, s3client.ErrNoSuchKey) {
+		herr = nil
+	}
 	if herr != nil {
 		g.logFor(ctx).Warn("reference object's delete outcome unknown; its references stay in the trash", "bucket", bucket, "key", key, "err", errors.Join(err, herr))
 	}

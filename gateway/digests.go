@@ -35,9 +35,6 @@ const (
 	// context the client cannot cancel: a client hanging up between the
 	// record and the backend write must not leave the record half done.
 	stateTimeout = 15 * time.Second
-	// maxAnswer bounds the backend answers read whole (the XML answers of
-	// writes and deletes, which are small).
-	maxAnswer = 8 << 20
 	// maxDeleteBody and maxDeleteObjects bound a DeleteObjects request as S3
 	// does: 1000 keys of up to 1 KiB each fit.
 	maxDeleteBody    = 2 << 20

@@ -30,6 +30,7 @@ import (
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // Config is what a Gateway needs to know.
@@ -67,6 +68,7 @@ type Gateway struct {
 	backend       *url.URL
 	client        *http.Client // signed requests to the backend, for health checks
 	backendClient *backendClient
+	s3            *s3client.Client // the gateway's own calls to the backend
 	sessions      *multipart.Service
 	digests       *digestGate // nil when digest reclamation is off
 	proxy         *httputil.ReverseProxy
@@ -120,6 +122,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.backendClient = &backendClient{endpoint: backend, transport: transport, observe: func(op Operation, d time.Duration) {
 		g.metrics.backendDuration.WithLabelValues(string(op)).Observe(d.Seconds())
 	}}
+	g.s3 = s3client.New(g.backendClient, 0)
 	if sc := cfg.Sessions; sc != nil {
 		g.sessions, err = multipart.New(multipart.Config{
 			Store:                sc.Store,

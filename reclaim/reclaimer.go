@@ -38,7 +38,9 @@ type Config struct {
 	// Sessions is the session service whose reconciler runs first in
 	// every pass.
 	Sessions *multipart.Service
-	Backend  s3client.Backend
+	// Backend is the signed connection to the backend that the reclaimer
+	// lists, reads, aborts and deletes through (s3client, no retries).
+	Backend s3client.Backend
 	// Elector, when set, is the election candidate to campaign with;
 	// otherwise one is made on Store's client with ID and ElectionTTL.
 	Elector     *Elector

@@ -2,27 +2,29 @@ package digests
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // Backend is the S3 calls the digest sweep makes: listing the namespaces
 // and the reference sources, reading reference objects, looking at and
 // deleting blobs, and asking whether a blob's key has a multipart upload
-// in flight. Each call is bounded by the implementation's own timeout.
+// in flight. *s3client.Client is the one implementation outside tests;
+// its answers (s3client.ErrNoSuchBucket, ErrNoSuchKey, ErrTooLarge) are the
+// ones the sweep acts on, and it never retries, so an unclear delete
+// comes back as an error the collector settles by looking again.
 type Backend interface {
 	// ListObjects returns one page of at most max objects of bucket under
 	// prefix whose keys sort after startAfter ("" for the beginning), or
-	// ErrNoSuchBucket.
-	ListObjects(ctx context.Context, bucket, prefix, startAfter string, max int) (ObjectPage, error)
-	// HeadObject returns an object's size and ETag, or ErrNoSuchKey. Any
-	// other failure leaves existence unknown.
-	HeadObject(ctx context.Context, bucket, key string) (ObjectInfo, error)
-	// GetObject reads an object whole, at most limit bytes (ErrTooLarge
-	// past it), with its ETag; a missing object is ErrNoSuchKey.
-	GetObject(ctx context.Context, bucket, key string, limit int64) ([]byte, string, error)
+	// s3client.ErrNoSuchBucket.
+	ListObjects(ctx context.Context, bucket, prefix, startAfter string, max int) (s3client.ObjectPage, error)
+	// Head returns an object's size and ETag, or s3client.ErrNoSuchKey.
+	// Any other failure leaves existence unknown.
+	Head(ctx context.Context, bucket, key string) (s3client.ObjectInfo, error)
+	// Get reads an object whole, at most limit bytes (s3client.ErrTooLarge
+	// past it), with its ETag; a missing object is s3client.ErrNoSuchKey.
+	Get(ctx context.Context, bucket, key string, opt s3client.GetOptions, limit int64) ([]byte, string, error)
 	// DeleteObjects deletes up to 1000 keys of bucket in one request and
 	// returns the keys the backend reported failing, with their error
 	// codes; every other key is gone. An error means the outcome is
@@ -33,35 +35,7 @@ type Backend interface {
 	UploadInFlight(ctx context.Context, bucket, key string) (bool, error)
 }
 
-// The answers of a Backend that the sweep acts on.
-var (
-	ErrNoSuchBucket = errors.New("reclaim: backend has no such bucket")
-	ErrNoSuchKey    = errors.New("reclaim: backend has no such object")
-	ErrTooLarge     = errors.New("reclaim: object larger than the parse limit")
-)
-
-// Object is one object of a backend listing.
-type Object struct {
-	Key      string
-	Size     int64
-	ETag     string
-	Modified time.Time
-}
-
-// ObjectPage is one page of a listing.
-type ObjectPage struct {
-	Objects []Object
-	// Next is the key to start the following page after; Done says there
-	// is none.
-	Next string
-	Done bool
-}
-
-// ObjectInfo is what a HEAD says about an object.
-type ObjectInfo struct {
-	Size int64
-	ETag string
-}
+var _ Backend = (*s3client.Client)(nil)
 
 // SweepMetrics receives what the sweep counts for monitoring.
 type SweepMetrics interface {

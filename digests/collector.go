@@ -13,6 +13,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/sweep"
 )
 
@@ -73,9 +74,9 @@ func (s *digestSweep) settleGuard(ctx context.Context, kv *mvccpb.KeyValue) erro
 		// Nothing says where the blob is, so there is nothing to delete.
 		return s.commitLogged(ctx, "guard without a blob released", d, release)
 	}
-	_, herr := s.s3.HeadObject(ctx, g.Bucket, g.Key)
+	_, herr := s.s3.Head(ctx, g.Bucket, g.Key)
 	switch {
-	case errors.Is(herr, ErrNoSuchKey):
+	case errors.Is(herr, s3client.ErrNoSuchKey):
 		w := digestWrite{cmps: []clientv3.Cmp{guardCmp}, ops: []clientv3.Op{clientv3.OpDelete(string(kv.Key))}, delta: &Report{}}
 		if tomb != nil && !tomb.Value.State.Terminal() {
 			w.ops = append(w.ops, clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(tomb.Value, "deleted; settled after the collector was cut short"))))
@@ -406,9 +407,9 @@ func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, fates []bl
 		if err != nil {
 			cause = fmt.Sprintf("delete outcome unclear (%v)", err)
 		}
-		_, herr := s.s3.HeadObject(hctx, bucket, a.tomb.Key)
+		_, herr := s.s3.Head(hctx, bucket, a.tomb.Key)
 		switch {
-		case errors.Is(herr, ErrNoSuchKey):
+		case errors.Is(herr, s3client.ErrNoSuchKey):
 			fates[i], why[i] = blobGone, cause+"; looking again found the blob gone"
 		case herr == nil:
 			fates[i], why[i] = blobPresent, cause+"; looking again found the blob still there"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/sweep"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -310,7 +311,7 @@ func (sw *Sweep) findBlobs(ctx context.Context, layout *cas.Layout, digest strin
 // first among the keys it prefixes, so one entry says whether it is stored.
 func (sw *Sweep) listedBlob(ctx context.Context, bucket, key string) (Blob, bool, error) {
 	page, err := sw.s3.ListObjects(ctx, bucket, key, "", 1)
-	if errors.Is(err, ErrNoSuchBucket) {
+	if errors.Is(err, s3client.ErrNoSuchBucket) {
 		return Blob{}, false, nil
 	}
 	if err != nil {
@@ -329,7 +330,7 @@ func (sw *Sweep) scanNamespace(ctx context.Context, ns *cas.Namespace, digest st
 	after := ""
 	for range maxLocatePages {
 		page, err := sw.s3.ListObjects(ctx, ns.Bucket, ns.Prefix, after, 1000)
-		if errors.Is(err, ErrNoSuchBucket) {
+		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			return Blob{}, false, fmt.Sprintf("namespace %s (its bucket does not exist)", ns.Name), nil
 		}
 		if err != nil {

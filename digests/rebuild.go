@@ -11,6 +11,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/sweep"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -108,11 +109,11 @@ func (b *Rebuilder) Run(ctx context.Context, pos RebuildPos, res RebuildResult, 
 	for pos.Source < len(b.Sources) {
 		src := &b.Sources[pos.Source]
 		page, err := b.Backend.ListObjects(ctx, src.Bucket, src.Prefix, pos.After, batch)
-		if errors.Is(err, ErrNoSuchBucket) {
+		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			// No bucket holds no reference objects, so nothing is missing
 			// from the records; those recorded for it stay (see above).
 			b.logger().Warn("rebuild: the bucket of a reference source does not exist", "source", src.Name, "bucket", src.Bucket)
-			page = ObjectPage{Done: true}
+			page = s3client.ObjectPage{Done: true}
 		} else if err != nil {
 			return res, fmt.Errorf("rebuild: source %s: %w", src.Name, err)
 		}
@@ -136,7 +137,7 @@ func (b *Rebuilder) Run(ctx context.Context, pos RebuildPos, res RebuildResult, 
 
 // page compares the objects of one listing page with their records, a few
 // at a time, adding what each found to res. Any failure fails the page.
-func (b *Rebuilder) page(ctx context.Context, src *cas.Source, objects []Object, res *RebuildResult) error {
+func (b *Rebuilder) page(ctx context.Context, src *cas.Source, objects []s3client.Object, res *RebuildResult) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -178,7 +179,7 @@ func (b *Rebuilder) page(ctx context.Context, src *cas.Source, objects []Object,
 // check compares one listed object with its record and returns what it
 // found. An object it cannot account for (too large, too many digests, a
 // failed read) is an error: what that object references is unknown.
-func (b *Rebuilder) check(ctx context.Context, src *cas.Source, o Object) (RebuildResult, error) {
+func (b *Rebuilder) check(ctx context.Context, src *cas.Source, o s3client.Object) (RebuildResult, error) {
 	var d RebuildResult
 	limit := src.MaxBody
 	if limit <= 0 {
@@ -198,13 +199,13 @@ func (b *Rebuilder) check(ctx context.Context, src *cas.Source, o Object) (Rebui
 		if o.Size > limit {
 			return d, fmt.Errorf("reference object %s/%s is %d bytes, over the parse limit of %d: its references cannot be known", src.Bucket, o.Key, o.Size, limit)
 		}
-		body, etag, err := b.Backend.GetObject(ctx, src.Bucket, o.Key, limit)
+		body, etag, err := b.Backend.Get(ctx, src.Bucket, o.Key, s3client.GetOptions{}, limit)
 		switch {
-		case errors.Is(err, ErrNoSuchKey):
+		case errors.Is(err, s3client.ErrNoSuchKey):
 			// Deleted since the listing: through the gateway, its record
 			// went to the trash; around it, its references are not needed.
 			return d, nil
-		case errors.Is(err, ErrTooLarge):
+		case errors.Is(err, s3client.ErrTooLarge):
 			return d, fmt.Errorf("reference object %s/%s is over the parse limit of %d bytes: its references cannot be known: %w", src.Bucket, o.Key, limit, err)
 		case err != nil:
 			return d, fmt.Errorf("read reference object %s/%s: %w", src.Bucket, o.Key, err)

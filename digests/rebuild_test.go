@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,8 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // The registry-like layout of the rebuild tests.
@@ -31,13 +34,17 @@ const (
 	manifestsPrefix = "manifests/"
 )
 
-// readsBackend is the transport of the backend client, counting the
+// readsBackend is the backend under the rebuild's S3 client, counting the
 // object bodies read through it and running beforeGet and afterGet (when
 // set) around each read.
 type readsBackend struct {
-	next                http.RoundTripper
+	next                s3client.Backend
 	gets                atomic.Int64
 	beforeGet, afterGet func(key string)
+}
+
+func (b *readsBackend) NewRequest(ctx context.Context, method, bucket, key string, query url.Values) (*http.Request, error) {
+	return b.next.NewRequest(ctx, method, bucket, key, query)
 }
 
 func (b *readsBackend) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -62,7 +69,7 @@ func (b *readsBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 type rebuildEnv struct {
 	*sweepEnv
 	reads   *readsBackend
-	backend sweepTestBackend
+	backend *s3client.Client
 	src     cas.Source
 	logs    *bytes.Buffer
 }
@@ -75,8 +82,12 @@ func newRebuildEnv(t *testing.T, maxBody int64) *rebuildEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads := &readsBackend{next: http.DefaultTransport}
-	return &rebuildEnv{sweepEnv: e, reads: reads, backend: newSweepTestBackend(t, e, reads), src: src, logs: new(bytes.Buffer)}
+	signed, err := gateway.NewBackendClient(e.minio.Endpoint, e.minio.Region, e.minio.AccessKey, e.minio.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := &readsBackend{next: signed}
+	return &rebuildEnv{sweepEnv: e, reads: reads, backend: s3client.New(reads, 0), src: src, logs: new(bytes.Buffer)}
 }
 
 // newRebuilder returns a rebuilder of sources over the test backend,

@@ -17,6 +17,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // Op names a call the service serves. The values are the S3 operation
@@ -136,8 +137,10 @@ type Service struct {
 	parts       *etcdstore.Store
 	sessions    *multipart.Service
 	backend     multipart.Backend
-	now         func() time.Time
-	log         *slog.Logger
+	// s3 makes the service's own reads of the backend (HEAD, GET).
+	s3  *s3client.Client
+	now func() time.Time
+	log *slog.Logger
 	// guardRefusals counts writes refused because a digest they name has
 	// an armed guard: producers racing the collector.
 	guardRefusals *prometheus.CounterVec
@@ -168,6 +171,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		parts:       cfg.Parts,
 		sessions:    cfg.Sessions,
 		backend:     cfg.Backend,
+		s3:          s3client.New(cfg.Backend, 0),
 		now:         cfg.Now,
 		log:         cfg.Logger,
 		guardRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{

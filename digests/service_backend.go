@@ -3,21 +3,15 @@ package digests
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
-
-// maxAnswer bounds the backend answers read whole (the XML answers of
-// writes and deletes, which are small).
-const maxAnswer = 8 << 20
 
 // answer is a backend response read whole.
 type answer struct {
@@ -29,44 +23,20 @@ type answer struct {
 // success reports a 2xx answer that is not an error document (a copy or a
 // complete may answer 200 and fail in its body).
 func (a *answer) success() bool {
-	return a.status >= 200 && a.status < 300 && !isErrorDocument(a.body)
+	_, _, isErr := s3client.ErrorDocument(a.body)
+	return a.status >= 200 && a.status < 300 && !isErr
 }
 
 // definiteFailure reports an answer that says the request changed nothing:
 // a redirect or a client error.
 func (a *answer) definiteFailure() bool { return a.status >= 300 && a.status < 500 }
 
-// Error makes a refusal usable as an error by the readers below.
+// Error makes a refusal usable as an error (hashObject's, a failed
+// delete's).
 func (a *answer) Error() string { return fmt.Sprintf("backend answered %d", a.status) }
 
-// isErrorDocument reports whether body is an S3 <Error> document.
-func isErrorDocument(body []byte) bool {
-	d := xml.NewDecoder(bytes.NewReader(body))
-	for {
-		t, err := d.Token()
-		if err != nil {
-			return false
-		}
-		if se, ok := t.(xml.StartElement); ok {
-			return se.Name.Local == "Error"
-		}
-	}
-}
-
-// resultETag returns the ETag of a result document (CopyObjectResult,
-// CompleteMultipartUploadResult), and false for an error document.
-func resultETag(body []byte) (string, bool) {
-	var doc struct {
-		XMLName xml.Name
-		ETag    string `xml:"ETag"`
-	}
-	if xml.Unmarshal(body, &doc) != nil || doc.XMLName.Local == "Error" || doc.ETag == "" {
-		return "", false
-	}
-	return unquoteETag(doc.ETag), true
-}
-
-func unquoteETag(s string) string { return strings.Trim(strings.TrimSpace(s), `"`) }
+// unquoteETag returns an ETag without its quotes.
+func unquoteETag(s string) string { return s3client.UnquoteETag(s) }
 
 // send sends a client's request on to the backend and reads the answer
 // whole; the gateway's backend client times the call and notes the
@@ -80,13 +50,11 @@ func (s *Service) send(out *http.Request) (*answer, error) {
 	return readAnswer(resp)
 }
 
+// readAnswer reads an answer whole, within s3client.MaxAnswer.
 func readAnswer(resp *http.Response) (*answer, error) {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	body, err := s3client.ReadBody(resp.Body, s3client.MaxAnswer)
 	if err != nil {
 		return nil, fmt.Errorf("read backend answer: %w", err)
-	}
-	if len(body) > maxAnswer {
-		return nil, fmt.Errorf("backend answer larger than %d bytes", maxAnswer)
 	}
 	return &answer{status: resp.StatusCode, header: resp.Header, body: body}, nil
 }
@@ -106,60 +74,6 @@ func (s *Service) call(ctx context.Context, method, bucket, key string, query ur
 	}
 	defer resp.Body.Close()
 	return readAnswer(resp)
-}
-
-// headObject returns the ETag of bucket/key, and found false when the
-// backend says it does not exist.
-func (s *Service) headObject(ctx context.Context, bucket, key string) (etag string, found bool, err error) {
-	a, err := s.call(ctx, http.MethodHead, bucket, key, nil, nil)
-	switch {
-	case err != nil:
-		return "", false, err
-	case a.status == http.StatusOK:
-		return unquoteETag(a.header.Get("ETag")), true, nil
-	case a.status == http.StatusNotFound:
-		return "", false, nil
-	}
-	return "", false, fmt.Errorf("HEAD %s/%s: backend answered %d", bucket, key, a.status)
-}
-
-// errObjectTooLarge says an object is over the limit it is read within.
-var errObjectTooLarge = errors.New("digests: object larger than its parse limit")
-
-// readObject reads bucket/key whole (the version query names, the one
-// with ETag ifMatch when not empty), at most limit bytes, and returns it
-// with its ETag. A backend refusal is returned as an *answer error.
-func (s *Service) readObject(ctx context.Context, bucket, key string, query url.Values, ifMatch string, limit int64) ([]byte, string, error) {
-	req, err := s.backend.NewRequest(ctx, http.MethodGet, bucket, key, query)
-	if err != nil {
-		return nil, "", err
-	}
-	if ifMatch != "" {
-		req.Header.Set("If-Match", `"`+ifMatch+`"`)
-	}
-	resp, err := s.backend.RoundTrip(req)
-	if err != nil {
-		return nil, "", fmt.Errorf("GET %s/%s: %w", bucket, key, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		a, err := readAnswer(resp)
-		if err != nil {
-			return nil, "", err
-		}
-		return nil, "", a
-	}
-	if resp.ContentLength > limit {
-		return nil, "", errObjectTooLarge
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, "", fmt.Errorf("GET %s/%s: %w", bucket, key, err)
-	}
-	if int64(len(body)) > limit {
-		return nil, "", errObjectTooLarge
-	}
-	return body, unquoteETag(resp.Header.Get("ETag")), nil
 }
 
 // forwardRequest sends a prepared backend request and streams its answer
@@ -262,7 +176,7 @@ func (c *capture) result() (string, bool) {
 	if c.status < 200 || c.status >= 300 {
 		return "", false
 	}
-	return resultETag(c.body.Bytes())
+	return s3client.ResultETag(c.body.Bytes())
 }
 
 // writeTo sends the captured answer to the client.

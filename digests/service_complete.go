@@ -12,6 +12,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // blobReadTimeout bounds the service's own reads of a stored blob (a
@@ -108,14 +109,14 @@ func (s *Service) removeCompleted(ctx context.Context, q *Request, etag, version
 	if versionID != "" {
 		query = url.Values{"versionId": {versionID}}
 	} else {
-		now, found, err := s.headObject(ctx, bucket, key)
+		now, err := s.s3.Head(ctx, bucket, key)
 		switch {
+		case errors.Is(err, s3client.ErrNoSuchKey):
+			return "it is gone already"
 		case err != nil:
 			log.Error("completed blob that does not match its digest not deleted: its key could not be read", "err", err)
 			return "it could not be deleted again; delete it"
-		case !found:
-			return "it is gone already"
-		case now != etag:
+		case now.ETag != etag:
 			return "another write has replaced it since"
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // copySourceHeaders maps a CopyObject's headers about its source to the
@@ -75,7 +76,7 @@ func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Reques
 		s.backendFailed(ctx, w, q, err)
 		return
 	}
-	if _, ok := resultETag(a.body); a.success() && !ok {
+	if _, ok := s3client.ResultETag(a.body); a.success() && !ok {
 		// A copy is a success only with its CopyObjectResult.
 		s.writeError(w, q, errNoResult)
 		return

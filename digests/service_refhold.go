@@ -15,6 +15,7 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // completeRef serves a CompleteMultipartUpload into a reference source.
@@ -166,11 +167,11 @@ func (h *refHold) release(ctx context.Context) {
 // retains what could not be recorded here.
 func (s *Service) recordCompleted(ctx context.Context, src *cas.Source, bucket, key, etag, id string) {
 	log := s.logFor(ctx).With("bucket", bucket, "key", key, "etag", etag)
-	body, _, err := s.readObject(ctx, bucket, key, nil, etag, src.MaxBody)
-	var refused *answer
+	body, _, err := s.s3.Get(ctx, bucket, key, s3client.GetOptions{IfMatch: etag}, src.MaxBody)
+	var refused *s3client.Error
 	switch {
 	case errors.As(err, &refused):
-		log.Info("completed reference object was replaced before its references were read", "status", refused.status)
+		log.Info("completed reference object was replaced before its references were read", "status", refused.Status)
 		return
 	case err != nil:
 		log.Error("references of a completed object not recorded", "err", err)
@@ -198,7 +199,7 @@ func (s *Service) recordCompleted(ctx context.Context, src *cas.Source, bucket, 
 		return
 	}
 	outcome := etcdstore.WriteCommitted
-	if now, found, err := s.headObject(ctx, bucket, key); err != nil || !found || now != etag {
+	if now, err := s.s3.Head(ctx, bucket, key); err != nil || now.ETag != etag {
 		// Another write came between the read and the record: which body
 		// the backend holds is for the rebuild to settle.
 		outcome = etcdstore.WriteUnknown

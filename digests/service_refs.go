@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // refWrite is a write of a reference object on its way to the backend.
@@ -93,17 +93,13 @@ func (r *sentReader) done() bool { return r.n.Load() >= r.total }
 // still being the body that was read.
 func (s *Service) copyRef(ctx context.Context, w http.ResponseWriter, q *Request, src *cas.Source) {
 	cs := q.CopySource
-	query := url.Values{}
-	if cs.VersionID != "" {
-		query.Set("versionId", cs.VersionID)
-	}
-	body, etag, err := s.readObject(ctx, cs.Bucket, cs.Key, query, "", src.MaxBody)
-	var refused *answer
+	body, etag, err := s.s3.Get(ctx, cs.Bucket, cs.Key, s3client.GetOptions{VersionID: cs.VersionID}, src.MaxBody)
+	var refused *s3client.Error
 	switch {
 	case errors.As(err, &refused):
-		s.writeAnswer(w, q, refused)
+		s.writeAnswer(w, q, &answer{status: refused.Status, header: refused.Header, body: refused.Body})
 		return
-	case errors.Is(err, errObjectTooLarge):
+	case errors.Is(err, s3client.ErrTooLarge):
 		s.writeError(w, q, errSourceTooLarge(src, "The copy source"))
 		return
 	case err != nil:
@@ -131,7 +127,7 @@ func (s *Service) copyRef(ctx context.Context, w http.ResponseWriter, q *Request
 		bucket: q.Bucket, key: q.Key, digests: digests,
 		md5:  hex.EncodeToString(sum[:]),
 		sent: func() bool { return true },
-		etag: func(a *answer) string { e, _ := resultETag(a.body); return e },
+		etag: func(a *answer) string { e, _ := s3client.ResultETag(a.body); return e },
 	})
 }
 
@@ -197,9 +193,9 @@ func (s *Service) writeOutcome(ctx context.Context, rw refWrite, a *answer, err 
 	case err == nil && a.definiteFailure(), !rw.sent():
 		return etcdstore.WriteFailed, ""
 	}
-	etag, found, herr := s.headObject(ctx, rw.bucket, rw.key)
-	if herr == nil && found && etag == rw.md5 {
-		return etcdstore.WriteCommitted, etag
+	info, herr := s.s3.Head(ctx, rw.bucket, rw.key)
+	if herr == nil && info.ETag == rw.md5 {
+		return etcdstore.WriteCommitted, info.ETag
 	}
 	s.logFor(ctx).Warn("reference write outcome unknown; the rebuild settles it", "bucket", rw.bucket, "key", rw.key, "err", errors.Join(err, herr))
 	return etcdstore.WriteUnknown, ""
@@ -294,7 +290,11 @@ func (s *Service) stillThere(ctx context.Context, bucket, key string, version bo
 	case err == nil && a.success() && !version:
 		return false
 	}
-	_, found, herr := s.headObject(ctx, bucket, key)
+	_, herr := s.s3.Head(ctx, bucket, key)
+	found := herr == nil
+	if errors.Is(herr, s3client.ErrNoSuchKey) {
+		herr = nil
+	}
 	if herr != nil {
 		s.logFor(ctx).Warn("reference object's delete outcome unknown; its references stay in the trash", "bucket", bucket, "key", key, "err", errors.Join(err, herr))
 	}

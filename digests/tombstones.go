@@ -12,6 +12,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/sweep"
 )
 
@@ -27,10 +28,10 @@ func (s *digestSweep) tombstones(ctx context.Context) error {
 	for s.cur.Report.Kept == "" && s.cur.NS < len(nss) {
 		ns := &nss[s.cur.NS]
 		page, err := s.s3.ListObjects(ctx, ns.Bucket, ns.Prefix, s.cur.After, s.batch)
-		if errors.Is(err, ErrNoSuchBucket) {
+		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			// A bucket that does not exist holds no blobs to judge.
 			s.log.Warn("digest sweep: the bucket of a namespace does not exist", "namespace", ns.Name, "bucket", ns.Bucket)
-			page = ObjectPage{Done: true}
+			page = s3client.ObjectPage{Done: true}
 		} else if err != nil {
 			return fmt.Errorf("reclaim: list namespace %s: %w", ns.Name, err)
 		}
@@ -146,7 +147,7 @@ func (s *digestSweep) applied(rev int64) bool {
 
 // page judges one listing page of ns and writes its tombstones. It returns
 // what it counted, which the caller adds to the cursor with the position.
-func (s *digestSweep) page(ctx context.Context, ns *cas.Namespace, objs []Object) (Report, error) {
+func (s *digestSweep) page(ctx context.Context, ns *cas.Namespace, objs []s3client.Object) (Report, error) {
 	var t Report
 	blobs := make([]Blob, 0, len(objs))
 	for _, o := range objs {

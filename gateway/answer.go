@@ -1,19 +1,13 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/xml"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
-
-// maxAnswer bounds the backend answers read whole (the XML answer of a
-// DeleteObjects, which is small).
-const maxAnswer = 8 << 20
 
 // answer is a backend response read whole, for the calls whose answer the
 // gateway reads before the client hears it (DeleteObjects).
@@ -25,21 +19,8 @@ type answer struct {
 
 // success reports a 2xx answer that is not an error document.
 func (a *answer) success() bool {
-	return a.status >= 200 && a.status < 300 && !isErrorDocument(a.body)
-}
-
-// isErrorDocument reports whether body is an S3 <Error> document.
-func isErrorDocument(body []byte) bool {
-	d := xml.NewDecoder(bytes.NewReader(body))
-	for {
-		t, err := d.Token()
-		if err != nil {
-			return false
-		}
-		if se, ok := t.(xml.StartElement); ok {
-			return se.Name.Local == "Error"
-		}
-	}
+	_, _, isErr := s3client.ErrorDocument(a.body)
+	return a.status >= 200 && a.status < 300 && !isErr
 }
 
 // send sends a client's request on to the backend and reads the answer
@@ -51,12 +32,9 @@ func (g *Gateway) send(out *http.Request) (*answer, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	body, err := s3client.ReadBody(resp.Body, s3client.MaxAnswer)
 	if err != nil {
 		return nil, fmt.Errorf("read backend answer: %w", err)
-	}
-	if len(body) > maxAnswer {
-		return nil, fmt.Errorf("backend answer larger than %d bytes", maxAnswer)
 	}
 	return &answer{status: resp.StatusCode, header: resp.Header, body: body}, nil
 }

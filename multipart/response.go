@@ -1,7 +1,6 @@
 package multipart
 
 import (
-	"bytes"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -10,11 +9,8 @@ import (
 	"strconv"
 
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
-
-// maxResponseBody bounds the backend responses the service reads whole (the
-// XML answers of multipart calls); a listing of 1000 uploads fits easily.
-const maxResponseBody = 8 << 20
 
 // hopHeaders are connection-level headers that are not copied from the
 // backend's response.
@@ -139,36 +135,20 @@ func (s *Service) sendForXML(w http.ResponseWriter, c *Call, v any) (resp *http.
 	return resp, body, true
 }
 
-// readBody reads a backend response body whole, up to maxResponseBody.
+// readBody reads a backend response body whole, within s3client.MaxAnswer.
 func readBody(resp *http.Response) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	b, err := s3client.ReadBody(resp.Body, s3client.MaxAnswer)
 	if err != nil {
 		return nil, fmt.Errorf("read backend response: %w", err)
-	}
-	if len(b) > maxResponseBody {
-		return nil, errors.New("backend response too large")
 	}
 	return b, nil
 }
 
-// backendError is an S3 error document from the backend.
-type backendError struct {
-	XMLName xml.Name `xml:"Error"`
-	Code    string   `xml:"Code"`
-	Message string   `xml:"Message"`
-}
-
 // ErrorCode returns the S3 error code in body, or "" when body is not an
-// error document. S3 can answer 200 with an error document for calls that
-// take long (CompleteMultipartUpload, UploadPartCopy).
+// error document (s3client.ErrorDocument). S3 can answer 200 with an error
+// document for calls that take long (CompleteMultipartUpload,
+// UploadPartCopy).
 func ErrorCode(body []byte) string {
-	trimmed := bytes.TrimSpace(body)
-	if !bytes.Contains(trimmed[:min(len(trimmed), 256)], []byte("<Error")) {
-		return ""
-	}
-	var e backendError
-	if xml.Unmarshal(trimmed, &e) != nil {
-		return ""
-	}
-	return e.Code
+	code, _, _ := s3client.ErrorDocument(body)
+	return code
 }

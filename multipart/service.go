@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // Op names a multipart call. The values are the S3 operation names.
@@ -41,15 +41,10 @@ const (
 	OpListUploads Op = "ListMultipartUploads"
 )
 
-// Backend reaches the S3 server behind the gateway. The gateway's
-// implementation signs each request with the backend's credentials.
-type Backend interface {
-	// NewRequest builds a path-style request for bucket and key with the
-	// given query and no body.
-	NewRequest(ctx context.Context, method, bucket, key string, query url.Values) (*http.Request, error)
-	// RoundTrip sends a request built by NewRequest or Call.BackendRequest.
-	RoundTrip(*http.Request) (*http.Response, error)
-}
+// Backend reaches the S3 server behind the gateway: the service forwards
+// calls through its RoundTrip (requests built by Call.BackendRequest) and
+// makes its own with NewRequest.
+type Backend = s3client.Backend
 
 // Call is one multipart request, authenticated and routed by the gateway.
 type Call struct {

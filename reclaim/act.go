@@ -217,7 +217,7 @@ func (r *Reclaimer) abortAndSettle(ctx context.Context, t term, sess etcdstore.S
 	defer cancel()
 	to, doubt := etcdstore.StateAborted, ""
 	reason := "backend confirmed the abort"
-	if aerr := r.s3.abort(actx, sess.Bucket, sess.Key, sess.UploadID); aerr != nil {
+	if aerr := r.s3.Abort(actx, sess.Bucket, sess.Key, sess.UploadID); aerr != nil {
 		to, doubt, reason = r.relist(actx, sess, aerr)
 		r.log.Warn("abort outcome unclear; listed again", "bucket", sess.Bucket, "upload_id", sess.UploadID, "err", aerr, "now", to)
 	}
@@ -239,7 +239,7 @@ func (r *Reclaimer) abortAndSettle(ctx context.Context, t term, sess etcdstore.S
 
 // relist decides an unclear abort from a fresh look at the backend.
 func (r *Reclaimer) relist(ctx context.Context, sess etcdstore.Session, aerr error) (etcdstore.SessionState, string, string) {
-	present, lerr := r.s3.exists(ctx, sess.Bucket, sess.Key, sess.UploadID)
+	present, lerr := r.s3.UploadExists(ctx, sess.Bucket, sess.Key, sess.UploadID)
 	switch {
 	case lerr != nil:
 		doubt := fmt.Sprintf("abort outcome unclear (%v); listing again failed too (%v)", aerr, lerr)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/sweep"
 )
 
@@ -205,11 +206,11 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 		}
 	}
 	if ex.Key != "" {
-		parts, size, err := r.s3.countParts(ctx, bucket, ex.Key, uploadID)
+		parts, size, err := r.s3.CountParts(ctx, bucket, ex.Key, uploadID)
 		switch {
 		case err == nil:
 			ex.Backend = ExplainUpload{Present: true, Parts: parts, Bytes: size, Initiated: ex.Backend.Initiated}
-		case errors.Is(err, errNoSuchUpload), errors.Is(err, errNoSuchBucket):
+		case errors.Is(err, s3client.ErrNoSuchUpload), errors.Is(err, s3client.ErrNoSuchBucket):
 		default:
 			return ex, fmt.Errorf("reclaim: list parts of %s/%s: %w", bucket, ex.Key, err)
 		}
@@ -317,8 +318,8 @@ func (r *Reclaimer) orphanRecord(ctx context.Context, bucket, uploadID string) (
 func (r *Reclaimer) locateUpload(ctx context.Context, bucket, uploadID string) (u Upload, found bool, searched string, err error) {
 	km, um := "", ""
 	for range maxLocatePages {
-		page, err := r.s3.listUploads(ctx, bucket, km, um, 1000)
-		if errors.Is(err, errNoSuchBucket) {
+		page, err := r.s3.ListUploads(ctx, bucket, km, um, 1000)
+		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			return Upload{}, false, "the uploads of " + bucket + " (the bucket does not exist)", nil
 		}
 		if err != nil {
@@ -326,7 +327,7 @@ func (r *Reclaimer) locateUpload(ctx context.Context, bucket, uploadID string) (
 		}
 		for _, u := range page.Uploads {
 			if u.UploadID == uploadID {
-				return u, true, "", nil
+				return Upload{Bucket: bucket, Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated}, true, "", nil
 			}
 		}
 		if page.Done {

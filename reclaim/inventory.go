@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // Upload is one multipart upload found on the backend.
@@ -18,6 +19,15 @@ type Upload struct {
 	Initiated time.Time
 	Parts     int
 	Bytes     int64
+}
+
+// uploadsOf returns the uploads of bucket that a listing page holds.
+func uploadsOf(bucket string, listed []s3client.Upload) []Upload {
+	out := make([]Upload, len(listed))
+	for i, u := range listed {
+		out[i] = Upload{Bucket: bucket, Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated}
+	}
+	return out
 }
 
 // item is one examined upload: what the backend holds, what etcd said at
@@ -39,7 +49,7 @@ type item struct {
 // inventory walks the backend's multipart uploads in bounded pages and
 // judges each against the sessions as they were at one etcd revision.
 type inventory struct {
-	s3       s3
+	s3       *s3client.Client
 	store    *etcdstore.Store
 	policy   Policy
 	now      time.Time
@@ -70,7 +80,7 @@ func (inv *inventory) walk(ctx context.Context, pos position, h handler) error {
 	if pos.Finished {
 		return nil
 	}
-	buckets, err := inv.s3.listBuckets(ctx)
+	buckets, err := inv.s3.ListBuckets(ctx)
 	if err != nil {
 		return err
 	}
@@ -104,9 +114,9 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 	partial := pos.KeyMarker != "" || pos.Listed
 	km, um := pos.KeyMarker, pos.UploadIDMarker
 	for !pos.Listed {
-		page, err := inv.s3.listUploads(ctx, b, km, um, inv.batch)
-		if errors.Is(err, errNoSuchBucket) {
-			page, err = uploadPage{Done: true}, nil
+		page, err := inv.s3.ListUploads(ctx, b, km, um, inv.batch)
+		if errors.Is(err, s3client.ErrNoSuchBucket) {
+			page, err = s3client.UploadPage{Done: true}, nil
 		}
 		if err != nil {
 			return err
@@ -119,7 +129,7 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 		// page); examine it in batches all the same.
 		for start := 0; start < len(page.Uploads) || start == 0; start += inv.batch {
 			end := min(start+inv.batch, len(page.Uploads))
-			items, err := inv.examine(ctx, page.Uploads[start:end])
+			items, err := inv.examine(ctx, uploadsOf(b, page.Uploads[start:end]))
 			if err != nil {
 				return err
 			}
@@ -226,8 +236,8 @@ func (inv *inventory) examine(ctx context.Context, uploads []Upload) ([]item, er
 // judge examines one upload.
 func (inv *inventory) judge(ctx context.Context, u Upload) (item, error) {
 	it := item{Upload: u}
-	parts, size, err := inv.s3.countParts(ctx, u.Bucket, u.Key, u.UploadID)
-	if errors.Is(err, errNoSuchUpload) || errors.Is(err, errNoSuchBucket) {
+	parts, size, err := inv.s3.CountParts(ctx, u.Bucket, u.Key, u.UploadID)
+	if errors.Is(err, s3client.ErrNoSuchUpload) || errors.Is(err, s3client.ErrNoSuchBucket) {
 		it.Vanished = true
 		return it, nil
 	}
@@ -303,7 +313,7 @@ func (inv *inventory) missingIn(ctx context.Context, bucket string, seen map[str
 		if cur.ModRev != v.ModRev {
 			return nil // it moved on since; the next pass looks again
 		}
-		present, err := inv.s3.exists(ctx, bucket, s.Key, s.UploadID)
+		present, err := inv.s3.UploadExists(ctx, bucket, s.Key, s.UploadID)
 		if err != nil {
 			return fmt.Errorf("check upload of session %s/%s: %w", bucket, s.UploadID, err)
 		}

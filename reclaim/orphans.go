@@ -10,6 +10,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // Orphans are backend uploads without a session. A pass only holds and
@@ -115,8 +116,8 @@ func (r *Reclaimer) Adopt(ctx context.Context, bucket, key, uploadID, principal 
 	if err != nil {
 		return etcdstore.OrphanRecord{}, err
 	}
-	parts, size, err := r.s3.countParts(ctx, bucket, key, uploadID)
-	if errors.Is(err, errNoSuchUpload) || errors.Is(err, errNoSuchBucket) {
+	parts, size, err := r.s3.CountParts(ctx, bucket, key, uploadID)
+	if errors.Is(err, s3client.ErrNoSuchUpload) || errors.Is(err, s3client.ErrNoSuchBucket) {
 		return etcdstore.OrphanRecord{}, ErrNoSuchUpload
 	}
 	if err != nil {
@@ -209,8 +210,8 @@ func (r *Reclaimer) deleteOrphan(ctx context.Context, t term, principal string, 
 	} else if !errors.Is(err, etcdstore.ErrNotFound) {
 		return res, err
 	}
-	parts, size, err := r.s3.countParts(ctx, ref.Bucket, ref.Key, ref.UploadID)
-	if errors.Is(err, errNoSuchUpload) || errors.Is(err, errNoSuchBucket) {
+	parts, size, err := r.s3.CountParts(ctx, ref.Bucket, ref.Key, ref.UploadID)
+	if errors.Is(err, s3client.ErrNoSuchUpload) || errors.Is(err, s3client.ErrNoSuchBucket) {
 		res.Outcome = ErrNoSuchUpload.Error()
 		return res, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // Defaults for Config.
@@ -38,7 +39,9 @@ type Config struct {
 	// Sessions is the session service whose reconciler runs first in
 	// every pass.
 	Sessions *multipart.Service
-	Backend  multipart.Backend
+	// Backend is the signed connection to the backend that the reclaimer
+	// lists, reads, aborts and deletes through (s3client, no retries).
+	Backend s3client.Backend
 	// Elector, when set, is the election candidate to campaign with;
 	// otherwise one is made on Store's client with ID and ElectionTTL.
 	Elector     *Elector
@@ -97,7 +100,7 @@ type Reclaimer struct {
 	cfg      Config
 	store    *etcdstore.Store
 	sessions *multipart.Service
-	s3       s3
+	s3       *s3client.Client
 	elector  *Elector
 	log      *slog.Logger
 	metrics  *metrics
@@ -128,7 +131,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	if cfg.BatchSize > 1000 {
 		return nil, fmt.Errorf("reclaim: batch size %d is above 1000, the most S3 lists at once", cfg.BatchSize)
 	}
-	s3c := s3{b: cfg.Backend, timeout: cfg.BackendTimeout}
+	s3c := s3client.New(cfg.Backend, cfg.BackendTimeout)
 	// The digest sweep's configuration is checked before anything is
 	// started or registered; its metrics are the reclaimer's, made below.
 	var (
@@ -138,7 +141,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	if cfg.Digests != nil {
 		var err error
 		sw, err = digests.NewSweep(*cfg.Digests, digests.SweepDeps{
-			Store: cfg.Store, Backend: digestBackend{s3c}, Logger: cfg.Logger, Metrics: dm,
+			Store: cfg.Store, Backend: s3c, Logger: cfg.Logger, Metrics: dm,
 			BatchSize: cfg.BatchSize, Parallel: cfg.Parallel,
 		})
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // MaxStampedBody bounds the backend error documents StampResponse reads
@@ -51,16 +53,8 @@ func concat(parts ...[]byte) []byte {
 
 // isErrorDocument reports whether body's root element is <Error>.
 func isErrorDocument(body []byte) bool {
-	d := xml.NewDecoder(bytes.NewReader(body))
-	for {
-		t, err := d.Token()
-		if err != nil {
-			return false
-		}
-		if se, ok := t.(xml.StartElement); ok {
-			return se.Name.Local == "Error"
-		}
-	}
+	_, _, ok := s3client.ErrorDocument(body)
+	return ok
 }
 
 // StampResponse restamps the error document of a backend response (see

@@ -1,0 +1,188 @@
+package s3client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sweepgate/sweepgate/s3client"
+)
+
+// plainBackend addresses an unsigned test server path-style.
+type plainBackend struct{ endpoint string }
+
+func (b plainBackend) NewRequest(ctx context.Context, method, bucket, key string, query url.Values) (*http.Request, error) {
+	u := b.endpoint + "/" + bucket
+	if key != "" {
+		u += "/" + key
+	}
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	return http.NewRequestWithContext(ctx, method, u, nil)
+}
+
+func (b plainBackend) RoundTrip(req *http.Request) (*http.Response, error) {
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// serve returns a client of a server that answers every request with h,
+// counting the requests.
+func serve(t *testing.T, h http.HandlerFunc) (*s3client.Client, *atomic.Int64) {
+	t.Helper()
+	n := new(atomic.Int64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return s3client.New(plainBackend{srv.URL}, 0), n
+}
+
+// TestAnswersMinIOCannotGive covers answers a healthy MinIO never gives:
+// oversized and cut-off bodies, a non-XML 500, an error document in a 200.
+func TestAnswersMinIOCannotGive(t *testing.T) {
+	ctx := t.Context()
+
+	t.Run("oversized listing", func(t *testing.T) {
+		c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/xml")
+			_, _ = w.Write([]byte("<ListAllMyBucketsResult><Owner>"))
+			_, _ = w.Write(bytes.Repeat([]byte("x"), s3client.MaxAnswer))
+			_, _ = w.Write([]byte("</Owner></ListAllMyBucketsResult>"))
+		})
+		if _, err := c.ListBuckets(ctx); !errors.Is(err, s3client.ErrTooLarge) {
+			t.Errorf("ListBuckets of an oversized answer = %v; want ErrTooLarge", err)
+		}
+	})
+
+	t.Run("cut-off listing", func(t *testing.T) {
+		c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "1000")
+			_, _ = w.Write([]byte("<ListBucketResult><IsTruncated>false</IsTruncated>"))
+		})
+		if _, err := c.ListObjects(ctx, "b", "", "", 10); err == nil {
+			t.Error("ListObjects of a cut-off answer succeeded")
+		}
+	})
+
+	t.Run("non-XML 500", func(t *testing.T) {
+		c, n := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "upstream exploded", http.StatusInternalServerError)
+		})
+		err := c.Abort(ctx, "b", "k", "id")
+		var se *s3client.Error
+		if !errors.As(err, &se) || se.Status != 500 || se.Code != "" || !strings.Contains(string(se.Body), "exploded") {
+			t.Errorf("Abort answered a non-XML 500 = %v; want an *Error with status 500 and no code", err)
+		}
+		if n.Load() != 1 {
+			t.Errorf("Abort sent %d requests after a 500; want 1 (no retry)", n.Load())
+		}
+	})
+
+	t.Run("error document in a 200", func(t *testing.T) {
+		c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<Error><Code>InternalError</Code><Message>try again</Message></Error>"))
+		})
+		_, err := c.DeleteObjects(ctx, "b", []string{"k"})
+		var se *s3client.Error
+		if !errors.As(err, &se) || se.Status != 200 || se.Code != "InternalError" || se.Message != "try again" {
+			t.Errorf("DeleteObjects answered an error document in a 200 = %v; want an *Error", err)
+		}
+	})
+
+	t.Run("object past its limit without a length", func(t *testing.T) {
+		c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("ETag", `"e"`)
+			w.(http.Flusher).Flush() // no Content-Length: the body is chunked
+			_, _ = w.Write(bytes.Repeat([]byte("y"), 101))
+		})
+		if _, _, err := c.Get(ctx, "b", "k", s3client.GetOptions{}, 100); !errors.Is(err, s3client.ErrTooLarge) {
+			t.Errorf("Get of 101 bytes within 100 = %v; want ErrTooLarge", err)
+		}
+		body, etag, err := c.Get(ctx, "b", "k", s3client.GetOptions{}, 101)
+		if err != nil || len(body) != 101 || etag != "e" {
+			t.Errorf("Get of 101 bytes within 101 = %d bytes, %q, %v", len(body), etag, err)
+		}
+	})
+
+	t.Run("oversized refusal of an object read", func(t *testing.T) {
+		c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write(bytes.Repeat([]byte("z"), s3client.MaxAnswer+1))
+		})
+		_, _, err := c.Get(ctx, "b", "k", s3client.GetOptions{}, 100)
+		var se *s3client.Error
+		if err == nil || errors.Is(err, s3client.ErrTooLarge) || errors.As(err, &se) {
+			t.Errorf("Get refused with an oversized body = %v; want an error that is neither ErrTooLarge nor an *Error", err)
+		}
+	})
+
+	t.Run("cut-off object", func(t *testing.T) {
+		c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(50))
+			_, _ = w.Write([]byte("short"))
+		})
+		if _, _, err := c.Get(ctx, "b", "k", s3client.GetOptions{}, 100); err == nil {
+			t.Error("Get of a cut-off body succeeded")
+		}
+	})
+}
+
+func TestReadBody(t *testing.T) {
+	for _, tt := range []struct {
+		n, limit int
+		tooLarge bool
+	}{{0, 0, false}, {10, 10, false}, {11, 10, true}, {1, 0, true}} {
+		b, err := s3client.ReadBody(bytes.NewReader(make([]byte, tt.n)), int64(tt.limit))
+		if tt.tooLarge != errors.Is(err, s3client.ErrTooLarge) || (!tt.tooLarge && len(b) != tt.n) {
+			t.Errorf("ReadBody(%d bytes, limit %d) = %d bytes, %v", tt.n, tt.limit, len(b), err)
+		}
+	}
+}
+
+func TestErrorDocument(t *testing.T) {
+	tests := []struct {
+		body, code, message string
+		ok                  bool
+	}{
+		{`<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<Error><Code>NoSuchUpload</Code><Message>x</Message></Error>`, "NoSuchUpload", "x", true},
+		{"   \n  <Error><Code>InternalError</Code></Error>", "InternalError", "", true},
+		{`<CompleteMultipartUploadResult><ETag>x</ETag></CompleteMultipartUploadResult>`, "", "", false},
+		{`<DeleteResult><Error><Key>k</Key><Code>AccessDenied</Code></Error></DeleteResult>`, "", "", false},
+		{``, "", "", false},
+		{`upstream exploded`, "", "", false},
+		{`<Error><Code>`, "", "", true},
+	}
+	for _, tt := range tests {
+		code, msg, ok := s3client.ErrorDocument([]byte(tt.body))
+		if code != tt.code || msg != tt.message || ok != tt.ok {
+			t.Errorf("ErrorDocument(%q) = %q, %q, %v; want %q, %q, %v", tt.body, code, msg, ok, tt.code, tt.message, tt.ok)
+		}
+	}
+}
+
+func TestResultETag(t *testing.T) {
+	tests := []struct {
+		body, etag string
+		ok         bool
+	}{
+		{`<CopyObjectResult><ETag>"abc"</ETag></CopyObjectResult>`, "abc", true},
+		{`<CompleteMultipartUploadResult><ETag>&#34;abc-2&#34;</ETag></CompleteMultipartUploadResult>`, "abc-2", true},
+		{`<Error><Code>InternalError</Code><ETag>x</ETag></Error>`, "", false},
+		{`<CopyObjectResult></CopyObjectResult>`, "", false},
+		{`not xml`, "", false},
+	}
+	for _, tt := range tests {
+		if etag, ok := s3client.ResultETag([]byte(tt.body)); etag != tt.etag || ok != tt.ok {
+			t.Errorf("ResultETag(%q) = %q, %v; want %q, %v", tt.body, etag, ok, tt.etag, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package s3client
+
+import "encoding/xml"
+
+// The documents of the calls the client makes, with the elements it reads.
+
+// errorDocument is an S3 <Error> document.
+type errorDocument struct {
+	Code    string `xml:"Code"`
+	Message string `xml:"Message"`
+}
+
+// resultDocument is any result document carrying an ETag
+// (CopyObjectResult, CompleteMultipartUploadResult, CopyPartResult).
+type resultDocument struct {
+	XMLName xml.Name
+	ETag    string `xml:"ETag"`
+}
+
+type listBucketsResult struct {
+	Buckets []struct {
+		Name string `xml:"Name"`
+	} `xml:"Buckets>Bucket"`
+	ContinuationToken string `xml:"ContinuationToken"`
+}
+
+type listUploadsResult struct {
+	EncodingType       string `xml:"EncodingType"`
+	NextKeyMarker      string `xml:"NextKeyMarker"`
+	NextUploadIDMarker string `xml:"NextUploadIdMarker"`
+	IsTruncated        bool   `xml:"IsTruncated"`
+	Uploads            []struct {
+		Key       string `xml:"Key"`
+		UploadID  string `xml:"UploadId"`
+		Initiated string `xml:"Initiated"`
+	} `xml:"Upload"`
+}
+
+type listPartsResult struct {
+	IsTruncated          bool   `xml:"IsTruncated"`
+	NextPartNumberMarker string `xml:"NextPartNumberMarker"`
+	Parts                []struct {
+		Size int64 `xml:"Size"`
+	} `xml:"Part"`
+}
+
+type listObjectsResult struct {
+	EncodingType          string `xml:"EncodingType"`
+	IsTruncated           bool   `xml:"IsTruncated"`
+	NextContinuationToken string `xml:"NextContinuationToken"`
+	Contents              []struct {
+		Key          string `xml:"Key"`
+		Size         int64  `xml:"Size"`
+		ETag         string `xml:"ETag"`
+		LastModified string `xml:"LastModified"`
+	} `xml:"Contents"`
+}
+
+type deleteKey struct {
+	Key string `xml:"Key"`
+}
+
+type deleteRequest struct {
+	XMLName xml.Name    `xml:"Delete"`
+	Quiet   bool        `xml:"Quiet"`
+	Objects []deleteKey `xml:"Object"`
+}
+
+type deleteResult struct {
+	Deleted []deleteKey `xml:"Deleted"`
+	Errors  []struct {
+		Key     string `xml:"Key"`
+		Code    string `xml:"Code"`
+		Message string `xml:"Message"`
+	} `xml:"Error"`
+}

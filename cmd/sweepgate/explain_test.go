@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 )
 
 // TestExplainCLI runs `sweepgate explain` against the API.
@@ -46,7 +46,7 @@ func TestExplainCLI(t *testing.T) {
 	}
 
 	code, out, _ = run(exBucket, w.orphan, "--json")
-	var ex reclaim.UploadExplanation
+	var ex adminapi.UploadExplanation
 	if code != exitOK || json.Unmarshal([]byte(out), &ex) != nil || ex.Verdict != "hold" || ex.Steps[len(ex.Steps)-1].Rule != "no_session" {
 		t.Errorf("orphan --json: exit %d:\n%s", code, out)
 	}
@@ -86,7 +86,7 @@ func TestExplainCLI(t *testing.T) {
 		t.Errorf("pending blob: exit %d:\n%s", code, out)
 	}
 	code, out, _ = run(w.unrefd, "--json")
-	var dx reclaim.DigestExplanation
+	var dx adminapi.DigestExplanation
 	if code != exitOK || json.Unmarshal([]byte(out), &dx) != nil || dx.Verdict != "pending" {
 		t.Errorf("pending blob --json: exit %d:\n%s", code, out)
 	}

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/config"
 )
 
@@ -151,14 +152,14 @@ func (c *cli) frontierReport(ctx context.Context, args []string) int {
 	}
 	path := "/admin/v1/frontiers/" + url.PathEscape(plane)
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: path,
-		body: apiFrontierReport{Revision: &rev, By: by}, timeout: adminClientTimeout})
+		body: adminapi.FrontierReport{Revision: &rev, By: by}, timeout: adminClientTimeout})
 	if code != exitOK {
 		return code
 	}
 	if status != http.StatusOK {
 		return c.apiFailure(name, f.admin+path, status, body)
 	}
-	var p apiPlane
+	var p adminapi.Plane
 	if err := json.Unmarshal(body, &p); err != nil || p.Plane == "" {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a plane's frontier: %s\n", name, f.admin, snippet(body, err))
 		return exitError
@@ -187,7 +188,7 @@ func (c *cli) frontierList(ctx context.Context, args []string) int {
 	if code != exitOK {
 		return code
 	}
-	var list apiFrontiers
+	var list adminapi.Frontiers
 	if err := json.Unmarshal(body, &list); err != nil || list.Planes == nil {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a frontier list: %s\n", name, f.admin, snippet(body, err))
 		return exitError
@@ -199,7 +200,7 @@ func (c *cli) frontierList(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func writeFrontiers(w io.Writer, list *apiFrontiers) {
+func writeFrontiers(w io.Writer, list *adminapi.Frontiers) {
 	fmt.Fprintf(w, "etcd's current revision: %d\n", list.Revision)
 	if len(list.Planes) == 0 {
 		fmt.Fprintln(w, "No plane is configured (digests.planes) or has reported: deletes wait for no replica or backup.")

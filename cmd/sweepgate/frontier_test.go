@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 )
 
 func TestFrontierCLI(t *testing.T) {
@@ -46,7 +48,7 @@ func TestFrontierCLI(t *testing.T) {
 	}
 	// A plane the gateway does not gate on may report; the CLI says so.
 	code, out, _ = run("frontier", "report", "--plane=elsewhere", "--revision=1", "--json")
-	var p apiPlane
+	var p adminapi.Plane
 	if code != exitOK || json.Unmarshal([]byte(out), &p) != nil || p.Plane != "elsewhere" || p.Configured || p.By != "127.0.0.1" {
 		t.Fatalf("report --json: exit %d:\n%s", code, out)
 	}
@@ -76,7 +78,7 @@ func TestFrontierCLI(t *testing.T) {
 		t.Errorf("row order %q", order)
 	}
 	code, out, _ = run("frontier", "list", "--json")
-	var list apiFrontiers
+	var list adminapi.Frontiers
 	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Planes) != 3 || !strings.Contains(out, "\n  \"planes\": [") {
 		t.Errorf("list --json: exit %d:\n%s", code, out)
 	}

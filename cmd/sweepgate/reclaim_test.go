@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/admin"
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -20,10 +22,10 @@ func TestReclaimCLI(t *testing.T) {
 	e := newReclaimEnv(t)
 	s := e.scenario()
 	term, _ := e.leader.Leader()
-	admin := []string{"--admin", e.base}
+	adminArgs := []string{"--admin", e.base}
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
-		return runCLI(t, nil, append(args, admin...)...)
+		return runCLI(t, nil, append(args, adminArgs...)...)
 	}
 
 	code, out, errOut := run("reclaim", "status")
@@ -49,7 +51,7 @@ func TestReclaimCLI(t *testing.T) {
 	}
 
 	code, out, _ = run("reclaim", "plan", "--json")
-	var plan reclaim.Report
+	var plan adminapi.Report
 	if err := json.Unmarshal([]byte(out), &plan); code != exitOK || err != nil || !plan.DryRun || plan.Uploads.Mark.Parts != 2 {
 		t.Errorf("plan --json: exit %d, %v:\n%s", code, err, out)
 	}
@@ -65,7 +67,7 @@ func TestReclaimCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); code != exitOK || err != nil {
 		t.Fatalf("status --json: exit %d, %v:\n%s", code, err, out)
 	}
-	var uploads reclaim.Uploads
+	var uploads adminapi.Uploads
 	if err := json.Unmarshal(doc["uploads"], &uploads); err != nil || uploads.Mark.Parts != 2 || string(doc["pass"]) != "1" || string(doc["refused"]) != `""` {
 		t.Errorf("status --json: %v:\n%s", err, out)
 	}
@@ -83,7 +85,7 @@ func TestReclaimCLI(t *testing.T) {
 		t.Errorf("orphans: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	code, out, _ = run("reclaim", "orphans", "list", "--fresh", "--json")
-	var list apiOrphans
+	var list adminapi.Orphans
 	if err := json.Unmarshal([]byte(out), &list); code != exitOK || err != nil || !list.Fresh || list.Total != 2 {
 		t.Errorf("orphans --fresh --json: exit %d %v:\n%s", code, err, out)
 	}
@@ -138,7 +140,7 @@ func TestReclaimCLI(t *testing.T) {
 	e.clock.Advance(25 * time.Hour)
 	var stdout, stderr syncBuffer
 	c := &cli{stdout: &stdout, stderr: &stderr, isTerminal: func(io.Writer) bool { return true }}
-	if code := c.run(t.Context(), append([]string{"reclaim", "run"}, admin...)); code != exitOK ||
+	if code := c.run(t.Context(), append([]string{"reclaim", "run"}, adminArgs...)); code != exitOK ||
 		!strings.Contains(stdout.String(), "Pass 2, term") || !strings.Contains(stdout.String(), "deleted 1 (2 parts, 2.0 KiB)") {
 		t.Errorf("streamed run: exit %d, stderr %q:\n%s", code, stderr.String(), stdout.String())
 	}
@@ -147,7 +149,7 @@ func TestReclaimCLI(t *testing.T) {
 	}
 
 	// A gateway that does not lead names the one that does.
-	follower := e.serveAPI(e.reclaimer("follower@test"), reclaimerInfo{ID: "follower@test", Enabled: true})
+	follower := e.serveAPI(e.reclaimer("follower@test"), admin.ReclaimerInfo{ID: "follower@test", Enabled: true})
 	code, _, errOut = runCLI(t, nil, "reclaim", "run", "--admin", follower)
 	if code != exitError || !strings.Contains(errOut, "the leader is leader@test") {
 		t.Errorf("run on a follower: exit %d, stderr %q", code, errOut)
@@ -177,7 +179,7 @@ func stubAPI(t *testing.T, routes map[string]func(w http.ResponseWriter, r *http
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, ok := routes[r.Method+" "+r.URL.Path]
 		if !ok {
-			writeAPIError(w, http.StatusNotFound, codeNotFound, "no such endpoint in the stub")
+			writeAPIError(w, http.StatusNotFound, adminapi.CodeNotFound, "no such endpoint in the stub")
 			return
 		}
 		h(w, r)
@@ -189,20 +191,20 @@ func stubAPI(t *testing.T, routes map[string]func(w http.ResponseWriter, r *http
 func TestReclaimCLIExitStatus(t *testing.T) {
 	t.Parallel()
 	started := time.Date(2030, 5, 6, 7, 0, 0, 0, time.UTC)
-	refused := reclaim.Report{Pass: 9, Term: 4, Started: started, Finished: started.Add(2 * time.Second),
+	refused := adminapi.Report{Pass: 9, Term: 4, Started: started, Finished: started.Add(2 * time.Second),
 		Refused: "plan deletes 30 of 40 stored parts (75.0%), above max_delete_fraction",
-		Uploads: reclaim.Uploads{Delete: reclaim.Count{Sessions: 3, Parts: 30, Bytes: 30 << 20}, Keep: reclaim.Count{Sessions: 1, Parts: 10, Bytes: 10 << 20}},
-		Breaker: reclaim.Breaker{DeleteParts: 30, StoredParts: 40, MaxDelete: -1, MaxDeleteFraction: 0.25}}
-	stopped := reclaim.Report{Pass: 10, Term: 4, Started: started, Finished: started.Add(time.Second),
-		Stopped: "recorded activity in the future", Totals: reclaim.ListTotals{Orphans: 3},
-		Orphans: []reclaim.Orphan{{Bucket: "b", Key: "k", UploadID: "u", Parts: 2, Bytes: 2048, Initiated: started}}}
-	ok := reclaim.Report{Pass: 11, Term: 4, Started: started, Finished: started.Add(time.Second)}
-	status := func(rep reclaim.Report) func(w http.ResponseWriter, r *http.Request) {
+		Uploads: adminapi.Uploads{Delete: adminapi.Count{Sessions: 3, Parts: 30, Bytes: 30 << 20}, Keep: adminapi.Count{Sessions: 1, Parts: 10, Bytes: 10 << 20}},
+		Breaker: adminapi.Breaker{DeleteParts: 30, StoredParts: 40, MaxDelete: -1, MaxDeleteFraction: 0.25}}
+	stopped := adminapi.Report{Pass: 10, Term: 4, Started: started, Finished: started.Add(time.Second),
+		Stopped: "recorded activity in the future", Totals: adminapi.ListTotals{Orphans: 3},
+		Orphans: []adminapi.Orphan{{Bucket: "b", Key: "k", UploadID: "u", Parts: 2, Bytes: 2048, Initiated: started}}}
+	ok := adminapi.Report{Pass: 11, Term: 4, Started: started, Finished: started.Add(time.Second)}
+	status := func(rep adminapi.Report) func(w http.ResponseWriter, r *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, apiReclaimStatus{Report: rep, Reclaimer: apiReclaimer{ID: "a@x", Enabled: true}})
+			writeJSON(w, http.StatusOK, adminapi.ReclaimStatus{Report: rep, Reclaimer: adminapi.Reclaimer{ID: "a@x", Enabled: true}})
 		}
 	}
-	report := func(rep reclaim.Report) func(w http.ResponseWriter, r *http.Request) {
+	report := func(rep adminapi.Report) func(w http.ResponseWriter, r *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, rep) }
 	}
 	tests := []struct {
@@ -219,19 +221,19 @@ func TestReclaimCLIExitStatus(t *testing.T) {
 			[]string{"run"}, exitRefused, []string{"STOPPED, nothing further marked or deleted: recorded activity in the future", "(The lists are cut short; the counts are complete.)"}, ""},
 		{"run ok", map[string]func(http.ResponseWriter, *http.Request){"POST /admin/v1/reclaim/run": report(ok)},
 			[]string{"run"}, exitOK, []string{"Pass 11, term 4"}, ""},
-		{"plan would refuse", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/plan": report(func() reclaim.Report { r := refused; r.DryRun = true; return r }())},
+		{"plan would refuse", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/plan": report(func() adminapi.Report { r := refused; r.DryRun = true; return r }())},
 			[]string{"plan", "--json"}, exitRefused, []string{`"refused": "plan deletes 30`}, ""},
 		{"status refused", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(refused)},
 			[]string{"status"}, exitRefused, []string{"Newest pass report:", "REFUSED"}, ""},
 		{"status stopped json", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(stopped)},
 			[]string{"status", "--json"}, exitRefused, []string{`"stopped": "recorded activity in the future"`}, ""},
-		{"status nothing yet", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(reclaim.Report{})},
+		{"status nothing yet", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(adminapi.Report{})},
 			[]string{"status"}, exitOK, []string{"no gateway leads now", "No pass report yet."}, ""},
 		{"no reports", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/reports": func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, apiReports{Reports: []reclaim.Report{}})
+			writeJSON(w, http.StatusOK, adminapi.Reports{Reports: []adminapi.Report{}})
 		}}, []string{"reports"}, exitOK, []string{"No pass reports yet."}, ""},
 		{"not leader", map[string]func(http.ResponseWriter, *http.Request){"POST /admin/v1/reclaim/run": func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusConflict, apiNotLeader{Error: apiError{Code: codeNotLeader, Message: "the leader is b@y (term 3)"}, Leader: &reclaim.LeaderInfo{ID: "b@y", Term: 3}})
+			writeJSON(w, http.StatusConflict, adminapi.NotLeader{Error: adminapi.ErrorDetail{Code: adminapi.CodeNotLeader, Message: "the leader is b@y (term 3)"}, Leader: &adminapi.Leader{ID: "b@y", Term: 3}})
 		}}, []string{"run"}, exitError, nil, "the leader is b@y"},
 		{"not the API", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusBadGateway)
@@ -239,7 +241,7 @@ func TestReclaimCLIExitStatus(t *testing.T) {
 		}}, []string{"status"}, exitError, nil, "not the sweepgate admin API"},
 		{"old gateway", nil, []string{"plan"}, exitNotFound, nil, "no such endpoint"},
 		{"disabled", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/orphans": func(w http.ResponseWriter, r *http.Request) {
-			writeAPIError(w, http.StatusServiceUnavailable, codeReclaimDisabled, "this gateway has no reclaimer")
+			writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeReclaimDisabled, "this gateway has no reclaimer")
 		}}, []string{"orphans"}, exitError, nil, "this gateway has no reclaimer"},
 	}
 	for _, tt := range tests {
@@ -276,14 +278,14 @@ func TestReclaimCLIProgress(t *testing.T) {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			enc := json.NewEncoder(w)
 			for i := range 3 {
-				enc.Encode(apiStreamLine{Progress: &reclaim.Progress{Pass: 3, DryRun: true, Phase: "inventory", Bucket: "photos", Started: started,
-					Uploads: reclaim.Uploads{Keep: reclaim.Count{Sessions: int64(1000 * (i + 1))}}}})
+				enc.Encode(adminapi.StreamLine{Progress: &adminapi.Progress{Pass: 3, DryRun: true, Phase: "inventory", Bucket: "photos", Started: started,
+					Uploads: adminapi.Uploads{Keep: adminapi.Count{Sessions: int64(1000 * (i + 1))}}}})
 			}
-			enc.Encode(apiStreamLine{Report: &reclaim.Report{Pass: 3, DryRun: true, Started: started, Finished: time.Now().UTC()}})
+			enc.Encode(adminapi.StreamLine{Report: &adminapi.Report{Pass: 3, DryRun: true, Started: started, Finished: time.Now().UTC()}})
 		},
 		"POST /admin/v1/reclaim/run": func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/x-ndjson")
-			json.NewEncoder(w).Encode(apiStreamLine{Progress: &reclaim.Progress{Pass: 4, Phase: "act"}})
+			json.NewEncoder(w).Encode(adminapi.StreamLine{Progress: &adminapi.Progress{Pass: 4, Phase: "act"}})
 		},
 	})
 	terminal := func(args ...string) (int, string, string) {
@@ -302,5 +304,17 @@ func TestReclaimCLIProgress(t *testing.T) {
 	code, _, errOut = terminal("reclaim", "run")
 	if code != exitError || !strings.Contains(errOut, "the answer ended early") || !strings.Contains(errOut, "sweepgate reclaim status") {
 		t.Errorf("cut-short stream: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestProgressText checks the line a terminal shows for a streamed pass's
+// progress (TestReclaimStream in package admin checks the stream).
+func TestProgressText(t *testing.T) {
+	t.Parallel()
+	started := time.Now().UTC()
+	p := &adminapi.Progress{Pass: 7, DryRun: true, Phase: "inventory", Started: started,
+		Uploads: adminapi.Uploads{Keep: adminapi.Count{Sessions: 3}}}
+	if got := progressText(p, started.Add(90*time.Second)); !strings.Contains(got, "plan 7: inventory") || !strings.Contains(got, "1m30s") {
+		t.Errorf("progress text %q", got)
 	}
 }

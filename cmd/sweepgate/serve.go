@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sweepgate/sweepgate/admin"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -46,9 +47,6 @@ const (
 	// maxHeaderBytes leaves room for S3's 8 KiB of user metadata, long
 	// presigned query strings and the usual headers, and no more.
 	maxHeaderBytes = 64 << 10
-	// readyCheckTimeout bounds each dependency check behind /readyz, below
-	// the usual probe timeouts.
-	readyCheckTimeout = 3 * time.Second
 	// reclaimerStopTimeout bounds the wait for the reclaimer to stop its
 	// pass and resign at shutdown. Its pass stops at once (its context
 	// ends; the fence keeps a write under way from landing), and resigning
@@ -222,8 +220,8 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 	if err != nil {
 		return err
 	}
-	progress := newProgressHub()
-	rec, err := newReclaimer(cfg, store, gw, layout, reg, logger, progress.publish, fault, addrs.Admin)
+	progress := admin.NewProgressHub()
+	rec, err := newReclaimer(cfg, store, gw, layout, reg, logger, progress.Publish, fault, addrs.Admin)
 	if err != nil {
 		return err
 	}
@@ -266,24 +264,28 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 	}
 	var draining atomic.Bool
 	if adminL != nil {
-		admin := &adminHandler{
-			registry: reg,
-			draining: &draining,
-			checks: []readyCheck{
-				{"etcd", func(ctx context.Context) error { return etcdstore.Health(ctx, etcdClient) }},
-				{"backend", gw.CheckBackend},
+		adminHandler := admin.New(admin.Config{
+			Registry: reg,
+			Draining: &draining,
+			Checks: []admin.ReadyCheck{
+				{Name: "etcd", Check: func(ctx context.Context) error { return etcdstore.Health(ctx, etcdClient) }},
+				{Name: "backend", Check: gw.CheckBackend},
 			},
-			sessions: sessionsAPI{store: store, log: logger},
-			reclaim:  reclaimAPI{r: rec.r, store: store, info: rec.info, progress: progress, log: logger},
-			digests:  digestAPI{store: store, planes: cfg.Digests.Planes, log: logger},
-			token:    adminToken,
-			hosts:    newHostPolicy(cfg.Admin.Listen, adminL.Addr(), cfg.Admin.Hosts),
-			log:      logger,
-		}
+			Store:         store,
+			Reclaimer:     rec.r,
+			ReclaimerInfo: rec.info,
+			Progress:      progress,
+			Planes:        cfg.Digests.Planes,
+			Token:         adminToken,
+			Listen:        cfg.Admin.Listen,
+			Addr:          adminL.Addr(),
+			Hosts:         cfg.Admin.Hosts,
+			Logger:        logger,
+		})
 		listeners = append(listeners, adminL)
 		adminL = nil // the server owns it now
 		servers = append(servers, &http.Server{
-			Handler:           admin.mux(),
+			Handler:           adminHandler,
 			ReadHeaderTimeout: 10 * time.Second,
 			// Admin responses are small; a client that reads a metrics page
 			// for longer than this is stuck.
@@ -326,7 +328,7 @@ func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, buil
 		"etcd_endpoints", endpoints,
 		"etcd_prefix", cfg.Etcd.Prefix,
 		"backend", cfg.Backend.Endpoint,
-		"reclaimer", rec.info.mode(),
+		"reclaimer", rec.info.Mode(),
 		"reclaimer_id", rec.info.ID,
 	)
 	if onServing != nil {
@@ -542,35 +544,10 @@ func reclaimDigests(cfg *config.Config, layout *cas.Layout) *reclaim.DigestsConf
 	}
 }
 
-// reclaimerInfo describes this process's reclaimer for the admin API and
-// the start-up line.
-type reclaimerInfo struct {
-	// ID is what this process campaigns with: host name and admin address.
-	ID string
-	// Enabled says it campaigns (reclaim.enabled); a process that does not
-	// still answers reads and plans.
-	Enabled bool
-	DryRun  bool
-	// Off says why there is no reclaimer at all, when there is none.
-	Off string
-}
-
-func (i reclaimerInfo) mode() string {
-	switch {
-	case i.Off != "":
-		return "off: " + i.Off
-	case !i.Enabled:
-		return "off: reclaim.enabled is false (answers reads and plans, never leads)"
-	case i.DryRun:
-		return "on, dry run (reclaim.dry_run: every pass is a plan)"
-	}
-	return "on"
-}
-
 // serveReclaimer is serve's reclaimer: r is nil when sessions are off.
 type serveReclaimer struct {
 	r    *reclaim.Reclaimer
-	info reclaimerInfo
+	info admin.ReclaimerInfo
 }
 
 // reclaimerID names this process in the election: its host name and admin
@@ -594,7 +571,7 @@ func reclaimerID(adminAddr string) string {
 func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gateway, layout *cas.Layout, reg prometheus.Registerer,
 	logger *slog.Logger, progress func(reclaim.Progress), fault func(string), adminAddr string) (serveReclaimer, error) {
 	rc := cfg.Reclaim
-	info := reclaimerInfo{ID: reclaimerID(adminAddr), Enabled: rc.Enabled, DryRun: rc.DryRun}
+	info := admin.ReclaimerInfo{ID: reclaimerID(adminAddr), Enabled: rc.Enabled, DryRun: rc.DryRun}
 	sessions := gw.Sessions()
 	if sessions == nil {
 		info.Off, info.Enabled = "sessions.enabled is false, so there are no sessions to reclaim by", false

@@ -8,17 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
 // reclaimStatusOf reads a serve's reclaimer status through the CLI.
-func reclaimStatusOf(t *testing.T, s *server) apiReclaimStatus {
+func reclaimStatusOf(t *testing.T, s *server) adminapi.ReclaimStatus {
 	t.Helper()
 	code, out, errOut := runCLI(t, s.cliEnv, "reclaim", "status", "--json", "--admin", s.addrs.Admin)
 	if code != exitOK {
 		t.Fatalf("reclaim status: exit %d, stderr %q", code, errOut)
 	}
-	var st apiReclaimStatus
+	var st adminapi.ReclaimStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("reclaim status: %v\n%s", err, out)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
@@ -66,7 +67,7 @@ Examples:
 Exit status: 0 done, 1 error (admin API unreachable, etcd unavailable),
 2 bad command line, 3 no such session, 5 the admin API refused the request
 for want of the right admin token.
-`, adminFlagsHelp(18), maxListLimit, defaultListLimit, stateNames())
+`, adminFlagsHelp(18), adminapi.MaxListLimit, adminapi.DefaultListLimit, stateNames())
 }
 
 func (c *cli) sessionsCmd(ctx context.Context, args []string) int {
@@ -85,12 +86,12 @@ type sessionsFlags struct {
 }
 
 func (c *cli) parseSessionsFlags(name string, args []string, forList bool) (sessionsFlags, []string, int, bool) {
-	f := sessionsFlags{limit: defaultListLimit}
+	f := sessionsFlags{limit: adminapi.DefaultListLimit}
 	af, pos, code, ok := c.parseAdminFlags(name, args, (*cli).sessionsHelp, func(fs *flag.FlagSet) {
 		if forList {
 			fs.StringVar(&f.state, "state", "", "")
 			fs.StringVar(&f.bucket, "bucket", "", "")
-			fs.IntVar(&f.limit, "limit", defaultListLimit, "")
+			fs.IntVar(&f.limit, "limit", adminapi.DefaultListLimit, "")
 			fs.StringVar(&f.after, "after", "", "")
 		}
 	})
@@ -196,8 +197,8 @@ func (c *cli) sessionsList(ctx context.Context, args []string) int {
 		}
 		q.Set("state", f.state)
 	}
-	if f.limit < 1 || f.limit > maxListLimit {
-		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", f.limit, maxListLimit))
+	if f.limit < 1 || f.limit > adminapi.MaxListLimit {
+		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", f.limit, adminapi.MaxListLimit))
 	}
 	q.Set("limit", strconv.Itoa(f.limit))
 	if f.bucket != "" {
@@ -210,7 +211,7 @@ func (c *cli) sessionsList(ctx context.Context, args []string) int {
 	if code != exitOK {
 		return code
 	}
-	var list apiSessionList
+	var list adminapi.SessionList
 	if err := json.Unmarshal(body, &list); err != nil {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a session list: %v\n", name, f.admin, err)
 		return exitError
@@ -251,7 +252,7 @@ func (c *cli) sessionsShow(ctx context.Context, args []string) int {
 	if code != exitOK {
 		return code
 	}
-	var ans apiSessionAnswer
+	var ans adminapi.SessionAnswer
 	if err := json.Unmarshal(body, &ans); err != nil {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a session: %v\n", name, f.admin, err)
 		return exitError
@@ -365,10 +366,10 @@ func (c *cli) adminDo(ctx context.Context, name, base string, req adminRequest) 
 // decodeAPIError reads an error document; ok is false when body is not
 // one (a proxy, another service, a sweepgate too old to have the
 // endpoint).
-func decodeAPIError(body []byte) (e apiError, ok bool) {
-	var doc apiErrorBody
+func decodeAPIError(body []byte) (e adminapi.ErrorDetail, ok bool) {
+	var doc adminapi.ErrorBody
 	if json.Unmarshal(body, &doc) != nil || doc.Error.Code == "" {
-		return apiError{}, false
+		return adminapi.ErrorDetail{}, false
 	}
 	return doc.Error, true
 }
@@ -387,7 +388,7 @@ func (c *cli) apiFailure(name, u string, status int, body []byte) int {
 	}
 	fmt.Fprintf(c.stderr, "sweepgate %s: %s\n", name, e.Message)
 	switch {
-	case status == http.StatusNotFound && e.Code == codeNotFound:
+	case status == http.StatusNotFound && e.Code == adminapi.CodeNotFound:
 		return exitNotFound
 	case status == http.StatusBadRequest:
 		return exitUsage
@@ -408,7 +409,7 @@ func (c *cli) writeIndented(name string, body []byte) int {
 	return exitOK
 }
 
-func writeSession(w io.Writer, s *apiSessionDetail) {
+func writeSession(w io.Writer, s *adminapi.SessionDetail) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("Bucket", cell(s.Bucket))
@@ -516,4 +517,13 @@ func sizeText(n int64) string {
 		}
 	}
 	return fmt.Sprintf("%.1f %s (%d bytes)", v, suffix, n)
+}
+
+// stateNames lists the session states, for help and error texts.
+func stateNames() string {
+	names := make([]string, len(etcdstore.AllStates))
+	for i, s := range etcdstore.AllStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }

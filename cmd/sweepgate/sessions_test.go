@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 )
 
 func TestSessionsCLI(t *testing.T) {
@@ -76,7 +78,7 @@ func TestSessionsCLI(t *testing.T) {
 		if code != exitOK || errOut != "" {
 			t.Fatalf("exit %d, stderr %q", code, errOut)
 		}
-		var l apiSessionList
+		var l adminapi.SessionList
 		if err := json.Unmarshal([]byte(out), &l); err != nil {
 			t.Fatalf("--json output is not JSON: %v\n%s", err, out)
 		}
@@ -115,7 +117,7 @@ func TestSessionsCLI(t *testing.T) {
 
 	t.Run("show json", func(t *testing.T) {
 		code, out, _ := runCLI(t, nil, "sessions", "show", "--json", "--admin", base, "backups", "up-pending")
-		var ans apiSessionAnswer
+		var ans adminapi.SessionAnswer
 		if code != exitOK || json.Unmarshal([]byte(out), &ans) != nil || ans.Session.State != "cleanup_pending" || ans.Session.AbortAttempts != 2 {
 			t.Errorf("exit %d:\n%s", code, out)
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 )
 
 func TestTrashCLI(t *testing.T) {
@@ -47,7 +49,7 @@ func TestTrashCLI(t *testing.T) {
 		t.Errorf("truncated list: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	code, out, _ = run("trash", "list", "--bucket", "lfs", "--key", "p/x", "--json")
-	var list apiTrashList
+	var list adminapi.TrashList
 	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Trash) != 1 || list.Trash[0].Key != "p/x" {
 		t.Errorf("list --json: exit %d:\n%s", code, out)
 	}
@@ -68,7 +70,7 @@ func TestTrashCLI(t *testing.T) {
 	}
 	// The older, expired one by name, flags after the arguments.
 	code, out, _ = run("trash", "restore", "reg", "manifests/app", "--at", old, "--json")
-	var ans apiRestored
+	var ans adminapi.Restored
 	if code != exitOK || json.Unmarshal([]byte(out), &ans) != nil || !ans.Restored.Expired || !ans.Restored.DeletedAt.Equal(tOld) {
 		t.Errorf("restore --at --json: exit %d:\n%s", code, out)
 	}

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -113,11 +114,11 @@ func newExplainEnv(t *testing.T) *explainEnv {
 // serve serves the real admin handler with r as its reclaimer (nil: none).
 func (e *explainEnv) serve(r *reclaim.Reclaimer) string {
 	e.t.Helper()
-	a := &adminHandler{
+	a := &handler{
 		registry: prometheus.NewRegistry(),
 		draining: new(atomic.Bool),
 		sessions: sessionsAPI{store: e.store, log: slog.New(slog.DiscardHandler)},
-		reclaim:  reclaimAPI{r: r, store: e.store, info: reclaimerInfo{ID: "leader@test", Enabled: true}, progress: newProgressHub(), log: slog.New(slog.DiscardHandler)},
+		reclaim:  reclaimAPI{r: r, store: e.store, info: ReclaimerInfo{ID: "leader@test", Enabled: true}, progress: NewProgressHub(), log: slog.New(slog.DiscardHandler)},
 	}
 	srv := httptest.NewServer(testAdminHandler(a))
 	e.t.Cleanup(srv.Close)
@@ -262,7 +263,7 @@ func TestExplainAPI(t *testing.T) {
 	// The idle upload: the pass just marked it, so it is expired now and
 	// kept until the mark has stood for delete_after.
 	status, data := get("/admin/v1/explain/uploads/" + exBucket + "/" + url.PathEscape(w.idle))
-	ex := decodeAs[reclaim.UploadExplanation](t, data)
+	ex := decodeAs[adminapi.UploadExplanation](t, data)
 	if status != http.StatusOK || ex.Verdict != "keep" || ex.Session == nil || ex.Session.State != "expired" || ex.Key != "idle/object" ||
 		!ex.Backend.Present || ex.Backend.Parts != 2 || len(ex.History) != 2 || ex.History[1].Actor != "reclaimer" || ex.History[1].Term == 0 ||
 		ex.LastPass == nil || ex.LastPass.Pass != 1 {
@@ -284,7 +285,7 @@ func TestExplainAPI(t *testing.T) {
 	// The orphan: held; its key found by listing, or named.
 	for _, q := range []string{"", "?key=orphan%2Fobject"} {
 		status, data = get("/admin/v1/explain/uploads/" + exBucket + "/" + url.PathEscape(w.orphan) + q)
-		ex = decodeAs[reclaim.UploadExplanation](t, data)
+		ex = decodeAs[adminapi.UploadExplanation](t, data)
 		if status != http.StatusOK || ex.Verdict != "hold" || ex.Session != nil || ex.Key != "orphan/object" || ex.Backend.Parts != 3 ||
 			!bytes.Contains(data, []byte(`"session": null`)) {
 			t.Errorf("orphan%s: %d %s", q, status, data)
@@ -294,33 +295,33 @@ func TestExplainAPI(t *testing.T) {
 	// Path segments are escaped: an upload id with '/' and '+'.
 	e.session("odd/object", "a/b+c", etcdstore.StateActive, e.clock.Now())
 	status, data = get("/admin/v1/explain/uploads/" + exBucket + "/" + url.PathEscape("a/b+c"))
-	if ex = decodeAs[reclaim.UploadExplanation](t, data); status != http.StatusOK || ex.UploadID != "a/b+c" || ex.Verdict != "absent" {
+	if ex = decodeAs[adminapi.UploadExplanation](t, data); status != http.StatusOK || ex.UploadID != "a/b+c" || ex.Verdict != "absent" {
 		t.Errorf("escaped upload id: %d %s", status, data)
 	}
 
 	// Nothing known, a bad parameter, another method.
 	status, data = get("/admin/v1/explain/uploads/" + exBucket + "/no-such-upload")
-	wantError(t, "unknown upload", status, data, http.StatusNotFound, codeNotFound)
+	wantError(t, "unknown upload", status, data, http.StatusNotFound, adminapi.CodeNotFound)
 	if !bytes.Contains(data, []byte(`nothing is known about upload \"no-such-upload\" in bucket \"uploads\"`)) {
 		t.Errorf("unknown upload: %s", data)
 	}
 	status, data = get("/admin/v1/explain/uploads/" + exBucket + "/x?limit=3")
-	wantError(t, "unknown parameter", status, data, http.StatusBadRequest, codeBadRequest)
+	wantError(t, "unknown parameter", status, data, http.StatusBadRequest, adminapi.CodeBadRequest)
 	status, data = sendRaw(t, http.MethodPost, e.base+"/admin/v1/explain/uploads/"+exBucket+"/x", "application/json", "{}")
-	wantError(t, "POST", status, data, http.StatusMethodNotAllowed, codeMethodNotAllowed)
+	wantError(t, "POST", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
 
 	// The referenced blob: kept, naming the manifest.
 	status, data = get("/admin/v1/explain/digests/" + w.refd)
-	dx := decodeAs[reclaim.DigestExplanation](t, data)
+	dx := decodeAs[adminapi.DigestExplanation](t, data)
 	if status != http.StatusOK || dx.Verdict != "keep" || len(dx.References) != 1 || dx.References[0].Key != exManifests+"app/v1" ||
 		!strings.Contains(dx.Reason, "cas/manifests/app/v1") || dx.Blob == nil || dx.Blob.Bucket != exCAS {
 		t.Errorf("referenced blob: %d %s", status, data)
 	}
 	// The unreferenced one: pending, waiting for the backup plane.
 	status, data = get("/admin/v1/explain/digests/" + w.unrefd)
-	dx = decodeAs[reclaim.DigestExplanation](t, data)
+	dx = decodeAs[adminapi.DigestExplanation](t, data)
 	if status != http.StatusOK || dx.Verdict != "pending" || dx.Tombstone == nil || dx.Tombstone.State != "pending" ||
-		dx.RequiredFrontier != w.tombstoneRequire || len(dx.Planes) != 1 || dx.Planes[0] != (reclaim.ExplainPlane{Plane: "backup"}) ||
+		dx.RequiredFrontier != w.tombstoneRequire || len(dx.Planes) != 1 || dx.Planes[0] != (adminapi.ExplainPlane{Plane: "backup"}) ||
 		dx.Steps[len(dx.Steps)-1].Rule != "frontier_wait" || dx.NextPass != 2 {
 		t.Errorf("pending blob: %d %s", status, data)
 	}
@@ -334,9 +335,9 @@ func TestExplainAPI(t *testing.T) {
 
 	// A malformed digest, one nothing is known about.
 	status, data = get("/admin/v1/explain/digests/sha256:abc")
-	wantError(t, "bad digest", status, data, http.StatusBadRequest, codeBadRequest)
+	wantError(t, "bad digest", status, data, http.StatusBadRequest, adminapi.CodeBadRequest)
 	status, data = get("/admin/v1/explain/digests/sha256:" + strings.Repeat("0", 64))
-	wantError(t, "unknown digest", status, data, http.StatusNotFound, codeNotFound)
+	wantError(t, "unknown digest", status, data, http.StatusNotFound, adminapi.CodeNotFound)
 
 	// A reclaimer without the digest sweep, and a gateway without a
 	// reclaimer.
@@ -347,7 +348,7 @@ func TestExplainAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, data = sendRaw(t, http.MethodGet, e.serve(plain)+"/admin/v1/explain/digests/"+w.refd, "", nil)
-	wantError(t, "digest sweep off", status, data, http.StatusServiceUnavailable, codeDigestSweepOff)
+	wantError(t, "digest sweep off", status, data, http.StatusServiceUnavailable, adminapi.CodeDigestSweepOff)
 	status, data = sendRaw(t, http.MethodGet, e.serve(nil)+"/admin/v1/explain/uploads/"+exBucket+"/"+url.PathEscape(w.idle), "", nil)
-	wantError(t, "no reclaimer", status, data, http.StatusServiceUnavailable, codeReclaimDisabled)
+	wantError(t, "no reclaimer", status, data, http.StatusServiceUnavailable, adminapi.CodeReclaimDisabled)
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
@@ -33,7 +34,7 @@ var digestNow = time.Date(2030, 5, 6, 7, 0, 0, 0, time.UTC)
 // store (nil: sessions off) with planes configured, and returns its URL.
 func newDigestServer(t *testing.T, store *etcdstore.Store, planes ...string) string {
 	t.Helper()
-	a := &adminHandler{
+	a := &handler{
 		registry: prometheus.NewRegistry(),
 		draining: new(atomic.Bool),
 		sessions: sessionsAPI{store: store, log: slog.New(slog.DiscardHandler)},
@@ -116,12 +117,12 @@ func TestFrontiersAPI(t *testing.T) {
 	// Nothing reported: every configured plane is listed at revision 0,
 	// lagging by all of etcd's history.
 	status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers", "", nil)
-	list := decodeAs[apiFrontiers](t, data)
+	list := decodeAs[adminapi.Frontiers](t, data)
 	if status != http.StatusOK || list.Revision < 1 || len(list.Planes) != 2 {
 		t.Fatalf("empty list: %d %s", status, data)
 	}
 	for i, name := range []string{"backup", "dr"} {
-		want := apiPlane{Plane: name, Lag: list.Revision, Configured: true}
+		want := adminapi.Plane{Plane: name, Lag: list.Revision, Configured: true}
 		if !reflect.DeepEqual(list.Planes[i], want) {
 			t.Errorf("plane %d = %+v, want %+v", i, list.Planes[i], want)
 		}
@@ -135,20 +136,20 @@ func TestFrontiersAPI(t *testing.T) {
 	// Report a revision etcd has reached.
 	rev := currentRevision(t, st)
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/frontiers/backup", jsonType, map[string]any{"revision": rev})
-	p := decodeAs[apiPlane](t, data)
+	p := decodeAs[adminapi.Plane](t, data)
 	if status != http.StatusOK || p.Plane != "backup" || p.Revision != rev || p.Lag < 0 || !p.Configured || !p.Reported ||
 		p.By != "127.0.0.1" || p.ReportedAt == nil || !p.ReportedAt.Equal(digestNow) {
 		t.Fatalf("report: %d %s", status, data)
 	}
 	// A plane that is not configured may report, and names its reporter.
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/frontiers/extra", jsonType, map[string]any{"revision": 1, "by": "restore-test"})
-	p = decodeAs[apiPlane](t, data)
+	p = decodeAs[adminapi.Plane](t, data)
 	if status != http.StatusOK || p.Configured || p.By != "restore-test" || p.Revision != 1 {
 		t.Fatalf("unconfigured report: %d %s", status, data)
 	}
 
 	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers", "", nil)
-	list = decodeAs[apiFrontiers](t, data)
+	list = decodeAs[adminapi.Frontiers](t, data)
 	if status != http.StatusOK || len(list.Planes) != 3 {
 		t.Fatalf("list: %d %s", status, data)
 	}
@@ -174,28 +175,28 @@ func TestFrontiersAPI(t *testing.T) {
 		status                  int
 		code                    string
 	}{
-		{"no revision", "backup", jsonType, "{}", 400, codeBadRequest},
-		{"empty body", "backup", jsonType, "", 400, codeBadRequest},
-		{"negative", "backup", jsonType, `{"revision": -1}`, 400, codeBadRequest},
-		{"not a whole number", "backup", jsonType, `{"revision": 1.5}`, 400, codeBadRequest},
-		{"a string", "backup", jsonType, `{"revision": "12"}`, 400, codeBadRequest},
-		{"unknown field", "backup", jsonType, `{"revision": 1, "plane": "x"}`, 400, codeBadRequest},
-		{"two documents", "backup", jsonType, `{"revision": 1} {"revision": 2}`, 400, codeBadRequest},
-		{"ahead of etcd", "backup", jsonType, `{"revision": 999999999}`, 400, codeBadRequest},
-		{"plane with a slash", "a%2Fb", jsonType, `{"revision": 1}`, 400, codeBadRequest},
-		{"plane with a space", "a%20b", jsonType, `{"revision": 1}`, 400, codeBadRequest},
-		{"reporter too long", "backup", jsonType, `{"revision": 1, "by": "` + strings.Repeat("x", maxReporter+1) + `"}`, 400, codeBadRequest},
-		{"not JSON", "backup", "text/plain", `{"revision": 1}`, 415, codeUnsupportedMediaType},
+		{"no revision", "backup", jsonType, "{}", 400, adminapi.CodeBadRequest},
+		{"empty body", "backup", jsonType, "", 400, adminapi.CodeBadRequest},
+		{"negative", "backup", jsonType, `{"revision": -1}`, 400, adminapi.CodeBadRequest},
+		{"not a whole number", "backup", jsonType, `{"revision": 1.5}`, 400, adminapi.CodeBadRequest},
+		{"a string", "backup", jsonType, `{"revision": "12"}`, 400, adminapi.CodeBadRequest},
+		{"unknown field", "backup", jsonType, `{"revision": 1, "plane": "x"}`, 400, adminapi.CodeBadRequest},
+		{"two documents", "backup", jsonType, `{"revision": 1} {"revision": 2}`, 400, adminapi.CodeBadRequest},
+		{"ahead of etcd", "backup", jsonType, `{"revision": 999999999}`, 400, adminapi.CodeBadRequest},
+		{"plane with a slash", "a%2Fb", jsonType, `{"revision": 1}`, 400, adminapi.CodeBadRequest},
+		{"plane with a space", "a%20b", jsonType, `{"revision": 1}`, 400, adminapi.CodeBadRequest},
+		{"reporter too long", "backup", jsonType, `{"revision": 1, "by": "` + strings.Repeat("x", maxReporter+1) + `"}`, 400, adminapi.CodeBadRequest},
+		{"not JSON", "backup", "text/plain", `{"revision": 1}`, 415, adminapi.CodeUnsupportedMediaType},
 	} {
 		status, data := sendRaw(t, http.MethodPost, base+"/admin/v1/frontiers/"+tt.path, tt.contentType, tt.body)
 		wantError(t, tt.name, status, data, tt.status, tt.code)
 	}
 	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers/backup", "", nil)
-	wantError(t, "GET a plane", status, data, http.StatusMethodNotAllowed, codeMethodNotAllowed)
+	wantError(t, "GET a plane", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
 	status, data = sendRaw(t, http.MethodDelete, base+"/admin/v1/frontiers", "", nil)
-	wantError(t, "DELETE the list", status, data, http.StatusMethodNotAllowed, codeMethodNotAllowed)
+	wantError(t, "DELETE the list", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
 	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers?plane=backup", "", nil)
-	wantError(t, "unknown parameter", status, data, http.StatusBadRequest, codeBadRequest)
+	wantError(t, "unknown parameter", status, data, http.StatusBadRequest, adminapi.CodeBadRequest)
 	after, _, err := st.ListFrontiers(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +207,7 @@ func TestFrontiersAPI(t *testing.T) {
 
 	// A plane may go back, as one restored from an older backup does.
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/frontiers/backup", jsonType, `{"revision": 0}`)
-	if p := decodeAs[apiPlane](t, data); status != http.StatusOK || p.Revision != 0 || !p.Reported {
+	if p := decodeAs[adminapi.Plane](t, data); status != http.StatusOK || p.Revision != 0 || !p.Reported {
 		t.Errorf("lower report: %d %s", status, data)
 	}
 }
@@ -252,12 +253,12 @@ func TestTrashAPI(t *testing.T) {
 	const jsonType = "application/json"
 
 	status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/trash", "", nil)
-	list := decodeAs[apiTrashList](t, data)
+	list := decodeAs[adminapi.TrashList](t, data)
 	if status != http.StatusOK || len(list.Trash) != 3 || list.Truncated {
 		t.Fatalf("list: %d %s", status, data)
 	}
 	// Bucket and key order, oldest first within an object.
-	want := []apiTrash{
+	want := []adminapi.Trash{
 		{Bucket: "lfs", Key: "p/x", Digests: []string{dC}, DeletedAt: tLFS, Expires: tLFS.Add(7 * 24 * time.Hour), Principal: ""},
 		{Bucket: "reg", Key: "manifests/app", Digests: []string{dA, dB}, DeletedAt: tOld, Expires: tOld.Add(7 * 24 * time.Hour), Principal: "alice", Expired: true},
 		{Bucket: "reg", Key: "manifests/app", Digests: []string{dB, dC}, DeletedAt: tNew, Expires: tNew.Add(7 * 24 * time.Hour), Principal: "bob"},
@@ -286,14 +287,14 @@ func TestTrashAPI(t *testing.T) {
 		{"?bucket=reg&limit=2", 2, false},
 	} {
 		status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/trash"+tt.query, "", nil)
-		l := decodeAs[apiTrashList](t, data)
+		l := decodeAs[adminapi.TrashList](t, data)
 		if status != http.StatusOK || len(l.Trash) != tt.n || l.Truncated != tt.trunc || l.Trash == nil {
 			t.Errorf("%s: %d %s", tt.query, status, data)
 		}
 	}
 	for _, q := range []string{"?key=manifests/app", "?limit=0", "?limit=1001", "?limit=x", "?prefix=m"} {
 		status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/trash"+q, "", nil)
-		wantError(t, q, status, data, http.StatusBadRequest, codeBadRequest)
+		wantError(t, q, status, data, http.StatusBadRequest, adminapi.CodeBadRequest)
 	}
 
 	// Refusals write nothing.
@@ -314,18 +315,18 @@ func TestTrashAPI(t *testing.T) {
 		status      int
 		code        string
 	}{
-		{"no deleted_at", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app"}, 400, codeBadRequest},
-		{"no key", jsonType, map[string]any{"bucket": "reg", "deleted_at": tNew}, 400, codeBadRequest},
-		{"bad time", jsonType, `{"bucket": "reg", "key": "manifests/app", "deleted_at": "yesterday"}`, 400, codeBadRequest},
-		{"unknown field", jsonType, `{"bucket": "reg", "key": "manifests/app", "deleted_at": "2030-01-01T00:00:00Z", "force": true}`, 400, codeBadRequest},
-		{"no such record", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app", "deleted_at": tNew.Add(time.Nanosecond)}, 404, codeNotFound},
-		{"not JSON", "application/x-www-form-urlencoded", "bucket=reg", 415, codeUnsupportedMediaType},
+		{"no deleted_at", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app"}, 400, adminapi.CodeBadRequest},
+		{"no key", jsonType, map[string]any{"bucket": "reg", "deleted_at": tNew}, 400, adminapi.CodeBadRequest},
+		{"bad time", jsonType, `{"bucket": "reg", "key": "manifests/app", "deleted_at": "yesterday"}`, 400, adminapi.CodeBadRequest},
+		{"unknown field", jsonType, `{"bucket": "reg", "key": "manifests/app", "deleted_at": "2030-01-01T00:00:00Z", "force": true}`, 400, adminapi.CodeBadRequest},
+		{"no such record", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app", "deleted_at": tNew.Add(time.Nanosecond)}, 404, adminapi.CodeNotFound},
+		{"not JSON", "application/x-www-form-urlencoded", "bucket=reg", 415, adminapi.CodeUnsupportedMediaType},
 	} {
 		status, data := sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", tt.contentType, tt.body)
 		wantError(t, tt.name, status, data, tt.status, tt.code)
 	}
 	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/trash/restore", "", nil)
-	wantError(t, "GET restore", status, data, http.StatusMethodNotAllowed, codeMethodNotAllowed)
+	wantError(t, "GET restore", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
 
 	// A write of the object in flight: 409, nothing restored.
 	ctx := t.Context()
@@ -333,7 +334,7 @@ func TestTrashAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, newReq)
-	wantError(t, "write in flight", status, data, http.StatusConflict, codeWriteInFlight)
+	wantError(t, "write in flight", status, data, http.StatusConflict, adminapi.CodeWriteInFlight)
 	if err := st.EndRefWrite(ctx, "reg", "manifests/app", "inflight", etcdstore.WriteFailed, "", digestNow); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestTrashAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, newReq)
-	wantError(t, "guarded", status, data, http.StatusConflict, codeGuarded)
+	wantError(t, "guarded", status, data, http.StatusConflict, adminapi.CodeGuarded)
 	if after := rec(); after.ModRev != before.ModRev {
 		t.Errorf("a refused restore changed the record: %+v", after.Value)
 	}
@@ -354,7 +355,7 @@ func TestTrashAPI(t *testing.T) {
 
 	// The restore itself.
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, newReq)
-	ans := decodeAs[apiRestored](t, data)
+	ans := decodeAs[adminapi.Restored](t, data)
 	if status != http.StatusOK || ans.Restored.Key != "manifests/app" || !ans.Restored.DeletedAt.Equal(tNew) ||
 		!reflect.DeepEqual(ans.Restored.Digests, []string{dB, dC}) || ans.Restored.Expired || ans.Restored.Principal != "bob" {
 		t.Fatalf("restore: %d %s", status, data)
@@ -369,15 +370,15 @@ func TestTrashAPI(t *testing.T) {
 		}
 	}
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, newReq)
-	wantError(t, "restored twice", status, data, http.StatusNotFound, codeNotFound)
+	wantError(t, "restored twice", status, data, http.StatusNotFound, adminapi.CodeNotFound)
 	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/trash?bucket=reg", "", nil)
-	if l := decodeAs[apiTrashList](t, data); status != http.StatusOK || len(l.Trash) != 1 || !l.Trash[0].DeletedAt.Equal(tOld) {
+	if l := decodeAs[adminapi.TrashList](t, data); status != http.StatusOK || len(l.Trash) != 1 || !l.Trash[0].DeletedAt.Equal(tOld) {
 		t.Errorf("after the restore the older record remains: %d %s", status, data)
 	}
 
 	// An expired record is still restorable while it exists, and says so.
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app", "deleted_at": tOld})
-	if ans := decodeAs[apiRestored](t, data); status != http.StatusOK || !ans.Restored.Expired {
+	if ans := decodeAs[adminapi.Restored](t, data); status != http.StatusOK || !ans.Restored.Expired {
 		t.Errorf("expired restore: %d %s", status, data)
 	}
 	if got := rec().Value.Digests; !reflect.DeepEqual(got, []string{dA, dB, dC}) {
@@ -395,6 +396,6 @@ func TestDigestAPIWithoutStore(t *testing.T) {
 		{http.MethodPost, "/admin/v1/trash/restore", `{}`},
 	} {
 		status, data := sendRaw(t, rt.method, base+rt.path, "application/json", rt.body)
-		wantError(t, rt.method+" "+rt.path, status, data, http.StatusServiceUnavailable, codeDigestsDisabled)
+		wantError(t, rt.method+" "+rt.path, status, data, http.StatusServiceUnavailable, adminapi.CodeDigestsDisabled)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type statusEnv struct {
 	etcd   *etcdstore.Embedded
 	store  *etcdstore.Store
 	leader *reclaim.Reclaimer
-	admin  *adminHandler
+	admin  *handler
 	now    time.Time
 }
 
@@ -89,12 +89,12 @@ func newStatusEnv(t *testing.T, lead bool) *statusEnv {
 		}
 	}
 	discard := slog.New(slog.DiscardHandler)
-	env.admin = &adminHandler{
+	env.admin = &handler{
 		registry: prometheus.NewRegistry(),
 		draining: new(atomic.Bool),
 		sessions: sessionsAPI{store: env.store, log: discard},
-		reclaim: reclaimAPI{r: env.leader, store: env.store, progress: newProgressHub(), log: discard,
-			info: reclaimerInfo{ID: "gw-1@127.0.0.1:9001", Enabled: true}},
+		reclaim: reclaimAPI{r: env.leader, store: env.store, progress: NewProgressHub(), log: discard,
+			info: ReclaimerInfo{ID: "gw-1@127.0.0.1:9001", Enabled: true}},
 		digests: digestAPI{store: env.store, planes: []string{"nightly-backup", "dr-replica"}, now: clock, log: discard},
 	}
 	return env
@@ -362,8 +362,8 @@ func TestStatusPageEtcdDown(t *testing.T) {
 // TestStatusPageSessionsOff: a gateway without sessions has nothing in
 // etcd to show, and says why.
 func TestStatusPageSessionsOff(t *testing.T) {
-	a := &adminHandler{registry: prometheus.NewRegistry(), draining: new(atomic.Bool),
-		reclaim: reclaimAPI{info: reclaimerInfo{ID: "gw", Off: "sessions.enabled is false"}}}
+	a := &handler{registry: prometheus.NewRegistry(), draining: new(atomic.Bool),
+		reclaim: reclaimAPI{info: ReclaimerInfo{ID: "gw", Off: "sessions.enabled is false"}}}
 	h := testAdminHandler(a)
 	code, _, page := getPage(t, t.Context(), h, "/")
 	if code != http.StatusOK || !strings.Contains(pageMetrics(t, page)["off"], "sessions.enabled is false") {

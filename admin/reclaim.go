@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -11,155 +11,16 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// The reclaim admin API's documents (docs/admin-api.md). Pass reports are
-// reclaim.Report as the reclaimer stores them.
-
-// apiReclaimStatus answers GET /admin/v1/reclaim/status. Its top-level
-// fields are those of the newest stored pass report (pass 0 when there is
-// none), so that `reclaim status --json` prints a report like `plan --json`
-// does; what is not about that pass is under reclaimer, in_progress and
-// last_local.
-type apiReclaimStatus struct {
-	reclaim.Report
-	Reclaimer apiReclaimer `json:"reclaimer"`
-	// InProgress is the real pass whose cursor etcd holds, if any.
-	InProgress *reclaim.Progress `json:"in_progress"`
-	// LastLocal is the last pass or plan this process made.
-	LastLocal *reclaim.Report `json:"last_local"`
-}
-
-// apiReclaimer is this process's reclaimer and whoever leads.
-type apiReclaimer struct {
-	// ID is what this process campaigns with.
-	ID string `json:"id"`
-	// Enabled says this process campaigns (reclaim.enabled).
-	Enabled bool `json:"enabled"`
-	// DryRun is the reclaim.dry_run setting: every pass is a plan.
-	DryRun bool `json:"dry_run"`
-	// Leading says this process leads, in Term.
-	Leading bool  `json:"leading"`
-	Term    int64 `json:"term"`
-	// Leader is whoever leads, as etcd says; null when nobody does.
-	Leader *reclaim.LeaderInfo `json:"leader"`
-}
-
-// apiReports answers GET /admin/v1/reclaim/reports.
-type apiReports struct {
-	Reports []reclaim.Report `json:"reports"`
-}
-
-// apiOrphans answers GET /admin/v1/reclaim/orphans.
-type apiOrphans struct {
-	Orphans []reclaim.Orphan `json:"orphans"`
-	// Total counts every orphan found; Truncated says the list is shorter.
-	Total     int64 `json:"total"`
-	Truncated bool  `json:"truncated"`
-	// Fresh says the backend was listed for this answer; otherwise the
-	// orphans are those the newest pass report held (Pass, 0 when none).
-	Fresh bool      `json:"fresh"`
-	Pass  int64     `json:"pass"`
-	AsOf  time.Time `json:"as_of"`
-}
-
-// apiOrphanRecord is what an operator's decision about an orphan recorded.
-type apiOrphanRecord struct {
-	Action    string    `json:"action"`
-	Bucket    string    `json:"bucket"`
-	Key       string    `json:"key"`
-	UploadID  string    `json:"upload_id"`
-	Principal string    `json:"principal"`
-	Term      int64     `json:"term"`
-	At        time.Time `json:"at"`
-	Parts     int       `json:"parts"`
-	Bytes     int64     `json:"bytes"`
-	Outcome   string    `json:"outcome"`
-}
-
-// apiAdopted answers POST /admin/v1/reclaim/orphans/adopt.
-type apiAdopted struct {
-	Adopted apiOrphanRecord `json:"adopted"`
-}
-
-// apiOrphanResult is what a delete did, or would do, with one orphan.
-type apiOrphanResult struct {
-	Bucket   string `json:"bucket"`
-	Key      string `json:"key"`
-	UploadID string `json:"upload_id"`
-	Parts    int    `json:"parts"`
-	Bytes    int64  `json:"bytes"`
-	// Outcome is the state the upload ended in (aborted, cleanup_pending),
-	// or why it was not deleted.
-	Outcome   string `json:"outcome"`
-	Uncertain string `json:"uncertain"`
-	Deleted   bool   `json:"deleted"`
-}
-
-// apiOrphanDeletion answers POST /admin/v1/reclaim/orphans/delete; with an
-// error (not confirmed, a failure part way) it carries the error too.
-type apiOrphanDeletion struct {
-	Error   *apiError         `json:"error,omitempty"`
-	Results []apiOrphanResult `json:"results"`
-	Deleted int               `json:"deleted"`
-}
-
-// apiNotLeader is the 409 answer of an action that only the leader may
-// take.
-type apiNotLeader struct {
-	Error  apiError            `json:"error"`
-	Leader *reclaim.LeaderInfo `json:"leader"`
-}
-
-// apiStreamLine is one line of a streamed run or plan (?progress=1):
-// progress lines, then one line with the report or an error.
-type apiStreamLine struct {
-	Progress *reclaim.Progress   `json:"progress,omitempty"`
-	Report   *reclaim.Report     `json:"report,omitempty"`
-	Error    *apiError           `json:"error,omitempty"`
-	Leader   *reclaim.LeaderInfo `json:"leader,omitempty"`
-}
-
-// Request bodies.
-type (
-	apiAdoptRequest struct {
-		Bucket    string `json:"bucket"`
-		Key       string `json:"key"`
-		UploadID  string `json:"upload_id"`
-		Principal string `json:"principal"`
-	}
-	apiDeleteRequest struct {
-		Refs    []reclaim.OrphanRef `json:"refs"`
-		Confirm bool                `json:"confirm"`
-		// Principal is who deletes, recorded with the decision.
-		Principal string `json:"principal"`
-	}
-)
-
-// Error codes of the reclaim API.
+// Limits of the reclaim API beyond those of its parameters
+// (package adminapi).
 const (
-	codeReclaimDisabled      = "reclaim_disabled"
-	codeNotLeader            = "not_leader"
-	codeNotConfirmed         = "not_confirmed"
-	codeNotOrphan            = "not_orphan"
-	codeReclaimFailed        = "reclaim_failed"
-	codeUnsupportedMediaType = "unsupported_media_type"
-)
-
-// Limits of the reclaim API.
-const (
-	defaultReportsLimit = 10
-	// maxReportsLimit is the reclaimer's bounded report history.
-	maxReportsLimit     = 100
-	defaultOrphansLimit = 1000
-	maxOrphansLimit     = 10000
-	// maxOrphanRefs bounds one delete request.
-	maxOrphanRefs = 1000
 	// maxRequestBody bounds a request document: 1000 refs with long keys.
 	maxRequestBody = 4 << 20
 	// progressEvery spaces the progress lines of a streamed pass.
@@ -172,8 +33,8 @@ type reclaimAPI struct {
 	r *reclaim.Reclaimer
 	// store reads who leads, for the answers of a process that does not.
 	store    *etcdstore.Store
-	info     reclaimerInfo
-	progress *progressHub
+	info     ReclaimerInfo
+	progress *ProgressHub
 	log      *slog.Logger
 }
 
@@ -204,7 +65,7 @@ func onlyMethod(method string) http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
-		writeAPIError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use %s", r.Method, method))
+		writeAPIError(w, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use %s", r.Method, method))
 	}
 }
 
@@ -214,7 +75,7 @@ func (a *reclaimAPI) enabled(w http.ResponseWriter) bool {
 		if a.info.Off != "" {
 			msg += ": " + a.info.Off
 		}
-		writeAPIError(w, http.StatusServiceUnavailable, codeReclaimDisabled, msg)
+		writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeReclaimDisabled, msg)
 		return false
 	}
 	return true
@@ -228,18 +89,18 @@ func (a *reclaimAPI) enabled(w http.ResponseWriter) bool {
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
-		writeAPIError(w, http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
+		writeAPIError(w, http.StatusUnsupportedMediaType, adminapi.CodeUnsupportedMediaType,
 			"send the request with Content-Type: application/json (a JSON document, {} when there is nothing to say)")
 		return false
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, "request document: "+err.Error())
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, "request document: "+err.Error())
 		return false
 	}
 	if dec.More() {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, "request document: more than one JSON value")
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, "request document: more than one JSON value")
 		return false
 	}
 	return true
@@ -254,7 +115,7 @@ func noWriteDeadline(w http.ResponseWriter) {
 
 // leader reads who leads, for an answer that names them; nil when nobody
 // does or etcd cannot say.
-func (a *reclaimAPI) leader(ctx context.Context) *reclaim.LeaderInfo {
+func (a *reclaimAPI) leader(ctx context.Context) *adminapi.Leader {
 	if a.store == nil {
 		return nil
 	}
@@ -264,11 +125,12 @@ func (a *reclaimAPI) leader(ctx context.Context) *reclaim.LeaderInfo {
 	if err != nil || !ok {
 		return nil
 	}
-	return &info
+	l := fromLeader(info)
+	return &l
 }
 
 // notLeaderError is the error of an action refused off the leader.
-func (a *reclaimAPI) notLeaderError(leader *reclaim.LeaderInfo, what string) apiError {
+func (a *reclaimAPI) notLeaderError(leader *adminapi.Leader, what string) adminapi.ErrorDetail {
 	msg := "this gateway (" + a.info.ID + ") does not lead the reclaimer, so it cannot " + what
 	switch {
 	case leader != nil:
@@ -278,19 +140,19 @@ func (a *reclaimAPI) notLeaderError(leader *reclaim.LeaderInfo, what string) api
 	default:
 		msg += "; no gateway leads now (an election is under way, or etcd is unreachable): try again shortly"
 	}
-	return apiError{Code: codeNotLeader, Message: msg}
+	return adminapi.ErrorDetail{Code: adminapi.CodeNotLeader, Message: msg}
 }
 
 func (a *reclaimAPI) writeNotLeader(w http.ResponseWriter, r *http.Request, what string) {
 	leader := a.leader(r.Context())
-	writeJSON(w, http.StatusConflict, apiNotLeader{Error: a.notLeaderError(leader, what), Leader: leader})
+	writeJSON(w, http.StatusConflict, adminapi.NotLeader{Error: a.notLeaderError(leader, what), Leader: leader})
 }
 
 // failed answers an error the reclaimer returned that no other answer
 // covers: etcd or the backend failed, worth retrying.
 func (a *reclaimAPI) failed(w http.ResponseWriter, what string, err error) {
 	a.log.Warn("admin API: reclaim request failed", "what", what, "err", err)
-	writeAPIError(w, http.StatusServiceUnavailable, codeReclaimFailed, what+" failed: "+err.Error())
+	writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeReclaimFailed, what+" failed: "+err.Error())
 }
 
 func (a *reclaimAPI) run(w http.ResponseWriter, r *http.Request) {
@@ -319,7 +181,7 @@ func (a *reclaimAPI) plan(w http.ResponseWriter, r *http.Request) {
 	}
 	for name := range r.URL.Query() {
 		if name != "progress" {
-			writeAPIError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("unknown parameter %q; the parameter is progress", name))
+			writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, fmt.Sprintf("unknown parameter %q; the parameter is progress", name))
 			return
 		}
 	}
@@ -352,7 +214,7 @@ func wantsProgress(r *http.Request) bool {
 // passAnswer turns what a pass or plan returned into a status and a
 // document: the report whenever there is one (a stopped pass's report says
 // why in its stopped field), else an error.
-func (a *reclaimAPI) passAnswer(ctx context.Context, rep reclaim.Report, err error, what string) (int, *reclaim.Report, *apiError, *reclaim.LeaderInfo) {
+func (a *reclaimAPI) passAnswer(ctx context.Context, rep reclaim.Report, err error, what string) (int, *adminapi.Report, *adminapi.ErrorDetail, *adminapi.Leader) {
 	switch {
 	case errors.Is(err, reclaim.ErrNotLeader):
 		leader := a.leader(ctx)
@@ -360,21 +222,14 @@ func (a *reclaimAPI) passAnswer(ctx context.Context, rep reclaim.Report, err err
 		return http.StatusConflict, nil, &e, leader
 	case err != nil && rep.Started.IsZero():
 		a.log.Warn("admin API: reclaim pass failed", "what", what, "err", err)
-		return http.StatusServiceUnavailable, nil, &apiError{Code: codeReclaimFailed, Message: what + " failed: " + err.Error()}, nil
+		return http.StatusServiceUnavailable, nil, &adminapi.ErrorDetail{Code: adminapi.CodeReclaimFailed, Message: what + " failed: " + err.Error()}, nil
 	}
 	if err != nil && rep.Stopped == "" && rep.Refused == "" {
 		rep.Stopped = err.Error()
 	}
-	if rep.Stuck == nil {
-		rep.Stuck = []reclaim.Stuck{}
-	}
-	if rep.Orphans == nil {
-		rep.Orphans = []reclaim.Orphan{}
-	}
-	if rep.Missing == nil {
-		rep.Missing = []reclaim.Missing{}
-	}
-	return http.StatusOK, &rep, nil, nil
+	out := fromReport(rep)
+	fillLists(&out)
+	return http.StatusOK, &out, nil, nil
 }
 
 func (a *reclaimAPI) answerPass(w http.ResponseWriter, r *http.Request, rep reclaim.Report, err error, what string) {
@@ -386,9 +241,9 @@ func (a *reclaimAPI) answerPass(w http.ResponseWriter, r *http.Request, rep recl
 	case report != nil:
 		writeJSON(w, status, report)
 	case status == http.StatusConflict:
-		writeJSON(w, status, apiNotLeader{Error: *e, Leader: leader})
+		writeJSON(w, status, adminapi.NotLeader{Error: *e, Leader: leader})
 	default:
-		writeJSON(w, status, apiErrorBody{Error: *e})
+		writeJSON(w, status, adminapi.ErrorBody{Error: *e})
 	}
 }
 
@@ -417,16 +272,17 @@ func (a *reclaimAPI) stream(w http.ResponseWriter, r *http.Request, what string,
 	enc := json.NewEncoder(w)
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
-	var latest *reclaim.Progress
+	var latest *adminapi.Progress
 	for {
 		select {
 		case p := <-updates:
 			if match(p) {
-				latest = &p
+				wire := fromProgress(p)
+				latest = &wire
 			}
 		case <-tick.C:
 			if latest != nil {
-				_ = enc.Encode(apiStreamLine{Progress: latest})
+				_ = enc.Encode(adminapi.StreamLine{Progress: latest})
 				_ = rc.Flush()
 				latest = nil
 			}
@@ -435,7 +291,7 @@ func (a *reclaimAPI) stream(w http.ResponseWriter, r *http.Request, what string,
 				return
 			}
 			_, report, e, leader := a.passAnswer(r.Context(), res.rep, res.err, what)
-			_ = enc.Encode(apiStreamLine{Report: report, Error: e, Leader: leader})
+			_ = enc.Encode(adminapi.StreamLine{Report: report, Error: e, Leader: leader})
 			return
 		}
 	}
@@ -452,26 +308,15 @@ func (a *reclaimAPI) status(w http.ResponseWriter, r *http.Request) {
 		a.failed(w, "reading the reclaimer's status", err)
 		return
 	}
-	out := apiReclaimStatus{
-		Reclaimer: apiReclaimer{
-			ID: a.info.ID, Enabled: a.info.Enabled, DryRun: a.info.DryRun,
-			Leading: st.Leading, Term: st.Term, Leader: st.Leader,
-		},
-		InProgress: st.InProgress,
-		LastLocal:  st.LastLocal,
+	out := adminapi.ReclaimStatus{
+		Reclaimer:  reclaimerStatus(a.info, st),
+		InProgress: convertPtr(st.InProgress, fromProgress),
+		LastLocal:  convertPtr(st.LastLocal, fromReport),
 	}
 	if st.Last != nil {
-		out.Report = *st.Last
+		out.Report = fromReport(*st.Last)
 	}
-	if out.Stuck == nil {
-		out.Stuck = []reclaim.Stuck{}
-	}
-	if out.Orphans == nil {
-		out.Orphans = []reclaim.Orphan{}
-	}
-	if out.Missing == nil {
-		out.Missing = []reclaim.Missing{}
-	}
+	fillLists(&out.Report)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -507,12 +352,12 @@ func (a *reclaimAPI) reports(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit, err := intParam(q, "limit", defaultReportsLimit, maxReportsLimit)
+	limit, err := intParam(q, "limit", adminapi.DefaultReportsLimit, adminapi.MaxReportsLimit)
 	if err == nil {
 		err = checkParams(q, "limit")
 	}
 	if err != nil {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, err.Error())
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminReadTimeout)
@@ -522,10 +367,11 @@ func (a *reclaimAPI) reports(w http.ResponseWriter, r *http.Request) {
 		a.failed(w, "reading the pass reports", err)
 		return
 	}
-	if reps == nil {
-		reps = []reclaim.Report{}
+	out := adminapi.Reports{Reports: convertSlice(reps, fromReport)}
+	if out.Reports == nil {
+		out.Reports = []adminapi.Report{}
 	}
-	writeJSON(w, http.StatusOK, apiReports{Reports: reps})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *reclaimAPI) orphans(w http.ResponseWriter, r *http.Request) {
@@ -533,7 +379,7 @@ func (a *reclaimAPI) orphans(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit, err := intParam(q, "limit", defaultOrphansLimit, maxOrphansLimit)
+	limit, err := intParam(q, "limit", adminapi.DefaultOrphansLimit, adminapi.MaxOrphansLimit)
 	if err == nil {
 		err = checkParams(q, "limit", "fresh")
 	}
@@ -544,10 +390,10 @@ func (a *reclaimAPI) orphans(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, err.Error())
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, err.Error())
 		return
 	}
-	out := apiOrphans{Orphans: []reclaim.Orphan{}, Fresh: fresh}
+	out := adminapi.Orphans{Orphans: []adminapi.Orphan{}, Fresh: fresh}
 	if !fresh {
 		ctx, cancel := context.WithTimeout(r.Context(), adminReadTimeout)
 		defer cancel()
@@ -558,7 +404,7 @@ func (a *reclaimAPI) orphans(w http.ResponseWriter, r *http.Request) {
 		}
 		if ok {
 			out.Pass, out.AsOf, out.Total = rep.Pass, rep.Finished, rep.Totals.Orphans
-			out.Orphans = append(out.Orphans, rep.Orphans[:min(limit, len(rep.Orphans))]...)
+			out.Orphans = append(out.Orphans, convertSlice(rep.Orphans[:min(limit, len(rep.Orphans))], fromOrphan)...)
 			out.Truncated = int64(len(out.Orphans)) < out.Total
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -571,7 +417,7 @@ func (a *reclaimAPI) orphans(w http.ResponseWriter, r *http.Request) {
 	err = a.r.ScanOrphans(r.Context(), func(o reclaim.Orphan) error {
 		out.Total++
 		if len(out.Orphans) < limit {
-			out.Orphans = append(out.Orphans, o)
+			out.Orphans = append(out.Orphans, fromOrphan(o))
 		}
 		return nil
 	})
@@ -589,12 +435,12 @@ func (a *reclaimAPI) adopt(w http.ResponseWriter, r *http.Request) {
 	if !a.enabled(w) {
 		return
 	}
-	var req apiAdoptRequest
+	var req adminapi.AdoptRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
 	if req.Bucket == "" || req.Key == "" || req.UploadID == "" || req.Principal == "" {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest,
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest,
 			"bucket, key, upload_id and principal are required (the principal owns the upload from now on)")
 		return
 	}
@@ -603,54 +449,48 @@ func (a *reclaimAPI) adopt(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, reclaim.ErrNotLeader), errors.Is(err, reclaim.ErrFenced):
 		a.writeNotLeader(w, r, "adopt an orphan")
 	case errors.Is(err, reclaim.ErrNotOrphan):
-		writeAPIError(w, http.StatusConflict, codeNotOrphan,
+		writeAPIError(w, http.StatusConflict, adminapi.CodeNotOrphan,
 			fmt.Sprintf("upload %q of %s/%s has a session, so it is not an orphan: it follows the normal rules", req.UploadID, req.Bucket, req.Key))
 	case errors.Is(err, reclaim.ErrNoSuchUpload):
-		writeAPIError(w, http.StatusNotFound, codeNotFound,
+		writeAPIError(w, http.StatusNotFound, adminapi.CodeNotFound,
 			fmt.Sprintf("the backend has no upload %q of key %q in bucket %q", req.UploadID, req.Key, req.Bucket))
 	case err != nil:
 		a.failed(w, "adopting the orphan", err)
 	default:
-		writeJSON(w, http.StatusOK, apiAdopted{Adopted: orphanRecord(rec)})
+		writeJSON(w, http.StatusOK, adminapi.Adopted{Adopted: fromOrphanRecord(rec)})
 	}
-}
-
-func orphanRecord(r etcdstore.OrphanRecord) apiOrphanRecord {
-	return apiOrphanRecord{Action: string(r.Action), Bucket: r.Bucket, Key: r.Key, UploadID: r.UploadID, Principal: r.Principal,
-		Term: r.Term, At: r.At, Parts: r.Parts, Bytes: r.Bytes, Outcome: r.Outcome}
 }
 
 func (a *reclaimAPI) deleteOrphans(w http.ResponseWriter, r *http.Request) {
 	if !a.enabled(w) {
 		return
 	}
-	var req apiDeleteRequest
+	var req adminapi.DeleteRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if len(req.Refs) == 0 || len(req.Refs) > maxOrphanRefs {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("refs: name 1 to %d uploads as {bucket, key, upload_id}", maxOrphanRefs))
+	if len(req.Refs) == 0 || len(req.Refs) > adminapi.MaxOrphanRefs {
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, fmt.Sprintf("refs: name 1 to %d uploads as {bucket, key, upload_id}", adminapi.MaxOrphanRefs))
 		return
 	}
 	for i, ref := range req.Refs {
 		if ref.Bucket == "" || ref.Key == "" || ref.UploadID == "" {
-			writeAPIError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("refs[%d]: bucket, key and upload_id are required", i))
+			writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, fmt.Sprintf("refs[%d]: bucket, key and upload_id are required", i))
 			return
 		}
 	}
 	noWriteDeadline(w)
-	results, err := a.r.DeleteOrphans(r.Context(), req.Principal, req.Refs, req.Confirm)
-	out := apiOrphanDeletion{Results: make([]apiOrphanResult, len(results))}
+	results, err := a.r.DeleteOrphans(r.Context(), req.Principal, convertSlice(req.Refs, toOrphanRef), req.Confirm)
+	out := adminapi.OrphanDeletion{Results: make([]adminapi.OrphanResult, len(results))}
 	for i, res := range results {
-		out.Results[i] = apiOrphanResult{Bucket: res.Bucket, Key: res.Key, UploadID: res.UploadID, Parts: res.Parts, Bytes: res.Bytes,
-			Outcome: res.Outcome, Uncertain: res.Uncertain, Deleted: res.Deleted}
+		out.Results[i] = fromOrphanResult(res)
 		if res.Deleted {
 			out.Deleted++
 		}
 	}
 	switch {
 	case errors.Is(err, reclaim.ErrNotConfirmed):
-		out.Error = &apiError{Code: codeNotConfirmed,
+		out.Error = &adminapi.ErrorDetail{Code: adminapi.CodeNotConfirmed,
 			Message: "nothing was deleted: this is what a delete would do; send confirm: true to delete"}
 		writeJSON(w, http.StatusConflict, out)
 	case errors.Is(err, reclaim.ErrNotLeader), errors.Is(err, reclaim.ErrFenced):
@@ -658,50 +498,13 @@ func (a *reclaimAPI) deleteOrphans(w http.ResponseWriter, r *http.Request) {
 			a.writeNotLeader(w, r, "delete orphans")
 			return
 		}
-		out.Error = &apiError{Code: codeNotLeader, Message: "the reclaimer's term ended part way; the results say what was done: " + err.Error()}
+		out.Error = &adminapi.ErrorDetail{Code: adminapi.CodeNotLeader, Message: "the reclaimer's term ended part way; the results say what was done: " + err.Error()}
 		writeJSON(w, http.StatusConflict, out)
 	case err != nil:
 		a.log.Warn("admin API: deleting orphans failed", "err", err)
-		out.Error = &apiError{Code: codeReclaimFailed, Message: "deleting orphans failed part way; the results say what was done: " + err.Error()}
+		out.Error = &adminapi.ErrorDetail{Code: adminapi.CodeReclaimFailed, Message: "deleting orphans failed part way; the results say what was done: " + err.Error()}
 		writeJSON(w, http.StatusServiceUnavailable, out)
 	default:
 		writeJSON(w, http.StatusOK, out)
-	}
-}
-
-// progressHub passes the reclaimer's progress reports to the requests that
-// stream them. A slow reader misses intermediate reports, never the pass:
-// each subscriber holds only the newest one.
-type progressHub struct {
-	mu   sync.Mutex
-	subs map[chan reclaim.Progress]struct{}
-}
-
-func newProgressHub() *progressHub {
-	return &progressHub{subs: make(map[chan reclaim.Progress]struct{})}
-}
-
-// publish is the reclaimer's Progress callback; it never blocks the pass.
-func (h *progressHub) publish(p reclaim.Progress) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for ch := range h.subs {
-		select {
-		case <-ch: // drop the older report
-		default:
-		}
-		ch <- p // room for one, and only publish sends
-	}
-}
-
-func (h *progressHub) subscribe() (<-chan reclaim.Progress, func()) {
-	ch := make(chan reclaim.Progress, 1)
-	h.mu.Lock()
-	h.subs[ch] = struct{}{}
-	h.mu.Unlock()
-	return ch, func() {
-		h.mu.Lock()
-		delete(h.subs, ch)
-		h.mu.Unlock()
 	}
 }

@@ -137,19 +137,57 @@ func (p *statusPage) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), statusPageTimeout)
 	defer cancel()
 	v := statusView{Now: p.a.digests.clock()}
-	// Each read has its own slot, written by its goroutine only.
-	const (
-		readStatus = iota
-		readReports
-		readSessions
-		readFrontiers
-		reads
-	)
-	what := [reads]string{"reading the reclaimer's status", "reading the pass reports", "counting the sessions", "reading the frontiers"}
-	var (
-		errs [reads]error
-		wg   sync.WaitGroup
-	)
+	errs := p.read(ctx, &v)
+	v.summarize()
+
+	status := http.StatusOK
+	for i, err := range errs {
+		if err != nil {
+			v.Errors = append(v.Errors, statusReadWhat[i]+" failed: "+err.Error())
+			status = http.StatusServiceUnavailable
+		}
+	}
+	if len(v.Errors) > 0 {
+		p.log.Warn("status page: reads failed", "errors", v.Errors)
+	}
+	// Render before answering, so that a template failure is a 500, not
+	// half a page under a 200.
+	var buf bytes.Buffer
+	if err := p.tmpl.Execute(&buf, &v); err != nil {
+		p.log.Error("status page: rendering failed", "err", err)
+		writeText(w, http.StatusInternalServerError, "the status page failed to render: "+err.Error())
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	// The page runs no script and loads nothing: say so, so that even a
+	// name that slipped through escaping could not run, and no other site
+	// can frame the page.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes()) // the client went away; nobody to tell
+}
+
+// The status page's reads. Each has its own slot in read's answer,
+// written by its goroutine only.
+const (
+	readStatus = iota
+	readReports
+	readSessions
+	readFrontiers
+	statusReads
+)
+
+// statusReadWhat says what each read does, for its error.
+var statusReadWhat = [statusReads]string{"reading the reclaimer's status", "reading the pass reports", "counting the sessions", "reading the frontiers"}
+
+// read fills v's sections, every read at once, and returns each read's
+// error in its slot.
+func (p *statusPage) read(ctx context.Context, v *statusView) (errs [statusReads]error) {
+	var wg sync.WaitGroup
 	a := p.a
 	switch {
 	case a.sessions.store == nil:
@@ -205,37 +243,7 @@ func (p *statusPage) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	wg.Wait()
-	v.summarize()
-
-	status := http.StatusOK
-	for i, err := range errs {
-		if err != nil {
-			v.Errors = append(v.Errors, what[i]+" failed: "+err.Error())
-			status = http.StatusServiceUnavailable
-		}
-	}
-	if len(v.Errors) > 0 {
-		p.log.Warn("status page: reads failed", "errors", v.Errors)
-	}
-	// Render before answering, so that a template failure is a 500, not
-	// half a page under a 200.
-	var buf bytes.Buffer
-	if err := p.tmpl.Execute(&buf, &v); err != nil {
-		p.log.Error("status page: rendering failed", "err", err)
-		writeText(w, http.StatusInternalServerError, "the status page failed to render: "+err.Error())
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	// The page runs no script and loads nothing: say so, so that even a
-	// name that slipped through escaping could not run, and no other site
-	// can frame the page.
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes()) // the client went away; nobody to tell
+	return errs
 }
 
 // summarize derives the sections that come from the newest reports.

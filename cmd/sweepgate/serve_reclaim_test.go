@@ -13,7 +13,7 @@ import (
 )
 
 // reclaimStatusOf reads a serve's reclaimer status through the CLI.
-func reclaimStatusOf(t *testing.T, s *server) adminapi.ReclaimStatus {
+func reclaimStatusOf(t *testing.T, s *runningServe) adminapi.ReclaimStatus {
 	t.Helper()
 	code, out, errOut := runCLI(t, s.cliEnv, "reclaim", "status", "--json", "--admin", s.addrs.Admin)
 	if code != exitOK {
@@ -137,7 +137,7 @@ func TestServeReclaimerOff(t *testing.T) {
 	if !strings.Contains(noSessions.logs.String(), `"reclaimer":"off: sessions.enabled is false`) {
 		t.Error("start-up line does not say why there is no reclaimer")
 	}
-	for _, s := range []*server{off, noSessions} {
+	for _, s := range []*runningServe{off, noSessions} {
 		if code := s.stop(t); code != exitOK {
 			t.Errorf("exit %d", code)
 		}

@@ -108,11 +108,13 @@ func currentRevision(t *testing.T, st *etcdstore.Store) int64 {
 	return rev
 }
 
+// jsonType is the content type of the API's request documents.
+const jsonType = "application/json"
+
 func TestFrontiersAPI(t *testing.T) {
 	t.Parallel()
 	st := newAPITestStore(t)
 	base := newDigestServer(t, st, "backup", "dr")
-	const jsonType = "application/json"
 
 	// Nothing reported: every configured plane is listed at revision 0,
 	// lagging by all of etcd's history.
@@ -164,6 +166,11 @@ func TestFrontiersAPI(t *testing.T) {
 		t.Errorf("dr has not reported: %+v", dr)
 	}
 
+	checkBadFrontierReports(t, st, base)
+}
+
+func checkBadFrontierReports(t *testing.T, st *etcdstore.Store, base string) {
+	t.Helper()
 	// Bad reports answer 400 (or 405, 415) and write nothing.
 	before, _, err := st.ListFrontiers(t.Context())
 	if err != nil {
@@ -191,7 +198,7 @@ func TestFrontiersAPI(t *testing.T) {
 		status, data := sendRaw(t, http.MethodPost, base+"/admin/v1/frontiers/"+tt.path, tt.contentType, tt.body)
 		wantError(t, tt.name, status, data, tt.status, tt.code)
 	}
-	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers/backup", "", nil)
+	status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers/backup", "", nil)
 	wantError(t, "GET a plane", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
 	status, data = sendRaw(t, http.MethodDelete, base+"/admin/v1/frontiers", "", nil)
 	wantError(t, "DELETE the list", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
@@ -250,7 +257,6 @@ func TestTrashAPI(t *testing.T) {
 	st := newAPITestStore(t)
 	seedTrash(t, st)
 	base := newDigestServer(t, st)
-	const jsonType = "application/json"
 
 	status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/trash", "", nil)
 	list := decodeAs[adminapi.TrashList](t, data)
@@ -297,6 +303,11 @@ func TestTrashAPI(t *testing.T) {
 		wantError(t, q, status, data, http.StatusBadRequest, adminapi.CodeBadRequest)
 	}
 
+	checkTrashRestore(t, st, base)
+}
+
+func checkTrashRestore(t *testing.T, st *etcdstore.Store, base string) {
+	t.Helper()
 	// Refusals write nothing.
 	// rec reads the object's reference record; ModRev 0 when it has none.
 	rec := func() etcdstore.Versioned[etcdstore.RefSource] {
@@ -325,7 +336,7 @@ func TestTrashAPI(t *testing.T) {
 		status, data := sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", tt.contentType, tt.body)
 		wantError(t, tt.name, status, data, tt.status, tt.code)
 	}
-	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/trash/restore", "", nil)
+	status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/trash/restore", "", nil)
 	wantError(t, "GET restore", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
 
 	// A write of the object in flight: 409, nothing restored.

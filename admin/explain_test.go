@@ -310,8 +310,13 @@ func TestExplainAPI(t *testing.T) {
 	status, data = sendRaw(t, http.MethodPost, e.base+"/admin/v1/explain/uploads/"+exBucket+"/x", "application/json", "{}")
 	wantError(t, "POST", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
 
+	checkDigestExplanations(t, e, w, get)
+}
+
+func checkDigestExplanations(t *testing.T, e *explainEnv, w explainWorld, get func(path string) (int, []byte)) {
+	t.Helper()
 	// The referenced blob: kept, naming the manifest.
-	status, data = get("/admin/v1/explain/digests/" + w.refd)
+	status, data := get("/admin/v1/explain/digests/" + w.refd)
 	dx := decodeAs[adminapi.DigestExplanation](t, data)
 	if status != http.StatusOK || dx.Verdict != "keep" || len(dx.References) != 1 || dx.References[0].Key != exManifests+"app/v1" ||
 		!strings.Contains(dx.Reason, "cas/manifests/app/v1") || dx.Blob == nil || dx.Blob.Bucket != exCAS {

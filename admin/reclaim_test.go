@@ -89,6 +89,13 @@ func TestReclaimAPI(t *testing.T) {
 		t.Errorf("status lists are null: %+v", st)
 	}
 
+	checkPlanAndFirstPass(t, e, s, api, term)
+	checkOrphanActions(t, e, s, api, term)
+	checkSecondPass(t, e, s, api)
+}
+
+func checkPlanAndFirstPass(t *testing.T, e *reclaimEnv, s scenario, api string, term int64) {
+	t.Helper()
 	// A plan decides and changes nothing.
 	var plan adminapi.Report
 	if code := call(t, http.MethodGet, api+"/plan", "", "", &plan); code != http.StatusOK {
@@ -125,11 +132,15 @@ func TestReclaimAPI(t *testing.T) {
 		t.Errorf("after pass 1, A is %s, want expired", got)
 	}
 
+	var st adminapi.ReclaimStatus
 	call(t, http.MethodGet, api+"/status", "", "", &st)
 	if st.Pass != 1 || st.Acted.Marked.Sessions != 1 || st.LastLocal == nil || st.LastLocal.Pass != 1 || st.InProgress != nil {
 		t.Errorf("status after pass 1: %+v", st)
 	}
+}
 
+func checkOrphanActions(t *testing.T, e *reclaimEnv, s scenario, api string, term int64) {
+	t.Helper()
 	// Orphans, from the report and from the backend.
 	var orphans adminapi.Orphans
 	if code := call(t, http.MethodGet, api+"/orphans", "", "", &orphans); code != http.StatusOK ||
@@ -199,7 +210,10 @@ func TestReclaimAPI(t *testing.T) {
 	if n := e.partsOnMinIO(s.bucket, s.keyK, s.k); n != 1 {
 		t.Fatalf("K has %d parts on MinIO; want 1", n)
 	}
+}
 
+func checkSecondPass(t *testing.T, e *reclaimEnv, s scenario, api string) {
+	t.Helper()
 	// A day later A stayed expired: the next pass deletes it, streaming
 	// its answer.
 	e.clock.Advance(25 * time.Hour)
@@ -224,6 +238,7 @@ func TestReclaimAPI(t *testing.T) {
 		t.Errorf("after pass 2, K has %d parts on MinIO; only marking may touch it", n)
 	}
 
+	var reps adminapi.Reports
 	if code := call(t, http.MethodGet, api+"/reports?limit=1", "", "", &reps); code != http.StatusOK || len(reps.Reports) != 1 || reps.Reports[0].Pass != 2 {
 		t.Errorf("reports?limit=1 = %d %+v", code, reps)
 	}

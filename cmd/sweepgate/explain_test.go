@@ -91,8 +91,13 @@ func TestExplainCLI(t *testing.T) {
 		t.Errorf("pending blob --json: exit %d:\n%s", code, out)
 	}
 
+	checkExplainCLIFailures(t, w, run)
+}
+
+func checkExplainCLIFailures(t *testing.T, w explainWorld, run func(args ...string) (int, string, string)) {
+	t.Helper()
 	// Nothing known: exit 3.
-	code, out, errOut = run(exBucket, "no-such-upload")
+	code, out, errOut := run(exBucket, "no-such-upload")
 	if code != exitNotFound || out != "" || !strings.Contains(errOut, "nothing is known about upload") {
 		t.Errorf("unknown upload: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

@@ -89,6 +89,11 @@ func TestFrontierCLI(t *testing.T) {
 		t.Errorf("revision ahead: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
+	checkFrontierCLIMistakes(t, run)
+}
+
+func checkFrontierCLIMistakes(t *testing.T, run func(args ...string) (int, string, string)) {
+	t.Helper()
 	// Command-line mistakes never reach the API.
 	for _, tt := range []struct {
 		args []string
@@ -118,7 +123,7 @@ func TestFrontierCLI(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	code, _, errOut = runCLI(t, nil, "frontier", "list", "--admin", dead)
+	code, _, errOut := runCLI(t, nil, "frontier", "list", "--admin", dead)
 	if code != exitError || !strings.Contains(errOut, "cannot reach the admin API") {
 		t.Errorf("unreachable: exit %d, stderr %q", code, errOut)
 	}

@@ -77,9 +77,15 @@ func TestReclaimCLI(t *testing.T) {
 		t.Errorf("reports: exit %d:\n%s", code, out)
 	}
 
+	checkOrphansCLI(t, e, s, run)
+	checkStreamedRunAndFollower(t, e, s, adminArgs, term)
+}
+
+func checkOrphansCLI(t *testing.T, e *reclaimEnv, s scenario, run func(args ...string) (int, string, string)) {
+	t.Helper()
 	ref1 := reclaim.OrphanRef{Bucket: s.bucket, Key: s.keyO1, UploadID: s.o1}.String()
 	ref2 := reclaim.OrphanRef{Bucket: s.bucket, Key: s.k2, UploadID: s.o2}.String()
-	code, out, errOut = run("reclaim", "orphans")
+	code, out, errOut := run("reclaim", "orphans")
 	if code != exitOK || errOut != "" || !strings.Contains(out, "2 orphan(s)") || !strings.Contains(out, "pass 1, finished") ||
 		!hasRow(out, s.bucket, s.keyO1, s.o1) || !strings.Contains(out, "sweepgate reclaim orphans delete --confirm") {
 		t.Errorf("orphans: exit %d, stderr %q:\n%s", code, errOut, out)
@@ -135,7 +141,10 @@ func TestReclaimCLI(t *testing.T) {
 	if n := e.partsOnMinIO(s.bucket, s.keyK, s.k); n != 1 {
 		t.Fatalf("K has %d parts on MinIO; want 1", n)
 	}
+}
 
+func checkStreamedRunAndFollower(t *testing.T, e *reclaimEnv, s scenario, adminArgs []string, term int64) {
+	t.Helper()
 	// On a terminal, the pass is streamed and its report printed the same.
 	e.clock.Advance(25 * time.Hour)
 	var stdout, stderr syncBuffer
@@ -150,11 +159,11 @@ func TestReclaimCLI(t *testing.T) {
 
 	// A gateway that does not lead names the one that does.
 	follower := e.serveAPI(e.reclaimer("follower@test"), admin.ReclaimerInfo{ID: "follower@test", Enabled: true})
-	code, _, errOut = runCLI(t, nil, "reclaim", "run", "--admin", follower)
+	code, _, errOut := runCLI(t, nil, "reclaim", "run", "--admin", follower)
 	if code != exitError || !strings.Contains(errOut, "the leader is leader@test") {
 		t.Errorf("run on a follower: exit %d, stderr %q", code, errOut)
 	}
-	code, out, _ = runCLI(t, nil, "reclaim", "status", "--admin", follower)
+	code, out, _ := runCLI(t, nil, "reclaim", "status", "--admin", follower)
 	if code != exitOK || !strings.Contains(out, fmt.Sprintf("leader@test leads, term %d; this gateway (follower@test) does not.", term)) {
 		t.Errorf("status on a follower: exit %d:\n%s", code, out)
 	}

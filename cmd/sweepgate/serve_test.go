@@ -243,6 +243,11 @@ func TestServeEmbedded(t *testing.T) {
 		t.Errorf("/nope = %d, want 404", code)
 	}
 
+	checkServeSessionsAndStop(t, s, hc, admin)
+}
+
+func checkServeSessionsAndStop(t *testing.T, s *runningServe, hc *http.Client, admin string) {
+	t.Helper()
 	// Sessions are on by default: the admin API reads them, the gauge
 	// counts them (every state, 0 included, once its first count is done)
 	// and the store's etcd requests are timed.
@@ -253,6 +258,7 @@ func TestServeEmbedded(t *testing.T) {
 		t.Errorf("sessions show of an unknown upload: exit %d, stderr %q", code, errOut)
 	}
 	deadline := time.Now().Add(10 * time.Second)
+	var metrics string
 	for {
 		_, metrics = get(t, hc, admin+"/metrics")
 		if strings.Contains(metrics, `sweepgate_sessions{state="cleanup_pending"} 0`) || time.Now().After(deadline) {

@@ -87,6 +87,11 @@ func TestSessionsCLI(t *testing.T) {
 		}
 	})
 
+	testSessionsShowAndErrors(t, base)
+}
+
+func testSessionsShowAndErrors(t *testing.T, base string) {
+	t.Helper()
 	t.Run("show table", func(t *testing.T) {
 		code, out, errOut := runCLI(t, nil, "sessions", "show", "backups", "up/done+1", "--admin", base)
 		if code != exitOK || errOut != "" {

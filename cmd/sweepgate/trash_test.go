@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
 func TestTrashCLI(t *testing.T) {
@@ -75,8 +76,13 @@ func TestTrashCLI(t *testing.T) {
 		t.Errorf("restore --at --json: exit %d:\n%s", code, out)
 	}
 
+	checkTrashCLIRefusals(t, st, old, run)
+}
+
+func checkTrashCLIRefusals(t *testing.T, st *etcdstore.Store, old string, run func(args ...string) (int, string, string)) {
+	t.Helper()
 	// Gone now: no such record.
-	code, out, errOut = run("trash", "restore", "reg", "manifests/app")
+	code, out, errOut := run("trash", "restore", "reg", "manifests/app")
 	if code != exitNotFound || out != "" || !strings.Contains(errOut, `no trash record of "manifests/app" in bucket "reg"`) {
 		t.Errorf("nothing left: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

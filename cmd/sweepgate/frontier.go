@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -64,63 +63,6 @@ of the right admin token.
 func (c *cli) frontierCmd(ctx context.Context, args []string) int {
 	return c.runSubcommand(ctx, "frontier", c.frontierHelp, args,
 		subcommand{"report", c.frontierReport}, subcommand{"list", c.frontierList})
-}
-
-// adminFlags are the flags every thin client of the admin API takes.
-type adminFlags struct {
-	admin string
-	json  bool
-}
-
-// adminFlagsHelp is the help text of the flags parseAdminFlags defines
-// for every command that calls the admin API (--admin, --token-file,
-// --config), with descriptions starting at column width.
-func adminFlagsHelp(width int) string {
-	lines := [][2]string{
-		{"--admin URL", "the gateway's admin listener (default $" + adminURLEnv + ","},
-		{"", "else admin.listen of the configuration, " + defaultAdminURL},
-		{"", "unless it sets another)"},
-		{"--token-file F", "send the admin token in file F (default"},
-		{"", "$SWEEPGATE_ADMIN_TOKEN, else the file"},
-		{"", "$SWEEPGATE_ADMIN_TOKEN_FILE names, else admin.token or"},
-		{"", "admin.token_file of the configuration, else the token"},
-		{"", "serve generated in the file admin-token of its"},
-		{"", "etcd.embedded.data_dir)"},
-		{"--config FILE", "the gateway's YAML configuration (default"},
-		{"", "$SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment"},
-		{"", "as serve reads them: with the gateway's configuration the"},
-		{"", "command finds its admin listener and its admin token"},
-	}
-	var b strings.Builder
-	for _, l := range lines {
-		fmt.Fprintf(&b, "  %-*s%s\n", width-2, l[0], l[1])
-	}
-	return b.String()
-}
-
-// parseAdminFlags parses args with the common flags and those that define
-// adds, showing help on -h; ok is false when the command is done, with
-// code its exit status.
-func (c *cli) parseAdminFlags(name string, args []string, help func(*cli, io.Writer), define func(*flag.FlagSet)) (f adminFlags, pos []string, code int, ok bool) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	c.adminFlag(fs, &f.admin)
-	fs.BoolVar(&f.json, "json", false, "")
-	if define != nil {
-		define(fs)
-	}
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		help(c, c.stdout)
-		return f, nil, exitOK, false
-	}
-	if err != nil {
-		return f, nil, c.usageError(name, err), false
-	}
-	if f.admin, err = c.adminURL(f.admin); err != nil {
-		return f, nil, c.usageError(name, err), false
-	}
-	return f, pos, exitOK, true
 }
 
 func (c *cli) frontierReport(ctx context.Context, args []string) int {

@@ -18,6 +18,9 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
+// serve's reclaimer: built over the gateway's store, sessions and backend
+// from the reclaim.* settings, and started once the listeners serve.
+
 // serveReclaimer is serve's reclaimer: r is nil when sessions are off.
 type serveReclaimer struct {
 	r    *reclaim.Reclaimer

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -22,7 +23,8 @@ import (
 )
 
 // What serve builds its parts from: the configuration turned into the
-// gateway's, the reclaimer's and the admin listener's settings.
+// gateway's settings and the admin token, the process-wide logging and
+// metrics, the test fault hook, and the session reconciler.
 
 // serveAdminToken returns the admin token of an admin listener, and where
 // it comes from for the start-up line: admin.token or admin.token_file

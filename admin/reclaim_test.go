@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -53,7 +54,7 @@ func postJSON(t *testing.T, u, body string, out any) int {
 
 func wantCount(t *testing.T, what string, got adminapi.Count, sessions, parts int64) {
 	t.Helper()
-	if got.Sessions != sessions || got.Parts != parts || got.Bytes != parts*testPartSize {
+	if got.Sessions != sessions || got.Parts != parts || got.Bytes != parts*admintest.PartSize {
 		t.Errorf("%s = %+v, want %d session(s), %d part(s)", what, got, sessions, parts)
 	}
 }
@@ -64,8 +65,8 @@ func wantCount(t *testing.T, what string, got adminapi.Count, sessions, parts in
 func TestReclaimAPI(t *testing.T) {
 	t.Parallel()
 	e := newReclaimEnv(t)
-	s := e.scenario()
-	api := e.base + "/admin/v1/reclaim"
+	s := e.Scenario()
+	api := e.Base + "/admin/v1/reclaim"
 
 	// Before any pass: the status names the leader and has no report, with
 	// every list present.
@@ -80,7 +81,7 @@ func TestReclaimAPI(t *testing.T) {
 	}
 	var st adminapi.ReclaimStatus
 	call(t, http.MethodGet, api+"/status", "", "", &st)
-	term, _ := e.leader.Leader()
+	term, _ := e.Leader.Leader()
 	if st.Pass != 0 || !st.Reclaimer.Leading || st.Reclaimer.Term != term || st.Reclaimer.Leader == nil ||
 		st.Reclaimer.Leader.ID != "leader@test" || st.Reclaimer.Leader.Term != term || st.Reclaimer.ID != "leader@test" || !st.Reclaimer.Enabled {
 		t.Errorf("status before a pass: %+v", st)
@@ -94,7 +95,7 @@ func TestReclaimAPI(t *testing.T) {
 	checkSecondPass(t, e, s, api)
 }
 
-func checkPlanAndFirstPass(t *testing.T, e *reclaimEnv, s scenario, api string, term int64) {
+func checkPlanAndFirstPass(t *testing.T, e *admintest.ReclaimEnv, s admintest.Scenario, api string, term int64) {
 	t.Helper()
 	// A plan decides and changes nothing.
 	var plan adminapi.Report
@@ -107,7 +108,7 @@ func checkPlanAndFirstPass(t *testing.T, e *reclaimEnv, s scenario, api string, 
 	wantCount(t, "plan keep", plan.Uploads.Keep, 1, 1)
 	wantCount(t, "plan mark", plan.Uploads.Mark, 1, 2)
 	wantCount(t, "plan hold", plan.Uploads.Hold, 2, 2)
-	if got := e.state(s.bucket, s.a); got != etcdstore.StateActive {
+	if got := e.State(s.Bucket, s.A); got != etcdstore.StateActive {
 		t.Errorf("after a plan, A is %s; a plan must change nothing", got)
 	}
 	var reps adminapi.Reports
@@ -128,7 +129,7 @@ func checkPlanAndFirstPass(t *testing.T, e *reclaimEnv, s scenario, api string, 
 	if len(pass1.Orphans) != 2 || pass1.Totals.Orphans != 2 {
 		t.Errorf("pass 1 orphans: %+v", pass1.Orphans)
 	}
-	if got := e.state(s.bucket, s.a); got != etcdstore.StateExpired {
+	if got := e.State(s.Bucket, s.A); got != etcdstore.StateExpired {
 		t.Errorf("after pass 1, A is %s, want expired", got)
 	}
 
@@ -139,7 +140,7 @@ func checkPlanAndFirstPass(t *testing.T, e *reclaimEnv, s scenario, api string, 
 	}
 }
 
-func checkOrphanActions(t *testing.T, e *reclaimEnv, s scenario, api string, term int64) {
+func checkOrphanActions(t *testing.T, e *admintest.ReclaimEnv, s admintest.Scenario, api string, term int64) {
 	t.Helper()
 	// Orphans, from the report and from the backend.
 	var orphans adminapi.Orphans
@@ -152,25 +153,25 @@ func checkOrphanActions(t *testing.T, e *reclaimEnv, s scenario, api string, ter
 		t.Errorf("fresh orphans = %d %+v", code, orphans)
 	}
 	for _, o := range orphans.Orphans {
-		if o.Parts != 1 || o.Bytes != testPartSize || o.Initiated.IsZero() {
+		if o.Parts != 1 || o.Bytes != admintest.PartSize || o.Initiated.IsZero() {
 			t.Errorf("orphan %+v", o)
 		}
 	}
 
 	// A delete without confirmation deletes nothing and says what it would.
-	del := `{"refs": [{"bucket": "` + s.bucket + `", "key": "` + s.k2 + `", "upload_id": "` + s.o2 + `"}], "principal": "ops"}`
+	del := `{"refs": [{"bucket": "` + s.Bucket + `", "key": "` + s.K2 + `", "upload_id": "` + s.O2 + `"}], "principal": "ops"}`
 	var deletion adminapi.OrphanDeletion
 	if code := postJSON(t, api+"/orphans/delete", del, &deletion); code != http.StatusConflict ||
 		deletion.Error == nil || deletion.Error.Code != adminapi.CodeNotConfirmed || len(deletion.Results) != 1 ||
 		deletion.Results[0].Deleted || deletion.Results[0].Parts != 1 || deletion.Deleted != 0 {
 		t.Errorf("unconfirmed delete = %d %+v", code, deletion)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.k2, s.o2); n != 1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.K2, s.O2); n != 1 {
 		t.Fatalf("after an unconfirmed delete, O2 has %d parts on MinIO; want 1", n)
 	}
 
 	// Adopt O1: a session owned by the principal, recorded.
-	adopt := `{"bucket": "` + s.bucket + `", "key": "` + s.keyO1 + `", "upload_id": "` + s.o1 + `", "principal": "backup-tool"}`
+	adopt := `{"bucket": "` + s.Bucket + `", "key": "` + s.KeyO1 + `", "upload_id": "` + s.O1 + `", "principal": "backup-tool"}`
 	var adopted adminapi.Adopted
 	if code := postJSON(t, api+"/orphans/adopt", adopt, &adopted); code != http.StatusOK {
 		t.Fatalf("adopt = %d", code)
@@ -178,14 +179,14 @@ func checkOrphanActions(t *testing.T, e *reclaimEnv, s scenario, api string, ter
 	if a := adopted.Adopted; a.Action != string(etcdstore.OrphanAdopted) || a.Principal != "backup-tool" || a.Term != term || a.Parts != 1 || a.Outcome != "active" {
 		t.Errorf("adopted: %+v", a)
 	}
-	if v, err := e.store.GetSession(t.Context(), s.bucket, s.o1); err != nil || v.Value.Owner != "backup-tool" || v.Value.State != etcdstore.StateActive {
+	if v, err := e.Store.GetSession(t.Context(), s.Bucket, s.O1); err != nil || v.Value.Owner != "backup-tool" || v.Value.State != etcdstore.StateActive {
 		t.Errorf("adopted session: %+v %v", v.Value, err)
 	}
 	var apiErr adminapi.ErrorBody
 	if code := postJSON(t, api+"/orphans/adopt", adopt, &apiErr); code != http.StatusConflict || apiErr.Error.Code != adminapi.CodeNotOrphan {
 		t.Errorf("adopting again = %d %+v", code, apiErr)
 	}
-	missing := `{"bucket": "` + s.bucket + `", "key": "nope", "upload_id": "nope", "principal": "p"}`
+	missing := `{"bucket": "` + s.Bucket + `", "key": "nope", "upload_id": "nope", "principal": "p"}`
 	if code := postJSON(t, api+"/orphans/adopt", missing, &apiErr); code != http.StatusNotFound || apiErr.Error.Code != adminapi.CodeNotFound {
 		t.Errorf("adopting a missing upload = %d %+v", code, apiErr)
 	}
@@ -197,26 +198,26 @@ func checkOrphanActions(t *testing.T, e *reclaimEnv, s scenario, api string, ter
 		deletion.Deleted != 1 || !deletion.Results[0].Deleted || deletion.Results[0].Outcome != "aborted" {
 		t.Errorf("confirmed delete = %d %+v", code, deletion)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.k2, s.o2); n != -1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.K2, s.O2); n != -1 {
 		t.Errorf("after a confirmed delete, O2 has %d parts on MinIO", n)
 	}
 	// Deleting a named upload that has a session does nothing to it.
-	notOrphan := `{"refs": [{"bucket": "` + s.bucket + `", "key": "` + s.keyK + `", "upload_id": "` + s.k + `"}], "confirm": true}`
+	notOrphan := `{"refs": [{"bucket": "` + s.Bucket + `", "key": "` + s.KeyK + `", "upload_id": "` + s.K + `"}], "confirm": true}`
 	deletion = adminapi.OrphanDeletion{}
 	if code := postJSON(t, api+"/orphans/delete", notOrphan, &deletion); code != http.StatusOK || deletion.Deleted != 0 ||
 		deletion.Results[0].Outcome != reclaim.ErrNotOrphan.Error() {
 		t.Errorf("deleting a live upload = %d %+v", code, deletion)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.keyK, s.k); n != 1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.KeyK, s.K); n != 1 {
 		t.Fatalf("K has %d parts on MinIO; want 1", n)
 	}
 }
 
-func checkSecondPass(t *testing.T, e *reclaimEnv, s scenario, api string) {
+func checkSecondPass(t *testing.T, e *admintest.ReclaimEnv, s admintest.Scenario, api string) {
 	t.Helper()
 	// A day later A stayed expired: the next pass deletes it, streaming
 	// its answer.
-	e.clock.Advance(25 * time.Hour)
+	e.Clock.Advance(25 * time.Hour)
 	resp, err := http.Post(api+"/run?progress=1", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
@@ -231,10 +232,10 @@ func checkSecondPass(t *testing.T, e *reclaimEnv, s scenario, api string) {
 		t.Errorf("pass 2: %+v", pass2)
 	}
 	wantCount(t, "pass 2 deleted", pass2.Acted.Deleted, 1, 2)
-	if n := e.partsOnMinIO(s.bucket, s.keyA, s.a); n != -1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.KeyA, s.A); n != -1 {
 		t.Errorf("after pass 2, A has %d parts on MinIO; want it deleted", n)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.keyK, s.k); n != 1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.KeyK, s.K); n != 1 {
 		t.Errorf("after pass 2, K has %d parts on MinIO; only marking may touch it", n)
 	}
 
@@ -271,10 +272,10 @@ func readLines(t *testing.T, resp *http.Response) []adminapi.StreamLine {
 func TestReclaimAPIFollower(t *testing.T) {
 	t.Parallel()
 	e := newReclaimEnv(t)
-	s := e.scenario()
-	follower := e.serveAPI(e.reclaimer("follower@test"), ReclaimerInfo{ID: "follower@test", Enabled: false})
+	s := e.Scenario()
+	follower := serveWithReclaimer(t, e.Store, e.Reclaimer("follower@test"), ReclaimerInfo{ID: "follower@test", Enabled: false})
 	api := follower + "/admin/v1/reclaim"
-	term, _ := e.leader.Leader()
+	term, _ := e.Leader.Leader()
 
 	var st adminapi.ReclaimStatus
 	if code := call(t, http.MethodGet, api+"/status", "", "", &st); code != http.StatusOK ||
@@ -288,8 +289,8 @@ func TestReclaimAPIFollower(t *testing.T) {
 
 	for _, tt := range []struct{ path, body string }{
 		{"/run", "{}"},
-		{"/orphans/adopt", `{"bucket": "` + s.bucket + `", "key": "` + s.keyO1 + `", "upload_id": "` + s.o1 + `", "principal": "p"}`},
-		{"/orphans/delete", `{"refs": [{"bucket": "` + s.bucket + `", "key": "` + s.keyO1 + `", "upload_id": "` + s.o1 + `"}], "confirm": true}`},
+		{"/orphans/adopt", `{"bucket": "` + s.Bucket + `", "key": "` + s.KeyO1 + `", "upload_id": "` + s.O1 + `", "principal": "p"}`},
+		{"/orphans/delete", `{"refs": [{"bucket": "` + s.Bucket + `", "key": "` + s.KeyO1 + `", "upload_id": "` + s.O1 + `"}], "confirm": true}`},
 	} {
 		var nl adminapi.NotLeader
 		if code := postJSON(t, api+tt.path, tt.body, &nl); code != http.StatusConflict || nl.Error.Code != adminapi.CodeNotLeader ||
@@ -309,14 +310,14 @@ func TestReclaimAPIFollower(t *testing.T) {
 	}
 	// A preview needs no lead.
 	var deletion adminapi.OrphanDeletion
-	del := `{"refs": [{"bucket": "` + s.bucket + `", "key": "` + s.keyO1 + `", "upload_id": "` + s.o1 + `"}]}`
+	del := `{"refs": [{"bucket": "` + s.Bucket + `", "key": "` + s.KeyO1 + `", "upload_id": "` + s.O1 + `"}]}`
 	if code := postJSON(t, api+"/orphans/delete", del, &deletion); code != http.StatusConflict || deletion.Error.Code != adminapi.CodeNotConfirmed || deletion.Results[0].Parts != 1 {
 		t.Errorf("preview on a follower = %d %+v", code, deletion)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.keyO1, s.o1); n != 1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.KeyO1, s.O1); n != 1 {
 		t.Errorf("O1 has %d parts on MinIO after the follower's refusals; want 1", n)
 	}
-	if got := e.state(s.bucket, s.a); got != etcdstore.StateActive {
+	if got := e.State(s.Bucket, s.A); got != etcdstore.StateActive {
 		t.Errorf("A is %s after the follower's refusals", got)
 	}
 }
@@ -339,9 +340,8 @@ func TestReclaimAPIErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &reclaimEnv{t: t, store: st}
-	api := e.serveAPI(r, ReclaimerInfo{ID: "x@test", Enabled: true}) + "/admin/v1/reclaim"
-	off := e.serveAPI(nil, ReclaimerInfo{ID: "off@test", Off: "sessions.enabled is false"}) + "/admin/v1/reclaim"
+	api := serveWithReclaimer(t, st, r, ReclaimerInfo{ID: "x@test", Enabled: true}) + "/admin/v1/reclaim"
+	off := serveWithReclaimer(t, st, nil, ReclaimerInfo{ID: "off@test", Off: "sessions.enabled is false"}) + "/admin/v1/reclaim"
 
 	tests := []struct {
 		name             string

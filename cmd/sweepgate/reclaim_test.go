@@ -12,6 +12,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/admin"
 	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -20,9 +21,9 @@ import (
 func TestReclaimCLI(t *testing.T) {
 	t.Parallel()
 	e := newReclaimEnv(t)
-	s := e.scenario()
-	term, _ := e.leader.Leader()
-	adminArgs := []string{"--admin", e.base}
+	s := e.Scenario()
+	term, _ := e.Leader.Leader()
+	adminArgs := []string{"--admin", e.Base}
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
 		return runCLI(t, nil, append(args, adminArgs...)...)
@@ -81,13 +82,13 @@ func TestReclaimCLI(t *testing.T) {
 	checkStreamedRunAndFollower(t, e, s, adminArgs, term)
 }
 
-func checkOrphansCLI(t *testing.T, e *reclaimEnv, s scenario, run func(args ...string) (int, string, string)) {
+func checkOrphansCLI(t *testing.T, e *admintest.ReclaimEnv, s admintest.Scenario, run func(args ...string) (int, string, string)) {
 	t.Helper()
-	ref1 := reclaim.OrphanRef{Bucket: s.bucket, Key: s.keyO1, UploadID: s.o1}.String()
-	ref2 := reclaim.OrphanRef{Bucket: s.bucket, Key: s.k2, UploadID: s.o2}.String()
+	ref1 := reclaim.OrphanRef{Bucket: s.Bucket, Key: s.KeyO1, UploadID: s.O1}.String()
+	ref2 := reclaim.OrphanRef{Bucket: s.Bucket, Key: s.K2, UploadID: s.O2}.String()
 	code, out, errOut := run("reclaim", "orphans")
 	if code != exitOK || errOut != "" || !strings.Contains(out, "2 orphan(s)") || !strings.Contains(out, "pass 1, finished") ||
-		!hasRow(out, s.bucket, s.keyO1, s.o1) || !strings.Contains(out, "sweepgate reclaim orphans delete --confirm") {
+		!hasRow(out, s.Bucket, s.KeyO1, s.O1) || !strings.Contains(out, "sweepgate reclaim orphans delete --confirm") {
 		t.Errorf("orphans: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	code, out, _ = run("reclaim", "orphans", "list", "--fresh", "--json")
@@ -101,7 +102,7 @@ func checkOrphansCLI(t *testing.T, e *reclaimEnv, s scenario, run func(args ...s
 	if code != exitRefused || !strings.Contains(errOut, "Nothing was deleted. Run again with --confirm") || !strings.Contains(out, "would delete") {
 		t.Errorf("unconfirmed delete: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.k2, s.o2); n != 1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.K2, s.O2); n != 1 {
 		t.Fatalf("O2 has %d parts after an unconfirmed delete", n)
 	}
 
@@ -113,16 +114,16 @@ func checkOrphansCLI(t *testing.T, e *reclaimEnv, s scenario, run func(args ...s
 	if code != exitError || !strings.Contains(errOut, "not an orphan") {
 		t.Errorf("adopt again: exit %d, stderr %q", code, errOut)
 	}
-	code, _, errOut = run("reclaim", "orphans", "adopt", "--principal", "p", s.bucket+"/nope?uploadId=nope")
+	code, _, errOut = run("reclaim", "orphans", "adopt", "--principal", "p", s.Bucket+"/nope?uploadId=nope")
 	if code != exitNotFound || !strings.Contains(errOut, "no upload") {
 		t.Errorf("adopt a missing upload: exit %d, stderr %q", code, errOut)
 	}
 
 	code, out, errOut = run("reclaim", "orphans", "delete", "--confirm", "--principal", "ops", ref2)
-	if code != exitOK || errOut != "" || !strings.Contains(out, "Deleted 1 of 1.") || !hasRow(out, s.bucket, s.k2, s.o2, "1", "1024", "aborted") {
+	if code != exitOK || errOut != "" || !strings.Contains(out, "Deleted 1 of 1.") || !hasRow(out, s.Bucket, s.K2, s.O2, "1", "1024", "aborted") {
 		t.Errorf("confirmed delete: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.k2, s.o2); n != -1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.K2, s.O2); n != -1 {
 		t.Errorf("O2 has %d parts after a confirmed delete", n)
 	}
 	// Its delete was recorded as a session, so it is no orphan any more.
@@ -130,35 +131,35 @@ func checkOrphansCLI(t *testing.T, e *reclaimEnv, s scenario, run func(args ...s
 	if code != exitRefused || !strings.Contains(out, "Deleted 0 of 1") || !strings.Contains(out, "not an orphan") {
 		t.Errorf("deleting a deleted upload: exit %d:\n%s", code, out)
 	}
-	code, out, _ = run("reclaim", "orphans", "delete", "--confirm", s.bucket+"/nope?uploadId=nope")
+	code, out, _ = run("reclaim", "orphans", "delete", "--confirm", s.Bucket+"/nope?uploadId=nope")
 	if code != exitNotFound || !strings.Contains(out, "no such upload") {
 		t.Errorf("deleting an upload the backend does not have: exit %d:\n%s", code, out)
 	}
-	code, _, _ = run("reclaim", "orphans", "delete", "--confirm", reclaim.OrphanRef{Bucket: s.bucket, Key: s.keyK, UploadID: s.k}.String())
+	code, _, _ = run("reclaim", "orphans", "delete", "--confirm", reclaim.OrphanRef{Bucket: s.Bucket, Key: s.KeyK, UploadID: s.K}.String())
 	if code != exitRefused {
 		t.Errorf("deleting a live upload: exit %d, want %d", code, exitRefused)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.keyK, s.k); n != 1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.KeyK, s.K); n != 1 {
 		t.Fatalf("K has %d parts on MinIO; want 1", n)
 	}
 }
 
-func checkStreamedRunAndFollower(t *testing.T, e *reclaimEnv, s scenario, adminArgs []string, term int64) {
+func checkStreamedRunAndFollower(t *testing.T, e *admintest.ReclaimEnv, s admintest.Scenario, adminArgs []string, term int64) {
 	t.Helper()
 	// On a terminal, the pass is streamed and its report printed the same.
-	e.clock.Advance(25 * time.Hour)
+	e.Clock.Advance(25 * time.Hour)
 	var stdout, stderr syncBuffer
 	c := &cli{stdout: &stdout, stderr: &stderr, isTerminal: func(io.Writer) bool { return true }}
 	if code := c.run(t.Context(), append([]string{"reclaim", "run"}, adminArgs...)); code != exitOK ||
 		!strings.Contains(stdout.String(), "Pass 2, term") || !strings.Contains(stdout.String(), "deleted 1 (2 parts, 2.0 KiB)") {
 		t.Errorf("streamed run: exit %d, stderr %q:\n%s", code, stderr.String(), stdout.String())
 	}
-	if n := e.partsOnMinIO(s.bucket, s.keyA, s.a); n != -1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.KeyA, s.A); n != -1 {
 		t.Errorf("A has %d parts after pass 2", n)
 	}
 
 	// A gateway that does not lead names the one that does.
-	follower := e.serveAPI(e.reclaimer("follower@test"), admin.ReclaimerInfo{ID: "follower@test", Enabled: true})
+	follower := serveWithReclaimer(t, e.Store, e.Reclaimer("follower@test"), admin.ReclaimerInfo{ID: "follower@test", Enabled: true})
 	code, _, errOut := runCLI(t, nil, "reclaim", "run", "--admin", follower)
 	if code != exitError || !strings.Contains(errOut, "the leader is leader@test") {
 		t.Errorf("run on a follower: exit %d, stderr %q", code, errOut)

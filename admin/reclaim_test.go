@@ -326,7 +326,7 @@ func TestReclaimAPIFollower(t *testing.T) {
 // need no reclaimer to run.
 func TestReclaimAPIErrors(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
+	st := admintest.NewStore(t)
 	// A reclaimer that never campaigns: the checks come before any use.
 	be, err := gateway.NewBackendClient("http://127.0.0.1:1", "us-east-1", "AK", "SK")
 	if err != nil {

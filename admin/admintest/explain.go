@@ -15,7 +15,6 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -61,7 +60,7 @@ func NewExplainEnv(t *testing.T, serve func(store *etcdstore.Store, leader *recl
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Store = etcdtest.NewStore(t, etcdstore.DefaultPrefix)
+	e.Store = NewStore(t)
 	svc, err := multipart.New(multipart.Config{Store: e.Store, Backend: backend, Now: e.Clock.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -78,7 +77,7 @@ func NewReclaimEnv(t *testing.T, serve func(store *etcdstore.Store, leader *recl
 	if e.Backend, err = gateway.NewBackendClient(m.Endpoint, m.Region, m.AccessKey, m.SecretKey); err != nil {
 		t.Fatal(err)
 	}
-	e.Store = etcdtest.NewStore(t, etcdstore.DefaultPrefix)
+	e.Store = NewStore(t)
 	if e.Svc, err = multipart.New(multipart.Config{Store: e.Store, Backend: e.Backend, Now: e.Clock.Now}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sweepgate/sweepgate/admin/admintest"
 	"github.com/sweepgate/sweepgate/config"
 )
 
@@ -142,8 +143,8 @@ func TestListenURL(t *testing.T) {
 // and the environment, as serve would.
 func TestAdminCommandsReadTheConfiguration(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
-	seedSessions(t, st)
+	st := admintest.NewStore(t)
+	admintest.SeedSessions(t, st)
 	base, _ := newTokenAdminServer(t, st, testToken)
 	addr := strings.TrimPrefix(base, "http://")
 	dir := t.TempDir()

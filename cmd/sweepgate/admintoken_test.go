@@ -10,13 +10,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sweepgate/sweepgate/admin/admintest"
 	"github.com/sweepgate/sweepgate/config"
 )
 
 func TestAdminTokenCLI(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
-	seedSessions(t, st)
+	st := admintest.NewStore(t)
+	admintest.SeedSessions(t, st)
 	base, _ := newTokenAdminServer(t, st, testToken)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 )
 
 func TestFrontierCLI(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
+	st := admintest.NewStore(t)
 	base := newDigestServer(t, st, "nightly-backup", "dr")
 	run := func(args ...string) (int, string, string) {
 		t.Helper()

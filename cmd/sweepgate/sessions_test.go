@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 )
 
 func TestSessionsCLI(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
-	seedSessions(t, st)
+	st := admintest.NewStore(t)
+	admintest.SeedSessions(t, st)
 	base := newAdminServer(t, st)
 
 	t.Run("list table", func(t *testing.T) {

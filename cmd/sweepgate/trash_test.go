@@ -8,19 +8,20 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
 func TestTrashCLI(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
-	seedTrash(t, st)
+	st := admintest.NewStore(t)
+	admintest.SeedTrash(t, st)
 	base := newDigestServer(t, st)
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
 		return runCLI(t, []string{adminURLEnv + "=" + base}, args...)
 	}
-	old, newer := deletedAt(tOld), deletedAt(tNew)
+	old, newer := deletedAt(admintest.TrashOld), deletedAt(admintest.TrashNew)
 	if !strings.Contains(old, ".123456789Z") {
 		t.Fatalf("deleted-at times lose their nanoseconds: %s", old)
 	}
@@ -33,9 +34,9 @@ func TestTrashCLI(t *testing.T) {
 		t.Errorf("list header:\n%s", out)
 	}
 	for _, want := range [][]string{
-		{"lfs", "p/x", deletedAt(tLFS), when(tLFS.Add(7 * 24 * time.Hour)), "1", "-"},
-		{"reg", "manifests/app", old, when(tOld.Add(7 * 24 * time.Hour)), "(expired)", "2", "alice"},
-		{"reg", "manifests/app", newer, when(tNew.Add(7 * 24 * time.Hour)), "2", "bob"},
+		{"lfs", "p/x", deletedAt(admintest.TrashLFS), when(admintest.TrashLFS.Add(7 * 24 * time.Hour)), "1", "-"},
+		{"reg", "manifests/app", old, when(admintest.TrashOld.Add(7 * 24 * time.Hour)), "(expired)", "2", "alice"},
+		{"reg", "manifests/app", newer, when(admintest.TrashNew.Add(7 * 24 * time.Hour)), "2", "bob"},
 	} {
 		if !hasRow(out, want...) {
 			t.Errorf("list lacks the row %q:\n%s", want, out)
@@ -62,17 +63,17 @@ func TestTrashCLI(t *testing.T) {
 	// Without --at the newest record of the object comes back.
 	code, out, errOut = run("trash", "restore", "reg", "manifests/app")
 	if code != exitOK || errOut != "" || !strings.HasPrefix(out, "Restored reg/manifests/app (deleted at "+newer+"): its 2 digest(s) are referenced again.\n") ||
-		!strings.Contains(out, "  "+dC+"\n") || strings.Contains(out, "expired") {
+		!strings.Contains(out, "  "+admintest.DigestC+"\n") || strings.Contains(out, "expired") {
 		t.Fatalf("restore newest: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	v, err := st.GetRefSource(t.Context(), "reg", "manifests/app")
-	if err != nil || !reflect.DeepEqual(v.Value.Digests, []string{dB, dC}) || !v.Value.Restored {
+	if err != nil || !reflect.DeepEqual(v.Value.Digests, []string{admintest.DigestB, admintest.DigestC}) || !v.Value.Restored {
 		t.Fatalf("the references are not back: %+v, %v", v.Value, err)
 	}
 	// The older, expired one by name, flags after the arguments.
 	code, out, _ = run("trash", "restore", "reg", "manifests/app", "--at", old, "--json")
 	var ans adminapi.Restored
-	if code != exitOK || json.Unmarshal([]byte(out), &ans) != nil || !ans.Restored.Expired || !ans.Restored.DeletedAt.Equal(tOld) {
+	if code != exitOK || json.Unmarshal([]byte(out), &ans) != nil || !ans.Restored.Expired || !ans.Restored.DeletedAt.Equal(admintest.TrashOld) {
 		t.Errorf("restore --at --json: exit %d:\n%s", code, out)
 	}
 
@@ -92,7 +93,7 @@ func checkTrashCLIRefusals(t *testing.T, st *etcdstore.Store, old string, run fu
 	}
 
 	// A digest being reclaimed: refused, an error.
-	if _, err := st.Client().Put(t.Context(), st.Keys().Guard(dC), `{"v":1}`); err != nil {
+	if _, err := st.Client().Put(t.Context(), st.Keys().Guard(admintest.DigestC), `{"v":1}`); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut = run("trash", "restore", "lfs", "p/x")
@@ -122,7 +123,7 @@ func checkTrashCLIRefusals(t *testing.T, st *etcdstore.Store, old string, run fu
 
 func TestTrashCLIEmpty(t *testing.T) {
 	t.Parallel()
-	base := newDigestServer(t, newAPITestStore(t))
+	base := newDigestServer(t, admintest.NewStore(t))
 	code, out, errOut := runCLI(t, nil, "trash", "list", "--admin", base)
 	if code != exitOK || errOut != "" || out != "The trash is empty.\n" {
 		t.Errorf("exit %d, stderr %q, stdout %q", code, errOut, out)

@@ -1,8 +1,3 @@
-// Package admintest builds the worlds that the admin API's tests and the
-// admin commands' tests run against: a real MinIO and a real etcd with a
-// reclaimer over them, and the uploads, sessions, blobs and manifests the
-// tests judge. It serves nothing itself: each test serves its own admin
-// handler over what it builds.
 package admintest
 
 import (

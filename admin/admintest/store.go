@@ -1,3 +1,8 @@
+// Package admintest builds what the admin API's tests and the admin
+// commands' tests run against: an embedded etcd with sessions and trash in
+// it, and a real MinIO and etcd with a leading reclaimer over the uploads,
+// sessions, blobs and manifests the tests judge. It serves nothing itself:
+// each test serves the admin handler over what it builds.
 package admintest
 
 import (

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"time"
@@ -188,15 +187,6 @@ func (a *digestAPI) reportFrontier(w http.ResponseWriter, r *http.Request) {
 	}
 	// Another report removed it in between; what was written is known.
 	writeAPIError(w, http.StatusConflict, adminapi.CodeConflict, fmt.Sprintf("the frontier of plane %q changed while it was recorded; list the frontiers", plane))
-}
-
-// remoteHost names the client for a report that does not say who made it.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 func trashRecord(tr etcdstore.TrashRecord, now time.Time) adminapi.Trash {

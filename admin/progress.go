@@ -28,7 +28,7 @@ func (h *ProgressHub) Publish(p reclaim.Progress) {
 		case <-ch: // drop the older report
 		default:
 		}
-		ch <- p // room for one, and only publish sends
+		ch <- p // room for one, and only Publish sends
 	}
 }
 

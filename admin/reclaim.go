@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -18,14 +15,8 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// Limits of the reclaim API beyond those of its parameters
-// (package adminapi).
-const (
-	// maxRequestBody bounds a request document: 1000 refs with long keys.
-	maxRequestBody = 4 << 20
-	// progressEvery spaces the progress lines of a streamed pass.
-	progressEvery = 500 * time.Millisecond
-)
+// progressEvery spaces the progress lines of a streamed pass.
+const progressEvery = 500 * time.Millisecond
 
 // reclaimAPI serves /admin/v1/reclaim from the reclaimer.
 type reclaimAPI struct {
@@ -57,18 +48,6 @@ func (a *reclaimAPI) routes(mux *http.ServeMux, protect func(http.Handler) http.
 	}
 }
 
-// onlyMethod answers 405 for a path that takes only method.
-func onlyMethod(method string) http.HandlerFunc {
-	allow := method
-	if method == http.MethodGet {
-		allow = "GET, HEAD"
-	}
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", allow)
-		writeAPIError(w, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use %s", r.Method, method))
-	}
-}
-
 func (a *reclaimAPI) enabled(w http.ResponseWriter) bool {
 	if a.r == nil {
 		msg := "this gateway has no reclaimer"
@@ -79,38 +58,6 @@ func (a *reclaimAPI) enabled(w http.ResponseWriter) bool {
 		return false
 	}
 	return true
-}
-
-// readJSON decodes a request document into v. It takes only
-// application/json: a browser cannot send that to another origin without
-// asking first (CORS), which this API never allows, so a web page cannot
-// make an operator's browser trigger a pass or a delete. An empty body
-// leaves v as it is.
-func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		writeAPIError(w, http.StatusUnsupportedMediaType, adminapi.CodeUnsupportedMediaType,
-			"send the request with Content-Type: application/json (a JSON document, {} when there is nothing to say)")
-		return false
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, "request document: "+err.Error())
-		return false
-	}
-	if dec.More() {
-		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, "request document: more than one JSON value")
-		return false
-	}
-	return true
-}
-
-// noWriteDeadline lifts the admin listener's write timeout for a request
-// that waits for a whole pass, which may take longer; the request's context
-// still ends it when the client goes away.
-func noWriteDeadline(w http.ResponseWriter) {
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 }
 
 // leader reads who leads, for an answer that names them; nil when nobody
@@ -318,33 +265,6 @@ func (a *reclaimAPI) status(w http.ResponseWriter, r *http.Request) {
 	}
 	fillLists(&out.Report)
 	writeJSON(w, http.StatusOK, out)
-}
-
-// intParam reads a whole number parameter from 1 to max, def when absent.
-func intParam(v url.Values, name string, def, max int) (int, error) {
-	s := v.Get(name)
-	if s == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > max {
-		return 0, fmt.Errorf("%s %q: want a whole number from 1 to %d", name, s, max)
-	}
-	return n, nil
-}
-
-// checkParams refuses parameters other than names.
-func checkParams(v url.Values, names ...string) error {
-	for name := range v {
-		known := false
-		for _, n := range names {
-			known = known || n == name
-		}
-		if !known {
-			return fmt.Errorf("unknown parameter %q; the parameters are %v", name, names)
-		}
-	}
-	return nil
 }
 
 func (a *reclaimAPI) reports(w http.ResponseWriter, r *http.Request) {

@@ -40,11 +40,6 @@ func (a *sessionsAPI) routes(mux *http.ServeMux, protect func(http.Handler) http
 	})))
 }
 
-func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Allow", "GET, HEAD")
-	writeAPIError(w, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed here; use GET", r.Method))
-}
-
 func (a *sessionsAPI) list(w http.ResponseWriter, r *http.Request) {
 	if !a.enabled(w) {
 		return

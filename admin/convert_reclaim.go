@@ -2,7 +2,6 @@ package admin
 
 import (
 	"github.com/sweepgate/sweepgate/admin/adminapi"
-	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -180,9 +179,4 @@ func toOrphanRef(r adminapi.OrphanRef) reclaim.OrphanRef {
 func fromOrphanResult(r reclaim.OrphanResult) adminapi.OrphanResult {
 	return adminapi.OrphanResult{Bucket: r.Bucket, Key: r.Key, UploadID: r.UploadID, Parts: r.Parts, Bytes: r.Bytes,
 		Outcome: r.Outcome, Uncertain: r.Uncertain, Deleted: r.Deleted}
-}
-
-func fromOrphanRecord(r etcdstore.OrphanRecord) adminapi.OrphanRecord {
-	return adminapi.OrphanRecord{Action: string(r.Action), Bucket: r.Bucket, Key: r.Key, UploadID: r.UploadID, Principal: r.Principal,
-		Term: r.Term, At: r.At, Parts: r.Parts, Bytes: r.Bytes, Outcome: r.Outcome}
 }

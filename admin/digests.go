@@ -189,15 +189,6 @@ func (a *digestAPI) reportFrontier(w http.ResponseWriter, r *http.Request) {
 	writeAPIError(w, http.StatusConflict, adminapi.CodeConflict, fmt.Sprintf("the frontier of plane %q changed while it was recorded; list the frontiers", plane))
 }
 
-func trashRecord(tr etcdstore.TrashRecord, now time.Time) adminapi.Trash {
-	out := adminapi.Trash{Bucket: tr.Bucket, Key: tr.Key, Digests: tr.Digests, DeletedAt: tr.DeletedAt, Expires: tr.Expires,
-		Principal: tr.Principal, Expired: !tr.Expires.After(now)}
-	if out.Digests == nil {
-		out.Digests = []string{}
-	}
-	return out
-}
-
 func (a *digestAPI) trash(w http.ResponseWriter, r *http.Request) {
 	if !a.enabled(w) {
 		return

@@ -1,11 +1,14 @@
 package admin
 
 import (
+	"time"
+
 	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
-// Conversions from the session records in etcd to the API's documents.
+// Conversions from the records in etcd (sessions, trash, orphan
+// decisions) to the API's documents.
 
 // summarize is the list's view of a session; act is its activity record,
 // if any.
@@ -33,6 +36,8 @@ func summarize(s *etcdstore.Session, act *etcdstore.Activity, modRev int64) admi
 	return out
 }
 
+// detail is the show's view of a session, with its activity record (if
+// any) and its parts.
 func detail(s *etcdstore.Session, modRev int64, act *etcdstore.Activity, parts []etcdstore.Part) adminapi.SessionDetail {
 	out := adminapi.SessionDetail{
 		Session:      summarize(s, act, modRev),
@@ -62,4 +67,20 @@ func detail(s *etcdstore.Session, modRev int64, act *etcdstore.Activity, parts [
 		out.PartBytes += p.Size
 	}
 	return out
+}
+
+// trashRecord is the view of a trash record, expired or not as of now.
+func trashRecord(tr etcdstore.TrashRecord, now time.Time) adminapi.Trash {
+	out := adminapi.Trash{Bucket: tr.Bucket, Key: tr.Key, Digests: tr.Digests, DeletedAt: tr.DeletedAt, Expires: tr.Expires,
+		Principal: tr.Principal, Expired: !tr.Expires.After(now)}
+	if out.Digests == nil {
+		out.Digests = []string{}
+	}
+	return out
+}
+
+// fromOrphanRecord is the view of an operator's decision about an orphan.
+func fromOrphanRecord(r etcdstore.OrphanRecord) adminapi.OrphanRecord {
+	return adminapi.OrphanRecord{Action: string(r.Action), Bucket: r.Bucket, Key: r.Key, UploadID: r.UploadID, Principal: r.Principal,
+		Term: r.Term, At: r.At, Parts: r.Parts, Bytes: r.Bytes, Outcome: r.Outcome}
 }

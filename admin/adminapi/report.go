@@ -131,8 +131,8 @@ type ReconcileReport struct {
 	// old enough to act on that the run looked up on the backend.
 	Examined int `json:"examined"`
 	// Young counts aborting, cleanup_pending and completing sessions left
-	// alone because they changed less than After ago (or, by the clock,
-	// in the future).
+	// alone because they changed less than sessions.reconcile_after ago
+	// (or, by the clock, in the future).
 	Young int `json:"young"`
 	// Aborted counts sessions moved to aborted, Completed to completed.
 	Aborted   int `json:"aborted"`
@@ -149,7 +149,7 @@ type ReconcileReport struct {
 	// write; the change won and the next run decides again.
 	Conflicts int `json:"conflicts"`
 	// Deferred counts sessions due for a decision or a prune that this run
-	// left to the next one (past MaxActions or MaxPrune).
+	// left to the next one (past its bound on actions or prunes).
 	Deferred int `json:"deferred"`
 	// Errors counts sessions the run could not check, settle or read.
 	Errors int `json:"errors"`

@@ -15,12 +15,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/cas"
-	"github.com/sweepgate/sweepgate/reclaim"
 )
 
 // explainClientTimeout is above the server's own bound on an explanation.
-const explainClientTimeout = explainTimeout + 30*time.Second
+const explainClientTimeout = adminapi.ExplainTimeout + 30*time.Second
 
 func (c *cli) explainHelp(w io.Writer) {
 	fmt.Fprintf(w, `Usage: sweepgate explain [flags] BUCKET UPLOADID
@@ -107,7 +107,7 @@ func (c *cli) explainCmd(ctx context.Context, args []string) int {
 	// Numbers stay as written: a revision printed as 1.84467e+05 helps no one.
 	dec.UseNumber()
 	if len(pos) == 1 {
-		var ex reclaim.DigestExplanation
+		var ex adminapi.DigestExplanation
 		if err := dec.Decode(&ex); err != nil || ex.Verdict == "" {
 			fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not an explanation: %s\n", name, f.admin, snippet(body, err))
 			return exitError
@@ -118,7 +118,7 @@ func (c *cli) explainCmd(ctx context.Context, args []string) int {
 		writeDigestExplanation(c.stdout, &ex)
 		return exitOK
 	}
-	var ex reclaim.UploadExplanation
+	var ex adminapi.UploadExplanation
 	if err := dec.Decode(&ex); err != nil || ex.Verdict == "" {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not an explanation: %s\n", name, f.admin, snippet(body, err))
 		return exitError
@@ -130,7 +130,7 @@ func (c *cli) explainCmd(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func writeUploadExplanation(w io.Writer, ex *reclaim.UploadExplanation) {
+func writeUploadExplanation(w io.Writer, ex *adminapi.UploadExplanation) {
 	fmt.Fprintf(w, "Upload %s in bucket %s, key %s\n", cell(ex.UploadID), cell(ex.Bucket), cell(ex.Key))
 	fmt.Fprintf(w, "Verdict: %s: %s\n", strings.ToUpper(ex.Verdict), ex.Reason)
 	if ex.Stuck {
@@ -191,7 +191,7 @@ func writeUploadExplanation(w io.Writer, ex *reclaim.UploadExplanation) {
 	writeNotes(w, ex.Notes)
 }
 
-func writeDigestExplanation(w io.Writer, ex *reclaim.DigestExplanation) {
+func writeDigestExplanation(w io.Writer, ex *adminapi.DigestExplanation) {
 	fmt.Fprintf(w, "Digest %s\n", ex.Digest)
 	fmt.Fprintf(w, "Verdict: %s: %s\n", strings.ToUpper(ex.Verdict), ex.Reason)
 	fmt.Fprintf(w, "Judged at %s (etcd revision %d) for pass %d; placement grace %s.\n", when(ex.Now), ex.Revision, ex.NextPass, ex.PlacementGrace)
@@ -286,7 +286,7 @@ func writeDigestExplanation(w io.Writer, ex *reclaim.DigestExplanation) {
 
 // writeSteps prints the checklist: one line per rule tried, the deciding
 // one marked, and under each the values it compared.
-func writeSteps(w io.Writer, steps []reclaim.Step) {
+func writeSteps(w io.Writer, steps []adminapi.Step) {
 	fmt.Fprintln(w, "\nChecklist (a pass tries these rules in order and stops at the first that matches):")
 	width := 0
 	for _, s := range steps {
@@ -337,7 +337,7 @@ func valueText(v any) string {
 	return string(b)
 }
 
-func refFlags(r reclaim.ExplainRef) string {
+func refFlags(r adminapi.ExplainRef) string {
 	var f []string
 	for _, x := range []struct {
 		on   bool
@@ -360,7 +360,7 @@ func termText(term int64) string {
 	return strconv.FormatInt(term, 10)
 }
 
-func writeLastPass(w io.Writer, p *reclaim.PassSummary) {
+func writeLastPass(w io.Writer, p *adminapi.PassSummary) {
 	if p == nil {
 		fmt.Fprintln(w, "\nLast pass: none recorded yet")
 		return

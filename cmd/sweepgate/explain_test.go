@@ -6,29 +6,30 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 )
 
 // TestExplainCLI runs `sweepgate explain` against the API.
 func TestExplainCLI(t *testing.T) {
 	t.Parallel()
 	e := newExplainEnv(t)
-	w := e.world()
+	w := e.World()
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
-		return runCLI(t, []string{adminURLEnv + "=" + e.base}, append([]string{"explain"}, args...)...)
+		return runCLI(t, []string{adminURLEnv + "=" + e.Base}, append([]string{"explain"}, args...)...)
 	}
 
-	code, out, errOut := run(exBucket, w.idle)
+	code, out, errOut := run(admintest.ExplainBucket, w.Idle)
 	if code != exitOK || errOut != "" {
 		t.Fatalf("upload: exit %d, stderr %q", code, errOut)
 	}
 	for _, want := range []string{
-		"Upload " + w.idle + " in bucket uploads, key idle/object\n",
+		"Upload " + w.Idle + " in bucket uploads, key idle/object\n",
 		"Verdict: KEEP: marked expired 0s ago; deletable after 12h0m0s\n",
 		"grace 24h0m0s, delete after 12h0m0s, stuck limit 1h0m0s, clock skew 5m0s.\n",
 		"Checklist (a pass tries these rules in order and stops at the first that matches):\n",
-		"delete_after=12h0m0s", "unchanged_since_mark=true", "expired_at=" + when(e.clock.Now()),
+		"delete_after=12h0m0s", "unchanged_since_mark=true", "expired_at=" + when(e.Clock.Now()),
 		"Backend: 2 part(s), 2.0 KiB (2048 bytes)\n",
 		"History: 2 transition(s)\n",
 		"Last pass: 1 (term ",
@@ -41,24 +42,24 @@ func TestExplainCLI(t *testing.T) {
 		!hasRow(out, "MATCH", "expired", "marked", "expired", "0s", "ago;") || !hasRow(out, "no", "within_grace") {
 		t.Errorf("upload output lacks its steps:\n%s", out)
 	}
-	if !hasRow(out, when(e.clock.Now()), "active", "expired", "reclaimer") {
+	if !hasRow(out, when(e.Clock.Now()), "active", "expired", "reclaimer") {
 		t.Errorf("upload output lacks the reclaimer's transition:\n%s", out)
 	}
 
-	code, out, _ = run(exBucket, w.orphan, "--json")
-	var ex reclaim.UploadExplanation
+	code, out, _ = run(admintest.ExplainBucket, w.Orphan, "--json")
+	var ex adminapi.UploadExplanation
 	if code != exitOK || json.Unmarshal([]byte(out), &ex) != nil || ex.Verdict != "hold" || ex.Steps[len(ex.Steps)-1].Rule != "no_session" {
 		t.Errorf("orphan --json: exit %d:\n%s", code, out)
 	}
-	code, out, _ = run("--key", "orphan/object", exBucket, w.orphan)
+	code, out, _ = run("--key", "orphan/object", admintest.ExplainBucket, w.Orphan)
 	if code != exitOK || !strings.Contains(out, "Verdict: HOLD: no session") || !strings.Contains(out, "Session: none (an orphan") ||
 		!strings.Contains(out, "reclaim orphans adopt") {
 		t.Errorf("orphan: exit %d:\n%s", code, out)
 	}
 
-	code, out, _ = run(w.refd)
+	code, out, _ = run(w.Refd)
 	for _, want := range []string{
-		"Digest " + w.refd + "\n",
+		"Digest " + w.Refd + "\n",
 		"Verdict: KEEP: retained by references: named by 1 recorded reference(s): cas/manifests/app/v1 (manifests)\n",
 		"references=1",
 		"References: 1 shown\n", "Tombstone: none\n", "Guard: not armed\n",
@@ -72,11 +73,11 @@ func TestExplainCLI(t *testing.T) {
 		t.Errorf("referenced blob: exit %d:\n%s", code, out)
 	}
 
-	code, out, _ = run(w.unrefd)
+	code, out, _ = run(w.Unrefd)
 	for _, want := range []string{
-		"Verdict: PENDING: pending until every plane has applied revision " + fmt.Sprint(w.tombstoneRequire) + "; not there yet: backup (at 0)\n",
-		"Tombstone: pending since ", "attempts 1, frontier " + fmt.Sprint(w.tombstoneRequire),
-		"Planes, against the required frontier " + fmt.Sprint(w.tombstoneRequire) + ":\n",
+		"Verdict: PENDING: pending until every plane has applied revision " + fmt.Sprint(w.TombstoneRequire) + "; not there yet: backup (at 0)\n",
+		"Tombstone: pending since ", "attempts 1, frontier " + fmt.Sprint(w.TombstoneRequire),
+		"Planes, against the required frontier " + fmt.Sprint(w.TombstoneRequire) + ":\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("pending blob output lacks %q:\n%s", want, out)
@@ -85,14 +86,19 @@ func TestExplainCLI(t *testing.T) {
 	if code != exitOK || !hasRow(out, "backup", "0", "no") || !hasRow(out, "no", "references") || !hasRow(out, "MATCH", "frontier_wait", "pending") {
 		t.Errorf("pending blob: exit %d:\n%s", code, out)
 	}
-	code, out, _ = run(w.unrefd, "--json")
-	var dx reclaim.DigestExplanation
+	code, out, _ = run(w.Unrefd, "--json")
+	var dx adminapi.DigestExplanation
 	if code != exitOK || json.Unmarshal([]byte(out), &dx) != nil || dx.Verdict != "pending" {
 		t.Errorf("pending blob --json: exit %d:\n%s", code, out)
 	}
 
+	checkExplainCLIFailures(t, w, run)
+}
+
+func checkExplainCLIFailures(t *testing.T, w admintest.ExplainWorld, run func(args ...string) (int, string, string)) {
+	t.Helper()
 	// Nothing known: exit 3.
-	code, out, errOut = run(exBucket, "no-such-upload")
+	code, out, errOut := run(admintest.ExplainBucket, "no-such-upload")
 	if code != exitNotFound || out != "" || !strings.Contains(errOut, "nothing is known about upload") {
 		t.Errorf("unknown upload: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
@@ -102,7 +108,7 @@ func TestExplainCLI(t *testing.T) {
 	}
 
 	// Bad command lines: exit 2, nothing asked.
-	for _, args := range [][]string{{}, {"a", "b", "c"}, {"not-a-digest"}, {"--key", "k", w.refd}, {"--bogus", exBucket, w.idle}} {
+	for _, args := range [][]string{{}, {"a", "b", "c"}, {"not-a-digest"}, {"--key", "k", w.Refd}, {"--bogus", admintest.ExplainBucket, w.Idle}} {
 		if code, out, errOut := run(args...); code != exitUsage || out != "" || !strings.Contains(errOut, "sweepgate explain --help") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
@@ -112,7 +118,7 @@ func TestExplainCLI(t *testing.T) {
 		t.Errorf("--help: exit %d:\n%s", code, out)
 	}
 	// No API there: exit 1.
-	code, _, errOut = runCLI(t, nil, "explain", "--admin", "127.0.0.1:1", exBucket, w.idle)
+	code, _, errOut = runCLI(t, nil, "explain", "--admin", "127.0.0.1:1", admintest.ExplainBucket, w.Idle)
 	if code != exitError || !strings.Contains(errOut, "cannot reach the admin API") {
 		t.Errorf("no API: exit %d, stderr %q", code, errOut)
 	}

@@ -10,10 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/config"
 )
 
@@ -65,63 +65,6 @@ func (c *cli) frontierCmd(ctx context.Context, args []string) int {
 		subcommand{"report", c.frontierReport}, subcommand{"list", c.frontierList})
 }
 
-// adminFlags are the flags every thin client of the admin API takes.
-type adminFlags struct {
-	admin string
-	json  bool
-}
-
-// adminFlagsHelp is the help text of the flags parseAdminFlags defines
-// for every command that calls the admin API (--admin, --token-file,
-// --config), with descriptions starting at column width.
-func adminFlagsHelp(width int) string {
-	lines := [][2]string{
-		{"--admin URL", "the gateway's admin listener (default $" + adminURLEnv + ","},
-		{"", "else admin.listen of the configuration, " + defaultAdminURL},
-		{"", "unless it sets another)"},
-		{"--token-file F", "send the admin token in file F (default"},
-		{"", "$SWEEPGATE_ADMIN_TOKEN, else the file"},
-		{"", "$SWEEPGATE_ADMIN_TOKEN_FILE names, else admin.token or"},
-		{"", "admin.token_file of the configuration, else the token"},
-		{"", "serve generated in the file admin-token of its"},
-		{"", "etcd.embedded.data_dir)"},
-		{"--config FILE", "the gateway's YAML configuration (default"},
-		{"", "$SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment"},
-		{"", "as serve reads them: with the gateway's configuration the"},
-		{"", "command finds its admin listener and its admin token"},
-	}
-	var b strings.Builder
-	for _, l := range lines {
-		fmt.Fprintf(&b, "  %-*s%s\n", width-2, l[0], l[1])
-	}
-	return b.String()
-}
-
-// parseAdminFlags parses args with the common flags and those that define
-// adds, showing help on -h; ok is false when the command is done, with
-// code its exit status.
-func (c *cli) parseAdminFlags(name string, args []string, help func(*cli, io.Writer), define func(*flag.FlagSet)) (f adminFlags, pos []string, code int, ok bool) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	c.adminFlag(fs, &f.admin)
-	fs.BoolVar(&f.json, "json", false, "")
-	if define != nil {
-		define(fs)
-	}
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		help(c, c.stdout)
-		return f, nil, exitOK, false
-	}
-	if err != nil {
-		return f, nil, c.usageError(name, err), false
-	}
-	if f.admin, err = c.adminURL(f.admin); err != nil {
-		return f, nil, c.usageError(name, err), false
-	}
-	return f, pos, exitOK, true
-}
-
 func (c *cli) frontierReport(ctx context.Context, args []string) int {
 	const name = "frontier report"
 	var plane, revision, by string
@@ -151,14 +94,14 @@ func (c *cli) frontierReport(ctx context.Context, args []string) int {
 	}
 	path := "/admin/v1/frontiers/" + url.PathEscape(plane)
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: path,
-		body: apiFrontierReport{Revision: &rev, By: by}, timeout: adminClientTimeout})
+		body: adminapi.FrontierReport{Revision: &rev, By: by}, timeout: adminClientTimeout})
 	if code != exitOK {
 		return code
 	}
 	if status != http.StatusOK {
 		return c.apiFailure(name, f.admin+path, status, body)
 	}
-	var p apiPlane
+	var p adminapi.Plane
 	if err := json.Unmarshal(body, &p); err != nil || p.Plane == "" {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a plane's frontier: %s\n", name, f.admin, snippet(body, err))
 		return exitError
@@ -187,7 +130,7 @@ func (c *cli) frontierList(ctx context.Context, args []string) int {
 	if code != exitOK {
 		return code
 	}
-	var list apiFrontiers
+	var list adminapi.Frontiers
 	if err := json.Unmarshal(body, &list); err != nil || list.Planes == nil {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a frontier list: %s\n", name, f.admin, snippet(body, err))
 		return exitError
@@ -199,7 +142,7 @@ func (c *cli) frontierList(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func writeFrontiers(w io.Writer, list *apiFrontiers) {
+func writeFrontiers(w io.Writer, list *adminapi.Frontiers) {
 	fmt.Fprintf(w, "etcd's current revision: %d\n", list.Revision)
 	if len(list.Planes) == 0 {
 		fmt.Fprintln(w, "No plane is configured (digests.planes) or has reported: deletes wait for no replica or backup.")

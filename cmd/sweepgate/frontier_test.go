@@ -6,11 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 )
 
 func TestFrontierCLI(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
+	st := admintest.NewStore(t)
 	base := newDigestServer(t, st, "nightly-backup", "dr")
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
@@ -46,7 +49,7 @@ func TestFrontierCLI(t *testing.T) {
 	}
 	// A plane the gateway does not gate on may report; the CLI says so.
 	code, out, _ = run("frontier", "report", "--plane=elsewhere", "--revision=1", "--json")
-	var p apiPlane
+	var p adminapi.Plane
 	if code != exitOK || json.Unmarshal([]byte(out), &p) != nil || p.Plane != "elsewhere" || p.Configured || p.By != "127.0.0.1" {
 		t.Fatalf("report --json: exit %d:\n%s", code, out)
 	}
@@ -76,7 +79,7 @@ func TestFrontierCLI(t *testing.T) {
 		t.Errorf("row order %q", order)
 	}
 	code, out, _ = run("frontier", "list", "--json")
-	var list apiFrontiers
+	var list adminapi.Frontiers
 	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Planes) != 3 || !strings.Contains(out, "\n  \"planes\": [") {
 		t.Errorf("list --json: exit %d:\n%s", code, out)
 	}
@@ -87,6 +90,11 @@ func TestFrontierCLI(t *testing.T) {
 		t.Errorf("revision ahead: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
+	checkFrontierCLIMistakes(t, run)
+}
+
+func checkFrontierCLIMistakes(t *testing.T, run func(args ...string) (int, string, string)) {
+	t.Helper()
 	// Command-line mistakes never reach the API.
 	for _, tt := range []struct {
 		args []string
@@ -116,7 +124,7 @@ func TestFrontierCLI(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	code, _, errOut = runCLI(t, nil, "frontier", "list", "--admin", dead)
+	code, _, errOut := runCLI(t, nil, "frontier", "list", "--admin", dead)
 	if code != exitError || !strings.Contains(errOut, "cannot reach the admin API") {
 		t.Errorf("unreachable: exit %d, stderr %q", code, errOut)
 	}

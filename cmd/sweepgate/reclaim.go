@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 )
 
 func (c *cli) reclaimHelp(w io.Writer) {
@@ -80,7 +79,7 @@ gateway does not lead: the message names the leader); 2 bad command line;
 the pass (or would refuse the plan), the pass stopped (status: the newest
 pass report says so), a delete was not confirmed or left uploads in place;
 5 the admin API refused the request for want of the right admin token.
-`, adminFlagsHelp(21), maxReportsLimit, defaultReportsLimit, maxOrphansLimit, defaultOrphansLimit)
+`, adminFlagsHelp(21), adminapi.MaxReportsLimit, adminapi.DefaultReportsLimit, adminapi.MaxOrphansLimit, adminapi.DefaultOrphansLimit)
 }
 
 func (c *cli) reclaimCmd(ctx context.Context, args []string) int {
@@ -178,7 +177,7 @@ func (c *cli) passCommand(ctx context.Context, name string, f reclaimFlags, req 
 			return code
 		}
 		if line.Report == nil {
-			e := apiError{Code: codeReclaimFailed, Message: "the answer ended without a report"}
+			e := adminapi.ErrorDetail{Code: adminapi.CodeReclaimFailed, Message: "the answer ended without a report"}
 			if line.Error != nil {
 				e = *line.Error
 			}
@@ -196,7 +195,7 @@ func (c *cli) passCommand(ctx context.Context, name string, f reclaimFlags, req 
 			return c.apiFailure(name, req.url(f.admin), resp.StatusCode, body)
 		}
 	}
-	var rep reclaim.Report
+	var rep adminapi.Report
 	if err := json.Unmarshal(body, &rep); err != nil {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a pass report: %v\n", name, f.admin, err)
 		return exitError
@@ -213,7 +212,7 @@ func (c *cli) passCommand(ctx context.Context, name string, f reclaimFlags, req 
 
 // passExit is the exit status a report means: 4 when the pass did not do
 // its work.
-func passExit(rep *reclaim.Report) int {
+func passExit(rep *adminapi.Report) int {
 	if rep.Refused != "" || rep.Stopped != "" {
 		return exitRefused
 	}
@@ -222,7 +221,7 @@ func passExit(rep *reclaim.Report) int {
 
 // readStream reads a streamed pass, showing its progress lines on the
 // terminal, and returns its last line.
-func (c *cli) readStream(name string, r io.Reader) (apiStreamLine, int) {
+func (c *cli) readStream(name string, r io.Reader) (adminapi.StreamLine, int) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxAdminAnswer)
 	shown := false
@@ -232,7 +231,7 @@ func (c *cli) readStream(name string, r io.Reader) (apiStreamLine, int) {
 		}
 	}()
 	for sc.Scan() {
-		var line apiStreamLine
+		var line adminapi.StreamLine
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			fmt.Fprintf(c.stderr, "sweepgate %s: the admin API answered a line that is not JSON: %v\n", name, err)
 			return line, exitError
@@ -248,11 +247,11 @@ func (c *cli) readStream(name string, r io.Reader) (apiStreamLine, int) {
 		err = io.ErrUnexpectedEOF
 	}
 	fmt.Fprintf(c.stderr, "sweepgate %s: the answer ended early: %v (a pass keeps running on the leader; see 'sweepgate reclaim status')\n", name, err)
-	return apiStreamLine{}, exitError
+	return adminapi.StreamLine{}, exitError
 }
 
 // progressText is one line about a pass in progress.
-func progressText(p *reclaim.Progress, now time.Time) string {
+func progressText(p *adminapi.Progress, now time.Time) string {
 	kind := "pass"
 	if p.DryRun {
 		kind = "plan"
@@ -299,7 +298,7 @@ func (c *cli) reclaimStatus(ctx context.Context, args []string) int {
 	if code != exitOK {
 		return code
 	}
-	var st apiReclaimStatus
+	var st adminapi.ReclaimStatus
 	if err := json.Unmarshal(body, &st); err != nil {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a reclaimer status: %v\n", name, f.admin, err)
 		return exitError
@@ -319,21 +318,21 @@ func (c *cli) reclaimStatus(ctx context.Context, args []string) int {
 
 func (c *cli) reclaimReports(ctx context.Context, args []string) int {
 	const name = "reclaim reports"
-	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit, defaultReportsLimit)
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit, adminapi.DefaultReportsLimit)
 	if !ok {
 		return code
 	}
 	if code, ok := c.noArgs(name, pos); !ok {
 		return code
 	}
-	if f.limit < 1 || f.limit > maxReportsLimit {
-		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", f.limit, maxReportsLimit))
+	if f.limit < 1 || f.limit > adminapi.MaxReportsLimit {
+		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", f.limit, adminapi.MaxReportsLimit))
 	}
 	body, code := c.adminGet(ctx, name, f.admin, "/admin/v1/reclaim/reports", url.Values{"limit": {strconv.Itoa(f.limit)}})
 	if code != exitOK {
 		return code
 	}
-	var reps apiReports
+	var reps adminapi.Reports
 	if err := json.Unmarshal(body, &reps); err != nil {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a report list: %v\n", name, f.admin, err)
 		return exitError
@@ -357,216 +356,8 @@ func (c *cli) reclaimReports(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func (c *cli) reclaimOrphans(ctx context.Context, args []string) int {
-	sub := "list"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
-	}
-	switch sub {
-	case "list":
-		return c.orphansList(ctx, args)
-	case "adopt":
-		return c.orphansAdopt(ctx, args)
-	case "delete":
-		return c.orphansDelete(ctx, args)
-	case "help":
-		c.reclaimHelp(c.stdout)
-		return exitOK
-	}
-	return c.usageError("reclaim orphans", fmt.Errorf("unknown subcommand %q: want list, adopt or delete", sub))
-}
-
-func (c *cli) orphansList(ctx context.Context, args []string) int {
-	const name = "reclaim orphans"
-	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit|withFresh, defaultOrphansLimit)
-	if !ok {
-		return code
-	}
-	if code, ok := c.noArgs(name, pos); !ok {
-		return code
-	}
-	if f.limit < 1 || f.limit > maxOrphansLimit {
-		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", f.limit, maxOrphansLimit))
-	}
-	q := url.Values{"limit": {strconv.Itoa(f.limit)}}
-	timeout := adminClientTimeout
-	if f.fresh {
-		// A fresh list reads every bucket's uploads.
-		q.Set("fresh", "1")
-		timeout = 0
-	}
-	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodGet, path: "/admin/v1/reclaim/orphans", query: q, timeout: timeout})
-	if code != exitOK {
-		return code
-	}
-	if status != http.StatusOK {
-		return c.apiFailure(name, f.admin+"/admin/v1/reclaim/orphans", status, body)
-	}
-	var list apiOrphans
-	if err := json.Unmarshal(body, &list); err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not an orphan list: %v\n", name, f.admin, err)
-		return exitError
-	}
-	if f.json {
-		return c.writeIndented(name, body)
-	}
-	source := "the backend's uploads listed now"
-	if !list.Fresh {
-		if list.Pass == 0 {
-			fmt.Fprintln(c.stdout, "No pass report yet; list the backend now with --fresh.")
-			return exitOK
-		}
-		source = fmt.Sprintf("pass %d, finished %s (--fresh lists the backend now)", list.Pass, when(list.AsOf))
-	}
-	if list.Total == 0 {
-		fmt.Fprintf(c.stdout, "No orphans, as of %s.\n", source)
-		return exitOK
-	}
-	fmt.Fprintf(c.stdout, "%d orphan(s) (uploads without a session: held, never deleted by a pass), as of %s:\n\n", list.Total, source)
-	writeOrphans(c.stdout, list.Orphans)
-	if list.Truncated {
-		fmt.Fprintf(c.stderr, "Only %d of %d are listed.\n", len(list.Orphans), list.Total)
-	}
-	o := list.Orphans[0]
-	ref := reclaim.OrphanRef{Bucket: o.Bucket, Key: o.Key, UploadID: o.UploadID}
-	fmt.Fprintf(c.stdout, "\nAdopt one:  sweepgate reclaim orphans adopt --principal OWNER %s\nDelete:     sweepgate reclaim orphans delete --confirm %s\n",
-		shellWord(ref.String()), shellWord(ref.String()))
-	return exitOK
-}
-
-func writeOrphans(w io.Writer, orphans []reclaim.Orphan) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BUCKET\tKEY\tUPLOAD ID\tINITIATED\tPARTS\tBYTES")
-	for _, o := range orphans {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", cell(o.Bucket), cell(o.Key), cell(o.UploadID), when(o.Initiated), o.Parts, o.Bytes)
-	}
-	tw.Flush()
-}
-
-// parseRefs reads REF arguments.
-func (c *cli) parseRefs(name string, pos []string) ([]reclaim.OrphanRef, int, bool) {
-	refs := make([]reclaim.OrphanRef, 0, len(pos))
-	for _, p := range pos {
-		ref, err := reclaim.ParseOrphanRef(p)
-		if err != nil {
-			return nil, c.usageError(name, fmt.Errorf("%q: want BUCKET/KEY?uploadId=ID, as 'sweepgate reclaim orphans' prints it", p)), false
-		}
-		refs = append(refs, ref)
-	}
-	return refs, exitOK, true
-}
-
-func (c *cli) orphansAdopt(ctx context.Context, args []string) int {
-	const name = "reclaim orphans adopt"
-	f, pos, code, ok := c.parseReclaimFlags(name, args, withPrincipal, 0)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		return c.usageError(name, fmt.Errorf("want one REF (BUCKET/KEY?uploadId=ID), got %d argument(s)", len(pos)))
-	}
-	if f.principal == "" {
-		return c.usageError(name, errors.New("--principal is required: the principal that owns the upload from now on"))
-	}
-	refs, code, ok := c.parseRefs(name, pos)
-	if !ok {
-		return code
-	}
-	req := apiAdoptRequest{Bucket: refs[0].Bucket, Key: refs[0].Key, UploadID: refs[0].UploadID, Principal: f.principal}
-	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: "/admin/v1/reclaim/orphans/adopt", body: req, timeout: adminClientTimeout})
-	if code != exitOK {
-		return code
-	}
-	if status != http.StatusOK {
-		return c.apiFailure(name, f.admin+"/admin/v1/reclaim/orphans/adopt", status, body)
-	}
-	var ans apiAdopted
-	if err := json.Unmarshal(body, &ans); err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not an adoption: %v\n", name, f.admin, err)
-		return exitError
-	}
-	if f.json {
-		return c.writeIndented(name, body)
-	}
-	a := ans.Adopted
-	fmt.Fprintf(c.stdout, "Adopted %s: %d part(s), %s, now owned by %s (term %d, at %s).\nIt follows the normal grace period from now on.\n",
-		reclaim.OrphanRef{Bucket: a.Bucket, Key: a.Key, UploadID: a.UploadID}, a.Parts, sizeText(a.Bytes), cell(a.Principal), a.Term, when(a.At))
-	return exitOK
-}
-
-func (c *cli) orphansDelete(ctx context.Context, args []string) int {
-	const name = "reclaim orphans delete"
-	f, pos, code, ok := c.parseReclaimFlags(name, args, withPrincipal|withConfirm, 0)
-	if !ok {
-		return code
-	}
-	if len(pos) == 0 {
-		return c.usageError(name, errors.New("name the uploads to delete: REF... (BUCKET/KEY?uploadId=ID)"))
-	}
-	if len(pos) > maxOrphanRefs {
-		return c.usageError(name, fmt.Errorf("at most %d uploads at once, got %d", maxOrphanRefs, len(pos)))
-	}
-	refs, code, ok := c.parseRefs(name, pos)
-	if !ok {
-		return code
-	}
-	if f.principal == "" {
-		f.principal = envValue(c.environ, "USER")
-	}
-	req := apiDeleteRequest{Refs: refs, Confirm: f.confirm, Principal: f.principal}
-	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: "/admin/v1/reclaim/orphans/delete", body: req})
-	if code != exitOK {
-		return code
-	}
-	var ans apiOrphanDeletion
-	if err := json.Unmarshal(body, &ans); err != nil || ans.Results == nil {
-		return c.apiFailure(name, f.admin+"/admin/v1/reclaim/orphans/delete", status, body)
-	}
-	if f.json {
-		if code := c.writeIndented(name, body); code != exitOK {
-			return code
-		}
-	} else {
-		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "BUCKET\tKEY\tUPLOAD ID\tPARTS\tBYTES\tOUTCOME")
-		for _, r := range ans.Results {
-			outcome := r.Outcome
-			if r.Uncertain != "" {
-				outcome += " (uncertain: " + r.Uncertain + ")"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", cell(r.Bucket), cell(r.Key), cell(r.UploadID), r.Parts, r.Bytes, cell(outcome))
-		}
-		tw.Flush()
-	}
-	switch {
-	case ans.Error != nil && ans.Error.Code == codeNotConfirmed:
-		fmt.Fprintf(c.stderr, "Nothing was deleted. Run again with --confirm to delete %s.\n", plural(len(refs), "this upload", "these uploads"))
-		return exitRefused
-	case ans.Error != nil:
-		fmt.Fprintf(c.stderr, "sweepgate %s: %s\n", name, ans.Error.Message)
-		return exitError
-	case ans.Deleted == len(refs):
-		fmt.Fprintf(c.stdout, "Deleted %d of %d.\n", ans.Deleted, len(refs))
-		return exitOK
-	}
-	fmt.Fprintf(c.stdout, "Deleted %d of %d; the outcome says why the others were not.\n", ans.Deleted, len(refs))
-	for _, r := range ans.Results {
-		if !r.Deleted && r.Outcome != reclaim.ErrNoSuchUpload.Error() {
-			return exitRefused
-		}
-	}
-	return exitNotFound
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 // result says in a word or two how a pass ended.
-func result(r *reclaim.Report) string {
+func result(r *adminapi.Report) string {
 	switch {
 	case r.Refused != "":
 		return "REFUSED"
@@ -593,7 +384,7 @@ func took(from, to time.Time) string {
 }
 
 // writeReport prints a pass report as tables.
-func writeReport(w io.Writer, r *reclaim.Report) {
+func writeReport(w io.Writer, r *adminapi.Report) {
 	head := fmt.Sprintf("Pass %d", r.Pass)
 	if r.DryRun {
 		head = fmt.Sprintf("Plan for pass %d (a dry run: nothing was changed)", r.Pass)
@@ -617,7 +408,7 @@ func writeReport(w io.Writer, r *reclaim.Report) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PLAN\tUPLOADS\tPARTS\tBYTES")
-	row := func(name string, c reclaim.Count) {
+	row := func(name string, c adminapi.Count) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", name, c.Sessions, c.Parts, shortSize(c.Bytes))
 	}
 	row("keep", r.Uploads.Keep)
@@ -677,7 +468,7 @@ func writeReport(w io.Writer, r *reclaim.Report) {
 }
 
 // writeStatus prints a reclaimer status.
-func writeStatus(w io.Writer, st *apiReclaimStatus, now time.Time) {
+func writeStatus(w io.Writer, st *adminapi.ReclaimStatus, now time.Time) {
 	rc := st.Reclaimer
 	switch {
 	case rc.Leading:

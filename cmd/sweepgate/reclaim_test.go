@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/admin"
+	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -18,12 +21,12 @@ import (
 func TestReclaimCLI(t *testing.T) {
 	t.Parallel()
 	e := newReclaimEnv(t)
-	s := e.scenario()
-	term, _ := e.leader.Leader()
-	admin := []string{"--admin", e.base}
+	s := e.Scenario()
+	term, _ := e.Leader.Leader()
+	adminArgs := []string{"--admin", e.Base}
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
-		return runCLI(t, nil, append(args, admin...)...)
+		return runCLI(t, nil, append(args, adminArgs...)...)
 	}
 
 	code, out, errOut := run("reclaim", "status")
@@ -49,7 +52,7 @@ func TestReclaimCLI(t *testing.T) {
 	}
 
 	code, out, _ = run("reclaim", "plan", "--json")
-	var plan reclaim.Report
+	var plan adminapi.Report
 	if err := json.Unmarshal([]byte(out), &plan); code != exitOK || err != nil || !plan.DryRun || plan.Uploads.Mark.Parts != 2 {
 		t.Errorf("plan --json: exit %d, %v:\n%s", code, err, out)
 	}
@@ -65,7 +68,7 @@ func TestReclaimCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); code != exitOK || err != nil {
 		t.Fatalf("status --json: exit %d, %v:\n%s", code, err, out)
 	}
-	var uploads reclaim.Uploads
+	var uploads adminapi.Uploads
 	if err := json.Unmarshal(doc["uploads"], &uploads); err != nil || uploads.Mark.Parts != 2 || string(doc["pass"]) != "1" || string(doc["refused"]) != `""` {
 		t.Errorf("status --json: %v:\n%s", err, out)
 	}
@@ -75,15 +78,21 @@ func TestReclaimCLI(t *testing.T) {
 		t.Errorf("reports: exit %d:\n%s", code, out)
 	}
 
-	ref1 := reclaim.OrphanRef{Bucket: s.bucket, Key: s.keyO1, UploadID: s.o1}.String()
-	ref2 := reclaim.OrphanRef{Bucket: s.bucket, Key: s.k2, UploadID: s.o2}.String()
-	code, out, errOut = run("reclaim", "orphans")
+	checkOrphansCLI(t, e, s, run)
+	checkStreamedRunAndFollower(t, e, s, adminArgs, term)
+}
+
+func checkOrphansCLI(t *testing.T, e *admintest.ReclaimEnv, s admintest.Scenario, run func(args ...string) (int, string, string)) {
+	t.Helper()
+	ref1 := reclaim.OrphanRef{Bucket: s.Bucket, Key: s.KeyO1, UploadID: s.O1}.String()
+	ref2 := reclaim.OrphanRef{Bucket: s.Bucket, Key: s.K2, UploadID: s.O2}.String()
+	code, out, errOut := run("reclaim", "orphans")
 	if code != exitOK || errOut != "" || !strings.Contains(out, "2 orphan(s)") || !strings.Contains(out, "pass 1, finished") ||
-		!hasRow(out, s.bucket, s.keyO1, s.o1) || !strings.Contains(out, "sweepgate reclaim orphans delete --confirm") {
+		!hasRow(out, s.Bucket, s.KeyO1, s.O1) || !strings.Contains(out, "sweepgate reclaim orphans delete --confirm") {
 		t.Errorf("orphans: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	code, out, _ = run("reclaim", "orphans", "list", "--fresh", "--json")
-	var list apiOrphans
+	var list adminapi.Orphans
 	if err := json.Unmarshal([]byte(out), &list); code != exitOK || err != nil || !list.Fresh || list.Total != 2 {
 		t.Errorf("orphans --fresh --json: exit %d %v:\n%s", code, err, out)
 	}
@@ -93,7 +102,7 @@ func TestReclaimCLI(t *testing.T) {
 	if code != exitRefused || !strings.Contains(errOut, "Nothing was deleted. Run again with --confirm") || !strings.Contains(out, "would delete") {
 		t.Errorf("unconfirmed delete: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.k2, s.o2); n != 1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.K2, s.O2); n != 1 {
 		t.Fatalf("O2 has %d parts after an unconfirmed delete", n)
 	}
 
@@ -105,16 +114,16 @@ func TestReclaimCLI(t *testing.T) {
 	if code != exitError || !strings.Contains(errOut, "not an orphan") {
 		t.Errorf("adopt again: exit %d, stderr %q", code, errOut)
 	}
-	code, _, errOut = run("reclaim", "orphans", "adopt", "--principal", "p", s.bucket+"/nope?uploadId=nope")
+	code, _, errOut = run("reclaim", "orphans", "adopt", "--principal", "p", s.Bucket+"/nope?uploadId=nope")
 	if code != exitNotFound || !strings.Contains(errOut, "no upload") {
 		t.Errorf("adopt a missing upload: exit %d, stderr %q", code, errOut)
 	}
 
 	code, out, errOut = run("reclaim", "orphans", "delete", "--confirm", "--principal", "ops", ref2)
-	if code != exitOK || errOut != "" || !strings.Contains(out, "Deleted 1 of 1.") || !hasRow(out, s.bucket, s.k2, s.o2, "1", "1024", "aborted") {
+	if code != exitOK || errOut != "" || !strings.Contains(out, "Deleted 1 of 1.") || !hasRow(out, s.Bucket, s.K2, s.O2, "1", "1024", "aborted") {
 		t.Errorf("confirmed delete: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.k2, s.o2); n != -1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.K2, s.O2); n != -1 {
 		t.Errorf("O2 has %d parts after a confirmed delete", n)
 	}
 	// Its delete was recorded as a session, so it is no orphan any more.
@@ -122,37 +131,40 @@ func TestReclaimCLI(t *testing.T) {
 	if code != exitRefused || !strings.Contains(out, "Deleted 0 of 1") || !strings.Contains(out, "not an orphan") {
 		t.Errorf("deleting a deleted upload: exit %d:\n%s", code, out)
 	}
-	code, out, _ = run("reclaim", "orphans", "delete", "--confirm", s.bucket+"/nope?uploadId=nope")
+	code, out, _ = run("reclaim", "orphans", "delete", "--confirm", s.Bucket+"/nope?uploadId=nope")
 	if code != exitNotFound || !strings.Contains(out, "no such upload") {
 		t.Errorf("deleting an upload the backend does not have: exit %d:\n%s", code, out)
 	}
-	code, _, _ = run("reclaim", "orphans", "delete", "--confirm", reclaim.OrphanRef{Bucket: s.bucket, Key: s.keyK, UploadID: s.k}.String())
+	code, _, _ = run("reclaim", "orphans", "delete", "--confirm", reclaim.OrphanRef{Bucket: s.Bucket, Key: s.KeyK, UploadID: s.K}.String())
 	if code != exitRefused {
 		t.Errorf("deleting a live upload: exit %d, want %d", code, exitRefused)
 	}
-	if n := e.partsOnMinIO(s.bucket, s.keyK, s.k); n != 1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.KeyK, s.K); n != 1 {
 		t.Fatalf("K has %d parts on MinIO; want 1", n)
 	}
+}
 
+func checkStreamedRunAndFollower(t *testing.T, e *admintest.ReclaimEnv, s admintest.Scenario, adminArgs []string, term int64) {
+	t.Helper()
 	// On a terminal, the pass is streamed and its report printed the same.
-	e.clock.Advance(25 * time.Hour)
+	e.Clock.Advance(25 * time.Hour)
 	var stdout, stderr syncBuffer
 	c := &cli{stdout: &stdout, stderr: &stderr, isTerminal: func(io.Writer) bool { return true }}
-	if code := c.run(t.Context(), append([]string{"reclaim", "run"}, admin...)); code != exitOK ||
+	if code := c.run(t.Context(), append([]string{"reclaim", "run"}, adminArgs...)); code != exitOK ||
 		!strings.Contains(stdout.String(), "Pass 2, term") || !strings.Contains(stdout.String(), "deleted 1 (2 parts, 2.0 KiB)") {
 		t.Errorf("streamed run: exit %d, stderr %q:\n%s", code, stderr.String(), stdout.String())
 	}
-	if n := e.partsOnMinIO(s.bucket, s.keyA, s.a); n != -1 {
+	if n := e.PartsOnMinIO(s.Bucket, s.KeyA, s.A); n != -1 {
 		t.Errorf("A has %d parts after pass 2", n)
 	}
 
 	// A gateway that does not lead names the one that does.
-	follower := e.serveAPI(e.reclaimer("follower@test"), reclaimerInfo{ID: "follower@test", Enabled: true})
-	code, _, errOut = runCLI(t, nil, "reclaim", "run", "--admin", follower)
+	follower := serveWithReclaimer(t, e.Store, e.Reclaimer("follower@test"), admin.ReclaimerInfo{ID: "follower@test", Enabled: true})
+	code, _, errOut := runCLI(t, nil, "reclaim", "run", "--admin", follower)
 	if code != exitError || !strings.Contains(errOut, "the leader is leader@test") {
 		t.Errorf("run on a follower: exit %d, stderr %q", code, errOut)
 	}
-	code, out, _ = runCLI(t, nil, "reclaim", "status", "--admin", follower)
+	code, out, _ := runCLI(t, nil, "reclaim", "status", "--admin", follower)
 	if code != exitOK || !strings.Contains(out, fmt.Sprintf("leader@test leads, term %d; this gateway (follower@test) does not.", term)) {
 		t.Errorf("status on a follower: exit %d:\n%s", code, out)
 	}
@@ -177,7 +189,7 @@ func stubAPI(t *testing.T, routes map[string]func(w http.ResponseWriter, r *http
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, ok := routes[r.Method+" "+r.URL.Path]
 		if !ok {
-			writeAPIError(w, http.StatusNotFound, codeNotFound, "no such endpoint in the stub")
+			writeAPIError(w, http.StatusNotFound, adminapi.CodeNotFound, "no such endpoint in the stub")
 			return
 		}
 		h(w, r)
@@ -189,20 +201,20 @@ func stubAPI(t *testing.T, routes map[string]func(w http.ResponseWriter, r *http
 func TestReclaimCLIExitStatus(t *testing.T) {
 	t.Parallel()
 	started := time.Date(2030, 5, 6, 7, 0, 0, 0, time.UTC)
-	refused := reclaim.Report{Pass: 9, Term: 4, Started: started, Finished: started.Add(2 * time.Second),
+	refused := adminapi.Report{Pass: 9, Term: 4, Started: started, Finished: started.Add(2 * time.Second),
 		Refused: "plan deletes 30 of 40 stored parts (75.0%), above max_delete_fraction",
-		Uploads: reclaim.Uploads{Delete: reclaim.Count{Sessions: 3, Parts: 30, Bytes: 30 << 20}, Keep: reclaim.Count{Sessions: 1, Parts: 10, Bytes: 10 << 20}},
-		Breaker: reclaim.Breaker{DeleteParts: 30, StoredParts: 40, MaxDelete: -1, MaxDeleteFraction: 0.25}}
-	stopped := reclaim.Report{Pass: 10, Term: 4, Started: started, Finished: started.Add(time.Second),
-		Stopped: "recorded activity in the future", Totals: reclaim.ListTotals{Orphans: 3},
-		Orphans: []reclaim.Orphan{{Bucket: "b", Key: "k", UploadID: "u", Parts: 2, Bytes: 2048, Initiated: started}}}
-	ok := reclaim.Report{Pass: 11, Term: 4, Started: started, Finished: started.Add(time.Second)}
-	status := func(rep reclaim.Report) func(w http.ResponseWriter, r *http.Request) {
+		Uploads: adminapi.Uploads{Delete: adminapi.Count{Sessions: 3, Parts: 30, Bytes: 30 << 20}, Keep: adminapi.Count{Sessions: 1, Parts: 10, Bytes: 10 << 20}},
+		Breaker: adminapi.Breaker{DeleteParts: 30, StoredParts: 40, MaxDelete: -1, MaxDeleteFraction: 0.25}}
+	stopped := adminapi.Report{Pass: 10, Term: 4, Started: started, Finished: started.Add(time.Second),
+		Stopped: "recorded activity in the future", Totals: adminapi.ListTotals{Orphans: 3},
+		Orphans: []adminapi.Orphan{{Bucket: "b", Key: "k", UploadID: "u", Parts: 2, Bytes: 2048, Initiated: started}}}
+	ok := adminapi.Report{Pass: 11, Term: 4, Started: started, Finished: started.Add(time.Second)}
+	status := func(rep adminapi.Report) func(w http.ResponseWriter, r *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, apiReclaimStatus{Report: rep, Reclaimer: apiReclaimer{ID: "a@x", Enabled: true}})
+			writeJSON(w, http.StatusOK, adminapi.ReclaimStatus{Report: rep, Reclaimer: adminapi.Reclaimer{ID: "a@x", Enabled: true}})
 		}
 	}
-	report := func(rep reclaim.Report) func(w http.ResponseWriter, r *http.Request) {
+	report := func(rep adminapi.Report) func(w http.ResponseWriter, r *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, rep) }
 	}
 	tests := []struct {
@@ -219,19 +231,19 @@ func TestReclaimCLIExitStatus(t *testing.T) {
 			[]string{"run"}, exitRefused, []string{"STOPPED, nothing further marked or deleted: recorded activity in the future", "(The lists are cut short; the counts are complete.)"}, ""},
 		{"run ok", map[string]func(http.ResponseWriter, *http.Request){"POST /admin/v1/reclaim/run": report(ok)},
 			[]string{"run"}, exitOK, []string{"Pass 11, term 4"}, ""},
-		{"plan would refuse", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/plan": report(func() reclaim.Report { r := refused; r.DryRun = true; return r }())},
+		{"plan would refuse", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/plan": report(func() adminapi.Report { r := refused; r.DryRun = true; return r }())},
 			[]string{"plan", "--json"}, exitRefused, []string{`"refused": "plan deletes 30`}, ""},
 		{"status refused", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(refused)},
 			[]string{"status"}, exitRefused, []string{"Newest pass report:", "REFUSED"}, ""},
 		{"status stopped json", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(stopped)},
 			[]string{"status", "--json"}, exitRefused, []string{`"stopped": "recorded activity in the future"`}, ""},
-		{"status nothing yet", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(reclaim.Report{})},
+		{"status nothing yet", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(adminapi.Report{})},
 			[]string{"status"}, exitOK, []string{"no gateway leads now", "No pass report yet."}, ""},
 		{"no reports", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/reports": func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, apiReports{Reports: []reclaim.Report{}})
+			writeJSON(w, http.StatusOK, adminapi.Reports{Reports: []adminapi.Report{}})
 		}}, []string{"reports"}, exitOK, []string{"No pass reports yet."}, ""},
 		{"not leader", map[string]func(http.ResponseWriter, *http.Request){"POST /admin/v1/reclaim/run": func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusConflict, apiNotLeader{Error: apiError{Code: codeNotLeader, Message: "the leader is b@y (term 3)"}, Leader: &reclaim.LeaderInfo{ID: "b@y", Term: 3}})
+			writeJSON(w, http.StatusConflict, adminapi.NotLeader{Error: adminapi.ErrorDetail{Code: adminapi.CodeNotLeader, Message: "the leader is b@y (term 3)"}, Leader: &adminapi.Leader{ID: "b@y", Term: 3}})
 		}}, []string{"run"}, exitError, nil, "the leader is b@y"},
 		{"not the API", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusBadGateway)
@@ -239,7 +251,7 @@ func TestReclaimCLIExitStatus(t *testing.T) {
 		}}, []string{"status"}, exitError, nil, "not the sweepgate admin API"},
 		{"old gateway", nil, []string{"plan"}, exitNotFound, nil, "no such endpoint"},
 		{"disabled", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/orphans": func(w http.ResponseWriter, r *http.Request) {
-			writeAPIError(w, http.StatusServiceUnavailable, codeReclaimDisabled, "this gateway has no reclaimer")
+			writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeReclaimDisabled, "this gateway has no reclaimer")
 		}}, []string{"orphans"}, exitError, nil, "this gateway has no reclaimer"},
 	}
 	for _, tt := range tests {
@@ -276,14 +288,14 @@ func TestReclaimCLIProgress(t *testing.T) {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			enc := json.NewEncoder(w)
 			for i := range 3 {
-				enc.Encode(apiStreamLine{Progress: &reclaim.Progress{Pass: 3, DryRun: true, Phase: "inventory", Bucket: "photos", Started: started,
-					Uploads: reclaim.Uploads{Keep: reclaim.Count{Sessions: int64(1000 * (i + 1))}}}})
+				enc.Encode(adminapi.StreamLine{Progress: &adminapi.Progress{Pass: 3, DryRun: true, Phase: "inventory", Bucket: "photos", Started: started,
+					Uploads: adminapi.Uploads{Keep: adminapi.Count{Sessions: int64(1000 * (i + 1))}}}})
 			}
-			enc.Encode(apiStreamLine{Report: &reclaim.Report{Pass: 3, DryRun: true, Started: started, Finished: time.Now().UTC()}})
+			enc.Encode(adminapi.StreamLine{Report: &adminapi.Report{Pass: 3, DryRun: true, Started: started, Finished: time.Now().UTC()}})
 		},
 		"POST /admin/v1/reclaim/run": func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/x-ndjson")
-			json.NewEncoder(w).Encode(apiStreamLine{Progress: &reclaim.Progress{Pass: 4, Phase: "act"}})
+			json.NewEncoder(w).Encode(adminapi.StreamLine{Progress: &adminapi.Progress{Pass: 4, Phase: "act"}})
 		},
 	})
 	terminal := func(args ...string) (int, string, string) {
@@ -302,5 +314,17 @@ func TestReclaimCLIProgress(t *testing.T) {
 	code, _, errOut = terminal("reclaim", "run")
 	if code != exitError || !strings.Contains(errOut, "the answer ended early") || !strings.Contains(errOut, "sweepgate reclaim status") {
 		t.Errorf("cut-short stream: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestProgressText checks the line a terminal shows for a streamed pass's
+// progress (TestReclaimStream in package admin checks the stream).
+func TestProgressText(t *testing.T) {
+	t.Parallel()
+	started := time.Now().UTC()
+	p := &adminapi.Progress{Pass: 7, DryRun: true, Phase: "inventory", Started: started,
+		Uploads: adminapi.Uploads{Keep: adminapi.Count{Sessions: 3}}}
+	if got := progressText(p, started.Add(90*time.Second)); !strings.Contains(got, "plan 7: inventory") || !strings.Contains(got, "1m30s") {
+		t.Errorf("progress text %q", got)
 	}
 }

@@ -8,17 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
 // reclaimStatusOf reads a serve's reclaimer status through the CLI.
-func reclaimStatusOf(t *testing.T, s *server) apiReclaimStatus {
+func reclaimStatusOf(t *testing.T, s *runningServe) adminapi.ReclaimStatus {
 	t.Helper()
 	code, out, errOut := runCLI(t, s.cliEnv, "reclaim", "status", "--json", "--admin", s.addrs.Admin)
 	if code != exitOK {
 		t.Fatalf("reclaim status: exit %d, stderr %q", code, errOut)
 	}
-	var st apiReclaimStatus
+	var st adminapi.ReclaimStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("reclaim status: %v\n%s", err, out)
 	}
@@ -136,7 +137,7 @@ func TestServeReclaimerOff(t *testing.T) {
 	if !strings.Contains(noSessions.logs.String(), `"reclaimer":"off: sessions.enabled is false`) {
 		t.Error("start-up line does not say why there is no reclaimer")
 	}
-	for _, s := range []*server{off, noSessions} {
+	for _, s := range []*runningServe{off, noSessions} {
 		if code := s.stop(t); code != exitOK {
 			t.Errorf("exit %d", code)
 		}

@@ -7,12 +7,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 )
 
 func TestSessionsCLI(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
-	seedSessions(t, st)
+	st := admintest.NewStore(t)
+	admintest.SeedSessions(t, st)
 	base := newAdminServer(t, st)
 
 	t.Run("list table", func(t *testing.T) {
@@ -76,7 +79,7 @@ func TestSessionsCLI(t *testing.T) {
 		if code != exitOK || errOut != "" {
 			t.Fatalf("exit %d, stderr %q", code, errOut)
 		}
-		var l apiSessionList
+		var l adminapi.SessionList
 		if err := json.Unmarshal([]byte(out), &l); err != nil {
 			t.Fatalf("--json output is not JSON: %v\n%s", err, out)
 		}
@@ -85,6 +88,11 @@ func TestSessionsCLI(t *testing.T) {
 		}
 	})
 
+	testSessionsShowAndErrors(t, base)
+}
+
+func testSessionsShowAndErrors(t *testing.T, base string) {
+	t.Helper()
 	t.Run("show table", func(t *testing.T) {
 		code, out, errOut := runCLI(t, nil, "sessions", "show", "backups", "up/done+1", "--admin", base)
 		if code != exitOK || errOut != "" {
@@ -115,7 +123,7 @@ func TestSessionsCLI(t *testing.T) {
 
 	t.Run("show json", func(t *testing.T) {
 		code, out, _ := runCLI(t, nil, "sessions", "show", "--json", "--admin", base, "backups", "up-pending")
-		var ans apiSessionAnswer
+		var ans adminapi.SessionAnswer
 		if code != exitOK || json.Unmarshal([]byte(out), &ans) != nil || ans.Session.State != "cleanup_pending" || ans.Session.AbortAttempts != 2 {
 			t.Errorf("exit %d:\n%s", code, out)
 		}

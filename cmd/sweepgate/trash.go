@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 )
 
 func (c *cli) trashHelp(w io.Writer) {
@@ -55,7 +57,7 @@ Exit status: 0 done, 1 error (admin API unreachable, etcd unavailable, the
 restore was refused because a digest's bytes are being deleted or a write
 of the object is in flight), 2 bad command line, 3 no such trash record,
 5 the admin API refused the request for want of the right admin token.
-`, adminFlagsHelp(21), maxTrashLimit, defaultTrashLimit)
+`, adminFlagsHelp(21), adminapi.MaxTrashLimit, adminapi.DefaultTrashLimit)
 }
 
 func (c *cli) trashCmd(ctx context.Context, args []string) int {
@@ -66,11 +68,11 @@ func (c *cli) trashCmd(ctx context.Context, args []string) int {
 func (c *cli) trashList(ctx context.Context, args []string) int {
 	const name = "trash list"
 	var bucket, key string
-	limit := defaultTrashLimit
+	limit := adminapi.DefaultTrashLimit
 	f, pos, code, ok := c.parseAdminFlags(name, args, (*cli).trashHelp, func(fs *flag.FlagSet) {
 		fs.StringVar(&bucket, "bucket", "", "")
 		fs.StringVar(&key, "key", "", "")
-		fs.IntVar(&limit, "limit", defaultTrashLimit, "")
+		fs.IntVar(&limit, "limit", adminapi.DefaultTrashLimit, "")
 	})
 	if !ok {
 		return code
@@ -81,8 +83,8 @@ func (c *cli) trashList(ctx context.Context, args []string) int {
 	if key != "" && bucket == "" {
 		return c.usageError(name, errors.New("--key needs --bucket"))
 	}
-	if limit < 1 || limit > maxTrashLimit {
-		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", limit, maxTrashLimit))
+	if limit < 1 || limit > adminapi.MaxTrashLimit {
+		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", limit, adminapi.MaxTrashLimit))
 	}
 	list, body, code := c.getTrash(ctx, name, f.admin, bucket, key, limit)
 	if code != exitOK {
@@ -122,7 +124,7 @@ func (c *cli) trashList(ctx context.Context, args []string) int {
 func deletedAt(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // getTrash reads the trash through the admin API.
-func (c *cli) getTrash(ctx context.Context, name, base, bucket, key string, limit int) (apiTrashList, []byte, int) {
+func (c *cli) getTrash(ctx context.Context, name, base, bucket, key string, limit int) (adminapi.TrashList, []byte, int) {
 	q := url.Values{"limit": {strconv.Itoa(limit)}}
 	if bucket != "" {
 		q.Set("bucket", bucket)
@@ -132,12 +134,12 @@ func (c *cli) getTrash(ctx context.Context, name, base, bucket, key string, limi
 	}
 	body, code := c.adminGet(ctx, name, base, "/admin/v1/trash", q)
 	if code != exitOK {
-		return apiTrashList{}, nil, code
+		return adminapi.TrashList{}, nil, code
 	}
-	var list apiTrashList
+	var list adminapi.TrashList
 	if err := json.Unmarshal(body, &list); err != nil || list.Trash == nil {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a trash list: %s\n", name, base, snippet(body, err))
-		return apiTrashList{}, nil, exitError
+		return adminapi.TrashList{}, nil, exitError
 	}
 	return list, body, exitOK
 }
@@ -165,7 +167,7 @@ func (c *cli) trashRestore(ctx context.Context, args []string) int {
 	} else {
 		// The newest record: records of one object come oldest first, and
 		// one object seldom has many, so the largest page holds them all.
-		list, _, code := c.getTrash(ctx, name, f.admin, bucket, key, maxTrashLimit)
+		list, _, code := c.getTrash(ctx, name, f.admin, bucket, key, adminapi.MaxTrashLimit)
 		if code != exitOK {
 			return code
 		}
@@ -174,12 +176,12 @@ func (c *cli) trashRestore(ctx context.Context, args []string) int {
 			fmt.Fprintf(c.stderr, "sweepgate %s: no trash record of %s in bucket %s\n", name, strconv.Quote(key), strconv.Quote(bucket))
 			return exitNotFound
 		case list.Truncated:
-			fmt.Fprintf(c.stderr, "sweepgate %s: %s/%s has more than %d trash records, so the newest is not known; name one with --at (see 'sweepgate trash list --bucket B --key K')\n", name, bucket, key, maxTrashLimit)
+			fmt.Fprintf(c.stderr, "sweepgate %s: %s/%s has more than %d trash records, so the newest is not known; name one with --at (see 'sweepgate trash list --bucket B --key K')\n", name, bucket, key, adminapi.MaxTrashLimit)
 			return exitError
 		}
 		deleted = list.Trash[len(list.Trash)-1].DeletedAt
 	}
-	req := apiRestoreRequest{Bucket: bucket, Key: key, DeletedAt: &deleted}
+	req := adminapi.RestoreRequest{Bucket: bucket, Key: key, DeletedAt: &deleted}
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: "/admin/v1/trash/restore", body: req, timeout: adminClientTimeout})
 	if code != exitOK {
 		return code
@@ -187,7 +189,7 @@ func (c *cli) trashRestore(ctx context.Context, args []string) int {
 	if status != http.StatusOK {
 		return c.apiFailure(name, f.admin+"/admin/v1/trash/restore", status, body)
 	}
-	var ans apiRestored
+	var ans adminapi.Restored
 	if err := json.Unmarshal(body, &ans); err != nil || ans.Restored.Bucket == "" {
 		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a restore: %s\n", name, f.admin, snippet(body, err))
 		return exitError

@@ -6,18 +6,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
+	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
 func TestTrashCLI(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
-	seedTrash(t, st)
+	st := admintest.NewStore(t)
+	admintest.SeedTrash(t, st)
 	base := newDigestServer(t, st)
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
 		return runCLI(t, []string{adminURLEnv + "=" + base}, args...)
 	}
-	old, newer := deletedAt(tOld), deletedAt(tNew)
+	old, newer := deletedAt(admintest.TrashOld), deletedAt(admintest.TrashNew)
 	if !strings.Contains(old, ".123456789Z") {
 		t.Fatalf("deleted-at times lose their nanoseconds: %s", old)
 	}
@@ -30,9 +34,9 @@ func TestTrashCLI(t *testing.T) {
 		t.Errorf("list header:\n%s", out)
 	}
 	for _, want := range [][]string{
-		{"lfs", "p/x", deletedAt(tLFS), when(tLFS.Add(7 * 24 * time.Hour)), "1", "-"},
-		{"reg", "manifests/app", old, when(tOld.Add(7 * 24 * time.Hour)), "(expired)", "2", "alice"},
-		{"reg", "manifests/app", newer, when(tNew.Add(7 * 24 * time.Hour)), "2", "bob"},
+		{"lfs", "p/x", deletedAt(admintest.TrashLFS), when(admintest.TrashLFS.Add(7 * 24 * time.Hour)), "1", "-"},
+		{"reg", "manifests/app", old, when(admintest.TrashOld.Add(7 * 24 * time.Hour)), "(expired)", "2", "alice"},
+		{"reg", "manifests/app", newer, when(admintest.TrashNew.Add(7 * 24 * time.Hour)), "2", "bob"},
 	} {
 		if !hasRow(out, want...) {
 			t.Errorf("list lacks the row %q:\n%s", want, out)
@@ -47,7 +51,7 @@ func TestTrashCLI(t *testing.T) {
 		t.Errorf("truncated list: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	code, out, _ = run("trash", "list", "--bucket", "lfs", "--key", "p/x", "--json")
-	var list apiTrashList
+	var list adminapi.TrashList
 	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Trash) != 1 || list.Trash[0].Key != "p/x" {
 		t.Errorf("list --json: exit %d:\n%s", code, out)
 	}
@@ -59,22 +63,27 @@ func TestTrashCLI(t *testing.T) {
 	// Without --at the newest record of the object comes back.
 	code, out, errOut = run("trash", "restore", "reg", "manifests/app")
 	if code != exitOK || errOut != "" || !strings.HasPrefix(out, "Restored reg/manifests/app (deleted at "+newer+"): its 2 digest(s) are referenced again.\n") ||
-		!strings.Contains(out, "  "+dC+"\n") || strings.Contains(out, "expired") {
+		!strings.Contains(out, "  "+admintest.DigestC+"\n") || strings.Contains(out, "expired") {
 		t.Fatalf("restore newest: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	v, err := st.GetRefSource(t.Context(), "reg", "manifests/app")
-	if err != nil || !reflect.DeepEqual(v.Value.Digests, []string{dB, dC}) || !v.Value.Restored {
+	if err != nil || !reflect.DeepEqual(v.Value.Digests, []string{admintest.DigestB, admintest.DigestC}) || !v.Value.Restored {
 		t.Fatalf("the references are not back: %+v, %v", v.Value, err)
 	}
 	// The older, expired one by name, flags after the arguments.
 	code, out, _ = run("trash", "restore", "reg", "manifests/app", "--at", old, "--json")
-	var ans apiRestored
-	if code != exitOK || json.Unmarshal([]byte(out), &ans) != nil || !ans.Restored.Expired || !ans.Restored.DeletedAt.Equal(tOld) {
+	var ans adminapi.Restored
+	if code != exitOK || json.Unmarshal([]byte(out), &ans) != nil || !ans.Restored.Expired || !ans.Restored.DeletedAt.Equal(admintest.TrashOld) {
 		t.Errorf("restore --at --json: exit %d:\n%s", code, out)
 	}
 
+	checkTrashCLIRefusals(t, st, old, run)
+}
+
+func checkTrashCLIRefusals(t *testing.T, st *etcdstore.Store, old string, run func(args ...string) (int, string, string)) {
+	t.Helper()
 	// Gone now: no such record.
-	code, out, errOut = run("trash", "restore", "reg", "manifests/app")
+	code, out, errOut := run("trash", "restore", "reg", "manifests/app")
 	if code != exitNotFound || out != "" || !strings.Contains(errOut, `no trash record of "manifests/app" in bucket "reg"`) {
 		t.Errorf("nothing left: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
@@ -84,7 +93,7 @@ func TestTrashCLI(t *testing.T) {
 	}
 
 	// A digest being reclaimed: refused, an error.
-	if _, err := st.Client().Put(t.Context(), st.Keys().Guard(dC), `{"v":1}`); err != nil {
+	if _, err := st.Client().Put(t.Context(), st.Keys().Guard(admintest.DigestC), `{"v":1}`); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut = run("trash", "restore", "lfs", "p/x")
@@ -114,7 +123,7 @@ func TestTrashCLI(t *testing.T) {
 
 func TestTrashCLIEmpty(t *testing.T) {
 	t.Parallel()
-	base := newDigestServer(t, newAPITestStore(t))
+	base := newDigestServer(t, admintest.NewStore(t))
 	code, out, errOut := runCLI(t, nil, "trash", "list", "--admin", base)
 	if code != exitOK || errOut != "" || out != "The trash is empty.\n" {
 		t.Errorf("exit %d, stderr %q, stdout %q", code, errOut, out)

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"encoding/json"
@@ -11,26 +11,19 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 )
-
-// newAPITestStore starts an embedded etcd for one test and returns a store
-// over it.
-func newAPITestStore(t *testing.T) *etcdstore.Store {
-	t.Helper()
-	return etcdtest.NewStore(t, etcdstore.DefaultPrefix)
-}
 
 // newAdminServer serves the real admin handler over store (nil: sessions
 // off) and returns its base URL.
 func newAdminServer(t *testing.T, store *etcdstore.Store) string {
 	t.Helper()
-	a := &adminHandler{
+	a := &handler{
 		registry: prometheus.NewRegistry(),
 		draining: new(atomic.Bool),
 		sessions: sessionsAPI{store: store, log: slog.New(slog.DiscardHandler)},
@@ -38,62 +31,6 @@ func newAdminServer(t *testing.T, store *etcdstore.Store) string {
 	srv := httptest.NewServer(testAdminHandler(a))
 	t.Cleanup(srv.Close)
 	return srv.URL
-}
-
-var (
-	t0 = time.Date(2030, 5, 6, 7, 0, 0, 0, time.UTC)
-	t1 = t0.Add(time.Minute)
-	t2 = t0.Add(2 * time.Minute)
-	t3 = t0.Add(3 * time.Minute)
-)
-
-// seedSessions writes a small set of sessions, as the multipart service
-// would have left them.
-func seedSessions(t *testing.T, st *etcdstore.Store) {
-	t.Helper()
-	ctx := t.Context()
-	put := func(s etcdstore.Session) {
-		t.Helper()
-		if _, err := st.CreateSession(ctx, &s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	active := etcdstore.Session{Bucket: "photos", Key: "2030/big.iso", UploadID: "up-active", Owner: "alice", Created: t0, LastActivity: t0}
-	active.Transition(etcdstore.StateActive, t0, "gateway", "created")
-	put(active)
-
-	expired := etcdstore.Session{Bucket: "photos", Key: "old\tkey", UploadID: "up-expired", Owner: "bob", Created: t0, LastActivity: t0}
-	expired.Transition(etcdstore.StateActive, t0, "gateway", "created")
-	exp := t2
-	expired.ExpiredAt = &exp
-	expired.Transition(etcdstore.StateExpired, t2, "reclaimer", "idle past the grace period")
-	expired.History[1].Term = 42
-	put(expired)
-
-	done := etcdstore.Session{Bucket: "backups", Key: "db.dump", UploadID: "up/done+1", Owner: "alice", Created: t0, LastActivity: t1,
-		ExpectedETag: `"abc-2"`, PartsDigest: "d1",
-		Completion: &etcdstore.Completion{Location: "http://x/backups/db.dump", Bucket: "backups", Key: "db.dump", ETag: `"abc-2"`, VersionID: "v1", At: t3}}
-	done.Transition(etcdstore.StateActive, t0, "gateway", "created")
-	done.Transition(etcdstore.StateCompleting, t2, "gateway", "complete")
-	done.Transition(etcdstore.StateCompleted, t3, "gateway", "backend completed")
-	put(done)
-
-	pending := etcdstore.Session{Bucket: "backups", Key: "x", UploadID: "up-pending", Owner: "carol", Created: t0, Uncertain: "abort response lost", AbortAttempts: 2}
-	pending.Transition(etcdstore.StateActive, t0, "gateway", "created")
-	pending.Transition(etcdstore.StateCleanupPending, t1, "gateway", "abort outcome unknown")
-	put(pending)
-
-	for i, size := range []int64{5 << 20, 1 << 20} {
-		p := etcdstore.Part{Number: i + 1, ETag: `"e` + string(rune('1'+i)) + `"`, Size: size, SHA256: "sha", At: t1}
-		if err := st.PutPart(ctx, "up/done+1", p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The active upload's latest activity is on its activity key, later
-	// than the session record says.
-	if _, err := st.Client().Put(ctx, st.Keys().Activity("up-active"), `{"at":"`+t3.Format(time.RFC3339)+`","what":"UploadPart","part":7}`); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // getJSON fetches u and decodes its JSON body into out.
@@ -118,7 +55,7 @@ func getJSON(t *testing.T, method, u string, out any) (int, http.Header) {
 	return resp.StatusCode, resp.Header
 }
 
-func listIDs(l apiSessionList) []string {
+func listIDs(l adminapi.SessionList) []string {
 	var ids []string
 	for _, s := range l.Sessions {
 		ids = append(ids, s.UploadID)
@@ -128,8 +65,8 @@ func listIDs(l apiSessionList) []string {
 
 func TestAdminAPIListSessions(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
-	seedSessions(t, st)
+	st := admintest.NewStore(t)
+	admintest.SeedSessions(t, st)
 	base := newAdminServer(t, st)
 
 	tests := []struct {
@@ -148,7 +85,7 @@ func TestAdminAPIListSessions(t *testing.T) {
 		{"state=aborted", nil},
 	}
 	for _, tt := range tests {
-		var l apiSessionList
+		var l adminapi.SessionList
 		code, _ := getJSON(t, "GET", base+"/admin/v1/sessions?"+tt.query, &l)
 		want := tt.want
 		if code != http.StatusOK || !slices.Equal(listIDs(l), want) || l.Truncated || l.Next != "" || l.Revision == 0 {
@@ -160,11 +97,11 @@ func TestAdminAPIListSessions(t *testing.T) {
 	}
 
 	// One session's fields, with the later activity from its activity key.
-	var l apiSessionList
+	var l adminapi.SessionList
 	getJSON(t, "GET", base+"/admin/v1/sessions?state=active", &l)
 	got := l.Sessions[0]
-	want := apiSession{Bucket: "photos", Key: "2030/big.iso", UploadID: "up-active", Owner: "alice", State: "active",
-		StateSince: t0, Created: t0, LastActivity: t3, ModRevision: got.ModRevision}
+	want := adminapi.Session{Bucket: "photos", Key: "2030/big.iso", UploadID: "up-active", Owner: "alice", State: "active",
+		StateSince: admintest.T0, Created: admintest.T0, LastActivity: admintest.T3, ModRevision: got.ModRevision}
 	if got != want || got.ModRevision == 0 {
 		t.Errorf("active session = %+v\nwant %+v", got, want)
 	}
@@ -173,7 +110,7 @@ func TestAdminAPIListSessions(t *testing.T) {
 	var all []string
 	after := ""
 	for range 10 {
-		var page apiSessionList
+		var page adminapi.SessionList
 		q := url.Values{"limit": {"3"}}
 		if after != "" {
 			q.Set("after", after)
@@ -194,7 +131,7 @@ func TestAdminAPIListSessions(t *testing.T) {
 		t.Errorf("paged list = %q, want %q", all, want)
 	}
 	// A page that ends exactly at the last session says so.
-	var exact apiSessionList
+	var exact adminapi.SessionList
 	getJSON(t, "GET", base+"/admin/v1/sessions?limit=4", &exact)
 	if exact.Truncated || len(exact.Sessions) != 4 {
 		t.Errorf("limit=4 of 4: %+v", exact)
@@ -204,7 +141,7 @@ func TestAdminAPIListSessions(t *testing.T) {
 	if _, err := st.Client().Put(t.Context(), st.Keys().Session("photos", "zz-broken"), "{"); err != nil {
 		t.Fatal(err)
 	}
-	var warned apiSessionList
+	var warned adminapi.SessionList
 	getJSON(t, "GET", base+"/admin/v1/sessions?bucket=photos", &warned)
 	if len(warned.Sessions) != 2 || len(warned.Warnings) != 1 || !strings.Contains(warned.Warnings[0], "zz-broken") {
 		t.Errorf("with a damaged record: %+v", warned)
@@ -213,45 +150,45 @@ func TestAdminAPIListSessions(t *testing.T) {
 
 func TestAdminAPIShowSession(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
-	seedSessions(t, st)
+	st := admintest.NewStore(t)
+	admintest.SeedSessions(t, st)
 	base := newAdminServer(t, st)
 
-	var ans apiSessionAnswer
+	var ans adminapi.SessionAnswer
 	// The upload id holds '/' and '+': escaped, it is one path segment.
 	code, hdr := getJSON(t, "GET", base+"/admin/v1/sessions/backups/"+url.PathEscape("up/done+1"), &ans)
 	if code != http.StatusOK || hdr.Get("Cache-Control") != "no-store" {
 		t.Fatalf("show: %d %v", code, hdr)
 	}
 	s := ans.Session
-	if s.UploadID != "up/done+1" || s.State != "completed" || !s.StateSince.Equal(t3) || !s.LastActivity.Equal(t1) || s.Activity != nil {
-		t.Errorf("summary fields: %+v", s.apiSession)
+	if s.UploadID != "up/done+1" || s.State != "completed" || !s.StateSince.Equal(admintest.T3) || !s.LastActivity.Equal(admintest.T1) || s.Activity != nil {
+		t.Errorf("summary fields: %+v", s.Session)
 	}
 	if s.Completion == nil || s.Completion.ETag != `"abc-2"` || s.Completion.VersionID != "v1" || s.Completion.Checksums == nil || s.ExpectedETag != `"abc-2"` {
 		t.Errorf("completion: %+v, expected etag %q", s.Completion, s.ExpectedETag)
 	}
-	wantHist := []apiTransition{
-		{At: t0, To: "active", Actor: "gateway", Reason: "created"},
-		{At: t2, From: "active", To: "completing", Actor: "gateway", Reason: "complete"},
-		{At: t3, From: "completing", To: "completed", Actor: "gateway", Reason: "backend completed"},
+	wantHist := []adminapi.Transition{
+		{At: admintest.T0, To: "active", Actor: "gateway", Reason: "created"},
+		{At: admintest.T2, From: "active", To: "completing", Actor: "gateway", Reason: "complete"},
+		{At: admintest.T3, From: "completing", To: "completed", Actor: "gateway", Reason: "backend completed"},
 	}
 	if !slices.Equal(s.History, wantHist) {
 		t.Errorf("history = %+v\nwant %+v", s.History, wantHist)
 	}
-	if s.PartCount != 2 || s.PartBytes != 6<<20 || len(s.Parts) != 2 || s.Parts[0] != (apiPart{PartNumber: 1, ETag: `"e1"`, Size: 5 << 20, SHA256: "sha", At: t1}) {
+	if s.PartCount != 2 || s.PartBytes != 6<<20 || len(s.Parts) != 2 || s.Parts[0] != (adminapi.Part{PartNumber: 1, ETag: `"e1"`, Size: 5 << 20, SHA256: "sha", At: admintest.T1}) {
 		t.Errorf("parts: %d, %d bytes, %+v", s.PartCount, s.PartBytes, s.Parts)
 	}
 
 	// Activity from the activity key; a reclaimer's term in the history.
 	getJSON(t, "GET", base+"/admin/v1/sessions/photos/up-active", &ans)
-	if a := ans.Session.Activity; a == nil || *a != (apiActivity{At: t3, What: "UploadPart", PartNumber: 7}) || !ans.Session.LastActivity.Equal(t3) {
+	if a := ans.Session.Activity; a == nil || *a != (adminapi.Activity{At: admintest.T3, What: "UploadPart", PartNumber: 7}) || !ans.Session.LastActivity.Equal(admintest.T3) {
 		t.Errorf("activity %+v, last activity %v", a, ans.Session.LastActivity)
 	}
 	if ans.Session.Parts == nil || ans.Session.History == nil {
 		t.Error("parts or history is null, want []")
 	}
 	getJSON(t, "GET", base+"/admin/v1/sessions/photos/up-expired", &ans)
-	if h := ans.Session.History; len(h) != 2 || h[1].Term != 42 || h[1].Actor != "reclaimer" || ans.Session.ExpiredAt == nil || !ans.Session.ExpiredAt.Equal(t2) {
+	if h := ans.Session.History; len(h) != 2 || h[1].Term != 42 || h[1].Actor != "reclaimer" || ans.Session.ExpiredAt == nil || !ans.Session.ExpiredAt.Equal(admintest.T2) {
 		t.Errorf("expired session: %+v", ans.Session)
 	}
 
@@ -273,8 +210,8 @@ func TestAdminAPIShowSession(t *testing.T) {
 
 func TestAdminAPIErrors(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
-	seedSessions(t, st)
+	st := admintest.NewStore(t)
+	admintest.SeedSessions(t, st)
 	base := newAdminServer(t, st)
 	off := newAdminServer(t, nil)
 
@@ -283,23 +220,23 @@ func TestAdminAPIErrors(t *testing.T) {
 		status      int
 		code, msg   string
 	}{
-		{"GET", base + "/admin/v1/sessions/photos/nope", 404, codeNotFound, `no session for upload "nope" in bucket "photos"`},
-		{"GET", base + "/admin/v1/sessions/nobucket/up-active", 404, codeNotFound, "no session"},
-		{"GET", base + "/admin/v1/sessions/photos", 404, codeNotFound, "no admin API endpoint"},
-		{"GET", base + "/admin/v1/nothing", 404, codeNotFound, "no admin API endpoint"},
-		{"GET", base + "/admin/v1/sessions?state=lost", 400, codeBadRequest, `unknown state "lost"`},
-		{"GET", base + "/admin/v1/sessions?limit=0", 400, codeBadRequest, "limit"},
-		{"GET", base + "/admin/v1/sessions?limit=1001", 400, codeBadRequest, "limit"},
-		{"GET", base + "/admin/v1/sessions?limit=ten", 400, codeBadRequest, "limit"},
-		{"GET", base + "/admin/v1/sessions?after=nonsense", 400, codeBadRequest, "after"},
-		{"GET", base + "/admin/v1/sessions?sate=active", 400, codeBadRequest, `unknown parameter "sate"`},
-		{"POST", base + "/admin/v1/sessions", 405, codeMethodNotAllowed, "POST"},
-		{"DELETE", base + "/admin/v1/sessions/photos/up-active", 405, codeMethodNotAllowed, "DELETE"},
-		{"GET", off + "/admin/v1/sessions", 503, codeSessionsDisabled, "sessions.enabled"},
-		{"GET", off + "/admin/v1/sessions/photos/up-active", 503, codeSessionsDisabled, "off"},
+		{"GET", base + "/admin/v1/sessions/photos/nope", 404, adminapi.CodeNotFound, `no session for upload "nope" in bucket "photos"`},
+		{"GET", base + "/admin/v1/sessions/nobucket/up-active", 404, adminapi.CodeNotFound, "no session"},
+		{"GET", base + "/admin/v1/sessions/photos", 404, adminapi.CodeNotFound, "no admin API endpoint"},
+		{"GET", base + "/admin/v1/nothing", 404, adminapi.CodeNotFound, "no admin API endpoint"},
+		{"GET", base + "/admin/v1/sessions?state=lost", 400, adminapi.CodeBadRequest, `unknown state "lost"`},
+		{"GET", base + "/admin/v1/sessions?limit=0", 400, adminapi.CodeBadRequest, "limit"},
+		{"GET", base + "/admin/v1/sessions?limit=1001", 400, adminapi.CodeBadRequest, "limit"},
+		{"GET", base + "/admin/v1/sessions?limit=ten", 400, adminapi.CodeBadRequest, "limit"},
+		{"GET", base + "/admin/v1/sessions?after=nonsense", 400, adminapi.CodeBadRequest, "after"},
+		{"GET", base + "/admin/v1/sessions?sate=active", 400, adminapi.CodeBadRequest, `unknown parameter "sate"`},
+		{"POST", base + "/admin/v1/sessions", 405, adminapi.CodeMethodNotAllowed, "POST"},
+		{"DELETE", base + "/admin/v1/sessions/photos/up-active", 405, adminapi.CodeMethodNotAllowed, "DELETE"},
+		{"GET", off + "/admin/v1/sessions", 503, adminapi.CodeSessionsDisabled, "sessions.enabled"},
+		{"GET", off + "/admin/v1/sessions/photos/up-active", 503, adminapi.CodeSessionsDisabled, "off"},
 	}
 	for _, tt := range tests {
-		var e apiErrorBody
+		var e adminapi.ErrorBody
 		status, _ := getJSON(t, tt.method, tt.url, &e)
 		if status != tt.status || e.Error.Code != tt.code || !strings.Contains(e.Error.Message, tt.msg) {
 			t.Errorf("%s %s = %d %+v, want %d %s containing %q", tt.method, tt.url, status, e.Error, tt.status, tt.code, tt.msg)
@@ -315,13 +252,13 @@ func TestAdminAPIErrors(t *testing.T) {
 // The etcd read failing is a 503 the operator can retry, not a 404.
 func TestAdminAPIEtcdDown(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
+	st := admintest.NewStore(t)
 	base := newAdminServer(t, st)
 	st.Client().Close()
 	for _, path := range []string{"/admin/v1/sessions", "/admin/v1/sessions/b/u"} {
-		var e apiErrorBody
+		var e adminapi.ErrorBody
 		status, _ := getJSON(t, "GET", base+path, &e)
-		if status != http.StatusServiceUnavailable || e.Error.Code != codeEtcdUnavailable {
+		if status != http.StatusServiceUnavailable || e.Error.Code != adminapi.CodeEtcdUnavailable {
 			t.Errorf("%s with etcd gone = %d %+v", path, status, e)
 		}
 	}

@@ -1,103 +1,23 @@
-package main
+package admin
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"time"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
-// The digest reclamation admin API's documents (docs/admin-api.md): the
-// frontiers that replica and backup planes report, and the trash of
-// deleted reference objects.
-
-// apiFrontiers answers GET /admin/v1/frontiers.
-type apiFrontiers struct {
-	// Revision is etcd's current revision, which lag is measured against.
-	Revision int64      `json:"revision"`
-	Planes   []apiPlane `json:"planes"`
-}
-
-// apiPlane is one plane's frontier: the etcd revision it has applied.
-type apiPlane struct {
-	Plane string `json:"plane"`
-	// Revision is what the plane reported; 0 when it has not, which is
-	// also what the digest sweep counts it as.
-	Revision int64 `json:"revision"`
-	// Lag is how many revisions the plane is behind etcd's current one.
-	Lag        int64      `json:"lag"`
-	ReportedAt *time.Time `json:"reported_at"`
-	By         string     `json:"by"`
-	// Configured says digests.planes lists the plane, so that it gates
-	// every delete; a plane that reports without being listed gates
-	// nothing.
-	Configured bool `json:"configured"`
-	Reported   bool `json:"reported"`
-}
-
-// apiTrashList answers GET /admin/v1/trash.
-type apiTrashList struct {
-	Trash []apiTrash `json:"trash"`
-	// Truncated says more records match than the limit let through.
-	Truncated bool `json:"truncated"`
-}
-
-// apiTrash is the trash record of one deleted reference object.
-type apiTrash struct {
-	Bucket  string   `json:"bucket"`
-	Key     string   `json:"key"`
-	Digests []string `json:"digests"`
-	// DeletedAt names the record: a restore sends it back exactly.
-	DeletedAt time.Time `json:"deleted_at"`
-	Expires   time.Time `json:"expires"`
-	Principal string    `json:"principal"`
-	// Expired says the trash no longer retains the digests: the reclaimer
-	// may collect blobs that nothing else names. The record stays
-	// restorable until it is pruned.
-	Expired bool `json:"expired"`
-}
-
-// apiRestored answers POST /admin/v1/trash/restore.
-type apiRestored struct {
-	Restored apiTrash `json:"restored"`
-}
-
-// Request bodies.
-type (
-	apiFrontierReport struct {
-		// Revision is required; a pointer tells 0 from absent.
-		Revision *int64 `json:"revision"`
-		// By names the reporter (a job, a host); default: the client's
-		// address.
-		By string `json:"by"`
-	}
-	apiRestoreRequest struct {
-		Bucket    string     `json:"bucket"`
-		Key       string     `json:"key"`
-		DeletedAt *time.Time `json:"deleted_at"`
-	}
-)
-
-// Error codes of the digest API.
+// Limits of the digest API beyond those of its parameters (package
+// adminapi).
 const (
-	codeDigestsDisabled = "digests_disabled"
-	codeGuarded         = "guarded"
-	codeWriteInFlight   = "write_in_flight"
-	codeConflict        = "conflict"
-)
-
-// Limits of the digest API.
-const (
-	defaultTrashLimit = 100
-	maxTrashLimit     = 1000
 	// maxReporter bounds the by field, which is stored with the frontier.
 	maxReporter = 256
 )
@@ -141,7 +61,7 @@ func (a *digestAPI) clock() time.Time {
 
 func (a *digestAPI) enabled(w http.ResponseWriter) bool {
 	if a.store == nil {
-		writeAPIError(w, http.StatusServiceUnavailable, codeDigestsDisabled,
+		writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeDigestsDisabled,
 			"this gateway keeps no records in etcd (sessions.enabled is false), so it has no frontiers or trash")
 		return false
 	}
@@ -151,20 +71,20 @@ func (a *digestAPI) enabled(w http.ResponseWriter) bool {
 // storeError answers a failed etcd read or write: worth retrying.
 func (a *digestAPI) storeError(w http.ResponseWriter, what string, err error) {
 	a.log.Warn("admin API: digest request failed", "what", what, "err", err)
-	writeAPIError(w, http.StatusServiceUnavailable, codeEtcdUnavailable, what+" failed: "+err.Error())
+	writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeEtcdUnavailable, what+" failed: "+err.Error())
 }
 
 // planeList merges the configured planes with the reported frontiers:
 // configured planes first, in their configured order, then the planes that
 // reported without being configured, by name.
-func (a *digestAPI) planeList(reported []etcdstore.Frontier, current int64) []apiPlane {
+func (a *digestAPI) planeList(reported []etcdstore.Frontier, current int64) []adminapi.Plane {
 	byName := make(map[string]etcdstore.Frontier, len(reported))
 	for _, f := range reported {
 		byName[f.Plane] = f
 	}
-	out := make([]apiPlane, 0, len(a.planes)+len(reported))
-	entry := func(name string, configured bool) apiPlane {
-		p := apiPlane{Plane: name, Lag: current, Configured: configured}
+	out := make([]adminapi.Plane, 0, len(a.planes)+len(reported))
+	entry := func(name string, configured bool) adminapi.Plane {
+		p := adminapi.Plane{Plane: name, Lag: current, Configured: configured}
 		if f, ok := byName[name]; ok {
 			at := f.At
 			p.Revision, p.Lag, p.ReportedAt, p.By, p.Reported = f.Revision, current-f.Revision, &at, f.By, true
@@ -187,7 +107,7 @@ func (a *digestAPI) frontiers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(r.URL.Query()) > 0 {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, "the frontier list takes no parameters")
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, "the frontier list takes no parameters")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminReadTimeout)
@@ -197,7 +117,7 @@ func (a *digestAPI) frontiers(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, "reading the frontiers", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiFrontiers{Revision: current, Planes: a.planeList(reported, current)})
+	writeJSON(w, http.StatusOK, adminapi.Frontiers{Revision: current, Planes: a.planeList(reported, current)})
 }
 
 func (a *digestAPI) reportFrontier(w http.ResponseWriter, r *http.Request) {
@@ -206,22 +126,22 @@ func (a *digestAPI) reportFrontier(w http.ResponseWriter, r *http.Request) {
 	}
 	plane := r.PathValue("plane")
 	if err := config.CheckPlane(plane); err != nil {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("plane %q: %v", plane, err))
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, fmt.Sprintf("plane %q: %v", plane, err))
 		return
 	}
-	var req apiFrontierReport
+	var req adminapi.FrontierReport
 	if !readJSON(w, r, &req) {
 		return
 	}
 	switch {
 	case req.Revision == nil:
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, `revision is required: the etcd revision the plane has applied, as {"revision": 1234}`)
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, `revision is required: the etcd revision the plane has applied, as {"revision": 1234}`)
 		return
 	case *req.Revision < 0:
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("revision %d: want 0 or more", *req.Revision))
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, fmt.Sprintf("revision %d: want 0 or more", *req.Revision))
 		return
 	case len(req.By) > maxReporter:
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("by: at most %d bytes", maxReporter))
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, fmt.Sprintf("by: at most %d bytes", maxReporter))
 		return
 	}
 	by := req.By
@@ -239,7 +159,7 @@ func (a *digestAPI) reportFrontier(w http.ResponseWriter, r *http.Request) {
 	// number is a typo or comes from another cluster, and trusting it would
 	// let every pending blob go at once.
 	if *req.Revision > current {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest,
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest,
 			fmt.Sprintf("revision %d is ahead of etcd's current revision %d: a plane cannot have applied a revision that does not exist yet (is it another etcd cluster's?)", *req.Revision, current))
 		return
 	}
@@ -266,25 +186,7 @@ func (a *digestAPI) reportFrontier(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// Another report removed it in between; what was written is known.
-	writeAPIError(w, http.StatusConflict, codeConflict, fmt.Sprintf("the frontier of plane %q changed while it was recorded; list the frontiers", plane))
-}
-
-// remoteHost names the client for a report that does not say who made it.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-func apiTrashRecord(tr etcdstore.TrashRecord, now time.Time) apiTrash {
-	out := apiTrash{Bucket: tr.Bucket, Key: tr.Key, Digests: tr.Digests, DeletedAt: tr.DeletedAt, Expires: tr.Expires,
-		Principal: tr.Principal, Expired: !tr.Expires.After(now)}
-	if out.Digests == nil {
-		out.Digests = []string{}
-	}
-	return out
+	writeAPIError(w, http.StatusConflict, adminapi.CodeConflict, fmt.Sprintf("the frontier of plane %q changed while it was recorded; list the frontiers", plane))
 }
 
 func (a *digestAPI) trash(w http.ResponseWriter, r *http.Request) {
@@ -292,7 +194,7 @@ func (a *digestAPI) trash(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit, err := intParam(q, "limit", defaultTrashLimit, maxTrashLimit)
+	limit, err := intParam(q, "limit", adminapi.DefaultTrashLimit, adminapi.MaxTrashLimit)
 	if err == nil {
 		err = checkParams(q, "bucket", "key", "limit")
 	}
@@ -301,7 +203,7 @@ func (a *digestAPI) trash(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("key needs bucket: name the object as bucket=B&key=K")
 	}
 	if err != nil {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, err.Error())
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminReadTimeout)
@@ -312,13 +214,13 @@ func (a *digestAPI) trash(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, "reading the trash", err)
 		return
 	}
-	out := apiTrashList{Trash: make([]apiTrash, 0, min(len(recs), limit))}
+	out := adminapi.TrashList{Trash: make([]adminapi.Trash, 0, min(len(recs), limit))}
 	if len(recs) > limit {
 		recs, out.Truncated = recs[:limit], true
 	}
 	now := a.clock()
 	for _, tr := range recs {
-		out.Trash = append(out.Trash, apiTrashRecord(tr, now))
+		out.Trash = append(out.Trash, trashRecord(tr, now))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -327,12 +229,12 @@ func (a *digestAPI) restore(w http.ResponseWriter, r *http.Request) {
 	if !a.enabled(w) {
 		return
 	}
-	var req apiRestoreRequest
+	var req adminapi.RestoreRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
 	if req.Bucket == "" || req.Key == "" || req.DeletedAt == nil {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest,
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest,
 			"bucket, key and deleted_at are required (deleted_at exactly as GET /admin/v1/trash gives it)")
 		return
 	}
@@ -343,15 +245,15 @@ func (a *digestAPI) restore(w http.ResponseWriter, r *http.Request) {
 	name := fmt.Sprintf("%s/%s deleted at %s", req.Bucket, req.Key, req.DeletedAt.UTC().Format(time.RFC3339Nano))
 	switch {
 	case errors.Is(err, etcdstore.ErrNotFound):
-		writeAPIError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no trash record of %s (restored already, or pruned after it expired)", name))
+		writeAPIError(w, http.StatusNotFound, adminapi.CodeNotFound, fmt.Sprintf("no trash record of %s (restored already, or pruned after it expired)", name))
 	case errors.Is(err, etcdstore.ErrGuarded):
-		writeAPIError(w, http.StatusConflict, codeGuarded,
+		writeAPIError(w, http.StatusConflict, adminapi.CodeGuarded,
 			fmt.Sprintf("the trash of %s has expired and the bytes of a digest it names are being deleted now; nothing was restored (once the collector is done, the blob must be uploaded again)", name))
 	case errors.Is(err, etcdstore.ErrWriteInFlight):
-		writeAPIError(w, http.StatusConflict, codeWriteInFlight,
+		writeAPIError(w, http.StatusConflict, adminapi.CodeWriteInFlight,
 			fmt.Sprintf("a write of %s/%s is in flight through a gateway; nothing was restored, try again when it is done", req.Bucket, req.Key))
 	case errors.Is(err, etcdstore.ErrConflict):
-		writeAPIError(w, http.StatusConflict, codeConflict,
+		writeAPIError(w, http.StatusConflict, adminapi.CodeConflict,
 			fmt.Sprintf("the references of %s/%s kept changing while they were restored; nothing was restored, try again", req.Bucket, req.Key))
 	case err != nil && tr.DeletedAt.IsZero():
 		a.storeError(w, "restoring "+name, err)
@@ -361,10 +263,10 @@ func (a *digestAPI) restore(w http.ResponseWriter, r *http.Request) {
 			// failed, which its expiry makes up for.
 			a.log.Warn("admin API: trash restored, but its record was not removed", "bucket", tr.Bucket, "key", tr.Key, "err", err)
 		}
-		rec := apiTrashRecord(tr, now)
+		rec := trashRecord(tr, now)
 		audit.Record(a.log, audit.RestoreTrash, tr.Bucket+"/"+tr.Key, "restored by an operator through the admin API",
 			"principal", "admin-api", "deleted_at", tr.DeletedAt,
 			"digests", len(tr.Digests), "expired", rec.Expired, "client", remoteHost(r))
-		writeJSON(w, http.StatusOK, apiRestored{Restored: rec})
+		writeJSON(w, http.StatusOK, adminapi.Restored{Restored: rec})
 	}
 }

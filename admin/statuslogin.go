@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"crypto/sha256"
@@ -55,7 +55,7 @@ input{font:inherit;padding:.3em;width:100%;box-sizing:border-box;margin:.5em 0}p
 
 // loginRoutes serves the sign-in form; without a token (which serve never
 // runs without) there is nothing to sign in with.
-func (a *adminHandler) loginRoutes(mux *http.ServeMux) {
+func (a *handler) loginRoutes(mux *http.ServeMux) {
 	if a.token == "" {
 		return
 	}
@@ -83,7 +83,7 @@ func (a *adminHandler) loginRoutes(mux *http.ServeMux) {
 	})
 }
 
-func (a *adminHandler) writeLogin(w http.ResponseWriter, status int, failed bool) {
+func (a *handler) writeLogin(w http.ResponseWriter, status int, failed bool) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bytes"
@@ -16,28 +16,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/admin/admintest"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
-
-// Digests of the trash tests.
-var (
-	dA = "sha256:" + strings.Repeat("a", 64)
-	dB = "sha256:" + strings.Repeat("b", 64)
-	dC = "sha256:" + strings.Repeat("c", 64)
-)
-
-// digestNow is the digest API's clock in the tests.
-var digestNow = time.Date(2030, 5, 6, 7, 0, 0, 0, time.UTC)
 
 // newDigestServer serves the real admin handler with the digest API over
 // store (nil: sessions off) with planes configured, and returns its URL.
 func newDigestServer(t *testing.T, store *etcdstore.Store, planes ...string) string {
 	t.Helper()
-	a := &adminHandler{
+	a := &handler{
 		registry: prometheus.NewRegistry(),
 		draining: new(atomic.Bool),
 		sessions: sessionsAPI{store: store, log: slog.New(slog.DiscardHandler)},
-		digests:  digestAPI{store: store, planes: planes, now: func() time.Time { return digestNow }, log: slog.New(slog.DiscardHandler)},
+		digests:  digestAPI{store: store, planes: planes, now: func() time.Time { return admintest.DigestNow }, log: slog.New(slog.DiscardHandler)},
 	}
 	srv := httptest.NewServer(testAdminHandler(a))
 	t.Cleanup(srv.Close)
@@ -107,21 +99,23 @@ func currentRevision(t *testing.T, st *etcdstore.Store) int64 {
 	return rev
 }
 
+// jsonType is the content type of the API's request documents.
+const jsonType = "application/json"
+
 func TestFrontiersAPI(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
+	st := admintest.NewStore(t)
 	base := newDigestServer(t, st, "backup", "dr")
-	const jsonType = "application/json"
 
 	// Nothing reported: every configured plane is listed at revision 0,
 	// lagging by all of etcd's history.
 	status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers", "", nil)
-	list := decodeAs[apiFrontiers](t, data)
+	list := decodeAs[adminapi.Frontiers](t, data)
 	if status != http.StatusOK || list.Revision < 1 || len(list.Planes) != 2 {
 		t.Fatalf("empty list: %d %s", status, data)
 	}
 	for i, name := range []string{"backup", "dr"} {
-		want := apiPlane{Plane: name, Lag: list.Revision, Configured: true}
+		want := adminapi.Plane{Plane: name, Lag: list.Revision, Configured: true}
 		if !reflect.DeepEqual(list.Planes[i], want) {
 			t.Errorf("plane %d = %+v, want %+v", i, list.Planes[i], want)
 		}
@@ -135,20 +129,20 @@ func TestFrontiersAPI(t *testing.T) {
 	// Report a revision etcd has reached.
 	rev := currentRevision(t, st)
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/frontiers/backup", jsonType, map[string]any{"revision": rev})
-	p := decodeAs[apiPlane](t, data)
+	p := decodeAs[adminapi.Plane](t, data)
 	if status != http.StatusOK || p.Plane != "backup" || p.Revision != rev || p.Lag < 0 || !p.Configured || !p.Reported ||
-		p.By != "127.0.0.1" || p.ReportedAt == nil || !p.ReportedAt.Equal(digestNow) {
+		p.By != "127.0.0.1" || p.ReportedAt == nil || !p.ReportedAt.Equal(admintest.DigestNow) {
 		t.Fatalf("report: %d %s", status, data)
 	}
 	// A plane that is not configured may report, and names its reporter.
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/frontiers/extra", jsonType, map[string]any{"revision": 1, "by": "restore-test"})
-	p = decodeAs[apiPlane](t, data)
+	p = decodeAs[adminapi.Plane](t, data)
 	if status != http.StatusOK || p.Configured || p.By != "restore-test" || p.Revision != 1 {
 		t.Fatalf("unconfigured report: %d %s", status, data)
 	}
 
 	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers", "", nil)
-	list = decodeAs[apiFrontiers](t, data)
+	list = decodeAs[adminapi.Frontiers](t, data)
 	if status != http.StatusOK || len(list.Planes) != 3 {
 		t.Fatalf("list: %d %s", status, data)
 	}
@@ -163,6 +157,11 @@ func TestFrontiersAPI(t *testing.T) {
 		t.Errorf("dr has not reported: %+v", dr)
 	}
 
+	checkBadFrontierReports(t, st, base)
+}
+
+func checkBadFrontierReports(t *testing.T, st *etcdstore.Store, base string) {
+	t.Helper()
 	// Bad reports answer 400 (or 405, 415) and write nothing.
 	before, _, err := st.ListFrontiers(t.Context())
 	if err != nil {
@@ -174,28 +173,28 @@ func TestFrontiersAPI(t *testing.T) {
 		status                  int
 		code                    string
 	}{
-		{"no revision", "backup", jsonType, "{}", 400, codeBadRequest},
-		{"empty body", "backup", jsonType, "", 400, codeBadRequest},
-		{"negative", "backup", jsonType, `{"revision": -1}`, 400, codeBadRequest},
-		{"not a whole number", "backup", jsonType, `{"revision": 1.5}`, 400, codeBadRequest},
-		{"a string", "backup", jsonType, `{"revision": "12"}`, 400, codeBadRequest},
-		{"unknown field", "backup", jsonType, `{"revision": 1, "plane": "x"}`, 400, codeBadRequest},
-		{"two documents", "backup", jsonType, `{"revision": 1} {"revision": 2}`, 400, codeBadRequest},
-		{"ahead of etcd", "backup", jsonType, `{"revision": 999999999}`, 400, codeBadRequest},
-		{"plane with a slash", "a%2Fb", jsonType, `{"revision": 1}`, 400, codeBadRequest},
-		{"plane with a space", "a%20b", jsonType, `{"revision": 1}`, 400, codeBadRequest},
-		{"reporter too long", "backup", jsonType, `{"revision": 1, "by": "` + strings.Repeat("x", maxReporter+1) + `"}`, 400, codeBadRequest},
-		{"not JSON", "backup", "text/plain", `{"revision": 1}`, 415, codeUnsupportedMediaType},
+		{"no revision", "backup", jsonType, "{}", 400, adminapi.CodeBadRequest},
+		{"empty body", "backup", jsonType, "", 400, adminapi.CodeBadRequest},
+		{"negative", "backup", jsonType, `{"revision": -1}`, 400, adminapi.CodeBadRequest},
+		{"not a whole number", "backup", jsonType, `{"revision": 1.5}`, 400, adminapi.CodeBadRequest},
+		{"a string", "backup", jsonType, `{"revision": "12"}`, 400, adminapi.CodeBadRequest},
+		{"unknown field", "backup", jsonType, `{"revision": 1, "plane": "x"}`, 400, adminapi.CodeBadRequest},
+		{"two documents", "backup", jsonType, `{"revision": 1} {"revision": 2}`, 400, adminapi.CodeBadRequest},
+		{"ahead of etcd", "backup", jsonType, `{"revision": 999999999}`, 400, adminapi.CodeBadRequest},
+		{"plane with a slash", "a%2Fb", jsonType, `{"revision": 1}`, 400, adminapi.CodeBadRequest},
+		{"plane with a space", "a%20b", jsonType, `{"revision": 1}`, 400, adminapi.CodeBadRequest},
+		{"reporter too long", "backup", jsonType, `{"revision": 1, "by": "` + strings.Repeat("x", maxReporter+1) + `"}`, 400, adminapi.CodeBadRequest},
+		{"not JSON", "backup", "text/plain", `{"revision": 1}`, 415, adminapi.CodeUnsupportedMediaType},
 	} {
 		status, data := sendRaw(t, http.MethodPost, base+"/admin/v1/frontiers/"+tt.path, tt.contentType, tt.body)
 		wantError(t, tt.name, status, data, tt.status, tt.code)
 	}
-	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers/backup", "", nil)
-	wantError(t, "GET a plane", status, data, http.StatusMethodNotAllowed, codeMethodNotAllowed)
+	status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers/backup", "", nil)
+	wantError(t, "GET a plane", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
 	status, data = sendRaw(t, http.MethodDelete, base+"/admin/v1/frontiers", "", nil)
-	wantError(t, "DELETE the list", status, data, http.StatusMethodNotAllowed, codeMethodNotAllowed)
+	wantError(t, "DELETE the list", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
 	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/frontiers?plane=backup", "", nil)
-	wantError(t, "unknown parameter", status, data, http.StatusBadRequest, codeBadRequest)
+	wantError(t, "unknown parameter", status, data, http.StatusBadRequest, adminapi.CodeBadRequest)
 	after, _, err := st.ListFrontiers(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -206,61 +205,27 @@ func TestFrontiersAPI(t *testing.T) {
 
 	// A plane may go back, as one restored from an older backup does.
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/frontiers/backup", jsonType, `{"revision": 0}`)
-	if p := decodeAs[apiPlane](t, data); status != http.StatusOK || p.Revision != 0 || !p.Reported {
+	if p := decodeAs[adminapi.Plane](t, data); status != http.StatusOK || p.Revision != 0 || !p.Reported {
 		t.Errorf("lower report: %d %s", status, data)
 	}
 }
 
-// trashed records the references of bucket/key to digests as a committed
-// write, then deletes the object into the trash at deletedAt.
-func trashed(t *testing.T, st *etcdstore.Store, bucket, key, principal string, deletedAt, expires time.Time, digests ...string) {
-	t.Helper()
-	ctx := t.Context()
-	id := "w-" + deletedAt.Format(time.RFC3339Nano)
-	if err := st.BeginRefWrite(ctx, bucket, key, etcdstore.RefWrite{ID: id, Digests: digests, At: deletedAt}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.EndRefWrite(ctx, bucket, key, id, etcdstore.WriteCommitted, `"etag"`, deletedAt); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, err := st.TrashRefSource(ctx, bucket, key, principal, deletedAt, expires); err != nil || !ok {
-		t.Fatalf("trash %s/%s: %t, %v", bucket, key, ok, err)
-	}
-}
-
-// Trash records of the trash tests: reg/manifests/app was deleted twice,
-// once long ago (expired); lfs/p/x once.
-var (
-	tOld = digestNow.Add(-10 * 24 * time.Hour).Add(123456789 * time.Nanosecond)
-	tNew = digestNow.Add(-time.Hour).Add(987654321 * time.Nanosecond)
-	tLFS = digestNow.Add(-2 * time.Hour)
-)
-
-func seedTrash(t *testing.T, st *etcdstore.Store) {
-	t.Helper()
-	week := 7 * 24 * time.Hour
-	trashed(t, st, "reg", "manifests/app", "alice", tOld, tOld.Add(week), dA, dB)
-	trashed(t, st, "reg", "manifests/app", "bob", tNew, tNew.Add(week), dB, dC)
-	trashed(t, st, "lfs", "p/x", "", tLFS, tLFS.Add(week), dC)
-}
-
 func TestTrashAPI(t *testing.T) {
 	t.Parallel()
-	st := newAPITestStore(t)
-	seedTrash(t, st)
+	st := admintest.NewStore(t)
+	admintest.SeedTrash(t, st)
 	base := newDigestServer(t, st)
-	const jsonType = "application/json"
 
 	status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/trash", "", nil)
-	list := decodeAs[apiTrashList](t, data)
+	list := decodeAs[adminapi.TrashList](t, data)
 	if status != http.StatusOK || len(list.Trash) != 3 || list.Truncated {
 		t.Fatalf("list: %d %s", status, data)
 	}
 	// Bucket and key order, oldest first within an object.
-	want := []apiTrash{
-		{Bucket: "lfs", Key: "p/x", Digests: []string{dC}, DeletedAt: tLFS, Expires: tLFS.Add(7 * 24 * time.Hour), Principal: ""},
-		{Bucket: "reg", Key: "manifests/app", Digests: []string{dA, dB}, DeletedAt: tOld, Expires: tOld.Add(7 * 24 * time.Hour), Principal: "alice", Expired: true},
-		{Bucket: "reg", Key: "manifests/app", Digests: []string{dB, dC}, DeletedAt: tNew, Expires: tNew.Add(7 * 24 * time.Hour), Principal: "bob"},
+	want := []adminapi.Trash{
+		{Bucket: "lfs", Key: "p/x", Digests: []string{admintest.DigestC}, DeletedAt: admintest.TrashLFS, Expires: admintest.TrashLFS.Add(7 * 24 * time.Hour), Principal: ""},
+		{Bucket: "reg", Key: "manifests/app", Digests: []string{admintest.DigestA, admintest.DigestB}, DeletedAt: admintest.TrashOld, Expires: admintest.TrashOld.Add(7 * 24 * time.Hour), Principal: "alice", Expired: true},
+		{Bucket: "reg", Key: "manifests/app", Digests: []string{admintest.DigestB, admintest.DigestC}, DeletedAt: admintest.TrashNew, Expires: admintest.TrashNew.Add(7 * 24 * time.Hour), Principal: "bob"},
 	}
 	for i := range want {
 		got := list.Trash[i]
@@ -269,7 +234,7 @@ func TestTrashAPI(t *testing.T) {
 			t.Errorf("record %d = %+v, want %+v", i, got, want[i])
 		}
 	}
-	if !bytes.Contains(data, []byte(`"deleted_at": "`+tOld.Format(time.RFC3339Nano)+`"`)) || !bytes.Contains(data, []byte(`"principal": ""`)) {
+	if !bytes.Contains(data, []byte(`"deleted_at": "`+admintest.TrashOld.Format(time.RFC3339Nano)+`"`)) || !bytes.Contains(data, []byte(`"principal": ""`)) {
 		t.Errorf("deleted_at must carry every nanosecond, and every field be present: %s", data)
 	}
 
@@ -286,16 +251,21 @@ func TestTrashAPI(t *testing.T) {
 		{"?bucket=reg&limit=2", 2, false},
 	} {
 		status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/trash"+tt.query, "", nil)
-		l := decodeAs[apiTrashList](t, data)
+		l := decodeAs[adminapi.TrashList](t, data)
 		if status != http.StatusOK || len(l.Trash) != tt.n || l.Truncated != tt.trunc || l.Trash == nil {
 			t.Errorf("%s: %d %s", tt.query, status, data)
 		}
 	}
 	for _, q := range []string{"?key=manifests/app", "?limit=0", "?limit=1001", "?limit=x", "?prefix=m"} {
 		status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/trash"+q, "", nil)
-		wantError(t, q, status, data, http.StatusBadRequest, codeBadRequest)
+		wantError(t, q, status, data, http.StatusBadRequest, adminapi.CodeBadRequest)
 	}
 
+	checkTrashRestore(t, st, base)
+}
+
+func checkTrashRestore(t *testing.T, st *etcdstore.Store, base string) {
+	t.Helper()
 	// Refusals write nothing.
 	// rec reads the object's reference record; ModRev 0 when it has none.
 	rec := func() etcdstore.Versioned[etcdstore.RefSource] {
@@ -306,7 +276,7 @@ func TestTrashAPI(t *testing.T) {
 		}
 		return v
 	}
-	newReq := map[string]any{"bucket": "reg", "key": "manifests/app", "deleted_at": tNew}
+	newReq := map[string]any{"bucket": "reg", "key": "manifests/app", "deleted_at": admintest.TrashNew}
 	for _, tt := range []struct {
 		name        string
 		contentType string
@@ -314,73 +284,73 @@ func TestTrashAPI(t *testing.T) {
 		status      int
 		code        string
 	}{
-		{"no deleted_at", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app"}, 400, codeBadRequest},
-		{"no key", jsonType, map[string]any{"bucket": "reg", "deleted_at": tNew}, 400, codeBadRequest},
-		{"bad time", jsonType, `{"bucket": "reg", "key": "manifests/app", "deleted_at": "yesterday"}`, 400, codeBadRequest},
-		{"unknown field", jsonType, `{"bucket": "reg", "key": "manifests/app", "deleted_at": "2030-01-01T00:00:00Z", "force": true}`, 400, codeBadRequest},
-		{"no such record", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app", "deleted_at": tNew.Add(time.Nanosecond)}, 404, codeNotFound},
-		{"not JSON", "application/x-www-form-urlencoded", "bucket=reg", 415, codeUnsupportedMediaType},
+		{"no deleted_at", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app"}, 400, adminapi.CodeBadRequest},
+		{"no key", jsonType, map[string]any{"bucket": "reg", "deleted_at": admintest.TrashNew}, 400, adminapi.CodeBadRequest},
+		{"bad time", jsonType, `{"bucket": "reg", "key": "manifests/app", "deleted_at": "yesterday"}`, 400, adminapi.CodeBadRequest},
+		{"unknown field", jsonType, `{"bucket": "reg", "key": "manifests/app", "deleted_at": "2030-01-01T00:00:00Z", "force": true}`, 400, adminapi.CodeBadRequest},
+		{"no such record", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app", "deleted_at": admintest.TrashNew.Add(time.Nanosecond)}, 404, adminapi.CodeNotFound},
+		{"not JSON", "application/x-www-form-urlencoded", "bucket=reg", 415, adminapi.CodeUnsupportedMediaType},
 	} {
 		status, data := sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", tt.contentType, tt.body)
 		wantError(t, tt.name, status, data, tt.status, tt.code)
 	}
-	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/trash/restore", "", nil)
-	wantError(t, "GET restore", status, data, http.StatusMethodNotAllowed, codeMethodNotAllowed)
+	status, data := sendRaw(t, http.MethodGet, base+"/admin/v1/trash/restore", "", nil)
+	wantError(t, "GET restore", status, data, http.StatusMethodNotAllowed, adminapi.CodeMethodNotAllowed)
 
 	// A write of the object in flight: 409, nothing restored.
 	ctx := t.Context()
-	if err := st.BeginRefWrite(ctx, "reg", "manifests/app", etcdstore.RefWrite{ID: "inflight", Digests: []string{dA}, At: digestNow}); err != nil {
+	if err := st.BeginRefWrite(ctx, "reg", "manifests/app", etcdstore.RefWrite{ID: "inflight", Digests: []string{admintest.DigestA}, At: admintest.DigestNow}); err != nil {
 		t.Fatal(err)
 	}
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, newReq)
-	wantError(t, "write in flight", status, data, http.StatusConflict, codeWriteInFlight)
-	if err := st.EndRefWrite(ctx, "reg", "manifests/app", "inflight", etcdstore.WriteFailed, "", digestNow); err != nil {
+	wantError(t, "write in flight", status, data, http.StatusConflict, adminapi.CodeWriteInFlight)
+	if err := st.EndRefWrite(ctx, "reg", "manifests/app", "inflight", etcdstore.WriteFailed, "", admintest.DigestNow); err != nil {
 		t.Fatal(err)
 	}
 	before := rec()
 
 	// A digest whose bytes are being deleted: 409, nothing restored.
-	if _, err := st.Client().Put(ctx, st.Keys().Guard(dC), `{"v":1}`); err != nil {
+	if _, err := st.Client().Put(ctx, st.Keys().Guard(admintest.DigestC), `{"v":1}`); err != nil {
 		t.Fatal(err)
 	}
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, newReq)
-	wantError(t, "guarded", status, data, http.StatusConflict, codeGuarded)
+	wantError(t, "guarded", status, data, http.StatusConflict, adminapi.CodeGuarded)
 	if after := rec(); after.ModRev != before.ModRev {
 		t.Errorf("a refused restore changed the record: %+v", after.Value)
 	}
-	if _, err := st.Client().Delete(ctx, st.Keys().Guard(dC)); err != nil {
+	if _, err := st.Client().Delete(ctx, st.Keys().Guard(admintest.DigestC)); err != nil {
 		t.Fatal(err)
 	}
 
 	// The restore itself.
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, newReq)
-	ans := decodeAs[apiRestored](t, data)
-	if status != http.StatusOK || ans.Restored.Key != "manifests/app" || !ans.Restored.DeletedAt.Equal(tNew) ||
-		!reflect.DeepEqual(ans.Restored.Digests, []string{dB, dC}) || ans.Restored.Expired || ans.Restored.Principal != "bob" {
+	ans := decodeAs[adminapi.Restored](t, data)
+	if status != http.StatusOK || ans.Restored.Key != "manifests/app" || !ans.Restored.DeletedAt.Equal(admintest.TrashNew) ||
+		!reflect.DeepEqual(ans.Restored.Digests, []string{admintest.DigestB, admintest.DigestC}) || ans.Restored.Expired || ans.Restored.Principal != "bob" {
 		t.Fatalf("restore: %d %s", status, data)
 	}
 	after := rec().Value
-	if !after.Restored || !reflect.DeepEqual(after.Digests, []string{dB, dC}) {
+	if !after.Restored || !reflect.DeepEqual(after.Digests, []string{admintest.DigestB, admintest.DigestC}) {
 		t.Errorf("the references are not back: %+v", after)
 	}
-	for _, d := range []string{dB, dC} {
-		if ok, err := st.Referenced(ctx, d, digestNow.Add(365*24*time.Hour)); err != nil || !ok {
+	for _, d := range []string{admintest.DigestB, admintest.DigestC} {
+		if ok, err := st.Referenced(ctx, d, admintest.DigestNow.Add(365*24*time.Hour)); err != nil || !ok {
 			t.Errorf("%s is not referenced after the restore (past every trash expiry): %t, %v", d, ok, err)
 		}
 	}
 	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, newReq)
-	wantError(t, "restored twice", status, data, http.StatusNotFound, codeNotFound)
+	wantError(t, "restored twice", status, data, http.StatusNotFound, adminapi.CodeNotFound)
 	status, data = sendRaw(t, http.MethodGet, base+"/admin/v1/trash?bucket=reg", "", nil)
-	if l := decodeAs[apiTrashList](t, data); status != http.StatusOK || len(l.Trash) != 1 || !l.Trash[0].DeletedAt.Equal(tOld) {
+	if l := decodeAs[adminapi.TrashList](t, data); status != http.StatusOK || len(l.Trash) != 1 || !l.Trash[0].DeletedAt.Equal(admintest.TrashOld) {
 		t.Errorf("after the restore the older record remains: %d %s", status, data)
 	}
 
 	// An expired record is still restorable while it exists, and says so.
-	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app", "deleted_at": tOld})
-	if ans := decodeAs[apiRestored](t, data); status != http.StatusOK || !ans.Restored.Expired {
+	status, data = sendRaw(t, http.MethodPost, base+"/admin/v1/trash/restore", jsonType, map[string]any{"bucket": "reg", "key": "manifests/app", "deleted_at": admintest.TrashOld})
+	if ans := decodeAs[adminapi.Restored](t, data); status != http.StatusOK || !ans.Restored.Expired {
 		t.Errorf("expired restore: %d %s", status, data)
 	}
-	if got := rec().Value.Digests; !reflect.DeepEqual(got, []string{dA, dB, dC}) {
+	if got := rec().Value.Digests; !reflect.DeepEqual(got, []string{admintest.DigestA, admintest.DigestB, admintest.DigestC}) {
 		t.Errorf("restores merge: %q", got)
 	}
 }
@@ -395,6 +365,6 @@ func TestDigestAPIWithoutStore(t *testing.T) {
 		{http.MethodPost, "/admin/v1/trash/restore", `{}`},
 	} {
 		status, data := sendRaw(t, rt.method, base+rt.path, "application/json", rt.body)
-		wantError(t, rt.method+" "+rt.path, status, data, http.StatusServiceUnavailable, codeDigestsDisabled)
+		wantError(t, rt.method+" "+rt.path, status, data, http.StatusServiceUnavailable, adminapi.CodeDigestsDisabled)
 	}
 }

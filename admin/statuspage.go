@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -35,7 +36,7 @@ const (
 	// not after the API's longer timeout.
 	statusPageTimeout = 10 * time.Second
 	// statusPagePasses is how many pass reports the page shows.
-	statusPagePasses = defaultReportsLimit
+	statusPagePasses = adminapi.DefaultReportsLimit
 	// statusPageListRows bounds the orphans and stuck sessions listed; the
 	// totals say how many there are, the API lists them all.
 	statusPageListRows = 100
@@ -43,14 +44,14 @@ const (
 
 // statusPage renders the page over the admin handler's APIs.
 type statusPage struct {
-	a    *adminHandler
+	a    *handler
 	tmpl *template.Template
 	log  *slog.Logger
 }
 
 // statusRoutes registers the page at / and /status behind protect, the
 // same wrapper as the API's, since the page shows what the API does.
-func (a *adminHandler) statusRoutes(mux *http.ServeMux, protect func(http.Handler) http.Handler) {
+func (a *handler) statusRoutes(mux *http.ServeMux, protect func(http.Handler) http.Handler) {
 	p := &statusPage{a: a, tmpl: newStatusTemplate(), log: a.statusLog()}
 	h := protect(http.HandlerFunc(p.serve))
 	mux.Handle("GET /{$}", h)
@@ -59,7 +60,7 @@ func (a *adminHandler) statusRoutes(mux *http.ServeMux, protect func(http.Handle
 
 // statusLog is the admin handler's logger, else that of whichever API has
 // one (tests build handlers with some of them only).
-func (a *adminHandler) statusLog() *slog.Logger {
+func (a *handler) statusLog() *slog.Logger {
 	for _, l := range []*slog.Logger{a.log, a.reclaim.log, a.sessions.log, a.digests.log} {
 		if l != nil {
 			return l
@@ -89,20 +90,20 @@ type statusView struct {
 	Off    string
 	Errors []string
 
-	Reclaimer *apiReclaimer
+	Reclaimer *adminapi.Reclaimer
 	// ReclaimerOff says why this gateway has no reclaimer.
 	ReclaimerOff string
-	InProgress   *reclaim.Progress
+	InProgress   *adminapi.Progress
 
 	// Passes are the newest stored pass reports, newest first (PassesRead
 	// tells none from unreadable); Last is the newest, whose lists the page
 	// shows.
-	Passes     []reclaim.Report
+	Passes     []adminapi.Report
 	PassesRead bool
-	Last       *reclaim.Report
+	Last       *adminapi.Report
 	// Orphans and Stuck are Last's lists, cut to statusPageListRows.
-	Orphans []reclaim.Orphan
-	Stuck   []reclaim.Stuck
+	Orphans []adminapi.Orphan
+	Stuck   []adminapi.Stuck
 
 	Sessions *statusSessions
 
@@ -111,7 +112,7 @@ type statusView struct {
 	Tombstones     []statusCount
 	TombstonesPass int64
 
-	Frontiers *apiFrontiers
+	Frontiers *adminapi.Frontiers
 }
 
 // statusSessions counts the sessions by state at one etcd revision.
@@ -136,81 +137,13 @@ func (p *statusPage) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), statusPageTimeout)
 	defer cancel()
 	v := statusView{Now: p.a.digests.clock()}
-	// Each read has its own slot, written by its goroutine only.
-	const (
-		readStatus = iota
-		readReports
-		readSessions
-		readFrontiers
-		reads
-	)
-	what := [reads]string{"reading the reclaimer's status", "reading the pass reports", "counting the sessions", "reading the frontiers"}
-	var (
-		errs [reads]error
-		wg   sync.WaitGroup
-	)
-	a := p.a
-	switch {
-	case a.sessions.store == nil:
-		v.Off = "upload sessions are off on this gateway (sessions.enabled is false): it records nothing in etcd, so there is no reclaimer, no pass and no frontier to show"
-	default:
-		if a.reclaim.r == nil {
-			v.ReclaimerOff = "this gateway has no reclaimer"
-			if a.reclaim.info.Off != "" {
-				v.ReclaimerOff += ": " + a.reclaim.info.Off
-			}
-		} else {
-			wg.Go(func() {
-				st, err := a.reclaim.r.Status(ctx)
-				if err != nil {
-					errs[readStatus] = err
-					return
-				}
-				info := a.reclaim.info
-				v.Reclaimer = &apiReclaimer{ID: info.ID, Enabled: info.Enabled, DryRun: info.DryRun,
-					Leading: st.Leading, Term: st.Term, Leader: st.Leader}
-				v.InProgress = st.InProgress
-			})
-		}
-		wg.Go(func() {
-			reps, err := reclaim.Reports(ctx, a.sessions.store, statusPagePasses)
-			if err != nil {
-				errs[readReports] = err
-				return
-			}
-			v.Passes, v.PassesRead = reps, true
-		})
-		wg.Go(func() {
-			counts, undecodable, rev, err := a.sessions.store.SessionStates(ctx, maxListLimit)
-			if err != nil {
-				errs[readSessions] = err
-				return
-			}
-			s := &statusSessions{Undecodable: undecodable, Revision: rev}
-			for _, st := range etcdstore.AllStates {
-				s.States = append(s.States, statusCount{State: string(st), Count: counts[st]})
-				s.Total += counts[st]
-			}
-			v.Sessions = s
-		})
-		if a.digests.store != nil {
-			wg.Go(func() {
-				reported, current, err := a.digests.store.ListFrontiers(ctx)
-				if err != nil {
-					errs[readFrontiers] = err
-					return
-				}
-				v.Frontiers = &apiFrontiers{Revision: current, Planes: a.digests.planeList(reported, current)}
-			})
-		}
-	}
-	wg.Wait()
+	errs := p.read(ctx, &v)
 	v.summarize()
 
 	status := http.StatusOK
 	for i, err := range errs {
 		if err != nil {
-			v.Errors = append(v.Errors, what[i]+" failed: "+err.Error())
+			v.Errors = append(v.Errors, statusReadWhat[i]+" failed: "+err.Error())
 			status = http.StatusServiceUnavailable
 		}
 	}
@@ -238,6 +171,81 @@ func (p *statusPage) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes()) // the client went away; nobody to tell
 }
 
+// The status page's reads. Each has its own slot in read's answer,
+// written by its goroutine only.
+const (
+	readStatus = iota
+	readReports
+	readSessions
+	readFrontiers
+	statusReads
+)
+
+// statusReadWhat says what each read does, for its error.
+var statusReadWhat = [statusReads]string{"reading the reclaimer's status", "reading the pass reports", "counting the sessions", "reading the frontiers"}
+
+// read fills v's sections, every read at once, and returns each read's
+// error in its slot.
+func (p *statusPage) read(ctx context.Context, v *statusView) (errs [statusReads]error) {
+	var wg sync.WaitGroup
+	a := p.a
+	switch {
+	case a.sessions.store == nil:
+		v.Off = "upload sessions are off on this gateway (sessions.enabled is false): it records nothing in etcd, so there is no reclaimer, no pass and no frontier to show"
+	default:
+		if a.reclaim.r == nil {
+			v.ReclaimerOff = "this gateway has no reclaimer"
+			if a.reclaim.info.Off != "" {
+				v.ReclaimerOff += ": " + a.reclaim.info.Off
+			}
+		} else {
+			wg.Go(func() {
+				st, err := a.reclaim.r.Status(ctx)
+				if err != nil {
+					errs[readStatus] = err
+					return
+				}
+				rc := reclaimerStatus(a.reclaim.info, st)
+				v.Reclaimer = &rc
+				v.InProgress = convertPtr(st.InProgress, fromProgress)
+			})
+		}
+		wg.Go(func() {
+			reps, err := reclaim.Reports(ctx, a.sessions.store, statusPagePasses)
+			if err != nil {
+				errs[readReports] = err
+				return
+			}
+			v.Passes, v.PassesRead = convertSlice(reps, fromReport), true
+		})
+		wg.Go(func() {
+			counts, undecodable, rev, err := a.sessions.store.SessionStates(ctx, adminapi.MaxListLimit)
+			if err != nil {
+				errs[readSessions] = err
+				return
+			}
+			s := &statusSessions{Undecodable: undecodable, Revision: rev}
+			for _, st := range etcdstore.AllStates {
+				s.States = append(s.States, statusCount{State: string(st), Count: counts[st]})
+				s.Total += counts[st]
+			}
+			v.Sessions = s
+		})
+		if a.digests.store != nil {
+			wg.Go(func() {
+				reported, current, err := a.digests.store.ListFrontiers(ctx)
+				if err != nil {
+					errs[readFrontiers] = err
+					return
+				}
+				v.Frontiers = &adminapi.Frontiers{Revision: current, Planes: a.digests.planeList(reported, current)}
+			})
+		}
+	}
+	wg.Wait()
+	return errs
+}
+
 // summarize derives the sections that come from the newest reports.
 func (v *statusView) summarize() {
 	if len(v.Passes) == 0 {
@@ -252,20 +260,20 @@ func (v *statusView) summarize() {
 		}
 		v.TombstonesPass = rep.Pass
 		for _, st := range etcdstore.AllTombstoneStates {
-			v.Tombstones = append(v.Tombstones, statusCount{State: string(st), Count: rep.Digests.Tombstones[st]})
+			v.Tombstones = append(v.Tombstones, statusCount{State: string(st), Count: rep.Digests.Tombstones[string(st)]})
 		}
 		break
 	}
 }
 
-// statusCountView is a reclaim.Count with the data-metric prefix of its
+// statusCountView is an adminapi.Count with the data-metric prefix of its
 // numbers, for the template's "count" block.
 type statusCountView struct {
 	Prefix string
-	reclaim.Count
+	adminapi.Count
 }
 
-func countOf(prefix string, c reclaim.Count) statusCountView {
+func countOf(prefix string, c adminapi.Count) statusCountView {
 	return statusCountView{Prefix: prefix, Count: c}
 }
 

@@ -1,29 +1,20 @@
-package main
+package admin
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
 // The explain API answers "why is this still here?" and "why did this
 // go?" about one upload or one blob (docs/admin-api.md). Its documents are
-// reclaim.UploadExplanation and reclaim.DigestExplanation as the reclaimer
-// builds them: every gateway with a reclaimer answers, leader or not, since
-// an explanation only reads.
-
-// codeDigestSweepOff says the reclaimer judges no blobs.
-const codeDigestSweepOff = "digest_sweep_off"
-
-// explainTimeout bounds one explanation. Explaining an orphan may list the
-// bucket's uploads to find its key, and a blob whose namespace pattern
-// cannot spell its key may list the namespace, which takes longer than an
-// etcd read.
-const explainTimeout = 2 * time.Minute
+// the reclaimer's explanations, converted to adminapi.UploadExplanation and
+// adminapi.DigestExplanation: every gateway with a reclaimer answers,
+// leader or not, since an explanation only reads.
 
 // explainAPI serves /admin/v1/explain from the reclaim API's reclaimer, so
 // that it needs nothing of its own from serve.
@@ -51,7 +42,7 @@ func (a explainAPI) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	if err := checkParams(q, "key"); err != nil {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, err.Error())
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, err.Error())
 		return
 	}
 	bucket, uploadID := r.PathValue("bucket"), r.PathValue("uploadID")
@@ -60,14 +51,14 @@ func (a explainAPI) upload(w http.ResponseWriter, r *http.Request) {
 	ex, err := a.reclaim.r.ExplainUpload(ctx, bucket, uploadID, q.Get("key"))
 	switch {
 	case errors.Is(err, reclaim.ErrNotKnown):
-		writeAPIError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf(
+		writeAPIError(w, http.StatusNotFound, adminapi.CodeNotFound, fmt.Sprintf(
 			"nothing is known about upload %q in bucket %q: no session records it and the backend has no such upload (%v)", uploadID, bucket, err))
 	case err != nil:
 		if r.Context().Err() == nil {
 			a.reclaim.failed(w, "explaining the upload", err)
 		}
 	default:
-		writeJSON(w, http.StatusOK, ex)
+		writeJSON(w, http.StatusOK, fromUploadExplanation(ex))
 	}
 }
 
@@ -76,7 +67,7 @@ func (a explainAPI) digest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(r.URL.Query()) > 0 {
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, "the explanation of a digest takes no parameters")
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, "the explanation of a digest takes no parameters")
 		return
 	}
 	digest := r.PathValue("digest")
@@ -85,19 +76,19 @@ func (a explainAPI) digest(w http.ResponseWriter, r *http.Request) {
 	ex, err := a.reclaim.r.ExplainDigest(ctx, digest)
 	switch {
 	case errors.Is(err, reclaim.ErrBadDigest):
-		writeAPIError(w, http.StatusBadRequest, codeBadRequest, err.Error())
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, err.Error())
 	case errors.Is(err, reclaim.ErrDigestSweepOff):
-		writeAPIError(w, http.StatusServiceUnavailable, codeDigestSweepOff,
+		writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeDigestSweepOff,
 			"this gateway's reclaimer judges no blobs: no content-addressed namespace is configured (digests.namespaces)")
 	case errors.Is(err, reclaim.ErrNotKnown):
-		writeAPIError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf(
+		writeAPIError(w, http.StatusNotFound, adminapi.CodeNotFound, fmt.Sprintf(
 			"nothing is known about digest %s: no blob of it is stored in a namespace, and etcd holds no reference, trash entry, placement, tombstone or guard of it", digest))
 	case err != nil:
 		if r.Context().Err() == nil {
 			a.reclaim.failed(w, "explaining the digest", err)
 		}
 	default:
-		writeJSON(w, http.StatusOK, ex)
+		writeJSON(w, http.StatusOK, fromDigestExplanation(ex))
 	}
 }
 
@@ -105,5 +96,5 @@ func (a explainAPI) digest(w http.ResponseWriter, r *http.Request) {
 // write timeout; a client that goes away ends it.
 func (a explainAPI) context(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelFunc) {
 	noWriteDeadline(w)
-	return context.WithTimeout(r.Context(), explainTimeout)
+	return context.WithTimeout(r.Context(), adminapi.ExplainTimeout)
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/admin/admintest"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway"
@@ -39,7 +40,7 @@ type statusEnv struct {
 	etcd   *etcdstore.Embedded
 	store  *etcdstore.Store
 	leader *reclaim.Reclaimer
-	admin  *adminHandler
+	admin  *handler
 	now    time.Time
 }
 
@@ -52,7 +53,7 @@ func newStatusEnv(t *testing.T, lead bool) *statusEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &statusEnv{etcd: e, store: etcdstore.NewStore(cli, keys), now: t3.Add(time.Hour)}
+	env := &statusEnv{etcd: e, store: etcdstore.NewStore(cli, keys), now: admintest.T3.Add(time.Hour)}
 	// No pass runs, so the backend is never called: nothing listens there.
 	backend, err := gateway.NewBackendClient("http://127.0.0.1:1", "us-east-1", "key", "secret")
 	if err != nil {
@@ -89,12 +90,12 @@ func newStatusEnv(t *testing.T, lead bool) *statusEnv {
 		}
 	}
 	discard := slog.New(slog.DiscardHandler)
-	env.admin = &adminHandler{
+	env.admin = &handler{
 		registry: prometheus.NewRegistry(),
 		draining: new(atomic.Bool),
 		sessions: sessionsAPI{store: env.store, log: discard},
-		reclaim: reclaimAPI{r: env.leader, store: env.store, progress: newProgressHub(), log: discard,
-			info: reclaimerInfo{ID: "gw-1@127.0.0.1:9001", Enabled: true}},
+		reclaim: reclaimAPI{r: env.leader, store: env.store, progress: NewProgressHub(), log: discard,
+			info: ReclaimerInfo{ID: "gw-1@127.0.0.1:9001", Enabled: true}},
 		digests: digestAPI{store: env.store, planes: []string{"nightly-backup", "dr-replica"}, now: clock, log: discard},
 	}
 	return env
@@ -112,17 +113,17 @@ func (e *statusEnv) putReport(t *testing.T, rep reclaim.Report) {
 	}
 }
 
-// seed writes sessions in several states (those of seedSessions and
+// seed writes sessions in several states (those of admintest.SeedSessions and
 // more), three pass reports (ok, refused, stopped; the newest holds
 // hostile names) and two frontiers.
 func (e *statusEnv) seed(t *testing.T) {
 	t.Helper()
-	seedSessions(t, e.store)
+	admintest.SeedSessions(t, e.store)
 	for i, st := range []etcdstore.SessionState{etcdstore.StateActive, etcdstore.StateCompleting, etcdstore.StateCompleting} {
-		s := etcdstore.Session{Bucket: "more", Key: hostileKey, UploadID: "u" + strconv.Itoa(i), Owner: "dave", Created: t0, LastActivity: t0}
-		s.Transition(etcdstore.StateActive, t0, "gateway", "created")
+		s := etcdstore.Session{Bucket: "more", Key: hostileKey, UploadID: "u" + strconv.Itoa(i), Owner: "dave", Created: admintest.T0, LastActivity: admintest.T0}
+		s.Transition(etcdstore.StateActive, admintest.T0, "gateway", "created")
 		if st != etcdstore.StateActive {
-			s.Transition(st, t1, "gateway", "complete")
+			s.Transition(st, admintest.T1, "gateway", "complete")
 		}
 		if _, err := e.store.CreateSession(t.Context(), &s); err != nil {
 			t.Fatal(err)
@@ -130,27 +131,27 @@ func (e *statusEnv) seed(t *testing.T) {
 	}
 	count := func(s, p, b int64) reclaim.Count { return reclaim.Count{Sessions: s, Parts: p, Bytes: b} }
 	e.putReport(t, reclaim.Report{
-		Pass: 7, Term: 40, Started: t0, Finished: t0.Add(time.Second), Clock: t0,
+		Pass: 7, Term: 40, Started: admintest.T0, Finished: admintest.T0.Add(time.Second), Clock: admintest.T0,
 		Uploads: reclaim.Uploads{Keep: count(2, 4, 4096), Mark: count(1, 3, 3<<20)},
 		Acted:   reclaim.Acted{Marked: count(1, 3, 3<<20)},
 		Digests: &reclaim.DigestReport{Pending: 5, Ready: 1, Deleted: 2, Bytes: 2048,
 			Tombstones: map[etcdstore.TombstoneState]int64{etcdstore.TombstonePending: 99}},
 	})
 	e.putReport(t, reclaim.Report{
-		Pass: 8, Term: 41, Started: t1, Finished: t1.Add(time.Second), Clock: t1,
+		Pass: 8, Term: 41, Started: admintest.T1, Finished: admintest.T1.Add(time.Second), Clock: admintest.T1,
 		Refused: "the plan deletes 12 parts, above reclaim.max_delete (10)",
 		Uploads: reclaim.Uploads{Delete: count(3, 12, 12<<20)},
 	})
 	e.putReport(t, reclaim.Report{
-		Pass: 9, Term: 41, Started: t2, Finished: t2.Add(1500 * time.Millisecond), Clock: t2,
+		Pass: 9, Term: 41, Started: admintest.T2, Finished: admintest.T2.Add(1500 * time.Millisecond), Clock: admintest.T2,
 		Stopped: `a recorded time is in the future: <b>"soon"</b>`,
 		Uploads: reclaim.Uploads{Keep: count(3, 19, 99614720), Hold: count(2, 5, 15728640)},
 		Acted:   reclaim.Acted{Deleted: count(1, 2, 2<<20)},
 		Orphans: []reclaim.Orphan{
-			{Bucket: "backups", Key: hostileKey, UploadID: hostileUpload, Initiated: t0, Parts: 3, Bytes: 15728640 - 1024},
-			{Bucket: "backups", Key: "plain.iso", UploadID: "9~a1", Initiated: t1, Parts: 2, Bytes: 1024},
+			{Bucket: "backups", Key: hostileKey, UploadID: hostileUpload, Initiated: admintest.T0, Parts: 3, Bytes: 15728640 - 1024},
+			{Bucket: "backups", Key: "plain.iso", UploadID: "9~a1", Initiated: admintest.T1, Parts: 2, Bytes: 1024},
 		},
-		Stuck:  []reclaim.Stuck{{Bucket: "backups", Key: hostileKey, UploadID: "stuck-" + hostileUpload, Since: t1}},
+		Stuck:  []reclaim.Stuck{{Bucket: "backups", Key: hostileKey, UploadID: "stuck-" + hostileUpload, Since: admintest.T1}},
 		Totals: reclaim.ListTotals{Orphans: 2, Stuck: 1, Missing: 4},
 		Digests: &reclaim.DigestReport{Pending: 3, Ready: 0, Deleted: 6, Bytes: 6 << 20, Kept: "inventory <refs> failed",
 			Tombstones: map[etcdstore.TombstoneState]int64{etcdstore.TombstonePending: 3, etcdstore.TombstoneDeleted: 6, etcdstore.TombstoneSkipped: 1}},
@@ -159,7 +160,7 @@ func (e *statusEnv) seed(t *testing.T) {
 		plane string
 		rev   int64
 	}{{"nightly-backup", 5}, {hostilePlane, 2}} {
-		if err := e.store.ReportFrontier(t.Context(), f.plane, f.rev, "job <x>", t0); err != nil {
+		if err := e.store.ReportFrontier(t.Context(), f.plane, f.rev, "job <x>", admintest.T0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -237,7 +238,7 @@ func TestStatusPage(t *testing.T) {
 	got := pageMetrics(t, page)
 	want := map[string]string{
 		"leader.id": "gw-1@127.0.0.1:9001", "reclaimer.leading": "1", "reclaimer.enabled": "1",
-		// Sessions: seedSessions' four, and three more.
+		// Sessions: admintest.SeedSessions' four, and three more.
 		"sessions.active": "2", "sessions.expired": "1", "sessions.completing": "2", "sessions.completed": "1",
 		"sessions.aborting": "0", "sessions.aborted": "0", "sessions.cleanup_pending": "1", "sessions.total": "7",
 		"sessions.revision": strconv.FormatInt(rev, 10),
@@ -362,8 +363,8 @@ func TestStatusPageEtcdDown(t *testing.T) {
 // TestStatusPageSessionsOff: a gateway without sessions has nothing in
 // etcd to show, and says why.
 func TestStatusPageSessionsOff(t *testing.T) {
-	a := &adminHandler{registry: prometheus.NewRegistry(), draining: new(atomic.Bool),
-		reclaim: reclaimAPI{info: reclaimerInfo{ID: "gw", Off: "sessions.enabled is false"}}}
+	a := &handler{registry: prometheus.NewRegistry(), draining: new(atomic.Bool),
+		reclaim: reclaimAPI{info: ReclaimerInfo{ID: "gw", Off: "sessions.enabled is false"}}}
 	h := testAdminHandler(a)
 	code, _, page := getPage(t, t.Context(), h, "/")
 	if code != http.StatusOK || !strings.Contains(pageMetrics(t, page)["off"], "sessions.enabled is false") {

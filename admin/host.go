@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"fmt"
@@ -7,12 +7,9 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/config"
 )
-
-// codeHostNotAllowed answers a request to the admin listener addressed to
-// a name that is not the listener's.
-const codeHostNotAllowed = "host_not_allowed"
 
 // maxLoggedHost bounds how much of a refused Host header is logged and
 // echoed: it is whatever the client sent.
@@ -98,7 +95,7 @@ func (p hostPolicy) allows(host string) bool {
 // guards every path of the admin listener, the probes and /metrics too:
 // probes and scrapers address the listener by its address, which it
 // accepts.
-func (a *adminHandler) checkHost(next http.Handler) http.Handler {
+func (a *handler) checkHost(next http.Handler) http.Handler {
 	log := a.statusLog()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.hosts.allows(r.Host) {
@@ -111,7 +108,7 @@ func (a *adminHandler) checkHost(next http.Handler) http.Handler {
 		}
 		log.Warn("admin listener: request refused: its Host is not this listener's name or address (admin.hosts lists more names)",
 			"host", host, "method", r.Method, "path", r.URL.Path, "client", remoteHost(r))
-		writeAPIError(w, http.StatusForbidden, codeHostNotAllowed, fmt.Sprintf(
+		writeAPIError(w, http.StatusForbidden, adminapi.CodeHostNotAllowed, fmt.Sprintf(
 			"this admin listener answers only requests addressed to its own name or address, and %q is neither; "+
 				"if clients reach it by that name, add the name to admin.hosts", host))
 	})

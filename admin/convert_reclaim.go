@@ -1,0 +1,182 @@
+package admin
+
+import (
+	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// Conversions from the reclaimer's pass reports, progress and leader to
+// the API's documents, field by field.
+
+func fromReport(in reclaim.Report) adminapi.Report {
+	return adminapi.Report{
+		Pass:      in.Pass,
+		Term:      in.Term,
+		DryRun:    in.DryRun,
+		Started:   in.Started,
+		Finished:  in.Finished,
+		Refused:   in.Refused,
+		Uploads:   fromUploads(in.Uploads),
+		Stuck:     convertSlice(in.Stuck, fromStuck),
+		Orphans:   convertSlice(in.Orphans, fromOrphan),
+		Missing:   convertSlice(in.Missing, fromMissing),
+		Stopped:   in.Stopped,
+		Clock:     in.Clock,
+		Revision:  in.Revision,
+		Resumed:   in.Resumed,
+		Breaker:   fromBreaker(in.Breaker),
+		Acted:     fromActed(in.Acted),
+		Vanished:  in.Vanished,
+		Totals:    fromListTotals(in.Totals),
+		Reconcile: convertPtr(in.Reconcile, fromReconcileReport),
+		Digests:   convertPtr(in.Digests, fromDigestReport),
+	}
+}
+
+func fromCount(in reclaim.Count) adminapi.Count {
+	return adminapi.Count{
+		Sessions: in.Sessions,
+		Parts:    in.Parts,
+		Bytes:    in.Bytes,
+	}
+}
+
+func fromUploads(in reclaim.Uploads) adminapi.Uploads {
+	return adminapi.Uploads{
+		Keep:   fromCount(in.Keep),
+		Mark:   fromCount(in.Mark),
+		Delete: fromCount(in.Delete),
+		Hold:   fromCount(in.Hold),
+	}
+}
+
+func fromStuck(in reclaim.Stuck) adminapi.Stuck {
+	return adminapi.Stuck{
+		Bucket:   in.Bucket,
+		Key:      in.Key,
+		UploadID: in.UploadID,
+		Since:    in.Since,
+	}
+}
+
+func fromOrphan(in reclaim.Orphan) adminapi.Orphan {
+	return adminapi.Orphan{
+		Bucket:    in.Bucket,
+		Key:       in.Key,
+		UploadID:  in.UploadID,
+		Initiated: in.Initiated,
+		Parts:     in.Parts,
+		Bytes:     in.Bytes,
+	}
+}
+
+func fromMissing(in reclaim.Missing) adminapi.Missing {
+	return adminapi.Missing{
+		Bucket:       in.Bucket,
+		Key:          in.Key,
+		UploadID:     in.UploadID,
+		State:        string(in.State),
+		LastActivity: in.LastActivity,
+	}
+}
+
+func fromBreaker(in reclaim.Breaker) adminapi.Breaker {
+	return adminapi.Breaker{
+		DeleteParts:       in.DeleteParts,
+		StoredParts:       in.StoredParts,
+		MaxDelete:         in.MaxDelete,
+		MaxDeleteFraction: in.MaxDeleteFraction,
+	}
+}
+
+func fromActed(in reclaim.Acted) adminapi.Acted {
+	return adminapi.Acted{
+		Marked:         fromCount(in.Marked),
+		Intents:        fromCount(in.Intents),
+		Deleted:        fromCount(in.Deleted),
+		CleanupPending: fromCount(in.CleanupPending),
+		Changed:        fromCount(in.Changed),
+	}
+}
+
+func fromListTotals(in reclaim.ListTotals) adminapi.ListTotals {
+	return adminapi.ListTotals{
+		Stuck:             in.Stuck,
+		Orphans:           in.Orphans,
+		Missing:           in.Missing,
+		MissingUnverified: in.MissingUnverified,
+		Unlisted:          in.Unlisted,
+	}
+}
+
+func fromReconcileReport(in multipart.ReconcileReport) adminapi.ReconcileReport {
+	return adminapi.ReconcileReport{
+		Revision:  in.Revision,
+		Scanned:   in.Scanned,
+		Examined:  in.Examined,
+		Young:     in.Young,
+		Aborted:   in.Aborted,
+		Completed: in.Completed,
+		Retried:   in.Retried,
+		Stuck:     in.Stuck,
+		Flagged:   in.Flagged,
+		Pruned:    in.Pruned,
+		Conflicts: in.Conflicts,
+		Deferred:  in.Deferred,
+		Errors:    in.Errors,
+	}
+}
+
+func fromProgress(in reclaim.Progress) adminapi.Progress {
+	return adminapi.Progress{
+		Pass:    in.Pass,
+		Term:    in.Term,
+		Phase:   in.Phase,
+		Bucket:  in.Bucket,
+		Started: in.Started,
+		DryRun:  in.DryRun,
+		Uploads: fromUploads(in.Uploads),
+		Acted:   fromActed(in.Acted),
+		Digests: convertPtr(in.Digests, fromDigestProgress),
+	}
+}
+
+func fromLeader(in reclaim.LeaderInfo) adminapi.Leader {
+	return adminapi.Leader{
+		ID:   in.ID,
+		Term: in.Term,
+	}
+}
+
+// fillLists makes a report's lists empty instead of null, as every answer
+// shows them.
+func fillLists(rep *adminapi.Report) {
+	if rep.Stuck == nil {
+		rep.Stuck = []adminapi.Stuck{}
+	}
+	if rep.Orphans == nil {
+		rep.Orphans = []adminapi.Orphan{}
+	}
+	if rep.Missing == nil {
+		rep.Missing = []adminapi.Missing{}
+	}
+}
+
+// reclaimerStatus is this process's reclaimer as info describes it and
+// its status says.
+func reclaimerStatus(info ReclaimerInfo, st reclaim.Status) adminapi.Reclaimer {
+	return adminapi.Reclaimer{
+		ID: info.ID, Enabled: info.Enabled, DryRun: info.DryRun,
+		Leading: st.Leading, Term: st.Term, Leader: convertPtr(st.Leader, fromLeader),
+	}
+}
+
+func toOrphanRef(r adminapi.OrphanRef) reclaim.OrphanRef {
+	return reclaim.OrphanRef{Bucket: r.Bucket, Key: r.Key, UploadID: r.UploadID}
+}
+
+func fromOrphanResult(r reclaim.OrphanResult) adminapi.OrphanResult {
+	return adminapi.OrphanResult{Bucket: r.Bucket, Key: r.Key, UploadID: r.UploadID, Parts: r.Parts, Bytes: r.Bytes,
+		Outcome: r.Outcome, Uncertain: r.Uncertain, Deleted: r.Deleted}
+}

@@ -1,0 +1,51 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/sweepgate/sweepgate/admin/adminapi"
+)
+
+// syncBuffer is a bytes.Buffer safe for a logger writing from many
+// goroutines while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+func get(t *testing.T, client *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// decodeAPIError reads an error document; ok is false when body is not
+// one.
+func decodeAPIError(body []byte) (e adminapi.ErrorDetail, ok bool) {
+	var doc adminapi.ErrorBody
+	if json.Unmarshal(body, &doc) != nil || doc.Error.Code == "" {
+		return adminapi.ErrorDetail{}, false
+	}
+	return doc.Error, true
+}

@@ -1,0 +1,193 @@
+// Package admin serves sweepgate's admin listener: the admin API
+// (docs/admin-api.md) over the session records, the reclaimer and the
+// digest records, the status page and its sign-in, /metrics and the
+// probes, all behind a Host check and, but for /metrics and the probes,
+// the admin token. Its documents are those of package adminapi.
+package admin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sweepgate/sweepgate/config"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// readyCheckTimeout bounds each dependency check behind /readyz, below the
+// usual probe timeouts.
+const readyCheckTimeout = 3 * time.Second
+
+// ReadyCheck is one dependency that must answer before the gateway is
+// ready for traffic.
+type ReadyCheck struct {
+	Name  string
+	Check func(context.Context) error
+}
+
+// Config is what the admin listener serves from.
+type Config struct {
+	// Registry is what /metrics serves.
+	Registry *prometheus.Registry
+	// Draining is set once shutdown starts, so that /readyz tells load
+	// balancers to stop sending new requests while in-flight ones finish.
+	Draining *atomic.Bool
+	// Checks are the dependencies /readyz asks, in parallel.
+	Checks []ReadyCheck
+	// Store holds the session, reclaimer and digest records; nil when
+	// sessions are off, which the API then answers.
+	Store *etcdstore.Store
+	// Reclaimer is nil when there is none (sessions are off);
+	// ReclaimerInfo describes it either way.
+	Reclaimer     *reclaim.Reclaimer
+	ReclaimerInfo ReclaimerInfo
+	// Progress passes the reclaimer's progress to streamed passes; it is
+	// the reclaimer's Progress callback (ProgressHub.Publish).
+	Progress *ProgressHub
+	// Planes are the configured planes (digests.planes).
+	Planes []string
+	// Token is the bearer token every /admin/v1 request and the status
+	// page must carry; without one those requests are all refused.
+	Token config.Secret
+	// Listen is admin.listen as configured, Addr the address it is bound
+	// to and Hosts the extra names of admin.hosts: together the Host
+	// names the listener answers.
+	Listen string
+	Addr   net.Addr
+	Hosts  []string
+	Logger *slog.Logger
+	// Now stamps frontier reports and judges trash expiry; nil is
+	// time.Now.
+	Now func() time.Time
+}
+
+// New returns the admin listener's handler.
+func New(cfg Config) http.Handler {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	draining := cfg.Draining
+	if draining == nil {
+		draining = new(atomic.Bool)
+	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = NewProgressHub()
+	}
+	h := &handler{
+		registry: cfg.Registry,
+		draining: draining,
+		checks:   cfg.Checks,
+		sessions: sessionsAPI{store: cfg.Store, log: log},
+		reclaim:  reclaimAPI{r: cfg.Reclaimer, store: cfg.Store, info: cfg.ReclaimerInfo, progress: progress, log: log},
+		digests:  digestAPI{store: cfg.Store, planes: cfg.Planes, now: cfg.Now, log: log},
+		token:    cfg.Token,
+		hosts:    newHostPolicy(cfg.Listen, cfg.Addr, cfg.Hosts),
+		log:      log,
+	}
+	if h.registry == nil {
+		h.registry = prometheus.NewRegistry()
+	}
+	return h.mux()
+}
+
+// handler serves the operators' endpoints.
+type handler struct {
+	registry *prometheus.Registry
+	// draining is set once shutdown starts, so that load balancers stop
+	// sending new requests while in-flight ones finish.
+	draining *atomic.Bool
+	checks   []ReadyCheck
+	// sessions serves /admin/v1/sessions (docs/admin-api.md).
+	sessions sessionsAPI
+	// reclaim serves /admin/v1/reclaim (docs/admin-api.md).
+	reclaim reclaimAPI
+	// digests serves /admin/v1/frontiers and /admin/v1/trash
+	// (docs/admin-api.md).
+	digests digestAPI
+	// token is the bearer token every /admin/v1 request and the status
+	// page must carry (requireAdmin); serve always sets one, configured or
+	// generated. Without one those requests are all refused.
+	token config.Secret
+	// hosts are the Host names the listener answers (checkHost); the zero
+	// policy answers none.
+	hosts hostPolicy
+	// log receives the refusals of requests without the token.
+	log *slog.Logger
+}
+
+// mux returns the admin listener's handler: every request passes the Host
+// check first; then the probes and /metrics are open, and everything else
+// wants the admin token.
+func (a *handler) mux() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(a.registry,
+		promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})))
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /readyz", a.readyz)
+	protect := requireAdmin(a.token, a.log)
+	a.sessions.routes(mux, protect)
+	a.reclaim.routes(mux, protect)
+	a.digests.routes(mux, protect)
+	explainAPI{reclaim: &a.reclaim}.routes(mux, protect)
+	a.statusRoutes(mux, protect)
+	a.loginRoutes(mux)
+	return a.checkHost(mux)
+}
+
+// healthz answers whenever the process can serve HTTP at all: it is the
+// liveness probe, and must not fail because a dependency is down, or the
+// orchestrator would restart a process that is only waiting for etcd.
+func (a *handler) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeText(w, http.StatusOK, "ok")
+}
+
+// readyz answers 200 only when every dependency answers, checked in
+// parallel so that one slow dependency does not hide another's failure.
+func (a *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if a.draining.Load() {
+		writeText(w, http.StatusServiceUnavailable, "not ready: shutting down")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyCheckTimeout)
+	defer cancel()
+	failures := make([]string, len(a.checks))
+	var wg sync.WaitGroup
+	for i, c := range a.checks {
+		wg.Go(func() {
+			if err := c.Check(ctx); err != nil {
+				failures[i] = fmt.Sprintf("%s: %v", c.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	var reasons []string
+	for _, f := range failures {
+		if f != "" {
+			reasons = append(reasons, f)
+		}
+	}
+	if len(reasons) > 0 {
+		writeText(w, http.StatusServiceUnavailable, "not ready: "+strings.Join(reasons, "; "))
+		return
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+func writeText(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	fmt.Fprintln(w, body)
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/admin"
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/config"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// serve's reclaimer: built over the gateway's store, sessions and backend
+// from the reclaim.* settings, and started once the listeners serve.
+
+// serveReclaimer is serve's reclaimer: r is nil when sessions are off.
+type serveReclaimer struct {
+	r    *reclaim.Reclaimer
+	info admin.ReclaimerInfo
+}
+
+// reclaimerID names this process in the election: its host name and admin
+// address (host@127.0.0.1:9001), so that an operator told who leads knows
+// which admin API to ask; without an admin listener, its pid.
+func reclaimerID(adminAddr string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	if adminAddr == "" {
+		return fmt.Sprintf("%s@pid-%d", host, os.Getpid())
+	}
+	return host + "@" + adminAddr
+}
+
+// newReclaimer builds the reclaimer over the gateway's store, session
+// service and backend client. It is built whenever sessions are on, so that
+// a replica with reclaim.enabled off still answers status, plans and orphan
+// lists; only start decides whether it campaigns.
+func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gateway, layout *cas.Layout, reg prometheus.Registerer,
+	logger *slog.Logger, progress func(reclaim.Progress), fault func(string), adminAddr string) (serveReclaimer, error) {
+	rc := cfg.Reclaim
+	info := admin.ReclaimerInfo{ID: reclaimerID(adminAddr), Enabled: rc.Enabled, DryRun: rc.DryRun}
+	sessions := gw.Sessions()
+	if sessions == nil {
+		info.Off, info.Enabled = "sessions.enabled is false, so there are no sessions to reclaim by", false
+		return serveReclaimer{info: info}, nil
+	}
+	r, err := reclaim.New(reclaim.Config{
+		Store:             store,
+		Sessions:          sessions,
+		Backend:           gw.Backend(),
+		ID:                info.ID,
+		ElectionTTL:       rc.ElectionTTL,
+		Grace:             rc.Grace,
+		DeleteAfter:       rc.DeleteAfter,
+		StuckLimit:        rc.StuckLimit,
+		ClockSkew:         rc.ClockSkew,
+		MaxDelete:         rc.MaxDelete,
+		MaxDeleteFraction: rc.MaxDeleteFraction,
+		DryRun:            rc.DryRun,
+		Interval:          rc.Interval,
+		BatchSize:         int(rc.BatchSize),
+		Parallel:          int(rc.Parallel),
+		BackendTimeout:    rc.BackendTimeout,
+		ReconcileAfter:    cfg.Sessions.ReconcileAfter,
+		// Only serve's reconciler prunes terminal sessions, with
+		// sessions.retention; a pass keeps them.
+		SessionRetention:   0,
+		MissingCheckBudget: rc.MissingCheckBudget,
+		Logger:             logger.With("component", "reclaimer"),
+		Metrics:            reg,
+		Fault:              fault,
+		Progress:           progress,
+		Digests:            reclaimDigests(cfg, layout),
+	})
+	if err != nil {
+		return serveReclaimer{}, fmt.Errorf("reclaimer: %w", err)
+	}
+	return serveReclaimer{r: r, info: info}, nil
+}
+
+// start runs the reclaimer's campaign and passes until ctx ends, if it is
+// enabled, and returns the function that stops it: the running pass is
+// cancelled and the lead resigned, so another process takes over at once.
+// The stop function may be called more than once.
+func (s serveReclaimer) start(ctx context.Context, logger *slog.Logger) (stop func()) {
+	if s.r == nil || !s.info.Enabled {
+		return func() {}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.r.Run(rctx) // it only returns when rctx ends
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+				logger.Info("reclaimer stopped", "id", s.info.ID)
+			case <-time.After(reclaimerStopTimeout):
+				logger.Warn("reclaimer did not stop in time; its lease expires after reclaim.election_ttl", "timeout", reclaimerStopTimeout.String())
+			}
+		})
+	}
+}
+
+// reclaimDigests returns the digest sweep's settings, or nil when no
+// content-addressed layout is configured.
+func reclaimDigests(cfg *config.Config, layout *cas.Layout) *reclaim.DigestsConfig {
+	if layout.Empty() || len(layout.Namespaces) == 0 {
+		return nil
+	}
+	d := cfg.Digests
+	return &reclaim.DigestsConfig{
+		Layout:             layout,
+		PlacementGrace:     d.PlacementGrace,
+		Planes:             d.Planes,
+		MaxDelete:          d.MaxDelete,
+		MaxDeleteFraction:  d.MaxDeleteFraction,
+		RebuildInterval:    d.RebuildInterval,
+		TombstoneRetention: d.TombstoneRetention,
+	}
+}

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/admin"
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/config"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/multipart"
+)
+
+// server is one sweepgate serve: the store, the gateway, the reclaimer and
+// the bound listeners, built by newServer and run by run. Building binds
+// every listener before any serves, so that a taken port fails the start
+// instead of leaving a half-running process.
+type server struct {
+	cfg    *config.Config
+	logger *slog.Logger
+	build  buildInfo
+	reg    *prometheus.Registry
+
+	embedded  *etcdstore.Embedded // nil with external etcd
+	endpoints []string
+	etcdDied  <-chan error // the embedded etcd's failure; nil with external etcd
+	etcd      *clientv3.Client
+	// store is nil when sessions are off.
+	store  *etcdstore.Store
+	layout *cas.Layout
+	gw     *gateway.Gateway
+	rec    serveReclaimer
+
+	// listeners are served in order, each by its server, under its name.
+	listeners []net.Listener
+	servers   []*http.Server
+	names     []string
+	addrs     serving
+	tokenFrom string
+	// draining is set once shutdown starts (admin.Config.Draining).
+	draining atomic.Bool
+	// closers undo the start, newest first (close).
+	closers []func()
+}
+
+// newServer builds the server of cfg, or returns why it cannot start,
+// having closed what it opened. The embedded etcd (when configured) runs
+// until ctx ends or close.
+func newServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, build buildInfo) (_ *server, err error) {
+	s := &server{cfg: cfg, logger: logger, build: build, reg: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	s.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfoGauge(build),
+	)
+	// The store first: without it the gateway cannot record sessions.
+	if err := s.openStore(ctx); err != nil {
+		return nil, err
+	}
+	fault := testFault(logger)
+	if err := s.startGateway(ctx, fault); err != nil {
+		return nil, err
+	}
+	if err := s.listen(fault); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// openStore starts the embedded etcd when there is one, connects to etcd
+// and opens the store of the session records.
+func (s *server) openStore(ctx context.Context) error {
+	cfg := s.cfg
+	s.endpoints = cfg.Etcd.Endpoints
+	if cfg.UsesEmbeddedEtcd() {
+		ecfg := cfg.Etcd.Embedded.StoreConfig()
+		ecfg.Logger = s.logger
+		embedded, err := etcdstore.StartEmbedded(ctx, ecfg)
+		if err != nil {
+			return err
+		}
+		s.embedded = embedded
+		s.closers = append(s.closers, func() { embedded.Close() })
+		s.endpoints = embedded.Endpoints()
+		s.etcdDied = embedded.Err()
+	}
+	etcdClient, err := etcdstore.ConnectLogged(ctx, s.endpoints, cfg.Etcd.DialTimeout, s.logger)
+	if err != nil {
+		return err
+	}
+	s.etcd = etcdClient
+	s.closers = append(s.closers, func() { etcdClient.Close() })
+	// One store for everything that reads or writes the session records,
+	// so that its etcd requests are timed in one histogram.
+	if cfg.Sessions.Enabled {
+		keys, _ := etcdstore.NewKeys(cfg.Etcd.Prefix) // config validated the prefix
+		s.store = etcdstore.NewStore(etcdClient, keys).WithMetrics(s.reg)
+	}
+	return nil
+}
+
+// startGateway builds the gateway and starts the session reconciler and
+// state gauge, which run until ctx ends.
+func (s *server) startGateway(ctx context.Context, fault func(string)) error {
+	cfg := s.cfg
+	var err error
+	if s.layout, err = cfg.Layout(); err != nil {
+		return err
+	}
+	s.gw, err = gateway.New(gateway.Config{
+		BackendEndpoint:  cfg.Backend.Endpoint,
+		BackendRegion:    cfg.Backend.Region,
+		BackendAccessKey: cfg.Backend.AccessKey,
+		BackendSecretKey: string(cfg.Backend.SecretKey),
+		Region:           cfg.ClientRegion(),
+		Domains:          cfg.Domains,
+		Credentials:      gatewayCredentials(cfg.ClientCredentials()),
+		MaxClockSkew:     cfg.MaxClockSkew,
+		Logger:           s.logger,
+		Metrics:          s.reg,
+		Sessions:         sessionsConfig(cfg, s.store, fault),
+		Digests:          digestsConfig(cfg, s.store, s.layout),
+	})
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if sessions := s.gw.Sessions(); sessions != nil {
+		go runReconciler(ctx, sessions, cfg.Sessions, s.logger)
+		gauge, err := multipart.NewStateGauge(s.store, s.reg, s.logger)
+		if err != nil {
+			return err
+		}
+		go gauge.Run(ctx)
+	}
+	return nil
+}
+
+// addListener adds l, served by srv under name; the server owns it from
+// now on.
+func (s *server) addListener(name string, l net.Listener, srv *http.Server) {
+	s.listeners, s.servers, s.names = append(s.listeners, l), append(s.servers, srv), append(s.names, name)
+}
+
+// listen binds every listener and builds the reclaimer. The admin listener
+// comes first: its address names this process in the reclaimer election.
+func (s *server) listen(fault func(string)) error {
+	cfg := s.cfg
+	var adminL net.Listener
+	if cfg.Admin.Listen != "" {
+		l, err := net.Listen("tcp", cfg.Admin.Listen)
+		if err != nil {
+			return fmt.Errorf("admin.listen: %w", err)
+		}
+		adminL = l
+		s.closers = append(s.closers, func() { l.Close() })
+		s.addrs.Admin = l.Addr().String()
+	}
+	adminToken, tokenFrom, err := serveAdminToken(cfg, adminL != nil, s.logger)
+	if err != nil {
+		return err
+	}
+	s.tokenFrom = tokenFrom
+	progress := admin.NewProgressHub()
+	if s.rec, err = newReclaimer(cfg, s.store, s.gw, s.layout, s.reg, s.logger, progress.Publish, fault, s.addrs.Admin); err != nil {
+		return err
+	}
+	if err := s.listenS3(); err != nil {
+		return err
+	}
+	if adminL != nil {
+		s.addListener("admin", adminL, s.adminServer(adminL.Addr(), adminToken, progress))
+	}
+	s.addrs.EtcdEndpoints, s.addrs.EmbeddedEtcd = s.endpoints, s.embedded != nil
+	return nil
+}
+
+// listenS3 binds the S3 listeners, plain and TLS, that are configured.
+func (s *server) listenS3() error {
+	cfg := s.cfg
+	if cfg.Listen != "" {
+		l, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("listen (S3, HTTP): %w", err)
+		}
+		s.closers = append(s.closers, func() { l.Close() })
+		s.addListener("s3", l, s.s3Server())
+		s.addrs.S3 = l.Addr().String()
+	}
+	if cfg.TLSListen != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("tls_cert_file/tls_key_file: %w", err)
+		}
+		l, err := net.Listen("tcp", cfg.TLSListen)
+		if err != nil {
+			return fmt.Errorf("tls_listen (S3, HTTPS): %w", err)
+		}
+		s.closers = append(s.closers, func() { l.Close() })
+		srv := s.s3Server()
+		srv.TLSConfig = &tls.Config{
+			MinVersion:   tls.VersionTLS12,
+			Certificates: []tls.Certificate{cert},
+			NextProtos:   []string{"h2", "http/1.1"},
+		}
+		s.addListener("s3-tls", tls.NewListener(l, srv.TLSConfig), srv)
+		s.addrs.S3TLS = l.Addr().String()
+	}
+	return nil
+}
+
+func (s *server) s3Server() *http.Server {
+	return &http.Server{
+		Handler:           s.gw,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          httpErrorLog(s.logger),
+	}
+}
+
+// adminServer serves the admin listener bound to addr (package admin).
+func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin.ProgressHub) *http.Server {
+	cfg := s.cfg
+	h := admin.New(admin.Config{
+		Registry: s.reg,
+		Draining: &s.draining,
+		Checks: []admin.ReadyCheck{
+			{Name: "etcd", Check: func(ctx context.Context) error { return etcdstore.Health(ctx, s.etcd) }},
+			{Name: "backend", Check: s.gw.CheckBackend},
+		},
+		Store:         s.store,
+		Reclaimer:     s.rec.r,
+		ReclaimerInfo: s.rec.info,
+		Progress:      progress,
+		Planes:        cfg.Digests.Planes,
+		Token:         token,
+		Listen:        cfg.Admin.Listen,
+		Addr:          addr,
+		Hosts:         cfg.Admin.Hosts,
+		Logger:        s.logger,
+	})
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Admin responses are small; a client that reads a metrics page
+		// for longer than this is stuck.
+		WriteTimeout:   time.Minute,
+		IdleTimeout:    idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       httpErrorLog(s.logger),
+	}
+}
+
+// run serves until ctx is done or something the server depends on fails,
+// then shuts down. It returns nil after a clean, complete shutdown.
+// onServing, when set, is called once every listener serves.
+func (s *server) run(ctx context.Context, onServing func(serving)) error {
+	serveErr := make(chan error, len(s.servers))
+	for i, srv := range s.servers {
+		l, name := s.listeners[i], s.names[i]
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("%s listener: %w", name, err)
+			}
+		}()
+	}
+	// The reclaimer campaigns only once the gateway serves: a leader must
+	// be reachable on its admin address, which its election value names.
+	stopReclaimer := s.rec.start(ctx, s.logger)
+	defer stopReclaimer()
+	s.logServing()
+	if onServing != nil {
+		onServing(s.addrs)
+	}
+
+	var cause error
+	select {
+	case <-ctx.Done():
+		s.logger.Info("shutting down: signal received; finishing in-flight requests", "timeout", shutdownTimeout.String())
+	case cause = <-serveErr:
+		s.logger.Error("shutting down: a listener failed", "err", cause)
+	case cause = <-s.etcdDied:
+		cause = fmt.Errorf("embedded etcd failed: %w", cause)
+		s.logger.Error("shutting down: embedded etcd failed", "err", cause)
+	}
+	s.draining.Store(true)
+	// The reclaimer stops alongside the listeners: its pass ends and it
+	// resigns, so that another process leads at once instead of after the
+	// election TTL, and an admin request waiting for a pass gets its
+	// answer instead of holding up the shutdown.
+	reclaimerStopped := make(chan struct{})
+	go func() {
+		defer close(reclaimerStopped)
+		stopReclaimer()
+	}()
+	if err := shutdown(s.servers, s.names, s.logger); err != nil && cause == nil {
+		cause = err
+	}
+	<-reclaimerStopped
+	return cause
+}
+
+func (s *server) logServing() {
+	etcdMode := "external"
+	if s.embedded != nil {
+		etcdMode = "embedded"
+	}
+	s.logger.Info("sweepgate serving",
+		"version", s.build.Version,
+		"listen", s.addrs.S3,
+		"tls_listen", s.addrs.S3TLS,
+		"admin_listen", s.addrs.Admin,
+		"admin_token", s.tokenFrom,
+		"etcd", etcdMode,
+		"etcd_endpoints", s.endpoints,
+		"etcd_prefix", s.cfg.Etcd.Prefix,
+		"backend", s.cfg.Backend.Endpoint,
+		"reclaimer", s.rec.info.Mode(),
+		"reclaimer_id", s.rec.info.ID,
+	)
+}
+
+// close undoes the start, newest first: the listeners (a no-op for those
+// a shut-down server closed already), then the etcd client, then the
+// embedded etcd, so that no request loses its store.
+func (s *server) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// shutdown stops all servers at once, letting in-flight requests finish for
+// up to shutdownTimeout, then closes what is left.
+func shutdown(servers []*http.Server, names []string, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for i, srv := range servers {
+		wg.Go(func() {
+			if err := srv.Shutdown(ctx); err != nil {
+				logger.Warn("requests still running at the shutdown deadline were cut off", "listener", names[i], "err", err)
+				srv.Close()
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s listener: %w", names[i], err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/config"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/multipart"
+)
+
+// What serve builds its parts from: the configuration turned into the
+// gateway's settings and the admin token, the process-wide logging and
+// metrics, the test fault hook, and the session reconciler.
+
+// serveAdminToken returns the admin token of an admin listener, and where
+// it comes from for the start-up line: admin.token or admin.token_file
+// when one is set, else the token generated at the first start and kept
+// in the data directory (config.GeneratedAdminTokenPath), so that the
+// admin API never runs without one. Without an admin listener there is
+// nothing to protect and nothing is generated. The token is never logged,
+// only where it is kept.
+func serveAdminToken(cfg *config.Config, listening bool, logger *slog.Logger) (tok config.Secret, from string, err error) {
+	tok, err = cfg.AdminToken()
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("admin.token_file: %w", err)
+	case !listening:
+		return tok, "none (admin.listen is off)", nil
+	case cfg.Admin.Token != "":
+		return tok, "admin.token", nil
+	case tok != "":
+		return tok, "admin.token_file", nil
+	}
+	path := cfg.GeneratedAdminTokenPath()
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	tok, created, err := config.LoadOrCreateAdminToken(path)
+	if err != nil {
+		return "", "", fmt.Errorf("admin token (neither admin.token nor admin.token_file is set, so serve keeps one in etcd.embedded.data_dir): %w", err)
+	}
+	if created {
+		logger.Info("admin API: generated an admin token, since neither admin.token nor admin.token_file is set; "+
+			"the sweepgate commands read it through the same configuration, other clients send it as Authorization: Bearer",
+			"token_file", path)
+	} else {
+		logger.Info("admin API: using the admin token generated at an earlier start", "token_file", path)
+	}
+	return tok, "generated: " + path, nil
+}
+
+func gatewayCredentials(creds []config.Credential) []sigv4.Credential {
+	out := make([]sigv4.Credential, len(creds))
+	for i, c := range creds {
+		out[i] = sigv4.Credential{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey), Principal: c.Principal}
+	}
+	return out
+}
+
+// buildInfoGauge exports the running version as a constant 1 with labels,
+// the Prometheus convention for joining other series with build details.
+func buildInfoGauge(b buildInfo) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "sweepgate",
+		Name:      "build_info",
+		Help:      "Always 1; its labels say which build is running.",
+		ConstLabels: prometheus.Labels{
+			"version":   b.Version,
+			"revision":  b.Revision,
+			"goversion": b.GoVersion,
+		},
+	})
+	g.Set(1)
+	return g
+}
+
+// httpErrorLog routes net/http's own error messages to logger. TLS
+// handshake failures, which port scanners and TCP health probes cause all
+// day, go to debug; everything else (accept errors, handler panics) is a
+// warning.
+func httpErrorLog(logger *slog.Logger) *log.Logger {
+	return log.New(httpLogWriter{logger}, "", 0)
+}
+
+type httpLogWriter struct{ logger *slog.Logger }
+
+func (w httpLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	w.logger.Log(context.Background(), level, msg, "component", "http")
+	return len(p), nil
+}
+
+// faultEnv names the test hook that stops the process at a chosen point of a
+// destructive path (multipart.Fault* names), to test crash recovery. It is
+// an environment variable, not a setting: nobody should set it by accident.
+const faultEnv = "SWEEPGATE_TEST_FAULT"
+
+// testFault returns the hook armed by faultEnv, or nil. The point names of
+// multipart (multipart.Fault*) and of the reclaimer (reclaim.Fault*) are
+// distinct, so one variable serves both.
+func testFault(logger *slog.Logger) func(string) {
+	point := os.Getenv(faultEnv)
+	if point == "" {
+		return nil
+	}
+	logger.Warn("test fault hook armed: the process kills itself at this point", "point", point)
+	return func(at string) {
+		if at == point {
+			logger.Warn("test fault hook: killing the process", "point", at)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+}
+
+// sessionsConfig returns the gateway's multipart session settings over
+// store, or nil when sessions are off.
+func sessionsConfig(cfg *config.Config, store *etcdstore.Store, fault func(string)) *gateway.SessionsConfig {
+	if !cfg.Sessions.Enabled {
+		return nil
+	}
+	sc := &gateway.SessionsConfig{
+		Store:                store,
+		EnforceOwnership:     cfg.Sessions.EnforceOwnership,
+		AdminPrincipals:      cfg.Sessions.AdminPrincipals,
+		IdempotencyRetention: cfg.Sessions.IdempotencyRetention,
+		CompleteHold:         cfg.Sessions.CompleteHold,
+		Fault:                fault,
+	}
+	return sc
+}
+
+// digestsConfig returns the gateway's reference recording settings, or nil
+// when no content-addressed layout is configured (config refuses one
+// without sessions, whose store it shares).
+func digestsConfig(cfg *config.Config, store *etcdstore.Store, layout *cas.Layout) *gateway.DigestsConfig {
+	if layout.Empty() || store == nil {
+		return nil
+	}
+	return &gateway.DigestsConfig{
+		Store:           store,
+		Layout:          layout,
+		TrashWindow:     cfg.Digests.TrashWindow,
+		AdminPrincipals: cfg.Sessions.AdminPrincipals,
+	}
+}
+
+// runReconciler settles sessions left unclear at start-up and then every
+// reconcile interval, until ctx ends.
+func runReconciler(ctx context.Context, sessions *multipart.Service, cfg config.Sessions, logger *slog.Logger) {
+	opts := multipart.ReconcileOptions{
+		After:      cfg.ReconcileAfter,
+		StuckLimit: cfg.StuckLimit,
+		Retention:  cfg.Retention,
+		Actor:      "reconciler",
+	}
+	run := func() {
+		report, err := sessions.Reconcile(ctx, opts)
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, multipart.ErrUnsettled):
+			// The run finished; some sessions wait for the next one.
+			logger.Warn("reconciler left sessions unsettled", "err", err, "report", report)
+		case err != nil:
+			logger.Error("reconciler run failed", "err", err, "report", report)
+		case report.Aborted+report.Completed+report.Flagged+report.Pruned > 0:
+			logger.Info("reconciler run", "report", report)
+		default:
+			logger.Debug("reconciler run", "report", report)
+		}
+	}
+	run()
+	if cfg.ReconcileInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			run()
+		}
+	}
+}

@@ -2,14 +2,14 @@ package admin
 
 import (
 	"github.com/sweepgate/sweepgate/admin/adminapi"
-	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/digests"
 )
 
 // Conversions from the reclaimer's digest sweep reports, progress and
 // digest explanations to the API's documents, field by field. Every
 // reference of this package to the reclaimer's digest types is here.
 
-func fromDigestReport(in reclaim.DigestReport) adminapi.DigestReport {
+func fromDigestReport(in digests.Report) adminapi.DigestReport {
 	return adminapi.DigestReport{
 		Pending:         in.Pending,
 		Ready:           in.Ready,
@@ -41,7 +41,7 @@ func fromDigestReport(in reclaim.DigestReport) adminapi.DigestReport {
 	}
 }
 
-func fromDigestBreaker(in reclaim.DigestBreaker) adminapi.DigestBreaker {
+func fromDigestBreaker(in digests.Breaker) adminapi.DigestBreaker {
 	return adminapi.DigestBreaker{
 		DeleteBlobs:       in.DeleteBlobs,
 		StoredBlobs:       in.StoredBlobs,
@@ -50,7 +50,7 @@ func fromDigestBreaker(in reclaim.DigestBreaker) adminapi.DigestBreaker {
 	}
 }
 
-func fromDigestRebuild(in reclaim.DigestRebuild) adminapi.DigestRebuild {
+func fromDigestRebuild(in digests.RebuildReport) adminapi.DigestRebuild {
 	return adminapi.DigestRebuild{
 		Ran:    in.Ran,
 		NotRun: in.NotRun,
@@ -60,7 +60,7 @@ func fromDigestRebuild(in reclaim.DigestRebuild) adminapi.DigestRebuild {
 	}
 }
 
-func fromPruned(in reclaim.Pruned) adminapi.Pruned {
+func fromPruned(in digests.Pruned) adminapi.Pruned {
 	return adminapi.Pruned{
 		Tombstones: in.Tombstones,
 		Trash:      in.Trash,
@@ -68,7 +68,7 @@ func fromPruned(in reclaim.Pruned) adminapi.Pruned {
 	}
 }
 
-func fromRebuildResult(in reclaim.RebuildResult) adminapi.RebuildResult {
+func fromRebuildResult(in digests.RebuildResult) adminapi.RebuildResult {
 	return adminapi.RebuildResult{
 		Objects:     in.Objects,
 		Read:        in.Read,
@@ -79,14 +79,14 @@ func fromRebuildResult(in reclaim.RebuildResult) adminapi.RebuildResult {
 	}
 }
 
-func fromDigestProgress(in reclaim.DigestProgress) adminapi.DigestProgress {
+func fromDigestProgress(in digests.Progress) adminapi.DigestProgress {
 	return adminapi.DigestProgress{
 		Phase:  in.Phase,
 		Report: fromDigestReport(in.Report),
 	}
 }
 
-func fromDigestExplanation(in reclaim.DigestExplanation) adminapi.DigestExplanation {
+func fromDigestExplanation(in digests.DigestExplanation) adminapi.DigestExplanation {
 	return adminapi.DigestExplanation{
 		Digest:           in.Digest,
 		Now:              in.Now,
@@ -114,7 +114,7 @@ func fromDigestExplanation(in reclaim.DigestExplanation) adminapi.DigestExplanat
 	}
 }
 
-func fromExplainBlob(in reclaim.ExplainBlob) adminapi.ExplainBlob {
+func fromExplainBlob(in digests.ExplainBlob) adminapi.ExplainBlob {
 	return adminapi.ExplainBlob{
 		Namespace: in.Namespace,
 		Bucket:    in.Bucket,
@@ -125,7 +125,7 @@ func fromExplainBlob(in reclaim.ExplainBlob) adminapi.ExplainBlob {
 	}
 }
 
-func fromExplainRef(in reclaim.ExplainRef) adminapi.ExplainRef {
+func fromExplainRef(in digests.ExplainRef) adminapi.ExplainRef {
 	return adminapi.ExplainRef{
 		Bucket:   in.Bucket,
 		Key:      in.Key,
@@ -138,7 +138,7 @@ func fromExplainRef(in reclaim.ExplainRef) adminapi.ExplainRef {
 	}
 }
 
-func fromExplainTrash(in reclaim.ExplainTrash) adminapi.ExplainTrash {
+func fromExplainTrash(in digests.ExplainTrash) adminapi.ExplainTrash {
 	return adminapi.ExplainTrash{
 		Bucket:    in.Bucket,
 		Key:       in.Key,
@@ -149,7 +149,7 @@ func fromExplainTrash(in reclaim.ExplainTrash) adminapi.ExplainTrash {
 	}
 }
 
-func fromExplainPlacement(in reclaim.ExplainPlacement) adminapi.ExplainPlacement {
+func fromExplainPlacement(in digests.ExplainPlacement) adminapi.ExplainPlacement {
 	return adminapi.ExplainPlacement{
 		ID:     in.ID,
 		Bucket: in.Bucket,
@@ -160,7 +160,7 @@ func fromExplainPlacement(in reclaim.ExplainPlacement) adminapi.ExplainPlacement
 	}
 }
 
-func fromExplainTombstone(in reclaim.ExplainTombstone) adminapi.ExplainTombstone {
+func fromExplainTombstone(in digests.ExplainTombstone) adminapi.ExplainTombstone {
 	return adminapi.ExplainTombstone{
 		State:       in.State,
 		Bucket:      in.Bucket,
@@ -177,7 +177,7 @@ func fromExplainTombstone(in reclaim.ExplainTombstone) adminapi.ExplainTombstone
 	}
 }
 
-func fromExplainPlane(in reclaim.ExplainPlane) adminapi.ExplainPlane {
+func fromExplainPlane(in digests.ExplainPlane) adminapi.ExplainPlane {
 	return adminapi.ExplainPlane{
 		Plane:    in.Plane,
 		Revision: in.Revision,
@@ -185,7 +185,7 @@ func fromExplainPlane(in reclaim.ExplainPlane) adminapi.ExplainPlane {
 	}
 }
 
-func fromExplainGuard(in reclaim.ExplainGuard) adminapi.ExplainGuard {
+func fromExplainGuard(in digests.ExplainGuard) adminapi.ExplainGuard {
 	return adminapi.ExplainGuard{
 		Bucket:      in.Bucket,
 		Key:         in.Key,

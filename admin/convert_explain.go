@@ -3,12 +3,13 @@ package admin
 import (
 	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // Conversions from the reclaimer's upload explanations, checklists and
 // pass summaries to the API's documents, field by field.
 
-func fromStep(in reclaim.Step) adminapi.Step {
+func fromStep(in sweep.Step) adminapi.Step {
 	return adminapi.Step{
 		Rule:    in.Rule,
 		Matched: in.Matched,
@@ -17,7 +18,7 @@ func fromStep(in reclaim.Step) adminapi.Step {
 	}
 }
 
-func fromPassSummary(in reclaim.PassSummary) adminapi.PassSummary {
+func fromPassSummary(in sweep.PassSummary) adminapi.PassSummary {
 	return adminapi.PassSummary{
 		Pass:           in.Pass,
 		Term:           in.Term,

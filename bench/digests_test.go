@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -206,7 +207,7 @@ func BenchmarkDigestSweep(b *testing.B) {
 
 // pastGrace is the passes' clock: an hour past the default placement grace,
 // so that blobs written a moment ago are old.
-func pastGrace() time.Time { return time.Now().Add(reclaim.DefaultPlacementGrace + time.Hour) }
+func pastGrace() time.Time { return time.Now().Add(digests.DefaultPlacementGrace + time.Hour) }
 
 // benchLayout is the registry-like layout in bucket: blobs under
 // benchBlobs, manifests (none on the backend, so the rebuild lists one
@@ -374,7 +375,7 @@ func benchClassify(b *testing.B, w *reclaimWorld, nRefs, nBlobs int, res *digest
 		Interval: 24 * time.Hour, Now: pastGrace,
 		// Everything else at its default: pages of 1000 blobs, 8 upload
 		// listings at once, the default breaker.
-		Digests: &reclaim.DigestsConfig{Layout: benchLayout(b, bucket)},
+		Digests: &digests.SweepConfig{Layout: benchLayout(b, bucket)},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -461,11 +462,11 @@ func (c *collectClock) fault(point string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch point {
-	case reclaim.FaultDigestPage:
+	case digests.FaultPage:
 		c.lastPage = now
-	case reclaim.FaultDigestGuarded:
+	case digests.FaultGuarded:
 		c.guarded = now
-	case reclaim.FaultDigestCollected:
+	case digests.FaultCollected:
 		c.lastCollected = now
 		if !c.guarded.IsZero() {
 			c.deleting += now.Sub(c.guarded)
@@ -525,7 +526,7 @@ func benchDelete(b *testing.B, w *reclaimWorld, k int) digestDelete {
 	r, err := reclaim.New(reclaim.Config{
 		Store: store, Sessions: svc, Backend: be, ID: "bench-delete",
 		Interval: 24 * time.Hour, Now: pastGrace, Fault: clock.fault,
-		Digests: &reclaim.DigestsConfig{
+		Digests: &digests.SweepConfig{
 			Layout: benchLayout(b, bucket),
 			// The breaker lets the whole namespace go: every blob in it
 			// is unreferenced.
@@ -551,7 +552,7 @@ func benchDelete(b *testing.B, w *reclaimWorld, k int) digestDelete {
 	if err != nil {
 		b.Fatalf("the reclaimer did not win the election: %v", err)
 	}
-	pass := func() (reclaim.DigestReport, time.Duration) {
+	pass := func() (digests.Report, time.Duration) {
 		b.Helper()
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 		defer cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sweepgate/sweepgate/config"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway"
@@ -170,7 +171,7 @@ func wire(t *testing.T) *recorder {
 		ID:       "deploy-test",
 		Logger:   logger,
 		Metrics:  reg,
-		Digests:  &reclaim.DigestsConfig{Layout: layout},
+		Digests:  &digests.SweepConfig{Layout: layout},
 	}); err != nil {
 		t.Fatal(err)
 	}

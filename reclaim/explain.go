@@ -378,9 +378,9 @@ func (r *Reclaimer) lastPassSummary(ctx context.Context) (*sweep.PassSummary, er
 // It writes nothing. It fails with ErrDigestSweepOff when no namespace is
 // configured, ErrBadDigest for a malformed digest, and ErrNotKnown when no
 // blob is stored and etcd holds nothing about the digest.
-func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (DigestExplanation, error) {
+func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (digests.DigestExplanation, error) {
 	if r.digests == nil {
-		return DigestExplanation{}, ErrDigestSweepOff
+		return digests.DigestExplanation{}, ErrDigestSweepOff
 	}
 	return r.digests.Explain(ctx, digest, digests.ExplainPass{
 		Now: r.now, DryRun: r.cfg.DryRun, LastPass: r.lastPassSummary, NextPass: r.nextPass,

@@ -90,7 +90,7 @@ type Config struct {
 	// and every action, so a long pass or plan can show how far it got.
 	Progress func(Progress)
 	// Digests turns on the digest sweep; nil leaves it off.
-	Digests *DigestsConfig
+	Digests *digests.SweepConfig
 }
 
 // Reclaimer is the elected upload sweep (and, when Config.Digests is set,

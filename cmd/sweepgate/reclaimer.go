@@ -13,6 +13,7 @@ import (
 	"github.com/sweepgate/sweepgate/admin"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -118,12 +119,12 @@ func (s serveReclaimer) start(ctx context.Context, logger *slog.Logger) (stop fu
 
 // reclaimDigests returns the digest sweep's settings, or nil when no
 // content-addressed layout is configured.
-func reclaimDigests(cfg *config.Config, layout *cas.Layout) *reclaim.DigestsConfig {
+func reclaimDigests(cfg *config.Config, layout *cas.Layout) *digests.SweepConfig {
 	if layout.Empty() || len(layout.Namespaces) == 0 {
 		return nil
 	}
 	d := cfg.Digests
-	return &reclaim.DigestsConfig{
+	return &digests.SweepConfig{
 		Layout:             layout,
 		PlacementGrace:     d.PlacementGrace,
 		Planes:             d.Planes,

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 )
@@ -85,22 +86,11 @@ type etcdServer struct {
 	cli *clientv3.Client
 }
 
+// startEtcd starts an embedded etcd with its data in dir, where a test
+// restarts it.
 func startEtcd(t *testing.T, dir string) etcdServer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	e, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{
-		DataDir: dir, ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatalf("StartEmbedded: %v", err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := etcdstore.Connect(ctx, e.Endpoints(), 10*time.Second)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	e, cli := etcdtest.StartWith(t, etcdtest.Config{DataDir: dir})
 	return etcdServer{e: e, cli: cli}
 }
 

@@ -31,7 +31,7 @@ func TestWriteOnceBlobs(t *testing.T) {
 	ctx := t.Context()
 
 	content := bytes.Repeat([]byte("a layer that a manifest names;"), 200)
-	digest, key := writeOnceBlobKey(content)
+	digest, key := casBlobKey(content)
 	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(content)}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestWriteOnceBlobs(t *testing.T) {
 
 	// A complete of the wrong content onto a new key is refused and
 	// deleted again: it was the gateway's own write.
-	_, newKey := writeOnceBlobKey([]byte("a layer nobody uploaded"))
+	_, newKey := casBlobKey([]byte("a layer nobody uploaded"))
 	id, parts = upload(newKey, wrong)
 	_, err = complete(newKey, id, parts)
 	requireAPIError(t, err, "BadDigest")
@@ -139,9 +139,9 @@ func startWriteOnce(t *testing.T) (*harness.Env, string) {
 	return e, bucket
 }
 
-// writeOnceBlobKey returns content's digest and the key of its blob in the
-// write-once namespace.
-func writeOnceBlobKey(content []byte) (digest, key string) {
+// casBlobKey returns content's digest and the key of its blob in a digest
+// namespace under blobs/sha256/.
+func casBlobKey(content []byte) (digest, key string) {
 	sum := sha256.Sum256(content)
 	h := hex.EncodeToString(sum[:])
 	return "sha256:" + h, "blobs/sha256/" + h

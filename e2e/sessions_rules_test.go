@@ -143,10 +143,7 @@ func TestSessionsClientLostResponse(t *testing.T) {
 	c := e.SDK(t)
 	direct := e.DirectSDK(t)
 	hc := e.HTTPClient(t)
-	// net/http would resend a request that carries an Idempotency-Key on
-	// its own when a kept-alive connection fails; a new connection per
-	// request makes the test's retries the only ones.
-	once := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	once := oneShotClient()
 	bucket := e.Bucket(t)
 	p := harness.NewData(5001, 1000)
 
@@ -238,6 +235,14 @@ func TestSessionsClientLostResponse(t *testing.T) {
 	})
 }
 
+// oneShotClient returns a client that opens a new connection per request.
+// net/http would resend a request that carries an Idempotency-Key on its
+// own when a kept-alive connection fails; with this client a test's
+// retries are the only ones.
+func oneShotClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+}
+
 // countSteps counts the transitions into state.
 func countSteps(rec sessionRecord, state string) int {
 	n := 0
@@ -276,18 +281,8 @@ func TestSessionsPartAfterAbort(t *testing.T) {
 	putData(t, c, bucket, "source", src)
 	p := harness.NewData(5102, 5*mib)
 	tail := harness.NewData(5103, 10)
-	partPuts := func(id string) []harness.ProxiedRequest {
-		return proxy.Find(func(r harness.ProxiedRequest) bool {
-			return r.Method == http.MethodPut && r.Query.Get("uploadId") == id && r.Query.Get("partNumber") == "2"
-		})
-	}
-	copyPart := func(key, id string) error {
-		_, err := c.UploadPartCopy(t.Context(), &s3.UploadPartCopyInput{
-			Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(id), PartNumber: aws.Int32(2),
-			CopySource: aws.String(bucket + "/source"), CopySourceRange: aws.String("bytes=0-99"),
-		})
-		return err
-	}
+	partPuts := func(id string) []harness.ProxiedRequest { return partTwoPuts(proxy, id) }
+	copyPart := func(key, id string) error { return copyPartTwo(t, c, bucket, key, id) }
 
 	t.Run("after abort", func(t *testing.T) {
 		key := "after-abort"
@@ -370,6 +365,24 @@ func TestSessionsPartAfterAbort(t *testing.T) {
 			t.Errorf("MinIO holds parts %v of the completing upload, want just 1", got)
 		}
 	})
+}
+
+// partTwoPuts returns the PUTs of part 2 of upload id that reached MinIO
+// through proxy.
+func partTwoPuts(proxy *harness.FaultProxy, id string) []harness.ProxiedRequest {
+	return proxy.Find(func(r harness.ProxiedRequest) bool {
+		return r.Method == http.MethodPut && r.Query.Get("uploadId") == id && r.Query.Get("partNumber") == "2"
+	})
+}
+
+// copyPartTwo copies the first 100 bytes of bucket/source into part 2 of
+// upload id of key.
+func copyPartTwo(t *testing.T, c *s3.Client, bucket, key, id string) error {
+	_, err := c.UploadPartCopy(t.Context(), &s3.UploadPartCopyInput{
+		Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(id), PartNumber: aws.Int32(2),
+		CopySource: aws.String(bucket + "/source"), CopySourceRange: aws.String("bytes=0-99"),
+	})
+	return err
 }
 
 // TestSessionsListingHidesAborts checks that ListMultipartUploads leaves out

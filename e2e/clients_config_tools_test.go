@@ -28,20 +28,7 @@ import (
 // DeleteObjects), rb.
 func s3cmdConfig(t *testing.T, e *harness.Env, direct *s3.Client) {
 	c := newCLI(t, requireCLI(t, "s3cmd", "s3cmd"))
-	host := strings.TrimPrefix(strings.TrimPrefix(e.Endpoint, "http://"), "https://")
-	config := filepath.Join(c.dir, "s3cfg")
-	if err := os.WriteFile(config, fmt.Appendf(nil, `[default]
-access_key = %s
-secret_key = %s
-host_base = %s
-host_bucket = %s
-bucket_location = %s
-use_https = False
-check_ssl_certificate = False
-signature_v2 = False
-`, e.AccessKey, e.SecretKey, host, host, e.Region), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := writeS3cmdConfig(t, e, c.dir)
 	s3c := func(args ...string) string { t.Helper(); return c.run(t, append([]string{"-c", config}, args...)...) }
 	bucket := harness.BucketName(t)
 	s3b := "s3://" + bucket
@@ -137,6 +124,27 @@ signature_v2 = False
 	requireAbsent(t, direct, bucket, "s3cmd/sub/other.bin")
 	s3c("rb", s3b)
 	requireNoBucket(t, direct, bucket)
+}
+
+// writeS3cmdConfig writes an s3cmd configuration for e's gateway into dir
+// and returns its path.
+func writeS3cmdConfig(t *testing.T, e *harness.Env, dir string) string {
+	t.Helper()
+	host := strings.TrimPrefix(strings.TrimPrefix(e.Endpoint, "http://"), "https://")
+	config := filepath.Join(dir, "s3cfg")
+	if err := os.WriteFile(config, fmt.Appendf(nil, `[default]
+access_key = %s
+secret_key = %s
+host_base = %s
+host_bucket = %s
+bucket_location = %s
+use_https = False
+check_ssl_certificate = False
+signature_v2 = False
+`, e.AccessKey, e.SecretKey, host, host, e.Region), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config
 }
 
 // rcloneConfig drives rclone with an s3 remote of provider Minio: mkdir,

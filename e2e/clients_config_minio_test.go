@@ -39,90 +39,8 @@ func minioGoConfig(t *testing.T, e *harness.Env, direct *s3.Client) {
 	if loc, err := mc.GetBucketLocation(ctx, bucket); err != nil || loc != e.Region {
 		t.Fatalf("GetBucketLocation: %q %v, want %q", loc, err, e.Region)
 	}
-	code := func(err error) string { return minio.ToErrorResponse(err).Code }
 
-	// Bucket tagging.
-	wantTags := map[string]string{"team": "storage", "client": "minio-go"}
-	bt, err := tags.NewTags(wantTags, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mc.SetBucketTagging(ctx, bucket, bt); err != nil {
-		t.Fatalf("SetBucketTagging: %v", err)
-	}
-	got, err := mc.GetBucketTagging(ctx, bucket)
-	if err != nil || !maps.Equal(got.ToMap(), wantTags) {
-		t.Fatalf("GetBucketTagging: %v %v, want %v", got, err, wantTags)
-	}
-	requireBackendBucketTags(t, direct, bucket, wantTags)
-	if err := mc.RemoveBucketTagging(ctx, bucket); err != nil {
-		t.Fatalf("RemoveBucketTagging: %v", err)
-	}
-	if _, err := mc.GetBucketTagging(ctx, bucket); code(err) != "NoSuchTagSet" {
-		t.Fatalf("GetBucketTagging after RemoveBucketTagging: %v, want NoSuchTagSet", err)
-	}
-
-	// Versioning: on, suspended, on again for the objects below.
-	for _, step := range []struct {
-		set  func(context.Context, string) error
-		want string
-	}{{mc.EnableVersioning, minio.Enabled}, {mc.SuspendVersioning, minio.Suspended}, {mc.EnableVersioning, minio.Enabled}} {
-		if err := step.set(ctx, bucket); err != nil {
-			t.Fatalf("setting versioning %s: %v", step.want, err)
-		}
-		v, err := mc.GetBucketVersioning(ctx, bucket)
-		if err != nil || v.Status != step.want {
-			t.Fatalf("GetBucketVersioning: %+v %v, want %s", v, err, step.want)
-		}
-	}
-	requireBackendVersioning(t, direct, bucket, s3types.BucketVersioningStatusEnabled)
-
-	// Policy.
-	if err := mc.SetBucketPolicy(ctx, bucket, publicPolicy(bucket)); err != nil {
-		t.Fatalf("SetBucketPolicy: %v", err)
-	}
-	doc, err := mc.GetBucketPolicy(ctx, bucket)
-	if err != nil {
-		t.Fatalf("GetBucketPolicy: %v", err)
-	}
-	requirePublicPolicy(t, doc, bucket)
-	if err := mc.SetBucketPolicy(ctx, bucket, ""); err != nil {
-		t.Fatalf("SetBucketPolicy with an empty policy (DeleteBucketPolicy): %v", err)
-	}
-	if doc, err := mc.GetBucketPolicy(ctx, bucket); err != nil || doc != "" {
-		t.Fatalf("GetBucketPolicy after removing it: %q %v, want none", doc, err)
-	}
-	requireBackendPolicy(t, direct, bucket, false)
-
-	// Lifecycle.
-	lc := lifecycle.NewConfiguration()
-	lc.Rules = []lifecycle.Rule{{
-		ID:         "expire-tmp",
-		Status:     "Enabled",
-		RuleFilter: lifecycle.Filter{Prefix: "tmp/"},
-		Expiration: lifecycle.Expiration{Days: 5},
-	}}
-	if err := mc.SetBucketLifecycle(ctx, bucket, lc); err != nil {
-		t.Fatalf("SetBucketLifecycle: %v", err)
-	}
-	backendLC, err := direct.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String(bucket)})
-	if err != nil || len(backendLC.Rules) != 1 || aws.ToString(backendLC.Rules[0].ID) != "expire-tmp" {
-		t.Fatalf("GetBucketLifecycleConfiguration on the backend after SetBucketLifecycle: %+v %v", backendLC, err)
-	}
-	// minio-go's GetBucketLifecycle always adds withUpdatedAt=true (MinIO
-	// then also answers when the configuration was last changed). Its
-	// failures are reported with Errorf, so that the calls after it run.
-	gotLC, err := mc.GetBucketLifecycle(ctx, bucket)
-	if err != nil || len(gotLC.Rules) != 1 || gotLC.Rules[0].ID != "expire-tmp" || gotLC.Rules[0].RuleFilter.Prefix != "tmp/" || gotLC.Rules[0].Expiration.Days != 5 {
-		t.Errorf("GetBucketLifecycle: %+v %v", gotLC, err)
-	}
-	if err := mc.SetBucketLifecycle(ctx, bucket, lifecycle.NewConfiguration()); err != nil {
-		t.Fatalf("SetBucketLifecycle with no rules (DeleteBucketLifecycle): %v", err)
-	}
-	requireBackendNoLifecycle(t, direct, bucket)
-	if _, err := mc.GetBucketLifecycle(ctx, bucket); code(err) != "NoSuchLifecycleConfiguration" {
-		t.Errorf("GetBucketLifecycle after removing it: %v, want NoSuchLifecycleConfiguration", err)
-	}
+	minioGoBucketConfig(t, mc, direct, bucket)
 
 	// Objects: two versions of one key, and two more keys.
 	put := func(key string, d harness.Data) minio.UploadInfo {
@@ -208,7 +126,105 @@ func minioGoConfig(t *testing.T, e *harness.Env, direct *s3.Client) {
 		t.Fatalf("ListObjects (v1, one key a page): %v, want %v", page, want)
 	}
 
-	// Presigned PUT and GET.
+	minioGoPresigned(t, e, mc, direct, bucket)
+	minioGoRemoveAll(t, mc, direct, bucket)
+}
+
+// minioGoBucketConfig sets, reads back and removes bucket's tagging,
+// versioning (left on for the objects), policy and lifecycle with
+// minio-go, checking the backend where the client cannot show it.
+func minioGoBucketConfig(t *testing.T, mc *minio.Client, direct *s3.Client, bucket string) {
+	ctx := t.Context()
+	code := func(err error) string { return minio.ToErrorResponse(err).Code }
+
+	// Bucket tagging.
+	wantTags := map[string]string{"team": "storage", "client": "minio-go"}
+	bt, err := tags.NewTags(wantTags, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.SetBucketTagging(ctx, bucket, bt); err != nil {
+		t.Fatalf("SetBucketTagging: %v", err)
+	}
+	got, err := mc.GetBucketTagging(ctx, bucket)
+	if err != nil || !maps.Equal(got.ToMap(), wantTags) {
+		t.Fatalf("GetBucketTagging: %v %v, want %v", got, err, wantTags)
+	}
+	requireBackendBucketTags(t, direct, bucket, wantTags)
+	if err := mc.RemoveBucketTagging(ctx, bucket); err != nil {
+		t.Fatalf("RemoveBucketTagging: %v", err)
+	}
+	if _, err := mc.GetBucketTagging(ctx, bucket); code(err) != "NoSuchTagSet" {
+		t.Fatalf("GetBucketTagging after RemoveBucketTagging: %v, want NoSuchTagSet", err)
+	}
+
+	// Versioning: on, suspended, on again for the objects below.
+	for _, step := range []struct {
+		set  func(context.Context, string) error
+		want string
+	}{{mc.EnableVersioning, minio.Enabled}, {mc.SuspendVersioning, minio.Suspended}, {mc.EnableVersioning, minio.Enabled}} {
+		if err := step.set(ctx, bucket); err != nil {
+			t.Fatalf("setting versioning %s: %v", step.want, err)
+		}
+		v, err := mc.GetBucketVersioning(ctx, bucket)
+		if err != nil || v.Status != step.want {
+			t.Fatalf("GetBucketVersioning: %+v %v, want %s", v, err, step.want)
+		}
+	}
+	requireBackendVersioning(t, direct, bucket, s3types.BucketVersioningStatusEnabled)
+
+	// Policy.
+	if err := mc.SetBucketPolicy(ctx, bucket, publicPolicy(bucket)); err != nil {
+		t.Fatalf("SetBucketPolicy: %v", err)
+	}
+	doc, err := mc.GetBucketPolicy(ctx, bucket)
+	if err != nil {
+		t.Fatalf("GetBucketPolicy: %v", err)
+	}
+	requirePublicPolicy(t, doc, bucket)
+	if err := mc.SetBucketPolicy(ctx, bucket, ""); err != nil {
+		t.Fatalf("SetBucketPolicy with an empty policy (DeleteBucketPolicy): %v", err)
+	}
+	if doc, err := mc.GetBucketPolicy(ctx, bucket); err != nil || doc != "" {
+		t.Fatalf("GetBucketPolicy after removing it: %q %v, want none", doc, err)
+	}
+	requireBackendPolicy(t, direct, bucket, false)
+
+	// Lifecycle.
+	lc := lifecycle.NewConfiguration()
+	lc.Rules = []lifecycle.Rule{{
+		ID:         "expire-tmp",
+		Status:     "Enabled",
+		RuleFilter: lifecycle.Filter{Prefix: "tmp/"},
+		Expiration: lifecycle.Expiration{Days: 5},
+	}}
+	if err := mc.SetBucketLifecycle(ctx, bucket, lc); err != nil {
+		t.Fatalf("SetBucketLifecycle: %v", err)
+	}
+	backendLC, err := direct.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String(bucket)})
+	if err != nil || len(backendLC.Rules) != 1 || aws.ToString(backendLC.Rules[0].ID) != "expire-tmp" {
+		t.Fatalf("GetBucketLifecycleConfiguration on the backend after SetBucketLifecycle: %+v %v", backendLC, err)
+	}
+	// minio-go's GetBucketLifecycle always adds withUpdatedAt=true (MinIO
+	// then also answers when the configuration was last changed). Its
+	// failures are reported with Errorf, so that the calls after it run.
+	gotLC, err := mc.GetBucketLifecycle(ctx, bucket)
+	if err != nil || len(gotLC.Rules) != 1 || gotLC.Rules[0].ID != "expire-tmp" || gotLC.Rules[0].RuleFilter.Prefix != "tmp/" || gotLC.Rules[0].Expiration.Days != 5 {
+		t.Errorf("GetBucketLifecycle: %+v %v", gotLC, err)
+	}
+	if err := mc.SetBucketLifecycle(ctx, bucket, lifecycle.NewConfiguration()); err != nil {
+		t.Fatalf("SetBucketLifecycle with no rules (DeleteBucketLifecycle): %v", err)
+	}
+	requireBackendNoLifecycle(t, direct, bucket)
+	if _, err := mc.GetBucketLifecycle(ctx, bucket); code(err) != "NoSuchLifecycleConfiguration" {
+		t.Errorf("GetBucketLifecycle after removing it: %v, want NoSuchLifecycleConfiguration", err)
+	}
+}
+
+// minioGoPresigned PUTs mg/presigned.bin into bucket through a URL
+// minio-go presigned, and GETs it back through another.
+func minioGoPresigned(t *testing.T, e *harness.Env, mc *minio.Client, direct *s3.Client, bucket string) {
+	ctx := t.Context()
 	hc := e.HTTPClient(t)
 	presigned := harness.NewData(954, 3*kib)
 	pu, err := mc.PresignedPutObject(ctx, bucket, "mg/presigned.bin", 5*time.Minute)
@@ -224,8 +240,12 @@ func minioGoConfig(t *testing.T, e *harness.Env, direct *s3.Client) {
 	if body := httpGetBody(t, hc, gu.String()); !bytes.Equal(body, presigned.Bytes()) {
 		t.Fatalf("presigned GET returned %d bytes that differ", len(body))
 	}
+}
 
-	// RemoveObjects: every version of every key, in batches.
+// minioGoRemoveAll removes every version of every key of bucket with
+// RemoveObjects, in batches, and then the bucket.
+func minioGoRemoveAll(t *testing.T, mc *minio.Client, direct *s3.Client, bucket string) {
+	ctx := t.Context()
 	objs := make(chan minio.ObjectInfo)
 	go func() {
 		defer close(objs)

@@ -1,3 +1,5 @@
+//go:build bench
+
 package bench
 
 import (
@@ -7,10 +9,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +21,6 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
-	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -332,33 +331,7 @@ func benchClassify(b *testing.B, w *reclaimWorld, nRefs, nBlobs int, res *digest
 	res.BlobsSeconds = time.Since(start).Seconds()
 	res.BlobsPerSec = float64(nBlobs) / res.BlobsSeconds
 
-	// Reference i is manifest i/refsPerManifest naming blob i mod
-	// referenced: every referenced blob gets nRefs/referenced references
-	// or one more, from distinct manifests.
-	referenced := min(nBlobs-nBlobs/unrefEvery, nRefs)
-	val := etcdstore.MarshalRecord(etcdstore.Ref{At: time.Now().UTC().Add(-time.Hour)})
-	start = time.Now()
-	if err := putKeys(ctx, w.cli, nRefs, func(i int) (string, string) {
-		return keys.Ref("sha256:"+hexes[i%referenced], bucket, benchManifests+fmt.Sprintf("%08d", i/refsPerManifest)), val
-	}); err != nil {
-		b.Fatal(err)
-	}
-	// The gateway moves a shard's reference revision with every write to
-	// it; the last writes touched every shard.
-	var ops []clientv3.Op
-	for _, sh := range etcdstore.AllRefShards() {
-		ops = append(ops, clientv3.OpPut(keys.RefRev(sh), ""))
-	}
-	if _, err := w.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-		b.Fatal(err)
-	}
-	res.RefsSeconds = time.Since(start).Seconds()
-	count, err := w.cli.Get(ctx, keys.AllRefs(), clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		b.Fatal(err)
-	}
-	res.Refs, res.RefObjects, res.Referenced = count.Count, int64((nRefs+refsPerManifest-1)/refsPerManifest), int64(referenced)
-	res.RefsPerSec = float64(res.Refs) / res.RefsSeconds
+	referenced := seedRefs(b, w, keys, bucket, hexes, nRefs, res)
 	hexes = nil
 
 	p := reclaimPass{
@@ -417,227 +390,41 @@ func benchClassify(b *testing.B, w *reclaimWorld, nRefs, nBlobs int, res *digest
 	res.Classify = &p
 }
 
-// deleteCounter counts the DeleteObjects requests the reclaimer sends.
-type deleteCounter struct {
-	multipart.Backend
-	n atomic.Int64
-}
-
-func (c *deleteCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if isDeleteObjects(req) {
-		c.n.Add(1)
-	}
-	return c.Backend.RoundTrip(req)
-}
-
-// deleteCounting counts the DeleteObjects requests of a minio-go client.
-type deleteCounting struct {
-	http.RoundTripper
-	n atomic.Int64
-}
-
-func (c *deleteCounting) RoundTrip(req *http.Request) (*http.Response, error) {
-	if isDeleteObjects(req) {
-		c.n.Add(1)
-	}
-	return c.RoundTripper.RoundTrip(req)
-}
-
-func isDeleteObjects(req *http.Request) bool {
-	return req.Method == http.MethodPost && req.URL.Query().Has("delete")
-}
-
-// collectClock times the collect phase of a pass from the sweep's fault
-// points, which it calls in the pass's goroutine.
-type collectClock struct {
-	mu            sync.Mutex
-	lastPage      time.Time // the tombstone phase's last page
-	guarded       time.Time // the batch in progress had its guards armed
-	lastCollected time.Time
-	deleting      time.Duration // guards armed -> batch settled, summed
-}
-
-func (c *collectClock) fault(point string) {
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch point {
-	case digests.FaultPage:
-		c.lastPage = now
-	case digests.FaultGuarded:
-		c.guarded = now
-	case digests.FaultCollected:
-		c.lastCollected = now
-		if !c.guarded.IsZero() {
-			c.deleting += now.Sub(c.guarded)
-			c.guarded = time.Time{}
-		}
-	}
-}
-
-func (c *collectClock) reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lastPage, c.guarded, c.lastCollected, c.deleting = time.Time{}, time.Time{}, time.Time{}, 0
-}
-
-func (c *collectClock) read() (collect, deleting time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.lastPage.IsZero() || c.lastCollected.Before(c.lastPage) {
-		return 0, c.deleting
-	}
-	return c.lastCollected.Sub(c.lastPage), c.deleting
-}
-
-// benchDelete writes k unreferenced blobs into a namespace and k more
-// outside it, runs a pass that makes the first k pending, deletes the
-// other k directly with RemoveObjects, then runs the pass whose collector
-// deletes the first k, measuring both deletions.
-func benchDelete(b *testing.B, w *reclaimWorld, k int) digestDelete {
+// seedRefs records nRefs references in etcd, from manifests of
+// refsPerManifest references each, to the blobs of hexes (all but one in
+// unrefEvery of them, at most nRefs), and returns how many blobs they
+// reference. It adds how long that took, and the counts, to res.
+func seedRefs(b *testing.B, w *reclaimWorld, keys etcdstore.Keys, bucket string, hexes []string, nRefs int, res *digestResult) int {
 	ctx := b.Context()
-	bucket := "cas-delete-" + strconv.Itoa(k)
-	res := digestDelete{Name: fmt.Sprintf("delete_%d", k), Title: fmt.Sprintf("deletion, %d unreferenced blobs", k), Blobs: int64(k)}
-	if err := w.direct.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	nBlobs := len(hexes)
+	// Reference i is manifest i/refsPerManifest naming blob i mod
+	// referenced: every referenced blob gets nRefs/referenced references
+	// or one more, from distinct manifests.
+	referenced := min(nBlobs-nBlobs/unrefEvery, nRefs)
+	val := etcdstore.MarshalRecord(etcdstore.Ref{At: time.Now().UTC().Add(-time.Hour)})
 	start := time.Now()
-	directKeys := make([]string, k)
-	if err := putBlobs(ctx, w.direct.Client, bucket, 2*k, func(i int) (string, []byte) {
-		if i < k {
-			body, h := benchBlob("sweepgate bench collected blob %d of %d", i, k)
-			return benchBlobs + h, body
-		}
-		body, h := benchBlob("sweepgate bench direct blob %d of %d", i-k, k)
-		directKeys[i-k] = benchDirect + h
-		return directKeys[i-k], body
+	if err := putKeys(ctx, w.cli, nRefs, func(i int) (string, string) {
+		return keys.Ref("sha256:"+hexes[i%referenced], bucket, benchManifests+fmt.Sprintf("%08d", i/refsPerManifest)), val
 	}); err != nil {
 		b.Fatal(err)
 	}
-	res.SetupSeconds = time.Since(start).Seconds()
-
-	store := w.store(b, fmt.Sprintf("/bench-digests-delete-%d/", k))
-	svc, err := multipart.New(multipart.Config{Store: store, Backend: w.backend})
+	// The gateway moves a shard's reference revision with every write to
+	// it; the last writes touched every shard.
+	var ops []clientv3.Op
+	for _, sh := range etcdstore.AllRefShards() {
+		ops = append(ops, clientv3.OpPut(keys.RefRev(sh), ""))
+	}
+	if _, err := w.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		b.Fatal(err)
+	}
+	res.RefsSeconds = time.Since(start).Seconds()
+	count, err := w.cli.Get(ctx, keys.AllRefs(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		b.Fatal(err)
 	}
-	be := &deleteCounter{Backend: w.backend}
-	clock := &collectClock{}
-	r, err := reclaim.New(reclaim.Config{
-		Store: store, Sessions: svc, Backend: be, ID: "bench-delete",
-		Interval: 24 * time.Hour, Now: pastGrace, Fault: clock.fault,
-		Digests: &digests.SweepConfig{
-			Layout: benchLayout(b, bucket),
-			// The breaker lets the whole namespace go: every blob in it
-			// is unreferenced.
-			MaxDelete: -1, MaxDeleteFraction: 1,
-		},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = r.Run(runCtx)
-	}()
-	defer func() {
-		stop()
-		<-done
-	}()
-	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = r.Elector().AwaitLeader(lctx)
-	lcancel()
-	if err != nil {
-		b.Fatalf("the reclaimer did not win the election: %v", err)
-	}
-	pass := func() (digests.Report, time.Duration) {
-		b.Helper()
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
-		defer cancel()
-		t0 := time.Now()
-		rep, err := r.Trigger(pctx)
-		elapsed := time.Since(t0)
-		if err != nil {
-			b.Fatalf("%s: pass %d: %v (stopped: %s)", res.Name, rep.Pass, err, rep.Stopped)
-		}
-		if rep.Digests == nil {
-			b.Fatalf("%s: pass %d has no digest report", res.Name, rep.Pass)
-		}
-		if d := rep.Digests; d.Kept != "" || d.Refused != "" || d.Rebuild.Failed != "" {
-			b.Fatalf("%s: pass %d kept everything (%q), was refused (%q) or its rebuild failed (%q)", res.Name, rep.Pass, d.Kept, d.Refused, d.Rebuild.Failed)
-		}
-		return *rep.Digests, elapsed
-	}
-
-	// The first pass makes every tombstone pending.
-	one, elapsed := pass()
-	res.MarkSeconds = elapsed.Seconds()
-	if one.NewPending != int64(k) || one.Stored != int64(k) {
-		b.Fatalf("%s: the first pass made %d of %d stored blobs pending, want %d (report %+v)", res.Name, one.NewPending, one.Stored, k, one)
-	}
-
-	// The direct baseline, between the two passes.
-	rt := &deleteCounting{RoundTripper: http.DefaultTransport}
-	mc, err := harness.NewMinioGo(w.minio.Endpoint, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey, rt)
-	if err != nil {
-		b.Fatal(err)
-	}
-	objs := make(chan minio.ObjectInfo, directBatch)
-	go func() {
-		defer close(objs)
-		for _, key := range directKeys {
-			objs <- minio.ObjectInfo{Key: key}
-		}
-	}()
-	start = time.Now()
-	var derr error
-	for e := range mc.RemoveObjects(ctx, bucket, objs, minio.RemoveObjectsOptions{}) {
-		if derr == nil {
-			derr = fmt.Errorf("direct delete of %s: %w", e.ObjectName, e.Err)
-		}
-	}
-	res.DirectSeconds = time.Since(start).Seconds()
-	if derr != nil {
-		b.Fatal(derr)
-	}
-	res.DirectPerSec = float64(k) / res.DirectSeconds
-	res.DirectRequests = rt.n.Load()
-	if n, err := countPrefix(ctx, w.direct.Client, bucket, benchDirect); err != nil || n != 0 {
-		b.Fatalf("%s: %d blobs left after the direct delete (%v)", res.Name, n, err)
-	}
-
-	// The second pass makes them ready and collects them.
-	clock.reset()
-	be.n.Store(0)
-	h := startHeapSampler()
-	two, elapsed := pass()
-	var hp reclaimPass
-	h.finish(&hp)
-	res.PeakHeapBytes, res.PeakHeapMiB, res.PeakLiveBytes, res.PeakLiveMiB, res.HeapSamples = hp.PeakHeapBytes, hp.PeakHeapMiB, hp.PeakLiveBytes, hp.PeakLiveMiB, hp.HeapSamples
-	res.PassSeconds = elapsed.Seconds()
-	res.PassPerSec = float64(two.Deleted) / res.PassSeconds
-	collect, deleting := clock.read()
-	if collect <= 0 {
-		b.Fatalf("%s: the collect phase was not timed (fault points not seen)", res.Name)
-	}
-	res.CollectorSeconds, res.DeleteSeconds = collect.Seconds(), deleting.Seconds()
-	res.CollectorPerSec = float64(two.Deleted) / res.CollectorSeconds
-	res.CollectorRequests = be.n.Load()
-	res.Ratio = res.CollectorPerSec / res.DirectPerSec
-	res.PassRatio = res.PassPerSec / res.DirectPerSec
-	res.Report = map[string]int64{
-		"stored": two.Stored, "pending": two.Pending, "ready": two.Ready, "deleted": two.Deleted, "bytes": two.Bytes,
-		"failed": two.Failed, "unknown": two.Unknown, "changed": two.Changed,
-	}
-	if two.Deleted != int64(k) || two.Failed != 0 || two.Unknown != 0 {
-		b.Fatalf("%s: the second pass deleted %d blobs, want %d (report %v)", res.Name, two.Deleted, k, res.Report)
-	}
-	if n, err := countPrefix(ctx, w.direct.Client, bucket, benchBlobs); err != nil || n != 0 {
-		b.Fatalf("%s: %d blobs left in the namespace after the collector (%v)", res.Name, n, err)
-	}
-	return res
+	res.Refs, res.RefObjects, res.Referenced = count.Count, int64((nRefs+refsPerManifest-1)/refsPerManifest), int64(referenced)
+	res.RefsPerSec = float64(res.Refs) / res.RefsSeconds
+	return referenced
 }
 
 func printDigests(out io.Writer, res *digestResult) {

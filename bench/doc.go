@@ -6,12 +6,12 @@
 // sweepgate_etcd_request_duration_seconds counts, scraped between the phases
 // of an upload).
 //
-// Run them with `make bench` (go test -run '^$' -bench . ./bench/...). They
-// start one MinIO (bin/minio) and one sweepgate through e2e/harness. The
-// figures go to stdout and, as JSON, to bench/results.json or the path in
-// SWEEPGATE_BENCH_RESULTS. A figure below its target is printed as BELOW; it
+// Run them with `make bench` (go test -tags bench -run '^$' -bench .
+// ./bench/...). They start one MinIO (bin/minio) and one sweepgate through
+// e2e/harness. The figures go to stdout and, as JSON, to bench/results.json
+// or the path in SWEEPGATE_BENCH_RESULTS. A figure below its target is printed as BELOW; it
 // does not fail the run. Errors from S3 calls do.
 //
-// The package has no tests, only benchmarks, so `make test` does not run
-// them.
+// The package has no tests, only benchmarks, and its test files carry the
+// build tag bench: `go test ./...` and `make test` do not build or run them.
 package bench

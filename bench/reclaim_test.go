@@ -1,3 +1,5 @@
+//go:build bench
+
 package bench
 
 import (
@@ -24,6 +26,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -104,10 +107,7 @@ func runEtcdChild() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	e, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{
-		DataDir: dir, ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
-		QuotaBackendBytes: 8 << 30,
-	})
+	e, err := etcdtest.Serve(ctx, etcdtest.Config{DataDir: dir, QuotaBackendBytes: 8 << 30})
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "etcd child: %v\n", err)

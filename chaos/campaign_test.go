@@ -1,3 +1,5 @@
+//go:build chaos
+
 package chaos
 
 import (
@@ -61,20 +63,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("chaos: %v", err)
 	}
 
-	// The clients: each has both libraries for both gateways, through the
-	// gateways' front proxies.
-	var eps [][]endpoint
-	for range cfg.clients {
-		var mine []endpoint
-		for g := range sys.gateways {
-			url := sys.front[g].URL
-			mine = append(mine, endpoint{gw: g, ops: [2]s3ops{
-				newAWSOps(t, url, sys.minio.Region, sys.minio.AccessKey, sys.minio.SecretKey, bucket),
-				newMinioOps(t, url, sys.minio.Region, sys.minio.AccessKey, sys.minio.SecretKey, bucket),
-			}})
-		}
-		eps = append(eps, mine)
-	}
+	eps := clientEndpoints(t, sys, cfg.clients)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	f := newFaults(sys, clog, cfg)
@@ -139,23 +128,52 @@ func TestChaos(t *testing.T) {
 	cancel()
 	bg.Wait()
 	clog.printf("phase", "checks")
+	c.runChecks(t, aud)
+
+	reportVerdict(t, cfg, clog, c, w, summarize(w, f, smp, started, stopped))
+}
+
+// runChecks replays etcd's history since the system started and runs
+// every check on it, the workload's records and MinIO.
+func (c *checker) runChecks(t *testing.T, aud *blobAuditor) {
 	hctx, hcancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer hcancel()
-	h, err := replay(hctx, cli, keys, sys.startRev)
+	h, err := replay(hctx, c.cli, c.keys, c.sys.startRev)
 	if err != nil {
 		t.Fatalf("chaos: %v", err)
 	}
 	c.h = h
-	w.mu.Lock()
-	c.v.violations = append(c.v.violations, w.violations...)
-	w.mu.Unlock()
+	c.w.mu.Lock()
+	c.v.violations = append(c.v.violations, c.w.violations...)
+	c.w.mu.Unlock()
 	c.checkObjects(hctx)
 	c.checkRefusals()
 	c.checkLeaks(hctx)
 	c.checkBlobs(hctx, aud)
 	c.checkTerms()
+}
 
-	summary := summarize(w, f, smp, started, stopped)
+// clientEndpoints gives each of n clients both libraries for both
+// gateways, through the gateways' front proxies.
+func clientEndpoints(t *testing.T, sys *system, n int) [][]endpoint {
+	var eps [][]endpoint
+	for range n {
+		var mine []endpoint
+		for g := range sys.gateways {
+			url := sys.front[g].URL
+			mine = append(mine, endpoint{gw: g, ops: [2]s3ops{
+				newAWSOps(t, url, sys.minio.Region, sys.minio.AccessKey, sys.minio.SecretKey, bucket),
+				newMinioOps(t, url, sys.minio.Region, sys.minio.AccessKey, sys.minio.SecretKey, bucket),
+			}})
+		}
+		eps = append(eps, mine)
+	}
+	return eps
+}
+
+// reportVerdict logs the campaign's summary, notes and anomalies, and fails
+// t with each violation the checker found.
+func reportVerdict(t *testing.T, cfg campaignConfig, clog *campaignLog, c *checker, w *workload, summary string) {
 	clog.printf("summary", "%s", summary)
 	for _, n := range c.v.notes {
 		t.Log(n)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# chaos/campaigns.sh: seeded chaos campaigns (go test -run TestChaos
-# ./chaos/), one after another with fresh random seeds, for CHAOS_TIME in
-# all; it stops at the first campaign that fails and prints the command
-# that runs it again. `make chaos` runs it.
+# chaos/campaigns.sh: seeded chaos campaigns (go test -tags chaos -run
+# TestChaos ./chaos/), one after another with fresh random seeds, for
+# CHAOS_TIME in all; it stops at the first campaign that fails and prints
+# the command that runs it again. `make chaos` runs it.
 #
 #   CHAOS_TIME      total time to spend (default 30m; s, m or h)
 #   CHAOS_DURATION  workload of each campaign (default 2m; with setup, the
@@ -10,12 +10,14 @@
 #                   minute more)
 #   CHAOS_CLIENTS   concurrent clients (default 6)
 #   CHAOS_SEED      run this one seed once instead (to reproduce a failure)
+#   CHAOS_TAGS      the build tags of the campaign's test files (default chaos)
 #   SWEEPGATE_TEST_ARTIFACTS
 #                   where the campaign logs go (default .data/chaos)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 GO=${GO:-go}
+tags=${CHAOS_TAGS:-chaos}
 export CHAOS_DURATION=${CHAOS_DURATION:-2m}
 export CHAOS_CLIENTS=${CHAOS_CLIENTS:-6}
 export SWEEPGATE_TEST_ARTIFACTS=${SWEEPGATE_TEST_ARTIFACTS:-$PWD/.data/chaos}
@@ -51,7 +53,7 @@ timeout="$((each + 600))s"
 run() {
 	local seed=$1
 	echo "== chaos campaign: seed $seed, $CHAOS_DURATION of workload, $CHAOS_CLIENTS clients ($(date -u +%H:%M:%S))"
-	CHAOS_SEED=$seed "$GO" test -count=1 -v -run '^TestChaos$' -timeout "$timeout" ./chaos/
+	CHAOS_SEED=$seed "$GO" test -tags "$tags" -count=1 -v -run '^TestChaos$' -timeout "$timeout" ./chaos/
 }
 
 if [[ -n ${CHAOS_SEED:-} ]]; then

@@ -16,13 +16,14 @@
 // with the same schedule of operations and faults (the exact interleaving
 // with the processes' own timing is not reproducible, the schedule is):
 //
-//	go test -v -run TestChaos ./chaos/                      # one campaign, random seed
-//	CHAOS_SEED=42 CHAOS_DURATION=2m CHAOS_CLIENTS=8 go test -v -run TestChaos ./chaos/
+//	go test -tags chaos -v -run TestChaos ./chaos/          # one campaign, random seed
+//	CHAOS_SEED=42 CHAOS_DURATION=2m CHAOS_CLIENTS=8 go test -tags chaos -v -run TestChaos ./chaos/
 //	make chaos                                              # campaigns for CHAOS_TIME (30m)
 //
 // Each campaign writes a log of every operation, outcome and fault, the seed
 // on its first line, under SWEEPGATE_TEST_ARTIFACTS when that is set.
 //
-// The package holds tests only; this file exists so the directory is a
+// The package holds tests only, behind the build tag chaos (so that `go test
+// ./...` stays the quick loop); this file exists so the directory is a
 // package that `go vet ./...` and `go list` see.
 package chaos

@@ -1,3 +1,5 @@
+//go:build chaos
+
 package chaos
 
 import (
@@ -300,33 +302,39 @@ func (st *replayState) apply(ev *clientv3.Event) {
 		}
 		h.writes = append(h.writes, termWrite{rev: rev, term: t.Term, what: fmt.Sprintf("tombstone of %s: %s", t.Digest, t.State)})
 	case strings.HasPrefix(key, keys.AllSessions()):
-		if !put {
-			delete(st.sessions, key)
-			return
+		st.applySession(ev, key, rev, put)
+	}
+}
+
+// applySession records the transitions a write of a session adds, with
+// the term each was made in.
+func (st *replayState) applySession(ev *clientv3.Event, key string, rev int64, put bool) {
+	if !put {
+		delete(st.sessions, key)
+		return
+	}
+	var s etcdstore.Session
+	if json.Unmarshal(ev.Kv.Value, &s) != nil {
+		return
+	}
+	prev := st.sessions[key]
+	st.sessions[key] = s.History
+	for _, tr := range s.History {
+		if slices.ContainsFunc(prev, func(p etcdstore.Transition) bool {
+			return p.At.Equal(tr.At) && p.From == tr.From && p.To == tr.To && p.Actor == tr.Actor && p.Term == tr.Term
+		}) {
+			continue
 		}
-		var s etcdstore.Session
-		if json.Unmarshal(ev.Kv.Value, &s) != nil {
-			return
+		st.h.transitions[s.UploadID] = append(st.h.transitions[s.UploadID], tr)
+		what := fmt.Sprintf("session %s/%s %s->%s by %s", s.Bucket, s.UploadID, tr.From, tr.To, tr.Actor)
+		if tr.Term > 0 {
+			st.h.writes = append(st.h.writes, termWrite{rev: rev, term: tr.Term, what: what})
 		}
-		prev := st.sessions[key]
-		st.sessions[key] = s.History
-		for _, tr := range s.History {
-			if slices.ContainsFunc(prev, func(p etcdstore.Transition) bool {
-				return p.At.Equal(tr.At) && p.From == tr.From && p.To == tr.To && p.Actor == tr.Actor && p.Term == tr.Term
-			}) {
-				continue
-			}
-			h.transitions[s.UploadID] = append(h.transitions[s.UploadID], tr)
-			what := fmt.Sprintf("session %s/%s %s->%s by %s", s.Bucket, s.UploadID, tr.From, tr.To, tr.Actor)
-			if tr.Term > 0 {
-				h.writes = append(h.writes, termWrite{rev: rev, term: tr.Term, what: what})
-			}
-			// Marking, and deleting what was marked, are the reclaimer's
-			// alone, and only in a term.
-			if tr.To == etcdstore.StateExpired || tr.From == etcdstore.StateExpired && tr.To == etcdstore.StateAborting {
-				if tr.Term == 0 {
-					h.untermed = append(h.untermed, fmt.Sprintf("%s at revision %d has no term", what, rev))
-				}
+		// Marking, and deleting what was marked, are the reclaimer's
+		// alone, and only in a term.
+		if tr.To == etcdstore.StateExpired || tr.From == etcdstore.StateExpired && tr.To == etcdstore.StateAborting {
+			if tr.Term == 0 {
+				st.h.untermed = append(st.h.untermed, fmt.Sprintf("%s at revision %d has no term", what, rev))
 			}
 		}
 	}

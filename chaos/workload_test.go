@@ -1,11 +1,13 @@
+//go:build chaos
+
 package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -80,29 +82,6 @@ type upload struct {
 	detail   string
 	ok       []activity
 	refusals []refusal
-}
-
-// blob is a blob the client pushed.
-type blob struct {
-	digest string // sha256:HEX
-	key    string
-	body   []byte
-	pushed time.Time // when the last push was answered
-}
-
-// manifestWrite is a manifest PUT that succeeded.
-type manifestWrite struct {
-	key        string
-	digests    []string
-	sent, recv time.Time
-}
-
-// manifestDelete is a manifest DELETE; end is zero when it never got an
-// answer that settled it.
-type manifestDelete struct {
-	key        string
-	start, end time.Time
-	ok         bool
 }
 
 // workload is the campaign's clients.
@@ -430,47 +409,15 @@ func (c *client) multipart(ctx context.Context, kind string) {
 		u.outcome = outAborted
 		return
 	case kindPause:
-		// Some pauses are shorter than the grace, some between it and
-		// the time the reclaimer may delete, some well past it.
-		u.pause = time.Duration(1000+c.rng.IntN(int(2*reclaimable/time.Millisecond))) * time.Millisecond
-		c.w.log.printf("pause", "c%d %s up=%s pauses %s", c.id, u.key, u.id, u.pause)
-		if !c.sleep(ctx, u.pause) {
-			u.outcome, u.detail = outAbandoned, "workload stopped during the pause"
-			return
-		}
-		var err error
-		switch {
-		case len(sizes) > 1:
-			err = uploadPart(2, off, sizes[1])
-		case c.rng.IntN(2) == 0:
-			err = c.uploadCall(ctx, u, "ListParts", func(ctx context.Context, o s3ops) error {
-				n, err := o.listParts(ctx, u.key, u.id)
-				if err == nil && n != 1 {
-					return partsMissing{n}
-				}
-				return err
-			})
-		default:
-			err = uploadPart(1, 0, sizes[0])
-		}
-		if err != nil {
-			fail(err, outGaveUp)
+		if err := c.pauseAndResume(ctx, u, sizes, off, uploadPart); err != nil {
+			if !errors.Is(err, errStopped) {
+				fail(err, outGaveUp)
+			}
 			return
 		}
 	}
 
-	var list []partResult
-	for _, p := range parts {
-		list = append(list, p)
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].n < list[j].n })
-	err = c.uploadCall(ctx, u, "CompleteMultipartUpload", func(ctx context.Context, o s3ops) error {
-		etag, err := o.complete(ctx, u.key, u.id, list)
-		if err == nil {
-			u.etag = etag
-		}
-		return err
-	})
+	err = c.completeParts(ctx, u, parts)
 	if err != nil {
 		fail(err, outCompleteUnsure)
 		return
@@ -481,6 +428,56 @@ func (c *client) multipart(ctx context.Context, kind string) {
 	if c.rng.IntN(2) == 0 {
 		c.verify(ctx, u, "read after complete")
 	}
+}
+
+// errStopped is pauseAndResume's answer when the workload stopped during
+// the pause, which it has recorded as the upload's outcome.
+var errStopped = errors.New("workload stopped")
+
+// pauseAndResume pauses a kindPause upload, whose first part is sent, for
+// a time drawn around the reclaimer's grace, then resumes it with its
+// second part, a ListParts or its first part again.
+func (c *client) pauseAndResume(ctx context.Context, u *upload, sizes []int64, off int64, uploadPart func(n int, off, size int64) error) error {
+	// Some pauses are shorter than the grace, some between it and
+	// the time the reclaimer may delete, some well past it.
+	u.pause = time.Duration(1000+c.rng.IntN(int(2*reclaimable/time.Millisecond))) * time.Millisecond
+	c.w.log.printf("pause", "c%d %s up=%s pauses %s", c.id, u.key, u.id, u.pause)
+	if !c.sleep(ctx, u.pause) {
+		u.outcome, u.detail = outAbandoned, "workload stopped during the pause"
+		return errStopped
+	}
+	var err error
+	switch {
+	case len(sizes) > 1:
+		err = uploadPart(2, off, sizes[1])
+	case c.rng.IntN(2) == 0:
+		err = c.uploadCall(ctx, u, "ListParts", func(ctx context.Context, o s3ops) error {
+			n, err := o.listParts(ctx, u.key, u.id)
+			if err == nil && n != 1 {
+				return partsMissing{n}
+			}
+			return err
+		})
+	default:
+		err = uploadPart(1, 0, sizes[0])
+	}
+	return err
+}
+
+// completeParts completes u with the parts sent, in order.
+func (c *client) completeParts(ctx context.Context, u *upload, parts map[int]partResult) error {
+	var list []partResult
+	for _, p := range parts {
+		list = append(list, p)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].n < list[j].n })
+	return c.uploadCall(ctx, u, "CompleteMultipartUpload", func(ctx context.Context, o s3ops) error {
+		etag, err := o.complete(ctx, u.key, u.id, list)
+		if err == nil {
+			u.etag = etag
+		}
+		return err
+	})
 }
 
 // verify reads a completed object back through a gateway.
@@ -508,140 +505,6 @@ func (c *client) readBack(ctx context.Context) {
 		return
 	}
 	c.verify(ctx, c.done[c.rng.IntN(len(c.done))], "read back")
-}
-
-// manifestKeys are the manifests a client writes: its own few tags, which
-// it overwrites and deletes, and a few shared with every other client.
-func (c *client) manifestKey() string {
-	if c.rng.IntN(10) == 0 {
-		return fmt.Sprintf("manifests/shared/t%d", c.rng.IntN(2))
-	}
-	return fmt.Sprintf("manifests/c%d/t%d", c.id, c.rng.IntN(4))
-}
-
-// newBlob makes a blob of its own content.
-func (c *client) newBlob() *blob {
-	body := make([]byte, 64+c.rng.IntN(16<<10))
-	for i := range body {
-		body[i] = byte(c.rng.Uint32())
-	}
-	copy(body, fmt.Sprintf("blob of client %d #%d;", c.id, len(c.blobs)))
-	sum := sha256Hex(body)
-	b := &blob{digest: "sha256:" + sum, key: "blobs/sha256/" + sum, body: body}
-	c.blobs = append(c.blobs, b)
-	return b
-}
-
-// push uploads a blob (again), as a registry client does before it writes
-// a manifest that names it.
-func (c *client) push(ctx context.Context, lib int, b *blob) error {
-	res, err := c.call(ctx, lib, "PutObject "+b.key, nil, func(ctx context.Context, o s3ops) error {
-		return o.put(ctx, b.key, b.body)
-	})
-	if err == nil {
-		b.pushed = res.recv
-		c.w.mu.Lock()
-		c.w.lastWrite = time.Now()
-		c.w.mu.Unlock()
-	}
-	return err
-}
-
-// writeManifest pushes the blobs of a manifest (some new, some it pushed
-// before) and writes the manifest. A write refused with SlowDown because
-// a blob is being reclaimed makes it push the blobs again and retry.
-func (c *client) writeManifest(ctx context.Context) {
-	lib := c.rng.IntN(2)
-	key := c.manifestKey()
-	var layers []*blob
-	for range 1 + c.rng.IntN(3) {
-		if len(c.blobs) > 0 && c.rng.IntN(2) == 0 {
-			layers = append(layers, c.blobs[c.rng.IntN(len(c.blobs))])
-		} else {
-			layers = append(layers, c.newBlob())
-		}
-	}
-	var digests, entries []string
-	for _, b := range layers {
-		digests = append(digests, b.digest)
-		entries = append(entries, fmt.Sprintf(`{"mediaType":"application/vnd.oci.image.layer.v1.tar","size":%d,"digest":%q}`, len(b.body), b.digest))
-	}
-	body := []byte(fmt.Sprintf(`{"schemaVersion":2,"annotations":{"by":"c%d","nonce":"%d"},"layers":[%s]}`, c.id, c.rng.Uint64(), strings.Join(entries, ",")))
-
-	// Before each attempt: every blob pushed recently enough, as the
-	// placement grace wants.
-	before := func(ctx context.Context) error {
-		for _, b := range layers {
-			if time.Since(b.pushed) > repushAfter {
-				if err := c.push(ctx, lib, b); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	res, err := c.call(ctx, lib, "PutObject "+key, before, func(ctx context.Context, o s3ops) error {
-		err := o.put(ctx, key, body)
-		if _, code := errInfo(err); code == "SlowDown" {
-			// A blob it names is being reclaimed (or another write of
-			// the manifest is in flight): push them all again first.
-			for _, b := range layers {
-				b.pushed = time.Time{}
-			}
-		}
-		return err
-	})
-	outcome := "ok"
-	if err != nil {
-		outcome = describe(err)
-		if !retryable(err) && ctx.Err() == nil {
-			c.w.anomaly("c%d manifest %s: %v", c.id, key, err)
-		}
-	}
-	c.w.count("manifest write " + outcome)
-	c.w.log.printf("manifest", "c%d wrote %s -> %s names %s", c.id, key, outcome, strings.Join(digests, ","))
-	if err == nil {
-		c.w.mu.Lock()
-		c.w.writes = append(c.w.writes, manifestWrite{key: key, digests: digests, sent: res.sent, recv: res.recv})
-		c.w.lastWrite = time.Now()
-		c.w.mu.Unlock()
-	}
-}
-
-// deleteManifest deletes one of the manifests the client may have written.
-func (c *client) deleteManifest(ctx context.Context) {
-	key := c.manifestKey()
-	d := &manifestDelete{key: key, start: time.Now()}
-	c.w.mu.Lock()
-	c.w.deletes = append(c.w.deletes, d)
-	c.w.mu.Unlock()
-	_, err := c.call(ctx, c.rng.IntN(2), "DeleteObject "+key, nil, func(ctx context.Context, o s3ops) error {
-		return o.del(ctx, key)
-	})
-	c.w.mu.Lock()
-	if err == nil || !retryable(err) {
-		d.end, d.ok = time.Now(), err == nil
-	}
-	c.w.lastWrite = time.Now()
-	c.w.mu.Unlock()
-	if err != nil && !retryable(err) && ctx.Err() == nil {
-		c.w.anomaly("c%d delete manifest %s: %v", c.id, key, err)
-	}
-	c.w.count("manifest delete " + describe(err))
-	c.w.log.printf("manifest", "c%d deleted %s -> %s", c.id, key, describe(err))
-}
-
-// deleteInFlight reports whether a DELETE of key was under way at t (or
-// never settled), so that the manifest may have been on its way out.
-func (w *workload) deleteInFlight(key string, t time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, d := range w.deletes {
-		if d.key == key && !d.start.After(t) && (d.end.IsZero() || !d.end.Before(t)) {
-			return true
-		}
-	}
-	return false
 }
 
 // finish stops the clients and waits for them to settle what they are in

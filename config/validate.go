@@ -42,6 +42,48 @@ func (c *Config) normalize() {
 // Validate reports every problem in c at once, each naming the setting, so
 // that one run shows everything to fix.
 func (c *Config) Validate() error {
+	errs := c.validateListeners()
+	errs = append(errs, c.validateBackend()...)
+	errs = append(errs, c.validateCredentials()...)
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
+	}
+
+	for _, ep := range c.Etcd.Endpoints {
+		if err := checkEtcdEndpoint(ep); err != nil {
+			bad("etcd.endpoints", "%q: %v", ep, err)
+		}
+	}
+	if _, err := etcdstore.NewKeys(c.Etcd.Prefix); err != nil {
+		bad("etcd.prefix", "%v", err)
+	}
+	if c.Etcd.DialTimeout <= 0 {
+		bad("etcd.dial_timeout", "must be positive, got %s", c.Etcd.DialTimeout)
+	}
+	if c.UsesEmbeddedEtcd() {
+		errs = append(errs, c.validateEmbedded()...)
+	}
+
+	errs = append(errs, c.validateReclaim()...)
+	errs = append(errs, c.validateDigests()...)
+	errs = append(errs, c.validateAdmin()...)
+
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "%q: must be text or json", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q: must be debug, info, warn or error", c.Log.Level)
+	}
+	return errors.Join(errs...)
+}
+
+// validateListeners checks the S3 and admin listeners' addresses and TLS
+// files.
+func (c *Config) validateListeners() []error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
@@ -77,7 +119,16 @@ func (c *Config) Validate() error {
 	if fixedAddr(c.Admin.Listen) && (c.Admin.Listen == c.Listen || c.Admin.Listen == c.TLSListen) {
 		bad("admin.listen", "same address as the S3 listener; metrics and probes need their own")
 	}
+	return errs
+}
 
+// validateBackend checks the region and domains clients use and the
+// backend's endpoint, region and key.
+func (c *Config) validateBackend() []error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
+	}
 	if c.Region != "" {
 		if err := checkRegion(c.Region); err != nil {
 			bad("region", "%q: %v", c.Region, err)
@@ -107,7 +158,16 @@ func (c *Config) Validate() error {
 	if c.Backend.SecretKey == "" {
 		bad("backend.secret_key", "required")
 	}
+	return errs
+}
 
+// validateCredentials checks the client credentials and the clock skew
+// their signatures may have.
+func (c *Config) validateCredentials() []error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
+	}
 	seen := make(map[string]bool)
 	for i, cr := range c.Credentials {
 		switch {
@@ -129,37 +189,7 @@ func (c *Config) Validate() error {
 	if c.MaxClockSkew <= 0 {
 		bad("max_clock_skew", "must be positive, got %s", c.MaxClockSkew)
 	}
-
-	for _, ep := range c.Etcd.Endpoints {
-		if err := checkEtcdEndpoint(ep); err != nil {
-			bad("etcd.endpoints", "%q: %v", ep, err)
-		}
-	}
-	if _, err := etcdstore.NewKeys(c.Etcd.Prefix); err != nil {
-		bad("etcd.prefix", "%v", err)
-	}
-	if c.Etcd.DialTimeout <= 0 {
-		bad("etcd.dial_timeout", "must be positive, got %s", c.Etcd.DialTimeout)
-	}
-	if c.UsesEmbeddedEtcd() {
-		errs = append(errs, c.validateEmbedded()...)
-	}
-
-	errs = append(errs, c.validateReclaim()...)
-	errs = append(errs, c.validateDigests()...)
-	errs = append(errs, c.validateAdmin()...)
-
-	switch c.Log.Format {
-	case "text", "json":
-	default:
-		bad("log.format", "%q: must be text or json", c.Log.Format)
-	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", "%q: must be debug, info, warn or error", c.Log.Level)
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // validateEmbedded checks the embedded etcd settings; they are ignored, and

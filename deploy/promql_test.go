@@ -45,38 +45,6 @@ func metricNames(expr string) ([]string, error) {
 	var names []string
 	s := expr
 	i := 0
-	// skipSpace returns the index of the next non-space byte from j.
-	skipSpace := func(j int) int {
-		for j < len(s) && strings.ContainsRune(" \t\r\n", rune(s[j])) {
-			j++
-		}
-		return j
-	}
-	// closing returns the index just past the bracket that closes the one
-	// at j, skipping quoted strings inside.
-	closing := func(j int) (int, error) {
-		open := s[j]
-		close := map[byte]byte{'{': '}', '[': ']', '(': ')'}[open]
-		depth := 0
-		for k := j; k < len(s); k++ {
-			switch c := s[k]; {
-			case c == '"' || c == '\'' || c == '`':
-				end, err := stringEnd(s, k)
-				if err != nil {
-					return 0, err
-				}
-				k = end - 1
-			case c == open:
-				depth++
-			case c == close:
-				depth--
-				if depth == 0 {
-					return k + 1, nil
-				}
-			}
-		}
-		return 0, fmt.Errorf("unclosed %q at offset %d", open, j)
-	}
 	for i < len(s) {
 		c := s[i]
 		switch {
@@ -91,7 +59,7 @@ func metricNames(expr string) ([]string, error) {
 			}
 			i = end
 		case c == '{':
-			end, err := closing(i)
+			end, err := closingBracket(s, i)
 			if err != nil {
 				return nil, err
 			}
@@ -100,7 +68,7 @@ func metricNames(expr string) ([]string, error) {
 			}
 			i = end
 		case c == '[':
-			end, err := closing(i)
+			end, err := closingBracket(s, i)
 			if err != nil {
 				return nil, err
 			}
@@ -108,7 +76,7 @@ func metricNames(expr string) ([]string, error) {
 		case c == '$': // a Grafana variable: $name, ${name}, ${name:format}
 			i++
 			if i < len(s) && s[i] == '{' {
-				end, err := closing(i)
+				end, err := closingBracket(s, i)
 				if err != nil {
 					return nil, err
 				}
@@ -129,12 +97,12 @@ func metricNames(expr string) ([]string, error) {
 				i++
 			}
 			word := s[start:i]
-			next := skipSpace(i)
+			next := skipSpace(s, i)
 			lower := strings.ToLower(word)
 			switch {
 			case groupingKeywords[lower]:
 				if next < len(s) && s[next] == '(' {
-					end, err := closing(next)
+					end, err := closingBracket(s, next)
 					if err != nil {
 						return nil, err
 					}
@@ -153,6 +121,40 @@ func metricNames(expr string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// skipSpace returns the index of the next non-space byte of s from j.
+func skipSpace(s string, j int) int {
+	for j < len(s) && strings.ContainsRune(" \t\r\n", rune(s[j])) {
+		j++
+	}
+	return j
+}
+
+// closingBracket returns the index just past the bracket that closes the
+// one at s[j], skipping quoted strings inside.
+func closingBracket(s string, j int) (int, error) {
+	open := s[j]
+	close := map[byte]byte{'{': '}', '[': ']', '(': ')'}[open]
+	depth := 0
+	for k := j; k < len(s); k++ {
+		switch c := s[k]; {
+		case c == '"' || c == '\'' || c == '`':
+			end, err := stringEnd(s, k)
+			if err != nil {
+				return 0, err
+			}
+			k = end - 1
+		case c == open:
+			depth++
+		case c == close:
+			depth--
+			if depth == 0 {
+				return k + 1, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("unclosed %q at offset %d", open, j)
 }
 
 // stringEnd returns the index just past the string literal that starts at

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -34,20 +36,7 @@ func TestAdminAuth(t *testing.T) {
 
 	get := func(path, authorization string) (int, http.Header, []byte) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, admin+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if authorization != "" {
-			req.Header.Set("Authorization", authorization)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, body
+		return getWithAuthorization(t, admin+path, authorization)
 	}
 
 	t.Run("the API refuses without the token", func(t *testing.T) {
@@ -132,4 +121,24 @@ func TestAdminAuth(t *testing.T) {
 	if bytes.Contains(logs, []byte(adminToken)) {
 		t.Error("the gateway's log holds the admin token")
 	}
+}
+
+// getWithAuthorization GETs url with the Authorization header set unless
+// authorization is empty, and returns the answer's status, header and body.
+func getWithAuthorization(t *testing.T, url, authorization string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, body
 }

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -250,30 +252,7 @@ func TestDigestPassKilled(t *testing.T) {
 	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
 	}
-	keyOf := func(body []byte) (digest, key string) {
-		sum := sha256.Sum256(body)
-		h := hex.EncodeToString(sum[:])
-		return "sha256:" + h, "blobs/sha256/" + h
-	}
-	var referenced, unreferenced []string
-	var manifestLayers []string
-	for i := range 8 {
-		body := []byte(fmt.Sprintf("blob %d of %s", i, bucket))
-		digest, key := keyOf(body)
-		if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
-			t.Fatal(err)
-		}
-		if i%2 == 0 {
-			referenced = append(referenced, key)
-			manifestLayers = append(manifestLayers, fmt.Sprintf(`{"digest":%q}`, digest))
-		} else {
-			unreferenced = append(unreferenced, key)
-		}
-	}
-	manifest := []byte(`{"layers":[` + strings.Join(manifestLayers, ",") + `]}`)
-	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("manifests/app/v1"), Body: bytes.NewReader(manifest)}); err != nil {
-		t.Fatal(err)
-	}
+	referenced, unreferenced := pushHalfReferenced(t, sdk, bucket)
 	time.Sleep(digestPlacementGrace)
 
 	exists := func(key string) bool {
@@ -340,4 +319,31 @@ func TestDigestPassKilled(t *testing.T) {
 			t.Fatalf("HEAD %s through the gateway: %v", key, err)
 		}
 	}
+}
+
+// pushHalfReferenced pushes eight blobs into bucket's namespace and a
+// manifest naming every other one, and returns the keys of the blobs it
+// names and of the others.
+func pushHalfReferenced(t *testing.T, sdk *s3.Client, bucket string) (referenced, unreferenced []string) {
+	t.Helper()
+	ctx := t.Context()
+	var manifestLayers []string
+	for i := range 8 {
+		body := []byte(fmt.Sprintf("blob %d of %s", i, bucket))
+		digest, key := casBlobKey(body)
+		if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			referenced = append(referenced, key)
+			manifestLayers = append(manifestLayers, fmt.Sprintf(`{"digest":%q}`, digest))
+		} else {
+			unreferenced = append(unreferenced, key)
+		}
+	}
+	manifest := []byte(`{"layers":[` + strings.Join(manifestLayers, ",") + `]}`)
+	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("manifests/app/v1"), Body: bytes.NewReader(manifest)}); err != nil {
+		t.Fatal(err)
+	}
+	return referenced, unreferenced
 }

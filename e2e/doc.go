@@ -4,8 +4,9 @@
 // clients) talking to it. The harness that starts all that lives in
 // e2e/harness.
 //
-// Run them with `make test` (which builds bin/minio first), or directly with
-// `go test ./e2e/...` once bin/minio exists. SWEEPGATE_E2E_TARGET=minio runs
-// the same tests against MinIO alone, to tell a wrong test from a wrong
-// gateway.
+// The test files carry the build tag e2e, so that `go test ./...` stays the
+// quick loop. Run them with `make test` (which builds bin/minio first), or
+// directly with `go test -tags e2e ./e2e/` once bin/minio exists.
+// SWEEPGATE_E2E_TARGET=minio runs the same tests against MinIO alone, to
+// tell a wrong test from a wrong gateway.
 package e2e

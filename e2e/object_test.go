@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -353,24 +355,7 @@ func TestMetadataAndHeaders(t *testing.T) {
 
 	check := func(t *testing.T, who string, h *s3.HeadObjectOutput) {
 		t.Helper()
-		if !maps.Equal(h.Metadata, meta) {
-			t.Errorf("%s: metadata %v, want %v", who, h.Metadata, meta)
-		}
-		for _, f := range []struct{ name, got, want string }{
-			{"Content-Type", aws.ToString(h.ContentType), "text/csv; charset=utf-8"},
-			{"Cache-Control", aws.ToString(h.CacheControl), "max-age=60"},
-			{"Content-Disposition", aws.ToString(h.ContentDisposition), `attachment; filename="report.csv"`},
-			{"Content-Encoding", aws.ToString(h.ContentEncoding), "gzip"},
-			{"Content-Language", aws.ToString(h.ContentLanguage), "de"},
-			{"x-amz-checksum-sha256", aws.ToString(h.ChecksumSHA256), aws.ToString(put.ChecksumSHA256)},
-		} {
-			if f.got != f.want {
-				t.Errorf("%s: %s %q, want %q", who, f.name, f.got, f.want)
-			}
-		}
-		if got, want := aws.ToString(h.ExpiresString), expires.Format(http.TimeFormat); got != want {
-			t.Errorf("%s: Expires %q, want %q", who, got, want)
-		}
+		checkMetadata(t, who, h, meta, expires, aws.ToString(put.ChecksumSHA256))
 	}
 	headIn := &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("meta"), ChecksumMode: s3types.ChecksumModeEnabled}
 	h, err := c.HeadObject(t.Context(), headIn)
@@ -439,6 +424,31 @@ func TestMetadataAndHeaders(t *testing.T) {
 		requireAPIError(t, err, "PreconditionFailed")
 		requireObject(t, direct, bucket, "meta", d)
 	})
+}
+
+// checkMetadata checks that h, as who saw it, carries the metadata, the
+// content headers, the SHA-256 checksum and the Expires time
+// TestMetadataAndHeaders put.
+func checkMetadata(t *testing.T, who string, h *s3.HeadObjectOutput, meta map[string]string, expires time.Time, sha256 string) {
+	t.Helper()
+	if !maps.Equal(h.Metadata, meta) {
+		t.Errorf("%s: metadata %v, want %v", who, h.Metadata, meta)
+	}
+	for _, f := range []struct{ name, got, want string }{
+		{"Content-Type", aws.ToString(h.ContentType), "text/csv; charset=utf-8"},
+		{"Cache-Control", aws.ToString(h.CacheControl), "max-age=60"},
+		{"Content-Disposition", aws.ToString(h.ContentDisposition), `attachment; filename="report.csv"`},
+		{"Content-Encoding", aws.ToString(h.ContentEncoding), "gzip"},
+		{"Content-Language", aws.ToString(h.ContentLanguage), "de"},
+		{"x-amz-checksum-sha256", aws.ToString(h.ChecksumSHA256), sha256},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s: %s %q, want %q", who, f.name, f.got, f.want)
+		}
+	}
+	if got, want := aws.ToString(h.ExpiresString), expires.Format(http.TimeFormat); got != want {
+		t.Errorf("%s: Expires %q, want %q", who, got, want)
+	}
 }
 
 // metaHeaderNames sends req over a raw connection and returns the names of

@@ -1,16 +1,16 @@
+//go:build e2e
+
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sweepgate/sweepgate/e2e/harness"
-	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 )
 
 // electionTTL is the reclaimer election's lease in the election test: how
@@ -28,17 +28,7 @@ func TestReclaimElection(t *testing.T) {
 	if harness.DirectMode() {
 		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	etcd, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{
-		DataDir:   filepath.Join(t.TempDir(), "etcd"),
-		ClientURL: "http://127.0.0.1:0",
-		PeerURL:   "http://127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatalf("shared etcd: %v", err)
-	}
-	t.Cleanup(etcd.Close)
+	etcd, _ := etcdtest.Start(t)
 
 	m := harness.StartMinIO(t)
 	opts := harness.Options{

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -24,27 +26,12 @@ import (
 // refused and leaves nothing behind.
 func TestWriteOnceBlobs(t *testing.T) {
 	t.Parallel()
-	bucket := harness.BucketName(t)
-	e := harness.Start(t, harness.Options{Config: map[string]any{
-		"digests": map[string]any{
-			"namespaces": []string{bucket + "/blobs/sha256/"},
-			"sources":    []string{bucket + "/manifests/"},
-		},
-	}})
-	e.RequireGateway(t)
+	e, bucket := startWriteOnce(t)
 	sdk, direct := e.SDK(t), e.DirectSDK(t)
 	ctx := t.Context()
-	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
-	blobKey := func(content []byte) (digest, key string) {
-		sum := sha256.Sum256(content)
-		h := hex.EncodeToString(sum[:])
-		return "sha256:" + h, "blobs/sha256/" + h
-	}
 
 	content := bytes.Repeat([]byte("a layer that a manifest names;"), 200)
-	digest, key := blobKey(content)
+	digest, key := casBlobKey(content)
 	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(content)}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +113,36 @@ func TestWriteOnceBlobs(t *testing.T) {
 
 	// A complete of the wrong content onto a new key is refused and
 	// deleted again: it was the gateway's own write.
-	_, newKey := blobKey([]byte("a layer nobody uploaded"))
+	_, newKey := casBlobKey([]byte("a layer nobody uploaded"))
 	id, parts = upload(newKey, wrong)
 	_, err = complete(newKey, id, parts)
 	requireAPIError(t, err, "BadDigest")
 	requireAbsent(t, direct, bucket, newKey)
 	requireBlob("at the end")
+}
+
+// startWriteOnce starts a gateway whose bucket, which it returns, has a
+// digest namespace under blobs/sha256/ named by manifests under manifests/.
+func startWriteOnce(t *testing.T) (*harness.Env, string) {
+	t.Helper()
+	bucket := harness.BucketName(t)
+	e := harness.Start(t, harness.Options{Config: map[string]any{
+		"digests": map[string]any{
+			"namespaces": []string{bucket + "/blobs/sha256/"},
+			"sources":    []string{bucket + "/manifests/"},
+		},
+	}})
+	e.RequireGateway(t)
+	if _, err := e.SDK(t).CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	return e, bucket
+}
+
+// casBlobKey returns content's digest and the key of its blob in a digest
+// namespace under blobs/sha256/.
+func casBlobKey(content []byte) (digest, key string) {
+	sum := sha256.Sum256(content)
+	h := hex.EncodeToString(sum[:])
+	return "sha256:" + h, "blobs/sha256/" + h
 }

@@ -55,16 +55,9 @@ func TestReclaimKeysLayout(t *testing.T) {
 
 func TestSessionsAtRevision(t *testing.T) {
 	t.Parallel()
-	e := startEmbedded(t, t.TempDir(), nil)
-	t.Cleanup(e.Close)
+	s := newAtRevisionStore(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cli, err := Connect(ctx, e.Endpoints(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	s := NewStore(cli, Keys{Prefix: "/sg"})
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 	mk := func(bucket, id string) {
@@ -94,7 +87,7 @@ func TestSessionsAtRevision(t *testing.T) {
 	if _, err := s.UpdateSession(ctx, SessionUpdate{Session: &changed, ModRev: v.ModRev}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Put(ctx, s.Keys().Activity("u1"), `{"at":"2030-01-01T00:00:00Z"}`); err != nil {
+	if _, err := s.Client().Put(ctx, s.Keys().Activity("u1"), `{"at":"2030-01-01T00:00:00Z"}`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -145,7 +138,7 @@ func TestSessionsAtRevision(t *testing.T) {
 	}
 
 	// A compacted revision is an error, not an empty answer.
-	if _, err := cli.Compact(ctx, reclaimTestRevision(t, ctx, s)); err != nil {
+	if _, err := s.Client().Compact(ctx, reclaimTestRevision(t, ctx, s)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetSessionAt(ctx, "alpha", "u1", rev); !errors.Is(err, rpctypes.ErrCompacted) {
@@ -154,6 +147,20 @@ func TestSessionsAtRevision(t *testing.T) {
 	if err := s.ScanSessionsAt(ctx, "", rev, 10, func(Versioned[Session]) error { return nil }); !errors.Is(err, rpctypes.ErrCompacted) {
 		t.Errorf("scan at a compacted revision: %v, want ErrCompacted", err)
 	}
+}
+
+// newAtRevisionStore returns a store with its keys under /sg in an embedded
+// etcd of t's.
+func newAtRevisionStore(t *testing.T) *Store {
+	t.Helper()
+	e := startEmbedded(t, t.TempDir(), nil)
+	t.Cleanup(e.Close)
+	cli, err := Connect(t.Context(), e.Endpoints(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return NewStore(cli, Keys{Prefix: "/sg"})
 }
 
 func TestMarshalRecordsSetTheirVersion(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/minio/minio-go/v7"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -71,25 +72,9 @@ func TestRequestIDEverywhere(t *testing.T) {
 	if err := direct.MakeBucket(t.Context(), bucket, minio.MakeBucketOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, etcdClient := etcdtest.Start(t)
-	keys, err := etcdstore.NewKeys("/ids-test/")
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &logBuffer{}
 	cred := sigv4.Credential{AccessKey: "alicekey", SecretKey: "alice-secret-0123456789", Principal: "alice"}
-	g, err := New(Config{
-		BackendEndpoint: m.Endpoint, BackendRegion: m.Region,
-		BackendAccessKey: m.AccessKey, BackendSecretKey: m.SecretKey,
-		Credentials: []sigv4.Credential{cred},
-		Logger:      slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Sessions:    &SessionsConfig{Store: etcdstore.NewStore(etcdClient, keys)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(g)
-	t.Cleanup(srv.Close)
+	srv, etcdClient := startIDGateway(t, m, cred, logs)
 
 	send := func(method, path, secret string) *http.Response {
 		t.Helper()
@@ -174,4 +159,29 @@ func TestRequestIDEverywhere(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startIDGateway starts a gateway in front of m that accepts cred, has
+// sessions in a fresh etcd and logs to logs as JSON, debug lines included.
+// It returns the gateway's server and the etcd client its sessions use.
+func startIDGateway(t *testing.T, m *harness.MinIO, cred sigv4.Credential, logs *logBuffer) (*httptest.Server, *clientv3.Client) {
+	t.Helper()
+	_, etcdClient := etcdtest.Start(t)
+	keys, err := etcdstore.NewKeys("/ids-test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Config{
+		BackendEndpoint: m.Endpoint, BackendRegion: m.Region,
+		BackendAccessKey: m.AccessKey, BackendSecretKey: m.SecretKey,
+		Credentials: []sigv4.Credential{cred},
+		Logger:      slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Sessions:    &SessionsConfig{Store: etcdstore.NewStore(etcdClient, keys)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	return srv, etcdClient
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // completeAttempt is one request's hold on the single CompleteMultipartUpload
@@ -13,39 +14,42 @@ import (
 // in flight could both be answered, one with an error that returns the
 // session to active while the other succeeds: then an abort would win too.
 //
-// The hold is a key under a lease that this gateway renews while the
-// backend call runs, so it vanishes on its own when the gateway dies and a
-// client's retry can take over.
+// The hold is a key under the lease of an etcd session that this gateway
+// keeps alive while the backend call runs, so it vanishes on its own when
+// the gateway dies and a client's retry can take over. Losing the lease
+// otherwise (etcd unreachable past the hold) ends nothing by itself: the
+// key is gone, so the guards that need it (owned, done) no longer hold.
 type completeAttempt struct {
-	cli   *clientv3.Client
-	key   string
-	id    string
-	lease clientv3.LeaseID
-	stop  context.CancelFunc
+	session *concurrency.Session
+	key     string
+	id      string
 }
 
+// newCompleteAttempt grants the attempt's lease, which the request's
+// context bounds, and keeps it alive until release, whatever the request's
+// context does after that: a complete finishes whatever its client does.
 func (s *Service) newCompleteAttempt(ctx context.Context, c *Call) (*completeAttempt, error) {
-	cli := s.store.Client()
-	lease, err := cli.Grant(ctx, int64(s.hold/time.Second))
-	if err != nil {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopTie := context.AfterFunc(ctx, cancel)
+	session, err := concurrency.NewSession(s.store.Client(),
+		concurrency.WithTTL(int(s.hold/time.Second)), concurrency.WithContext(sctx))
+	ended := !stopTie() // the request ended meanwhile, which cancelled sctx
+	switch {
+	case err != nil:
+		cancel()
 		return nil, fmt.Errorf("grant complete attempt lease: %w", err)
+	case ended:
+		// The request ended as the lease was granted, which stopped its
+		// renewals: the grant counts as cut short.
+		rctx, rcancel := detached(ctx)
+		defer rcancel()
+		(&completeAttempt{session: session}).release(rctx)
+		return nil, fmt.Errorf("grant complete attempt lease: %w", context.Cause(ctx))
 	}
-	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	renewals, err := cli.KeepAlive(kctx, lease.ID)
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("keep complete attempt lease alive: %w", err)
-	}
-	go func() {
-		for range renewals { // drained so the client keeps renewing
-		}
-	}()
 	return &completeAttempt{
-		cli:   cli,
-		key:   s.store.Keys().CompleteAttempt(c.UploadID),
-		id:    c.RequestID,
-		lease: lease.ID,
-		stop:  stop,
+		session: session,
+		key:     s.store.Keys().CompleteAttempt(c.UploadID),
+		id:      c.RequestID,
 	}, nil
 }
 
@@ -54,7 +58,7 @@ func (s *Service) newCompleteAttempt(ctx context.Context, c *Call) (*completeAtt
 func (a *completeAttempt) claim() guard {
 	return guard{
 		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0)},
-		ops:  []clientv3.Op{clientv3.OpPut(a.key, a.id, clientv3.WithLease(a.lease))},
+		ops:  []clientv3.Op{clientv3.OpPut(a.key, a.id, clientv3.WithLease(a.session.Lease()))},
 	}
 }
 
@@ -77,16 +81,16 @@ func (a *completeAttempt) done() guard {
 
 // live reports whether some attempt holds the upload's complete.
 func (a *completeAttempt) live(ctx context.Context) (bool, error) {
-	resp, err := a.cli.Get(ctx, a.key, clientv3.WithCountOnly())
+	resp, err := a.session.Client().Get(ctx, a.key, clientv3.WithCountOnly())
 	if err != nil {
 		return false, fmt.Errorf("read complete attempt: %w", err)
 	}
 	return resp.Count > 0, nil
 }
 
-// release ends the attempt: its lease is revoked, which deletes its key if
-// it still holds it.
+// release ends the attempt: its session stops renewing the lease, which is
+// revoked, deleting its key if it still holds it.
 func (a *completeAttempt) release(ctx context.Context) {
-	a.stop()
-	_, _ = a.cli.Revoke(ctx, a.lease)
+	a.session.Orphan()
+	_, _ = a.session.Client().Revoke(ctx, a.session.Lease())
 }

@@ -159,7 +159,6 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 		s.writeError(w, c, err)
 		return
 	}
-	digest := partsDigest(parts)
 	attempt, err := s.newCompleteAttempt(ctx, c)
 	if err != nil {
 		s.writeError(w, c, err)
@@ -170,6 +169,21 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 		defer cancel()
 		attempt.release(rctx)
 	}()
+	sess, ok := s.claimComplete(ctx, w, c, parts, body, attempt)
+	if !ok {
+		return
+	}
+	s.fault(FaultCompleteAfterIntent)
+	s.sendComplete(ctx, w, c, body, attempt, &sess)
+}
+
+// claimComplete records the session completing with parts under attempt,
+// and returns it. Where the complete is not this request's to send (no
+// session: passed through; not the caller's; completed, aborted or another
+// complete in flight; too many conflicting writes) it answers the client
+// and reports false.
+func (s *Service) claimComplete(ctx context.Context, w http.ResponseWriter, c *Call, parts []completePart, body []byte, attempt *completeAttempt) (etcdstore.Session, bool) {
+	digest := partsDigest(parts)
 	inFlight := func() bool {
 		live, err := attempt.live(ctx)
 		if err != nil {
@@ -185,46 +199,46 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 	for try := 0; ; try++ {
 		if try == s.attempts {
 			s.writeError(w, c, errTooManyConflicts)
-			return
+			return etcdstore.Session{}, false
 		}
 		v, found, err := s.loadSession(ctx, c)
 		if err != nil {
 			s.writeError(w, c, err)
-			return
+			return etcdstore.Session{}, false
 		}
 		if !found {
 			s.passThrough(w, c, body)
-			return
+			return etcdstore.Session{}, false
 		}
 		if !s.mayAct(c.Principal, &v.Value) {
 			s.writeError(w, c, s3err.ErrAccessDenied)
-			return
+			return etcdstore.Session{}, false
 		}
 		switch v.Value.State {
 		case etcdstore.StateCompleted:
 			if v.Value.PartsDigest == digest && v.Value.Completion != nil {
 				s.replayCompletion(w, c, v.Value.Completion)
-				return
+				return etcdstore.Session{}, false
 			}
 			s.writeError(w, c, errNoSuchUpload)
-			return
+			return etcdstore.Session{}, false
 		case etcdstore.StateAborting, etcdstore.StateAborted, etcdstore.StateCleanupPending:
 			s.writeError(w, c, errNoSuchUpload)
-			return
+			return etcdstore.Session{}, false
 		case etcdstore.StateCompleting:
 			if v.Value.PartsDigest != digest {
 				s.writeError(w, c, errInProgress)
-				return
+				return etcdstore.Session{}, false
 			}
 			if inFlight() {
-				return
+				return etcdstore.Session{}, false
 			}
 			// A retry of a complete whose outcome is unknown, and no
 			// gateway is sending it: this request takes it over.
 			nv, ok, err := s.transition(ctx, v, etcdstore.StateCompleting, "client retried the complete", nil, attempt.claim())
 			if err != nil {
 				s.writeError(w, c, err)
-				return
+				return etcdstore.Session{}, false
 			}
 			if !ok {
 				continue
@@ -240,11 +254,11 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 			}, attempt.claim())
 			if err != nil {
 				s.writeError(w, c, err)
-				return
+				return etcdstore.Session{}, false
 			}
 			if !ok {
 				if inFlight() {
-					return
+					return etcdstore.Session{}, false
 				}
 				continue
 			}
@@ -252,8 +266,12 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 		}
 		break
 	}
-	s.fault(FaultCompleteAfterIntent)
+	return sess, true
+}
 
+// sendComplete sends the complete the session records, which attempt
+// holds, to the backend and settles the session by the backend's answer.
+func (s *Service) sendComplete(ctx context.Context, w http.ResponseWriter, c *Call, body []byte, attempt *completeAttempt, sess *etcdstore.Session) {
 	out, err := c.BackendRequest(body)
 	if err != nil {
 		s.writeError(w, c, err)
@@ -269,20 +287,20 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 	rctx, cancel := detached(ctx)
 	defer cancel()
 	if err != nil {
-		s.completeUnclear(rctx, w, c, attempt, &sess, fmt.Sprintf("no answer from the backend: %v", err), nil, nil)
+		s.completeUnclear(rctx, w, c, attempt, sess, fmt.Sprintf("no answer from the backend: %v", err), nil, nil)
 		return
 	}
 	defer resp.Body.Close()
 	respBody, err := readBody(resp)
 	if err != nil {
-		s.completeUnclear(rctx, w, c, attempt, &sess, err.Error(), nil, nil)
+		s.completeUnclear(rctx, w, c, attempt, sess, err.Error(), nil, nil)
 		return
 	}
 	code := ErrorCode(respBody)
 	if resp.StatusCode == http.StatusOK && code == "" {
 		var res CompleteResult
 		if err := xml.Unmarshal(respBody, &res); err != nil {
-			s.completeUnclear(rctx, w, c, attempt, &sess, "unreadable complete result", resp, respBody)
+			s.completeUnclear(rctx, w, c, attempt, sess, "unreadable complete result", resp, respBody)
 			return
 		}
 		comp := res.completion(resp.Header.Get("X-Amz-Version-Id"))
@@ -292,7 +310,7 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 		return
 	}
 	switch {
-	case clientCompleteErrors[code], code == "PreconditionFailed" && s.uploadStands(rctx, &sess):
+	case clientCompleteErrors[code], code == "PreconditionFailed" && s.uploadStands(rctx, sess):
 		if _, err := s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateCompleting, etcdstore.StateActive, "complete refused: "+code, func(sess *etcdstore.Session) {
 			sess.PartsDigest, sess.ExpectedETag = "", ""
 		}, attempt.owned()); err != nil {
@@ -301,9 +319,9 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 		s.writeBuffered(w, c, resp, respBody)
 	case code == "NoSuchUpload":
 		// An earlier complete may have succeeded without our seeing it.
-		s.completeUnclear(rctx, w, c, attempt, &sess, "backend answered NoSuchUpload", resp, respBody)
+		s.completeUnclear(rctx, w, c, attempt, sess, "backend answered NoSuchUpload", resp, respBody)
 	default:
-		s.completeUnclear(rctx, w, c, attempt, &sess, fmt.Sprintf("backend answered %d %s", resp.StatusCode, code), resp, respBody)
+		s.completeUnclear(rctx, w, c, attempt, sess, fmt.Sprintf("backend answered %d %s", resp.StatusCode, code), resp, respBody)
 	}
 }
 

@@ -82,29 +82,8 @@ func TestStateGaugeFollowsSessions(t *testing.T) {
 	t.Parallel()
 	st := newGaugeTestStore(t)
 	ctx := t.Context()
-	create := func(bucket, id string, s etcdstore.SessionState) {
-		t.Helper()
-		if _, err := st.CreateSession(ctx, &etcdstore.Session{Bucket: bucket, UploadID: id, State: s, Created: time.Now()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	move := func(bucket, id string, to etcdstore.SessionState) {
-		t.Helper()
-		v, err := st.GetSession(ctx, bucket, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v.Value.Transition(to, time.Now(), "test", "")
-		if _, err := st.UpdateSession(ctx, etcdstore.SessionUpdate{Session: &v.Value, ModRev: v.ModRev}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	del := func(bucket, id string) {
-		t.Helper()
-		if _, err := st.Client().Delete(ctx, st.Keys().Session(bucket, id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sessions := gaugeSessions{t: t, st: st}
+	create, move, del := sessions.create, sessions.move, sessions.del
 
 	// Sessions that exist before the gauge starts are counted by its first
 	// scan, read in pages smaller than their number.
@@ -187,6 +166,38 @@ func TestStateGaugeFollowsSessions(t *testing.T) {
 	})
 	stop()
 	<-done
+}
+
+// gaugeSessions writes the sessions a gauge test counts.
+type gaugeSessions struct {
+	t  *testing.T
+	st *etcdstore.Store
+}
+
+func (g gaugeSessions) create(bucket, id string, s etcdstore.SessionState) {
+	g.t.Helper()
+	if _, err := g.st.CreateSession(g.t.Context(), &etcdstore.Session{Bucket: bucket, UploadID: id, State: s, Created: time.Now()}); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g gaugeSessions) move(bucket, id string, to etcdstore.SessionState) {
+	g.t.Helper()
+	v, err := g.st.GetSession(g.t.Context(), bucket, id)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	v.Value.Transition(to, time.Now(), "test", "")
+	if _, err := g.st.UpdateSession(g.t.Context(), etcdstore.SessionUpdate{Session: &v.Value, ModRev: v.ModRev}); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g gaugeSessions) del(bucket, id string) {
+	g.t.Helper()
+	if _, err := g.st.Client().Delete(g.t.Context(), g.st.Keys().Session(bucket, id)); err != nil {
+		g.t.Fatal(err)
+	}
 }
 
 // A watch from a revision that compaction removed ends with the compaction

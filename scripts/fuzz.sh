@@ -5,6 +5,9 @@
 #   FUZZTIME=10s scripts/fuzz.sh            all targets
 #   scripts/fuzz.sh ./gateway/sigv4/...     only these packages
 #
+# It builds without -tags: the fuzz targets live in untagged test files,
+# not in the e2e, chaos and bench suites.
+#
 # A failing input is saved under the package's testdata/fuzz/ by go test, so
 # that the ordinary test run replays it from then on.
 set -euo pipefail

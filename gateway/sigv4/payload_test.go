@@ -187,20 +187,6 @@ func TestOutboundOverHTTP(t *testing.T) {
 		bad  func(t *testing.T) *http.Request
 		code string
 	}
-	stream := func(s testStream, corrupt bool) func(t *testing.T) *http.Request {
-		return func(t *testing.T) *http.Request {
-			hdr, wire := s.build(t)
-			if corrupt {
-				// Damage the last data byte: everything before it is fine.
-				i := bytes.LastIndex(wire, []byte("\r\n0"))
-				if i < 0 {
-					i = bytes.LastIndex(wire, []byte("0;chunk-signature")) - 2
-				}
-				wire = flipAt(wire, i-1)
-			}
-			return serverRequest(t, hdr, wire)
-		}
-	}
 	bad := append(append([]byte(nil), data[:len(data)-1]...), data[len(data)-1]^1)
 	for _, c := range []tc{
 		{"sha256",
@@ -208,16 +194,16 @@ func TestOutboundOverHTTP(t *testing.T) {
 			func(t *testing.T) *http.Request { return sha256Request(t, data, bad) },
 			"XAmzContentSHA256Mismatch"},
 		{"signed",
-			stream(testStream{mode: ModeStreamingSigned, data: data}, false),
-			stream(testStream{mode: ModeStreamingSigned, data: data}, true),
+			streamRequest(testStream{mode: ModeStreamingSigned, data: data}, false),
+			streamRequest(testStream{mode: ModeStreamingSigned, data: data}, true),
 			"SignatureDoesNotMatch"},
 		{"signed-trailer",
-			stream(testStream{mode: ModeStreamingSignedTrailer, data: data, trailer: "x-amz-checksum-crc32c"}, false),
-			stream(testStream{mode: ModeStreamingSignedTrailer, data: data, trailer: "x-amz-checksum-crc32c"}, true),
+			streamRequest(testStream{mode: ModeStreamingSignedTrailer, data: data, trailer: "x-amz-checksum-crc32c"}, false),
+			streamRequest(testStream{mode: ModeStreamingSignedTrailer, data: data, trailer: "x-amz-checksum-crc32c"}, true),
 			"SignatureDoesNotMatch"},
 		{"unsigned-trailer",
-			stream(testStream{mode: ModeStreamingUnsignedTrailer, data: data, trailer: "x-amz-checksum-crc64nvme"}, false),
-			stream(testStream{mode: ModeStreamingUnsignedTrailer, data: data, trailer: "x-amz-checksum-crc64nvme"}, true),
+			streamRequest(testStream{mode: ModeStreamingUnsignedTrailer, data: data, trailer: "x-amz-checksum-crc64nvme"}, false),
+			streamRequest(testStream{mode: ModeStreamingUnsignedTrailer, data: data, trailer: "x-amz-checksum-crc64nvme"}, true),
 			"BadDigest"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -248,6 +234,23 @@ func TestOutboundOverHTTP(t *testing.T) {
 			}
 			wantErr(t, res.Payload.Err(), c.code, "")
 		})
+	}
+}
+
+// streamRequest returns a maker of s's request as the server receives it,
+// with its last data byte damaged when corrupt (everything before it is
+// fine).
+func streamRequest(s testStream, corrupt bool) func(t *testing.T) *http.Request {
+	return func(t *testing.T) *http.Request {
+		hdr, wire := s.build(t)
+		if corrupt {
+			i := bytes.LastIndex(wire, []byte("\r\n0"))
+			if i < 0 {
+				i = bytes.LastIndex(wire, []byte("0;chunk-signature")) - 2
+			}
+			wire = flipAt(wire, i-1)
+		}
+		return serverRequest(t, hdr, wire)
 	}
 }
 

@@ -10,12 +10,11 @@ import (
 	"net/url"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/s3client"
+	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // completeRef serves a CompleteMultipartUpload into a reference source.
@@ -113,37 +112,27 @@ func (s *Service) listedPartsSize(ctx context.Context, bucket, key, uploadID str
 	return 0, false, fmt.Errorf("list parts of upload %s: too many pages", uploadID)
 }
 
-// refHold is a reference hold under a lease this gateway renews.
+// refHold is a reference hold under the lease of an etcd session this
+// gateway keeps alive until release.
 type refHold struct {
-	s     *Service
-	id    string
-	lease clientv3.LeaseID
-	stop  context.CancelFunc
+	s       *Service
+	id      string
+	session *concurrency.Session
 }
 
 // holdRefs takes a reference hold (etcdstore.Store.HoldRefs) under a lease
 // of HoldTTL, renewed until release: a gateway that dies mid-complete lets
-// the collector go on after the lease runs out.
+// the collector go on after the lease runs out. The renewals do not end
+// with ctx: a hold lasts until release whatever the client does.
 func (s *Service) holdRefs(ctx context.Context, id string) (*refHold, error) {
-	cli := s.store.Client()
-	ttl := int64(math.Ceil(s.holdTTL.Seconds()))
-	lease, err := cli.Grant(ctx, max(ttl, 1))
+	ttl := int(math.Ceil(s.holdTTL.Seconds()))
+	session, err := concurrency.NewSession(s.store.Client(),
+		concurrency.WithTTL(max(ttl, 1)), concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
 		return nil, fmt.Errorf("grant reference hold lease: %w", err)
 	}
-	h := &refHold{s: s, id: id, lease: lease.ID}
-	kctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	h.stop = stop
-	renewals, err := cli.KeepAlive(kctx, lease.ID)
-	if err != nil {
-		h.release(ctx)
-		return nil, fmt.Errorf("keep reference hold lease alive: %w", err)
-	}
-	go func() {
-		for range renewals { // drained so the client keeps renewing
-		}
-	}()
-	if err := s.store.HoldRefs(ctx, id, lease.ID, s.now()); err != nil {
+	h := &refHold{s: s, id: id, session: session}
+	if err := s.store.HoldRefs(ctx, id, session.Lease(), s.now()); err != nil {
 		h.release(ctx)
 		return nil, err
 	}
@@ -152,9 +141,8 @@ func (s *Service) holdRefs(ctx context.Context, id string) (*refHold, error) {
 
 // release ends the hold: revoking its lease deletes the hold's key.
 func (h *refHold) release(ctx context.Context) {
-	h.stop()
-	cli := h.s.store.Client()
-	if _, err := cli.Revoke(ctx, h.lease); err != nil {
+	h.session.Orphan() // stops the renewals; the revoke below ends the lease
+	if _, err := h.session.Client().Revoke(ctx, h.session.Lease()); err != nil {
 		h.s.logFor(ctx).Warn("reference hold not revoked; it lapses with its lease", "hold", h.id, "err", err)
 	}
 }

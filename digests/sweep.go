@@ -1,26 +1,3 @@
-// Package digests is the digest sweep: content-addressed reclamation of
-// blobs that nothing references any more (docs/digests.md).
-//
-// The digest sweep runs in every pass of the elected reclaimer after the
-// upload sweep, under the same pass number and term (sweep.Run), in phases
-// recorded in its own cursor so that a pass cut short resumes where it
-// stood:
-//
-//  1. Guards left armed by an earlier attempt are settled (every attempt).
-//  2. rebuild: the reference sources on the backend are compared with the
-//     recorded references, when due.
-//  3. tombstones: every stored blob is judged against the retained set at
-//     one etcd revision; blobs outside it move pending -> ready over
-//     passes, blobs inside it make their tombstones skipped. The breaker
-//     then checks the deletions against its ceilings.
-//  4. collect: ready tombstones confirmed in this pass are guarded, their
-//     bytes deleted, and the guards released.
-//  5. prune: terminal tombstones, expired trash and stale placements are
-//     removed in bounded batches, and the tombstones counted.
-//
-// NewSweep builds the sweep from a SweepConfig; Sweep.Run runs it for one
-// pass and returns its Report; ReadProgress reads how far the pass in
-// progress got; Sweep.Explain explains what the sweep does with one blob.
 package digests
 
 import (

@@ -32,7 +32,7 @@ func (s *Service) newCompleteAttempt(ctx context.Context, c *Call) (*completeAtt
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopTie := context.AfterFunc(ctx, cancel)
 	session, err := concurrency.NewSession(s.store.Client(),
-		concurrency.WithTTL(int(s.hold/time.Second)), concurrency.WithContext(sctx))
+		concurrency.WithTTL(max(int(s.hold/time.Second), 1)), concurrency.WithContext(sctx))
 	ended := !stopTie() // the request ended meanwhile, which cancelled sctx
 	switch {
 	case err != nil:

@@ -78,7 +78,7 @@ func newStatusEnv(t *testing.T, lead bool) *statusEnv {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = env.leader.Run(ctx)
+			env.leader.Run(ctx)
 		}()
 		t.Cleanup(func() {
 			cancel()

@@ -146,7 +146,7 @@ func benchDelete(b *testing.B, w *reclaimWorld, k int) digestDelete {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = r.Run(runCtx)
+		r.Run(runCtx)
 	}()
 	defer func() {
 		stop()

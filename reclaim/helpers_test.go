@@ -199,7 +199,7 @@ func (e *env) run(cfg reclaim.Config) *reclaim.Reclaimer {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = r.Run(ctx)
+		r.Run(ctx)
 	}()
 	e.t.Cleanup(func() {
 		cancel()

@@ -237,8 +237,9 @@ func (r *Reclaimer) Leader() (term int64, ok bool) { return r.elector.Leader() }
 // Trigger, until ctx ends. When a term ends (its etcd session ended, or a
 // write was refused by the fence) the running pass is cancelled and Run
 // campaigns again with a new session. When ctx ends it resigns, so another
-// process takes over at once.
-func (r *Reclaimer) Run(ctx context.Context) error {
+// process takes over at once. Run returns only when ctx ends: a failed
+// campaign is logged and retried with backoff.
+func (r *Reclaimer) Run(ctx context.Context) {
 	backoff := time.Second
 	for ctx.Err() == nil {
 		l, err := r.elector.Campaign(ctx)
@@ -260,7 +261,6 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 		r.elector.Resign(l)
 		r.metrics.leader(0, false)
 	}
-	return nil
 }
 
 // lead runs passes while l's term lasts.

@@ -98,7 +98,7 @@ func NewExplainEnv(t *testing.T, serve func(store *etcdstore.Store, leader *recl
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = e.R.Run(ctx)
+		e.R.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -82,7 +82,7 @@ func NewReclaimEnv(t *testing.T, serve func(store *etcdstore.Store, leader *recl
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = e.Leader.Run(ctx)
+		e.Leader.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()

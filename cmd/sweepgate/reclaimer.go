@@ -101,7 +101,7 @@ func (s serveReclaimer) start(ctx context.Context, logger *slog.Logger) (stop fu
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = s.r.Run(rctx) // it only returns when rctx ends
+		s.r.Run(rctx) // it only returns when rctx ends
 	}()
 	var once sync.Once
 	return func() {

@@ -52,6 +52,15 @@ func TestDigestsReferenceWrites(t *testing.T) {
 		}
 	})
 
+	digestsRefusedWrites(t, e, d1, d3)
+	digestsDeletesAndCopies(t, e, d1, d3)
+}
+
+// digestsRefusedWrites runs TestDigestsReferenceWrites' subtests of writes
+// that are refused or fail: they leave no reference and do not reach MinIO
+// (a guarded manifest goes through once its guard is gone).
+func digestsRefusedWrites(t *testing.T, e *digestEnv, d1, d3 string) {
+	t.Helper()
 	t.Run("a body over the parse limit is refused and nothing is stored", func(t *testing.T) {
 		key := sourcePrefix + "app/huge"
 		body := append(manifest(d1), bytes.Repeat([]byte(" "), sourceLimit)...)
@@ -117,7 +126,13 @@ func TestDigestsReferenceWrites(t *testing.T) {
 			t.Fatal("a failed write left a reference")
 		}
 	})
+}
 
+// digestsDeletesAndCopies runs TestDigestsReferenceWrites' subtests of
+// DELETE and CopyObject: references move to the trash and back, and a copy
+// records the copied body's digests.
+func digestsDeletesAndCopies(t *testing.T, e *digestEnv, d1, d3 string) {
+	t.Helper()
 	t.Run("a DELETE moves the references to the trash and a restore brings them back", func(t *testing.T) {
 		key := sourcePrefix + "app/deleted"
 		dd, _ := blob("deleted-only")
@@ -252,6 +267,34 @@ func TestDigestsBlobs(t *testing.T) {
 		}
 	})
 
+	digestsBlobReadsAndDeletes(t, e)
+
+	t.Run("a CopyObject into a verified namespace is checked before the copy", func(t *testing.T) {
+		e.putDirect("staging/blob", []byte("copied content"))
+		_, wrong := blob("something else")
+		_, err := e.alice.CopyObject(t.Context(), &s3.CopyObjectInput{
+			Bucket: aws.String(regBucket), Key: aws.String(wrong), CopySource: aws.String(regBucket + "/staging/blob"),
+		})
+		requireCode(t, err, http.StatusBadRequest, "BadDigest")
+		if e.onMinIO(regBucket, wrong) {
+			t.Fatal("a copied blob that does not match its digest stays on MinIO")
+		}
+		d, right := blob("copied content")
+		if _, err := e.alice.CopyObject(t.Context(), &s3.CopyObjectInput{
+			Bucket: aws.String(regBucket), Key: aws.String(right), CopySource: aws.String(regBucket + "/staging/blob"),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !e.onMinIO(regBucket, right) || e.count(e.store.Keys().Placements(d)) != 0 {
+			t.Fatal("the right copy is not stored, or its placement stays")
+		}
+	})
+}
+
+// digestsBlobReadsAndDeletes runs TestDigestsBlobs' subtests of reading a
+// guarded blob and of deleting blobs, referenced or not.
+func digestsBlobReadsAndDeletes(t *testing.T, e *digestEnv) {
+	t.Helper()
 	t.Run("a guarded blob reads as missing and refuses writes", func(t *testing.T) {
 		content := "guarded blob"
 		d, key := blob(content)
@@ -309,27 +352,6 @@ func TestDigestsBlobs(t *testing.T) {
 		}
 		if e.onMinIO(regBucket, key) {
 			t.Fatal("not deleted")
-		}
-	})
-
-	t.Run("a CopyObject into a verified namespace is checked before the copy", func(t *testing.T) {
-		e.putDirect("staging/blob", []byte("copied content"))
-		_, wrong := blob("something else")
-		_, err := e.alice.CopyObject(t.Context(), &s3.CopyObjectInput{
-			Bucket: aws.String(regBucket), Key: aws.String(wrong), CopySource: aws.String(regBucket + "/staging/blob"),
-		})
-		requireCode(t, err, http.StatusBadRequest, "BadDigest")
-		if e.onMinIO(regBucket, wrong) {
-			t.Fatal("a copied blob that does not match its digest stays on MinIO")
-		}
-		d, right := blob("copied content")
-		if _, err := e.alice.CopyObject(t.Context(), &s3.CopyObjectInput{
-			Bucket: aws.String(regBucket), Key: aws.String(right), CopySource: aws.String(regBucket + "/staging/blob"),
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if !e.onMinIO(regBucket, right) || e.count(e.store.Keys().Placements(d)) != 0 {
-			t.Fatal("the right copy is not stored, or its placement stays")
 		}
 	})
 }
@@ -404,6 +426,25 @@ func TestDigestsDeleteObjects(t *testing.T) {
 		}
 	})
 
+	digestsDeleteObjectsBadDocuments(t, e, doomed, dOnly)
+
+	t.Run("a bucket key outside the layout passes through", func(t *testing.T) {
+		e.putDirect("plain/other", []byte("plain"))
+		out, err := e.alice.DeleteObjects(t.Context(), &s3.DeleteObjectsInput{
+			Bucket: aws.String(regBucket),
+			Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String("plain/other")}}},
+		})
+		if err != nil || len(out.Deleted) != 1 || e.onMinIO(regBucket, "plain/other") {
+			t.Fatalf("DeleteObjects: %+v, %v", out, err)
+		}
+	})
+}
+
+// digestsDeleteObjectsBadDocuments runs TestDigestsDeleteObjects' subtests
+// of documents the gateway cannot trust (malformed, or not matching their
+// Content-MD5): doomed stays, with its record of dOnly.
+func digestsDeleteObjectsBadDocuments(t *testing.T, e *digestEnv, doomed, dOnly string) {
+	t.Helper()
 	t.Run("a malformed document changes nothing", func(t *testing.T) {
 		e.mustPut(e.alice, regBucket, doomed, manifest(dOnly))
 		resp := e.raw(http.MethodPost, "/"+regBucket+"?delete", []byte("<Delete><Object><Key>"+doomed+"</Key>"))
@@ -427,17 +468,6 @@ func TestDigestsDeleteObjects(t *testing.T) {
 			t.Fatalf("%s; want 400 BadDigest", resp.Status)
 		}
 		e.requireRecord(regBucket, doomed, dOnly)
-	})
-
-	t.Run("a bucket key outside the layout passes through", func(t *testing.T) {
-		e.putDirect("plain/other", []byte("plain"))
-		out, err := e.alice.DeleteObjects(t.Context(), &s3.DeleteObjectsInput{
-			Bucket: aws.String(regBucket),
-			Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String("plain/other")}}},
-		})
-		if err != nil || len(out.Deleted) != 1 || e.onMinIO(regBucket, "plain/other") {
-			t.Fatalf("DeleteObjects: %+v, %v", out, err)
-		}
 	})
 }
 

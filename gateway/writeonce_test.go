@@ -154,6 +154,16 @@ func TestWriteOnceBlobs(t *testing.T) {
 		e.requireStored(key, was)
 	})
 
+	writeOnceCopies(t, e)
+	writeOnceCompletes(t, e)
+	writeOnceCompleteConditions(t, e)
+}
+
+// writeOnceCopies runs TestWriteOnceBlobs' subtests of CopyObject onto a
+// blob's key: the copy is checked before it is sent and sent conditional
+// on the bytes that were hashed.
+func writeOnceCopies(t *testing.T, e *digestEnv) {
+	t.Helper()
 	t.Run("a CopyObject of the wrong content onto a referenced blob is refused before anything is sent", func(t *testing.T) {
 		key, was := e.referencedBlob("copy over me")
 		e.putDirect("staging/wrong", []byte("wrong content"))
@@ -246,7 +256,13 @@ func TestWriteOnceBlobs(t *testing.T) {
 			t.Fatalf("copied blob holds %q, want %q", got.body, content)
 		}
 	})
+}
 
+// writeOnceCompletes runs TestWriteOnceBlobs' subtests of completing an
+// upload onto a blob's key: a stored blob is left as it was, and content
+// that does not hash to its key is not kept.
+func writeOnceCompletes(t *testing.T, e *digestEnv) {
+	t.Helper()
 	t.Run("a complete of the wrong content onto a referenced blob leaves it, answers it, and aborts the upload", func(t *testing.T) {
 		key, was := e.referencedBlob("complete over me")
 		id, part := e.upload(key, []byte("wrong content"))
@@ -318,7 +334,12 @@ func TestWriteOnceBlobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
 
+// writeOnceCompleteConditions runs TestWriteOnceBlobs' subtests of a
+// complete carrying the client's own conditions.
+func writeOnceCompleteConditions(t *testing.T, e *digestEnv) {
+	t.Helper()
 	t.Run("a complete with the client's own If-Match onto a blob is not sent", func(t *testing.T) {
 		content := "if-match complete"
 		key, was := e.referencedBlob(content)

@@ -129,24 +129,8 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 	d := Decision{LastActivity: last}
 	idle := now.Sub(last)
 
-	completing := sess.State == etcdstore.StateCompleting
-	if completing {
-		d.Verdict = Keep
-		d.Since = sess.StateSince()
-		d.Reason = "completing: never deleted by cleanup"
-		if p.StuckLimit > 0 && now.Sub(d.Since) > p.StuckLimit {
-			d.Stuck = true
-			d.Reason = fmt.Sprintf("completing for %s, past the stuck limit %s: needs a person", now.Sub(d.Since).Round(time.Second), p.StuckLimit)
-		}
-	}
-	cl.Step(ruleCompleting, completing, func() (string, sweep.Values) {
-		if !completing {
-			return fmt.Sprintf("state %s, not completing", sess.State), sweep.Values{"state": sess.State}
-		}
-		return d.Reason, sweep.Values{"state": sess.State, "state_since": d.Since, "completing_for": sweep.RoundSecond(now.Sub(d.Since)),
-			"stuck_limit": p.StuckLimit.String(), "stuck": d.Stuck}
-	})
-	if completing {
+	var completing bool
+	if d, completing = classifyCompleting(p, now, sess, d, cl); completing {
 		return d, nil
 	}
 
@@ -189,14 +173,7 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 		if !expired {
 			return fmt.Sprintf("state %s, not expired", sess.State), sweep.Values{"state": sess.State}
 		}
-		v := sweep.Values{"state": sess.State, "expired_at": nil, "delete_after": p.DeleteAfter.String(), "last_activity": last}
-		if sess.ExpiredAt != nil {
-			v["expired_at"] = *sess.ExpiredAt
-			v["marked_for"] = sweep.RoundSecond(now.Sub(*sess.ExpiredAt))
-			v["deletable_after"] = sess.ExpiredAt.Add(p.DeleteAfter)
-			v["unchanged_since_mark"] = unchangedSinceMark(sess, last)
-		}
-		return d.Reason, v
+		return d.Reason, expiredValues(p, now, sess, last)
 	})
 	if expired {
 		return d, nil
@@ -206,6 +183,43 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 	d.Reason = fmt.Sprintf("state %s: settled by the reconciler, not the sweep", sess.State)
 	cl.Step(ruleReconcilerState, true, func() (string, sweep.Values) { return d.Reason, sweep.Values{"state": sess.State} })
 	return d, nil
+}
+
+// classifyCompleting applies rule 2, recording it on cl: a completing
+// session is kept, and is stuck past the stuck limit. It returns d with
+// the decision when the session is completing, d unchanged when not.
+func classifyCompleting(p Policy, now time.Time, sess *etcdstore.Session, d Decision, cl *sweep.Checklist) (Decision, bool) {
+	completing := sess.State == etcdstore.StateCompleting
+	if completing {
+		d.Verdict = Keep
+		d.Since = sess.StateSince()
+		d.Reason = "completing: never deleted by cleanup"
+		if p.StuckLimit > 0 && now.Sub(d.Since) > p.StuckLimit {
+			d.Stuck = true
+			d.Reason = fmt.Sprintf("completing for %s, past the stuck limit %s: needs a person", now.Sub(d.Since).Round(time.Second), p.StuckLimit)
+		}
+	}
+	cl.Step(ruleCompleting, completing, func() (string, sweep.Values) {
+		if !completing {
+			return fmt.Sprintf("state %s, not completing", sess.State), sweep.Values{"state": sess.State}
+		}
+		return d.Reason, sweep.Values{"state": sess.State, "state_since": d.Since, "completing_for": sweep.RoundSecond(now.Sub(d.Since)),
+			"stuck_limit": p.StuckLimit.String(), "stuck": d.Stuck}
+	})
+	return d, completing
+}
+
+// expiredValues are the values an explanation shows for rule 5 on an
+// expired session last active at last.
+func expiredValues(p Policy, now time.Time, sess *etcdstore.Session, last time.Time) sweep.Values {
+	v := sweep.Values{"state": sess.State, "expired_at": nil, "delete_after": p.DeleteAfter.String(), "last_activity": last}
+	if sess.ExpiredAt != nil {
+		v["expired_at"] = *sess.ExpiredAt
+		v["marked_for"] = sweep.RoundSecond(now.Sub(*sess.ExpiredAt))
+		v["deletable_after"] = sess.ExpiredAt.Add(p.DeleteAfter)
+		v["unchanged_since_mark"] = unchangedSinceMark(sess, last)
+	}
+	return v
 }
 
 // classifyExpired applies rule 5 to an expired session.

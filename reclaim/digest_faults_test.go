@@ -155,15 +155,7 @@ func TestDigestResumeAfterInterruption(t *testing.T) {
 				t.Fatalf("interrupted pass error = %v, want ErrFenced (report %+v)", err, rep.Digests)
 			}
 			if tt.point == digests.FaultGuarded {
-				if err := <-guardErr; !errors.Is(err, etcdstore.ErrGuarded) {
-					t.Errorf("manifest naming a guarded digest: %v, want ErrGuarded", err)
-				}
-				if d.be.deletes.Load() != deletesBefore {
-					t.Errorf("the former leader sent %d deletes after its term ended", d.be.deletes.Load()-deletesBefore)
-				}
-				if resp, _ := d.cli.Get(t.Context(), d.store.Keys().RefSource(dgBucket, dgManifests+"guarded")); len(resp.Kvs) != 0 {
-					t.Error("a manifest naming a guarded digest was recorded")
-				}
+				d.wantGuardedTurnedAway(t, guardErr, deletesBefore)
 			}
 			d.wantPresent("after the interruption", true, append(refd, late)...)
 
@@ -172,32 +164,57 @@ func TestDigestResumeAfterInterruption(t *testing.T) {
 			if _, err := b.Elector().AwaitLeader(ctx); err != nil {
 				t.Fatal(err)
 			}
-			resumed := d.mustPass(b)
-			if resumed.Pass != int64(tt.pass) || resumed.Digests == nil || resumed.Digests.Resumed != 1 {
-				t.Fatalf("pass %d resumed %+v; want pass %d resumed once", resumed.Pass, resumed.Digests, tt.pass)
-			}
-			got := *resumed.Digests
-			if got.Stored != 11 {
-				t.Errorf("resumed pass counted %d stored blobs, want 11 exactly once", got.Stored)
-			}
-			if n := got.Retained + got.Pending + got.Ready + got.Duplicates + got.Changed; n != got.Stored {
-				t.Errorf("resumed pass judged %d blobs of %d stored (report %+v)", n, got.Stored, got)
-			}
-			// Every deletion is counted once, those of the former leader's
-			// attempt included (it recorded them in the cursor).
-			deleted := got.Deleted
-			for range 2 {
-				deleted += d.digestPass(b).Deleted
-			}
-			if deleted != 4 {
-				t.Errorf("the passes from the resumed one on deleted %d, want the four exactly once", deleted)
-			}
-			d.wantPresent("at the end", false, unref...)
-			d.wantPresent("at the end", true, append(refd, late)...)
-			if n := d.count(d.store.Keys().Guards()); n != 0 {
-				t.Errorf("%d guards left", n)
-			}
+			d.wantResumedOnce(t, b, tt.pass, refd, unref, late)
 		})
+	}
+}
+
+// wantGuardedTurnedAway checks an interruption at digest.guarded: the
+// producer naming the guarded digest was turned away and recorded nothing,
+// and the former leader sent no delete after its term ended.
+func (d *digestEnv) wantGuardedTurnedAway(t *testing.T, guardErr <-chan error, deletesBefore int64) {
+	t.Helper()
+	if err := <-guardErr; !errors.Is(err, etcdstore.ErrGuarded) {
+		t.Errorf("manifest naming a guarded digest: %v, want ErrGuarded", err)
+	}
+	if d.be.deletes.Load() != deletesBefore {
+		t.Errorf("the former leader sent %d deletes after its term ended", d.be.deletes.Load()-deletesBefore)
+	}
+	if resp, _ := d.cli.Get(t.Context(), d.store.Keys().RefSource(dgBucket, dgManifests+"guarded")); len(resp.Kvs) != 0 {
+		t.Error("a manifest naming a guarded digest was recorded")
+	}
+}
+
+// wantResumedOnce runs the new leader b's pass, which must resume pass
+// number pass, and the passes after it: every blob is counted once, the
+// four unreferenced ones are deleted exactly once, and the referenced ones
+// (late included) stay.
+func (d *digestEnv) wantResumedOnce(t *testing.T, b *reclaim.Reclaimer, pass int, refd, unref []string, late string) {
+	t.Helper()
+	resumed := d.mustPass(b)
+	if resumed.Pass != int64(pass) || resumed.Digests == nil || resumed.Digests.Resumed != 1 {
+		t.Fatalf("pass %d resumed %+v; want pass %d resumed once", resumed.Pass, resumed.Digests, pass)
+	}
+	got := *resumed.Digests
+	if got.Stored != 11 {
+		t.Errorf("resumed pass counted %d stored blobs, want 11 exactly once", got.Stored)
+	}
+	if n := got.Retained + got.Pending + got.Ready + got.Duplicates + got.Changed; n != got.Stored {
+		t.Errorf("resumed pass judged %d blobs of %d stored (report %+v)", n, got.Stored, got)
+	}
+	// Every deletion is counted once, those of the former leader's
+	// attempt included (it recorded them in the cursor).
+	deleted := got.Deleted
+	for range 2 {
+		deleted += d.digestPass(b).Deleted
+	}
+	if deleted != 4 {
+		t.Errorf("the passes from the resumed one on deleted %d, want the four exactly once", deleted)
+	}
+	d.wantPresent("at the end", false, unref...)
+	d.wantPresent("at the end", true, append(refd, late)...)
+	if n := d.count(d.store.Keys().Guards()); n != 0 {
+		t.Errorf("%d guards left", n)
 	}
 }
 

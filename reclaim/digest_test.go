@@ -102,7 +102,13 @@ func TestDigestSweepCollectsUnreferenced(t *testing.T) {
 		t.Errorf("tombstones{deleted} = %v, want 4", got)
 	}
 
-	// The stored report has the "digests" section.
+	d.wantDigestsReportStored(t)
+}
+
+// wantDigestsReportStored checks that the stored report of pass two has the
+// issue's "digests" section, and that no digest cursor is left.
+func (d *digestEnv) wantDigestsReportStored(t *testing.T) {
+	t.Helper()
 	resp, err := d.cli.Get(t.Context(), d.store.Keys().Pass(2))
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("report of pass 2: %v", err)

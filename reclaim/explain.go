@@ -154,35 +154,9 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 		Policy: ExplainPolicy{Grace: p.Grace.String(), DeleteAfter: p.DeleteAfter.String(), StuckLimit: p.StuckLimit.String(), ClockSkew: p.ClockSkew.String()},
 		Steps:  []sweep.Step{}, History: []ExplainTransition{}, Notes: []string{},
 	}
-	keys := r.keys()
-	// One read fixes the revision, so that the session and its activity are
-	// seen together, as a pass sees them.
-	resp, err := r.cli().Get(ctx, keys.Session(bucket, uploadID), clientv3.WithCountOnly())
+	sess, act, err := r.explainSessionAt(ctx, &ex, bucket, uploadID)
 	if err != nil {
-		return ex, fmt.Errorf("reclaim: read session: %w", err)
-	}
-	ex.Revision = resp.Header.Revision
-	var sess *etcdstore.Session
-	var act *etcdstore.Activity
-	switch v, err := r.store.GetSessionAt(ctx, bucket, uploadID, ex.Revision); {
-	case err == nil:
-		sess = &v.Value
-		ex.Key = sess.Key
-		ex.Session = explainSession(sess, v.ModRev)
-		for _, t := range sess.History {
-			ex.History = append(ex.History, ExplainTransition{At: t.At, From: string(t.From), To: string(t.To), Actor: t.Actor, Term: t.Term, Reason: t.Reason})
-		}
-	case !errors.Is(err, etcdstore.ErrNotFound):
 		return ex, err
-	}
-	if sess != nil {
-		switch a, err := r.store.GetActivityAt(ctx, uploadID, ex.Revision); {
-		case err == nil:
-			act = &a.Value
-			ex.Session.Activity = &ExplainActivity{At: a.Value.At, What: a.Value.What, PartNumber: a.Value.Part, ModRevision: a.ModRev}
-		case !errors.Is(err, etcdstore.ErrNotFound):
-			return ex, err
-		}
 	}
 	if ex.Orphan, err = r.orphanRecord(ctx, bucket, uploadID); err != nil {
 		return ex, err
@@ -191,29 +165,9 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 		return ex, err
 	}
 
-	if ex.Key == "" {
-		ex.Key = key
-	}
-	searched := ""
-	if ex.Key == "" {
-		u, found, where, err := r.locateUpload(ctx, bucket, uploadID)
-		if err != nil {
-			return ex, err
-		}
-		searched = where
-		if found {
-			ex.Key, ex.Backend.Initiated = u.Key, &u.Initiated
-		}
-	}
-	if ex.Key != "" {
-		parts, size, err := r.s3.CountParts(ctx, bucket, ex.Key, uploadID)
-		switch {
-		case err == nil:
-			ex.Backend = ExplainUpload{Present: true, Parts: parts, Bytes: size, Initiated: ex.Backend.Initiated}
-		case errors.Is(err, s3client.ErrNoSuchUpload), errors.Is(err, s3client.ErrNoSuchBucket):
-		default:
-			return ex, fmt.Errorf("reclaim: list parts of %s/%s: %w", bucket, ex.Key, err)
-		}
+	searched, err := r.explainBackendUpload(ctx, &ex, bucket, uploadID, key)
+	if err != nil {
+		return ex, err
 	}
 	if !ex.Backend.Present && sess == nil {
 		if searched != "" {
@@ -253,6 +207,81 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 	default:
 		ex.Verdict, ex.Reason, ex.Stuck = string(d.Verdict), d.Reason, d.Stuck
 	}
+	r.explainNotes(&ex, d, p)
+	return ex, nil
+}
+
+// explainSessionAt fixes the revision of ex and reads the upload's session
+// and activity at it, filling in ex's key, session and history. Both are
+// nil when absent; the activity is read only for a session.
+func (r *Reclaimer) explainSessionAt(ctx context.Context, ex *UploadExplanation, bucket, uploadID string) (*etcdstore.Session, *etcdstore.Activity, error) {
+	// One read fixes the revision, so that the session and its activity are
+	// seen together, as a pass sees them.
+	resp, err := r.cli().Get(ctx, r.keys().Session(bucket, uploadID), clientv3.WithCountOnly())
+	if err != nil {
+		return nil, nil, fmt.Errorf("reclaim: read session: %w", err)
+	}
+	ex.Revision = resp.Header.Revision
+	var sess *etcdstore.Session
+	var act *etcdstore.Activity
+	switch v, err := r.store.GetSessionAt(ctx, bucket, uploadID, ex.Revision); {
+	case err == nil:
+		sess = &v.Value
+		ex.Key = sess.Key
+		ex.Session = explainSession(sess, v.ModRev)
+		for _, t := range sess.History {
+			ex.History = append(ex.History, ExplainTransition{At: t.At, From: string(t.From), To: string(t.To), Actor: t.Actor, Term: t.Term, Reason: t.Reason})
+		}
+	case !errors.Is(err, etcdstore.ErrNotFound):
+		return nil, nil, err
+	}
+	if sess != nil {
+		switch a, err := r.store.GetActivityAt(ctx, uploadID, ex.Revision); {
+		case err == nil:
+			act = &a.Value
+			ex.Session.Activity = &ExplainActivity{At: a.Value.At, What: a.Value.What, PartNumber: a.Value.Part, ModRevision: a.ModRev}
+		case !errors.Is(err, etcdstore.ErrNotFound):
+			return nil, nil, err
+		}
+	}
+	return sess, act, nil
+}
+
+// explainBackendUpload finds the upload on the backend and fills in ex's
+// key and backend: the key is the session's, else the caller's key, else
+// found by listing the bucket's uploads. searched names what was listed
+// when the key had to be searched for.
+func (r *Reclaimer) explainBackendUpload(ctx context.Context, ex *UploadExplanation, bucket, uploadID, key string) (searched string, err error) {
+	if ex.Key == "" {
+		ex.Key = key
+	}
+	if ex.Key == "" {
+		u, found, where, err := r.locateUpload(ctx, bucket, uploadID)
+		if err != nil {
+			return "", err
+		}
+		searched = where
+		if found {
+			ex.Key, ex.Backend.Initiated = u.Key, &u.Initiated
+		}
+	}
+	if ex.Key != "" {
+		parts, size, err := r.s3.CountParts(ctx, bucket, ex.Key, uploadID)
+		switch {
+		case err == nil:
+			ex.Backend = ExplainUpload{Present: true, Parts: parts, Bytes: size, Initiated: ex.Backend.Initiated}
+		case errors.Is(err, s3client.ErrNoSuchUpload), errors.Is(err, s3client.ErrNoSuchBucket):
+		default:
+			return searched, fmt.Errorf("reclaim: list parts of %s/%s: %w", bucket, ex.Key, err)
+		}
+	}
+	return searched, nil
+}
+
+// explainNotes adds the notes on what follows from decision d: what a mark
+// or delete compares, what a mark leads to, what the newest pass carries
+// out, and what a held orphan waits for.
+func (r *Reclaimer) explainNotes(ex *UploadExplanation, d Decision, p Policy) {
 	if d.Verdict == Mark || d.Verdict == Delete {
 		// What the action compares (pass.decidedFrom): a pass acts only on
 		// the session and activity it decided from.
@@ -274,7 +303,6 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 		ex.Notes = append(ex.Notes, "an orphan is held until a person decides: sweepgate reclaim orphans adopt gives it a session, "+
 			"sweepgate reclaim orphans delete --confirm deletes it")
 	}
-	return ex, nil
 }
 
 // revisionOrAbsent names a compared mod revision, 0 meaning the key must

@@ -32,27 +32,7 @@ func TestIssueInventory(t *testing.T) {
 			term, _ := r.Leader()
 
 			one := e.mustPass(r)
-			wantUploads(t, one.Uploads, count(2, 19), count(1, 5), count(0, 0), count(1, 3))
-			if one.Acted.Marked != count(1, 5) || one.Acted.Deleted != (reclaim.Count{}) {
-				t.Errorf("pass one acted %+v, want 5 parts marked, none deleted", one.Acted)
-			}
-			if len(one.Stuck) != 1 || one.Stuck[0].UploadID != inv.s2 {
-				t.Errorf("stuck = %+v, want S2 only (report %+v)", one.Stuck, one)
-			}
-			if len(one.Orphans) != 1 || one.Orphans[0].UploadID != inv.s4 || one.Orphans[0].Parts != 3 || one.Orphans[0].Bytes != 3*partSize {
-				t.Errorf("orphans = %+v, want S4 with 3 parts", one.Orphans)
-			}
-			if one.Pass != 1 || one.Term != term || one.DryRun || one.Refused != "" || one.Stopped != "" {
-				t.Errorf("pass one header = pass %d term %d (leader %d) dry %v refused %q stopped %q", one.Pass, one.Term, term, one.DryRun, one.Refused, one.Stopped)
-			}
-			s3 := e.getSession(inv.bucket, inv.s3)
-			last := s3.History[len(s3.History)-1]
-			if s3.State != etcdstore.StateExpired || s3.ExpiredAt == nil || !s3.ExpiredAt.Equal(e.clock.Now()) || last.Term != term || last.Actor != "reclaimer" {
-				t.Errorf("S3 after pass one: state %s expired-at %v, last transition %+v", s3.State, s3.ExpiredAt, last)
-			}
-			if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
-				t.Fatalf("parts on MinIO after pass one = %v, want all 27", got)
-			}
+			wantIssuePassOne(t, e, inv, one, term)
 
 			e.clock.Advance(time.Hour)
 			if variant == "activity between passes" {
@@ -65,25 +45,7 @@ func TestIssueInventory(t *testing.T) {
 
 			two := e.mustPass(r)
 			if variant == "idle" {
-				wantUploads(t, two.Uploads, count(2, 19), count(0, 0), count(1, 5), count(1, 3))
-				if two.Acted.Deleted != count(1, 5) || two.Acted.Marked != (reclaim.Count{}) {
-					t.Errorf("pass two acted %+v, want exactly S3's 5 parts deleted", two.Acted)
-				}
-				if got := e.parts(inv); got != [4]int{12, 7, -1, 3} {
-					t.Errorf("parts on MinIO after pass two = %v, want S3 gone (NoSuchUpload) and the rest intact", got)
-				}
-				s3 := e.getSession(inv.bucket, inv.s3)
-				if s3.State != etcdstore.StateAborted || s3.Uncertain != "" {
-					t.Errorf("S3 after pass two: %s (uncertain %q), want aborted", s3.State, s3.Uncertain)
-				}
-				for _, tr := range s3.History[len(s3.History)-2:] {
-					if tr.Term != term || tr.Actor != "reclaimer" {
-						t.Errorf("transition %+v does not record the reclaimer's term %d", tr, term)
-					}
-				}
-				if got := metric(t, reg, "sweepgate_reclaim_acted_parts_total", "outcome", "aborted"); got != 5 {
-					t.Errorf("acted_parts_total{aborted} = %v, want 5", got)
-				}
+				wantIssueS3Deleted(t, e, inv, reg, two, term)
 			} else {
 				wantUploads(t, two.Uploads, count(3, 24), count(0, 0), count(0, 0), count(1, 3))
 				if two.Acted != (reclaim.Acted{}) {
@@ -96,41 +58,104 @@ func TestIssueInventory(t *testing.T) {
 			if e.backend.aborts.Load() > 1 {
 				t.Errorf("%d backend aborts, want at most one", e.backend.aborts.Load())
 			}
-			if got := metric(t, reg, "sweepgate_reclaim_passes_total", "result", "ok"); got != 2 {
-				t.Errorf("passes_total{ok} = %v, want 2", got)
-			}
-			if metric(t, reg, "sweepgate_reclaim_leading") != 1 || metric(t, reg, "sweepgate_reclaim_term") != float64(term) {
-				t.Error("leading/term metrics do not show this process leading")
-			}
-			if got := metric(t, reg, "sweepgate_reclaim_orphans_held"); got != 1 {
-				t.Errorf("orphans_held = %v, want 1", got)
-			}
-			if got := metric(t, reg, "sweepgate_reclaim_stuck_sessions"); got != 1 {
-				t.Errorf("stuck_sessions = %v, want 1", got)
-			}
-
-			// The reports are in etcd, newest first, in the issue's shape.
-			reports, err := reclaim.Reports(t.Context(), e.store, 10)
-			if err != nil || len(reports) != 2 || reports[0].Pass != 2 || reports[1].Pass != 1 {
-				t.Fatalf("stored reports = %d (%v)", len(reports), err)
-			}
-			resp, err := e.cli.Get(t.Context(), e.store.Keys().Pass(2))
-			if err != nil || len(resp.Kvs) != 1 {
-				t.Fatal(err)
-			}
-			var shape map[string]any
-			if err := json.Unmarshal(resp.Kvs[0].Value, &shape); err != nil {
-				t.Fatal(err)
-			}
-			for _, field := range []string{"pass", "term", "dry_run", "started", "finished", "refused", "uploads", "stuck", "orphans"} {
-				if _, ok := shape[field]; !ok {
-					t.Errorf("stored report lacks %q", field)
-				}
-			}
-			if left, _ := e.cli.Get(t.Context(), e.store.Keys().Reclaim()+"plans/", clientv3.WithPrefix(), clientv3.WithCountOnly()); left.Count != 0 {
-				t.Errorf("%d plan chunks left after the passes", left.Count)
-			}
+			wantIssueMetrics(t, reg, term)
+			wantIssueReportsStored(t, e)
 		})
+	}
+}
+
+// wantIssuePassOne checks pass one over the issue's inventory: S3 marked,
+// S2 stuck, S4 held as an orphan, every part still on MinIO.
+func wantIssuePassOne(t *testing.T, e *env, inv inventory, one reclaim.Report, term int64) {
+	t.Helper()
+	wantUploads(t, one.Uploads, count(2, 19), count(1, 5), count(0, 0), count(1, 3))
+	if one.Acted.Marked != count(1, 5) || one.Acted.Deleted != (reclaim.Count{}) {
+		t.Errorf("pass one acted %+v, want 5 parts marked, none deleted", one.Acted)
+	}
+	if len(one.Stuck) != 1 || one.Stuck[0].UploadID != inv.s2 {
+		t.Errorf("stuck = %+v, want S2 only (report %+v)", one.Stuck, one)
+	}
+	if len(one.Orphans) != 1 || one.Orphans[0].UploadID != inv.s4 || one.Orphans[0].Parts != 3 || one.Orphans[0].Bytes != 3*partSize {
+		t.Errorf("orphans = %+v, want S4 with 3 parts", one.Orphans)
+	}
+	if one.Pass != 1 || one.Term != term || one.DryRun || one.Refused != "" || one.Stopped != "" {
+		t.Errorf("pass one header = pass %d term %d (leader %d) dry %v refused %q stopped %q", one.Pass, one.Term, term, one.DryRun, one.Refused, one.Stopped)
+	}
+	s3 := e.getSession(inv.bucket, inv.s3)
+	last := s3.History[len(s3.History)-1]
+	if s3.State != etcdstore.StateExpired || s3.ExpiredAt == nil || !s3.ExpiredAt.Equal(e.clock.Now()) || last.Term != term || last.Actor != "reclaimer" {
+		t.Errorf("S3 after pass one: state %s expired-at %v, last transition %+v", s3.State, s3.ExpiredAt, last)
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
+		t.Fatalf("parts on MinIO after pass one = %v, want all 27", got)
+	}
+}
+
+// wantIssueS3Deleted checks pass two over an idle inventory: exactly S3's
+// five parts deleted, under the reclaimer's term.
+func wantIssueS3Deleted(t *testing.T, e *env, inv inventory, reg *prometheus.Registry, two reclaim.Report, term int64) {
+	t.Helper()
+	wantUploads(t, two.Uploads, count(2, 19), count(0, 0), count(1, 5), count(1, 3))
+	if two.Acted.Deleted != count(1, 5) || two.Acted.Marked != (reclaim.Count{}) {
+		t.Errorf("pass two acted %+v, want exactly S3's 5 parts deleted", two.Acted)
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, -1, 3} {
+		t.Errorf("parts on MinIO after pass two = %v, want S3 gone (NoSuchUpload) and the rest intact", got)
+	}
+	s3 := e.getSession(inv.bucket, inv.s3)
+	if s3.State != etcdstore.StateAborted || s3.Uncertain != "" {
+		t.Errorf("S3 after pass two: %s (uncertain %q), want aborted", s3.State, s3.Uncertain)
+	}
+	for _, tr := range s3.History[len(s3.History)-2:] {
+		if tr.Term != term || tr.Actor != "reclaimer" {
+			t.Errorf("transition %+v does not record the reclaimer's term %d", tr, term)
+		}
+	}
+	if got := metric(t, reg, "sweepgate_reclaim_acted_parts_total", "outcome", "aborted"); got != 5 {
+		t.Errorf("acted_parts_total{aborted} = %v, want 5", got)
+	}
+}
+
+// wantIssueMetrics checks the metrics after the two passes.
+func wantIssueMetrics(t *testing.T, reg *prometheus.Registry, term int64) {
+	t.Helper()
+	if got := metric(t, reg, "sweepgate_reclaim_passes_total", "result", "ok"); got != 2 {
+		t.Errorf("passes_total{ok} = %v, want 2", got)
+	}
+	if metric(t, reg, "sweepgate_reclaim_leading") != 1 || metric(t, reg, "sweepgate_reclaim_term") != float64(term) {
+		t.Error("leading/term metrics do not show this process leading")
+	}
+	if got := metric(t, reg, "sweepgate_reclaim_orphans_held"); got != 1 {
+		t.Errorf("orphans_held = %v, want 1", got)
+	}
+	if got := metric(t, reg, "sweepgate_reclaim_stuck_sessions"); got != 1 {
+		t.Errorf("stuck_sessions = %v, want 1", got)
+	}
+}
+
+// wantIssueReportsStored checks that the reports are in etcd, newest
+// first, in the issue's shape, and that no plan chunk is left.
+func wantIssueReportsStored(t *testing.T, e *env) {
+	t.Helper()
+	reports, err := reclaim.Reports(t.Context(), e.store, 10)
+	if err != nil || len(reports) != 2 || reports[0].Pass != 2 || reports[1].Pass != 1 {
+		t.Fatalf("stored reports = %d (%v)", len(reports), err)
+	}
+	resp, err := e.cli.Get(t.Context(), e.store.Keys().Pass(2))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatal(err)
+	}
+	var shape map[string]any
+	if err := json.Unmarshal(resp.Kvs[0].Value, &shape); err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"pass", "term", "dry_run", "started", "finished", "refused", "uploads", "stuck", "orphans"} {
+		if _, ok := shape[field]; !ok {
+			t.Errorf("stored report lacks %q", field)
+		}
+	}
+	if left, _ := e.cli.Get(t.Context(), e.store.Keys().Reclaim()+"plans/", clientv3.WithPrefix(), clientv3.WithCountOnly()); left.Count != 0 {
+		t.Errorf("%d plan chunks left after the passes", left.Count)
 	}
 }
 
@@ -500,140 +525,6 @@ func TestDryRunChangesNothing(t *testing.T) {
 	}
 	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.backend.aborts.Load() != 0 {
 		t.Errorf("parts on MinIO = %v, %d aborts; want nothing changed", got, e.backend.aborts.Load())
-	}
-}
-
-func TestOrphans(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	inv := e.issueInventory()
-	s5 := e.upload(inv.bucket, "s5/object", 2)
-	r := e.start(e.config())
-	term, _ := r.Leader()
-	one := e.mustPass(r)
-	if one.Totals.Orphans != 2 {
-		t.Fatalf("orphans = %+v, want S4 and S5", one.Orphans)
-	}
-	listed, total, err := r.Orphans(t.Context())
-	if err != nil || total != 2 || len(listed) != 2 {
-		t.Fatalf("Orphans = %v, %d, %v", listed, total, err)
-	}
-	var scanned []string
-	if err := r.ScanOrphans(t.Context(), func(o reclaim.Orphan) error { scanned = append(scanned, o.UploadID); return nil }); err != nil || len(scanned) != 2 {
-		t.Fatalf("ScanOrphans = %v, %v", scanned, err)
-	}
-
-	// Adopt S4: it gets an active session and follows the normal rules.
-	rec, err := r.Adopt(t.Context(), inv.bucket, inv.k4, inv.s4, "bob")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rec.Parts != 3 || rec.Term != term {
-		t.Errorf("adopt record %+v", rec)
-	}
-	s4 := e.getSession(inv.bucket, inv.s4)
-	if s4.State != etcdstore.StateActive || s4.Owner != "bob" || s4.History[len(s4.History)-1].Reason != "adopted by operator" || s4.History[len(s4.History)-1].Term != term {
-		t.Errorf("adopted session %+v", s4)
-	}
-	if _, err := r.Adopt(t.Context(), inv.bucket, inv.k4, inv.s4, "bob"); !errors.Is(err, reclaim.ErrNotOrphan) {
-		t.Errorf("second adopt: %v, want ErrNotOrphan", err)
-	}
-
-	// An unconfirmed delete does nothing.
-	ref := reclaim.OrphanRef{Bucket: inv.bucket, Key: "s5/object", UploadID: s5}
-	res, err := r.DeleteOrphans(t.Context(), "carol", []reclaim.OrphanRef{ref}, false)
-	if !errors.Is(err, reclaim.ErrNotConfirmed) || len(res) != 1 || res[0].Deleted || res[0].Parts != 2 {
-		t.Fatalf("unconfirmed delete = %+v, %v", res, err)
-	}
-	if e.partsOnMinIO(inv.bucket, "s5/object", s5) != 2 || e.backend.aborts.Load() != 0 {
-		t.Fatal("an unconfirmed delete changed the backend")
-	}
-	if _, err := e.store.GetSession(t.Context(), inv.bucket, s5); !errors.Is(err, etcdstore.ErrNotFound) {
-		t.Fatalf("an unconfirmed delete wrote a session: %v", err)
-	}
-
-	// A confirmed delete of S5 and of S1 (which has a session): only the
-	// orphan goes.
-	s1ref := reclaim.OrphanRef{Bucket: inv.bucket, Key: inv.k1, UploadID: inv.s1}
-	res, err = r.DeleteOrphans(t.Context(), "carol", []reclaim.OrphanRef{ref, s1ref}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res[0].Deleted || res[0].Outcome != "aborted" || res[1].Deleted {
-		t.Errorf("confirmed delete = %+v", res)
-	}
-	if e.partsOnMinIO(inv.bucket, "s5/object", s5) != -1 || e.partsOnMinIO(inv.bucket, inv.k1, inv.s1) != 12 {
-		t.Error("confirmed delete did not remove exactly the orphan")
-	}
-	got, err := e.cli.Get(t.Context(), e.store.Keys().OrphanRecords(), clientv3.WithPrefix())
-	if err != nil || got.Count != 2 {
-		t.Fatalf("orphan records = %d (%v), want adopt and delete", got.Count, err)
-	}
-	for _, kv := range got.Kvs {
-		var rec etcdstore.OrphanRecord
-		if err := json.Unmarshal(kv.Value, &rec); err != nil {
-			t.Fatal(err)
-		}
-		if rec.Action == etcdstore.OrphanDeleted && (rec.Outcome != "aborted" || rec.Principal != "carol" || rec.Parts != 2) {
-			t.Errorf("delete record %+v", rec)
-		}
-	}
-
-	// The next pass sees no orphans: S4 is adopted, S5 is gone.
-	two := e.mustPass(r)
-	if two.Uploads.Hold != (reclaim.Count{}) || len(two.Orphans) != 0 {
-		t.Errorf("orphans after adopt and delete: %+v", two.Orphans)
-	}
-}
-
-// TestUnlistedAndMissing hides S3 from the backend's listing, as MinIO does
-// after a restart, and adds a session whose upload is gone: S3 is found
-// through its session and judged like the rest; the other is reported.
-func TestUnlistedAndMissing(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	inv := e.issueInventory()
-	now := e.clock.Now()
-	e.session(inv.bucket, "gone", "no-such-upload", etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Hour))
-	e.session("no-such-bucket", "k", "no-such-upload-2", etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Hour))
-	e.backend.hidden.Store(inv.s3)
-	r := e.start(e.config())
-
-	rep := e.mustPass(r)
-	wantUploads(t, rep.Uploads, count(2, 19), count(1, 5), count(0, 0), count(1, 3))
-	if rep.Totals.Unlisted != 1 || rep.Acted.Marked != count(1, 5) {
-		t.Errorf("unlisted %d, acted %+v; want S3 found and marked", rep.Totals.Unlisted, rep.Acted)
-	}
-	if rep.Totals.Missing != 2 || len(rep.Missing) != 2 {
-		t.Fatalf("missing sessions = %+v, want two", rep.Missing)
-	}
-	for _, m := range rep.Missing {
-		if m.UploadID != "no-such-upload" && m.UploadID != "no-such-upload-2" {
-			t.Errorf("unexpected missing session %+v", m)
-		}
-	}
-}
-
-func TestParseOrphanRef(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		in   string
-		want reclaim.OrphanRef
-		ok   bool
-	}{
-		{"b/k?uploadId=u", reclaim.OrphanRef{Bucket: "b", Key: "k", UploadID: "u"}, true},
-		{"b/dir/k?x?uploadId=u1", reclaim.OrphanRef{Bucket: "b", Key: "dir/k?x", UploadID: "u1"}, true},
-		{"b/k", reclaim.OrphanRef{}, false},
-		{"b?uploadId=u", reclaim.OrphanRef{}, false},
-		{"b/k?uploadId=", reclaim.OrphanRef{}, false},
-	} {
-		got, err := reclaim.ParseOrphanRef(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseOrphanRef(%q) = %+v, %v", tt.in, got, err)
-		}
-		if tt.ok && got.String() != tt.in {
-			t.Errorf("String() = %q, want %q", got.String(), tt.in)
-		}
 	}
 }
 

@@ -8,10 +8,20 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reclaim"
 )
 
 // EnvPrefix starts the name of every environment variable sweepgate reads.
 const EnvPrefix = "SWEEPGATE_"
+
+// DefaultAdminListen is where the admin API listens unless admin.listen
+// says otherwise; the admin commands call it there by default too.
+const DefaultAdminListen = "127.0.0.1:9001"
 
 // ConfigFlag and ConfigEnv name the YAML file to read. They are not
 // settings themselves: a file cannot name another file.
@@ -84,6 +94,26 @@ func (s Setting) names(flag, env string) Setting {
 	return s
 }
 
+// duration writes a default duration as a flag takes it and the docs show
+// it: its non-zero hours, minutes and seconds ("168h", "1m30s", "0s").
+func duration(d time.Duration) string {
+	h, m, sec := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
+	var b strings.Builder
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if sec > 0 || b.Len() == 0 {
+		fmt.Fprintf(&b, "%ds", sec)
+	}
+	return b.String()
+}
+
+// fraction writes a default fraction as a flag takes it.
+func fraction(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
 // Settings returns the table of every setting, in the order help and docs
 // show them. It returns a new slice on each call.
 func Settings() []Setting {
@@ -109,7 +139,7 @@ func Settings() []Setting {
 		setting("backend.endpoint", "URL", "",
 			"URL of the S3 server behind the gateway, such as http://127.0.0.1:9100.",
 			func(c *Config) any { return &c.Backend.Endpoint }).required(),
-		setting("backend.region", "REGION", "us-east-1",
+		setting("backend.region", "REGION", gateway.DefaultRegion,
 			"Region the backend expects requests to be signed for.",
 			func(c *Config) any { return &c.Backend.Region }),
 		setting("backend.access_key", "KEY", "",
@@ -124,34 +154,34 @@ func Settings() []Setting {
 		setting("accept_backend_credentials", "BOOL", "true",
 			"Also accept the backend's own access key from clients (principal: the access key, unless credentials lists that key), so that clients only change their endpoint.",
 			func(c *Config) any { return &c.AcceptBackendCredentials }),
-		setting("max_clock_skew", "DURATION", "15m",
+		setting("max_clock_skew", "DURATION", duration(sigv4.DefaultMaxSkew),
 			"How far a request's signing time may be from the gateway's clock before it is refused.",
 			func(c *Config) any { return &c.MaxClockSkew }),
 		setting("etcd.endpoints", "LIST", "",
 			"Client URLs of an external etcd cluster (comma-separated in a flag or environment variable). Empty runs an embedded single-node etcd with the etcd.embedded settings.",
 			func(c *Config) any { return &c.Etcd.Endpoints }),
-		setting("etcd.prefix", "PREFIX", "/sweepgate/",
+		setting("etcd.prefix", "PREFIX", etcdstore.DefaultPrefix,
 			"Prefix of every key sweepgate writes in etcd, so that several gateways or applications can share a cluster.",
 			func(c *Config) any { return &c.Etcd.Prefix }),
-		setting("etcd.dial_timeout", "DURATION", "5s",
+		setting("etcd.dial_timeout", "DURATION", duration(etcdstore.DefaultDialTimeout),
 			"How long to wait for etcd to answer when connecting.",
 			func(c *Config) any { return &c.Etcd.DialTimeout }),
 		setting("etcd.embedded.data_dir", "DIR", ".data/etcd",
 			"Directory of the embedded etcd's data. It must survive restarts: it holds the upload sessions.",
 			func(c *Config) any { return &c.Etcd.Embedded.DataDir }),
-		setting("etcd.embedded.client_url", "URL", "http://127.0.0.1:2379",
+		setting("etcd.embedded.client_url", "URL", etcdstore.DefaultClientURL,
 			"Where the embedded etcd serves clients. The host must be an IP address or localhost; port 0 picks a free port.",
 			func(c *Config) any { return &c.Etcd.Embedded.ClientURL }),
-		setting("etcd.embedded.peer_url", "URL", "http://127.0.0.1:2380",
+		setting("etcd.embedded.peer_url", "URL", etcdstore.DefaultPeerURL,
 			"Where the embedded etcd listens for raft peers (unused by a single node, but bound). Port 0 picks a free port.",
 			func(c *Config) any { return &c.Etcd.Embedded.PeerURL }),
-		setting("etcd.embedded.auto_compaction_mode", "MODE", "periodic",
+		setting("etcd.embedded.auto_compaction_mode", "MODE", etcdstore.DefaultAutoCompactionMode,
 			"How the embedded etcd compacts its history: periodic (retention is a duration) or revision (retention is a number of revisions).",
 			func(c *Config) any { return &c.Etcd.Embedded.AutoCompactionMode }),
-		setting("etcd.embedded.auto_compaction_retention", "VALUE", "1h",
+		setting("etcd.embedded.auto_compaction_retention", "VALUE", etcdstore.DefaultAutoCompactionRetention,
 			"How much history the embedded etcd keeps: a duration such as 1h for periodic mode, a count for revision mode; 0 turns compaction off.",
 			func(c *Config) any { return &c.Etcd.Embedded.AutoCompactionRetention }),
-		setting("etcd.embedded.quota_backend_bytes", "BYTES", strconv.FormatInt(2<<30, 10),
+		setting("etcd.embedded.quota_backend_bytes", "BYTES", strconv.FormatInt(etcdstore.DefaultQuotaBackendBytes, 10),
 			"Size limit of the embedded etcd's database. Past it etcd refuses writes until compacted and defragmented, and /readyz fails.",
 			func(c *Config) any { return &c.Etcd.Embedded.QuotaBackendBytes }),
 		setting("sessions.enabled", "BOOL", "true",
@@ -163,7 +193,7 @@ func Settings() []Setting {
 		setting("sessions.admin_principals", "LIST", "",
 			"Principals that may act on every upload session.",
 			func(c *Config) any { return &c.Sessions.AdminPrincipals }),
-		setting("sessions.idempotency_retention", "DURATION", "24h",
+		setting("sessions.idempotency_retention", "DURATION", duration(multipart.DefaultIdempotencyRetention),
 			"How long the outcome of a request with an Idempotency-Key header is kept for replay.",
 			func(c *Config) any { return &c.Sessions.IdempotencyRetention }),
 		setting("sessions.retention", "DURATION", "168h",
@@ -172,10 +202,10 @@ func Settings() []Setting {
 		setting("sessions.reconcile_interval", "DURATION", "1m",
 			"How often the reconciler settles aborting, cleanup_pending and completing sessions by looking at the backend again. 0 runs it only at start-up.",
 			func(c *Config) any { return &c.Sessions.ReconcileInterval }),
-		setting("sessions.reconcile_after", "DURATION", "1m",
+		setting("sessions.reconcile_after", "DURATION", duration(multipart.DefaultReconcileAfter),
 			"How long a session must have stood in aborting, cleanup_pending or completing before the reconciler acts on it, so it does not race the request that moved it there.",
 			func(c *Config) any { return &c.Sessions.ReconcileAfter }),
-		setting("sessions.complete_hold", "DURATION", "30s",
+		setting("sessions.complete_hold", "DURATION", duration(multipart.DefaultCompleteHold),
 			"How long a complete in flight on the backend keeps other completes of the same upload out (they get OperationAborted) after its gateway stops renewing the hold, for example because it died.",
 			func(c *Config) any { return &c.Sessions.CompleteHold }),
 		setting("sessions.stuck_limit", "DURATION", "1h",
@@ -187,40 +217,40 @@ func Settings() []Setting {
 		setting("reclaim.dry_run", "BOOL", "false",
 			"Make every pass a plan: it decides and reports what it would mark and delete, and changes nothing anywhere.",
 			func(c *Config) any { return &c.Reclaim.DryRun }),
-		setting("reclaim.grace", "DURATION", "24h",
+		setting("reclaim.grace", "DURATION", duration(reclaim.DefaultGrace),
 			"An active upload with no activity (part upload, part copy, part list, complete or abort attempt) for longer than this is marked expired. Marking deletes nothing.",
 			func(c *Config) any { return &c.Reclaim.Grace }),
-		setting("reclaim.delete_after", "DURATION", "24h",
+		setting("reclaim.delete_after", "DURATION", duration(reclaim.DefaultDeleteAfter),
 			"An upload marked expired and left unchanged for longer than this is deleted by a later pass. Any activity first makes it active again.",
 			func(c *Config) any { return &c.Reclaim.DeleteAfter }),
-		setting("reclaim.stuck_limit", "DURATION", "24h",
+		setting("reclaim.stuck_limit", "DURATION", duration(reclaim.DefaultStuckLimit),
 			"A pass flags a session completing for longer than this as stuck, for a person; it is never deleted or reverted. (The reconciler that serve runs between passes uses sessions.stuck_limit.)",
 			func(c *Config) any { return &c.Reclaim.StuckLimit }),
-		setting("reclaim.clock_skew", "DURATION", "5m",
+		setting("reclaim.clock_skew", "DURATION", duration(reclaim.DefaultClockSkew),
 			"A recorded time further in the future than this stops the pass with nothing marked or deleted: a clock that jumped must not make live uploads look idle.",
 			func(c *Config) any { return &c.Reclaim.ClockSkew }),
-		setting("reclaim.max_delete", "PARTS", "10000",
+		setting("reclaim.max_delete", "PARTS", strconv.FormatInt(reclaim.DefaultMaxDelete, 10),
 			"Circuit breaker: a pass whose plan deletes more parts than this is refused (nothing marked or deleted, reported, logged as an error, counted in metrics). -1 sets no absolute limit; reclaim.max_delete_fraction still applies.",
 			func(c *Config) any { return &c.Reclaim.MaxDelete }),
-		setting("reclaim.max_delete_fraction", "FRACTION", "0.25",
+		setting("reclaim.max_delete_fraction", "FRACTION", fraction(reclaim.DefaultMaxDeleteFraction),
 			"Circuit breaker: a pass whose plan deletes more than this share of all parts stored in multipart uploads is refused. A number greater than 0, at most 1.",
 			func(c *Config) any { return &c.Reclaim.MaxDeleteFraction }),
-		setting("reclaim.interval", "DURATION", "1h",
+		setting("reclaim.interval", "DURATION", duration(reclaim.DefaultInterval),
 			"Time between passes while this process leads. 'sweepgate reclaim run' starts one at once.",
 			func(c *Config) any { return &c.Reclaim.Interval }),
-		setting("reclaim.batch_size", "N", "1000",
+		setting("reclaim.batch_size", "N", strconv.Itoa(reclaim.DefaultBatchSize),
 			"Uploads a pass lists and examines per batch, 1 to 1000 (S3 lists at most 1000 at a time). A pass records its position after each batch, so a restart resumes there.",
 			func(c *Config) any { return &c.Reclaim.BatchSize }),
-		setting("reclaim.parallel", "N", "8",
+		setting("reclaim.parallel", "N", strconv.Itoa(reclaim.DefaultParallel),
 			"Uploads a pass examines at once (their parts listed on the backend, their sessions read), 1 to 256.",
 			func(c *Config) any { return &c.Reclaim.Parallel }),
-		setting("reclaim.backend_timeout", "DURATION", "30s",
+		setting("reclaim.backend_timeout", "DURATION", duration(reclaim.DefaultBackendTimeout),
 			"Bound on each backend request of the reclaimer. An abort whose answer does not arrive in time is settled by listing again, never by a blind retry.",
 			func(c *Config) any { return &c.Reclaim.BackendTimeout }),
-		setting("reclaim.election_ttl", "DURATION", "15s",
+		setting("reclaim.election_ttl", "DURATION", duration(reclaim.DefaultElectionTTL),
 			"Lease of the reclaimer election, in whole seconds (at least 1s): how long a leader that crashed or lost etcd keeps the lead before another process takes over. A leader that stops cleanly hands over at once.",
 			func(c *Config) any { return &c.Reclaim.ElectionTTL }),
-		setting("reclaim.missing_check_budget", "N", "1000",
+		setting("reclaim.missing_check_budget", "N", strconv.Itoa(reclaim.DefaultMissingCheckBudget),
 			"Most backend checks one pass spends on sessions whose upload the backend's listing did not show; the rest wait for the next pass.",
 			func(c *Config) any { return &c.Reclaim.MissingCheckBudget }),
 		setting("digests.namespaces", "BUCKET/PREFIX", "",
@@ -235,28 +265,28 @@ func Settings() []Setting {
 		setting("digests.max_body", "BYTES", strconv.FormatInt(cas.DefaultMaxBody, 10),
 			"Largest reference object whose body is parsed for digests. A larger write into a reference source is refused, never recorded in part. Applies to the sources that do not set max_body themselves.",
 			func(c *Config) any { return &c.Digests.MaxBody }),
-		setting("digests.trash_window", "DURATION", "168h",
+		setting("digests.trash_window", "DURATION", duration(digests.DefaultTrashWindow),
 			"How long the digests of a deleted reference object stay retained in the trash, where 'sweepgate trash restore' brings them back. A blob that only a deleted object names becomes collectable after it.",
 			func(c *Config) any { return &c.Digests.TrashWindow }),
-		setting("digests.placement_grace", "DURATION", "24h",
+		setting("digests.placement_grace", "DURATION", duration(digests.DefaultPlacementGrace),
 			"Blobs younger than this are never reclaimed, so that a producer has time to write the manifest that names a blob it has just uploaded.",
 			func(c *Config) any { return &c.Digests.PlacementGrace }),
 		setting("digests.planes", "LIST", "",
 			"Replica and backup planes that must have applied a reclamation before its bytes are deleted: each reports the etcd revision it has applied ('sweepgate frontier report'), and a blob goes only once every plane listed here has reached the revision its tombstone requires. A plane that has not reported counts as revision 0 and holds every delete. Empty: no plane is waited for.",
 			func(c *Config) any { return &c.Digests.Planes }),
-		setting("digests.max_delete", "N", "10000",
+		setting("digests.max_delete", "N", strconv.FormatInt(digests.DefaultMaxDelete, 10),
 			"Circuit breaker: a digest pass whose plan deletes more blobs than this is refused (nothing deleted, reported, logged as an error, counted in metrics). -1 sets no absolute limit; digests.max_delete_fraction still applies.",
 			func(c *Config) any { return &c.Digests.MaxDelete }),
-		setting("digests.max_delete_fraction", "FRACTION", "0.25",
+		setting("digests.max_delete_fraction", "FRACTION", fraction(digests.DefaultMaxDeleteFraction),
 			"Circuit breaker: a digest pass whose plan deletes more than this share of all blobs stored in the namespaces is refused. A number greater than 0, at most 1.",
 			func(c *Config) any { return &c.Digests.MaxDeleteFraction }),
 		setting("digests.rebuild_interval", "DURATION", "0s",
 			"How often the rebuild scans every reference source on the backend and compares it with the recorded references; references written around the gateway are retained, logged and counted. A digest pass whose rebuild failed deletes nothing. 0 rebuilds before every digest pass.",
 			func(c *Config) any { return &c.Digests.RebuildInterval }),
-		setting("digests.tombstone_retention", "DURATION", "168h",
+		setting("digests.tombstone_retention", "DURATION", duration(digests.DefaultTombstoneRetention),
 			"How long tombstones in a final state (deleted, skipped) are kept, for reports and questions, before they are pruned.",
 			func(c *Config) any { return &c.Digests.TombstoneRetention }),
-		setting("admin.listen", "ADDR", "127.0.0.1:9001",
+		setting("admin.listen", "ADDR", DefaultAdminListen,
 			"Address (host:port) of the admin listener: the status page, /metrics, /healthz, /readyz and the admin API (/admin/v1, see docs/admin-api.md). It answers only requests addressed (Host header) to its own name or address: the host of this setting, any loopback address and localhost on a loopback listener, any IP address and the machine's host name on 0.0.0.0 or [::], and the names in admin.hosts; any other is refused with 403, so that a web page whose name was rebound to this address gets nothing. Empty turns it off.",
 			func(c *Config) any { return &c.Admin.Listen }),
 		setting("admin.hosts", "LIST", "",

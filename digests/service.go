@@ -112,9 +112,14 @@ type ServiceConfig struct {
 	Metrics prometheus.Registerer
 }
 
+// Defaults of ServiceConfig.
 const (
-	defaultTrashWindow = 168 * time.Hour
-	defaultHoldTTL     = 30 * time.Second
+	// DefaultTrashWindow is how long a deleted reference object's digests
+	// stay restorable, and retained.
+	DefaultTrashWindow = 168 * time.Hour
+	// DefaultHoldTTL is the lease of a reference hold around a multipart
+	// complete into a source.
+	DefaultHoldTTL = 30 * time.Second
 	// stateTimeout bounds the etcd work of one request. That work runs on a
 	// context the client cannot cancel: a client hanging up between the
 	// record and the backend write must not leave the record half done.
@@ -180,10 +185,10 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		}, []string{"op"}),
 	}
 	if s.trashWindow <= 0 {
-		s.trashWindow = defaultTrashWindow
+		s.trashWindow = DefaultTrashWindow
 	}
 	if s.holdTTL <= 0 {
-		s.holdTTL = defaultHoldTTL
+		s.holdTTL = DefaultHoldTTL
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -33,6 +33,10 @@ import (
 	"github.com/sweepgate/sweepgate/multipart"
 )
 
+// DefaultRegion is the region the gateway signs its backend requests for
+// when none is configured.
+const DefaultRegion = "us-east-1"
+
 // Config is what a Gateway needs to know.
 type Config struct {
 	// BackendEndpoint is the URL of the backing S3 server, e.g. http://127.0.0.1:9100.
@@ -90,7 +94,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, errors.New("no client credentials configured: nobody could sign in")
 	}
 	if cfg.BackendRegion == "" {
-		cfg.BackendRegion = "us-east-1"
+		cfg.BackendRegion = DefaultRegion
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

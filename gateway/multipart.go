@@ -168,7 +168,7 @@ func NewBackendClient(endpoint, region, accessKey, secretKey string) (multipart.
 		return nil, fmt.Errorf("backend endpoint %q: want an http:// or https:// URL", endpoint)
 	}
 	if region == "" {
-		region = "us-east-1"
+		region = DefaultRegion
 	}
 	creds := aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}
 	return &backendClient{endpoint: u, transport: newBackendTransport(creds, region, time.Now)}, nil

@@ -77,6 +77,20 @@ type Call struct {
 	PayloadErr func() error
 }
 
+// Defaults of Config and of the reconciler's options.
+const (
+	// DefaultCompleteHold is the lease of a complete in flight: how long it
+	// outlives a gateway that stopped renewing it.
+	DefaultCompleteHold = 30 * time.Second
+	// DefaultIdempotencyRetention is how long an Idempotency-Key's outcome
+	// is kept.
+	DefaultIdempotencyRetention = 24 * time.Hour
+	// DefaultReconcileAfter is how long a session stands in an unsettled
+	// state (aborting, cleanup_pending, completing) before the reconciler
+	// looks at the backend for it.
+	DefaultReconcileAfter = time.Minute
+)
+
 // Config is what a Service needs.
 type Config struct {
 	Store   *etcdstore.Store
@@ -142,10 +156,10 @@ func New(cfg Config) (*Service, error) {
 		cfg.Fault = func(string) {}
 	}
 	if cfg.CompleteHold < time.Second {
-		cfg.CompleteHold = 30 * time.Second
+		cfg.CompleteHold = DefaultCompleteHold
 	}
 	if cfg.IdempotencyRetention <= 0 {
-		cfg.IdempotencyRetention = 24 * time.Hour
+		cfg.IdempotencyRetention = DefaultIdempotencyRetention
 	}
 	return &Service{
 		store:    cfg.Store,

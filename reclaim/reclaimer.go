@@ -28,7 +28,7 @@ const (
 	DefaultBatchSize          = 1000
 	DefaultParallel           = 8
 	DefaultBackendTimeout     = 30 * time.Second
-	DefaultReconcileAfter     = 5 * time.Minute
+	DefaultReconcileAfter     = multipart.DefaultReconcileAfter
 	DefaultMissingCheckBudget = 1000
 )
 

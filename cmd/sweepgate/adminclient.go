@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/config"
 )
 
 // The admin commands' side of the admin API: which API to call, the flags
@@ -25,7 +26,7 @@ const (
 	// adminURLEnv names the admin API the sessions command talks to when
 	// --admin is not given.
 	adminURLEnv     = "SWEEPGATE_ADMIN_URL"
-	defaultAdminURL = "http://127.0.0.1:9001"
+	defaultAdminURL = "http://" + config.DefaultAdminListen
 	// adminClientTimeout bounds one admin API request, above the server's
 	// own bound on its etcd reads.
 	adminClientTimeout = 30 * time.Second

@@ -92,7 +92,7 @@ var diffOpCalls = map[string][]string{
 
 // diffHelperCalls are the backend calls the gateway itself makes while
 // serving an operation, besides the operation's own call (read from
-// gateway/digest*.go and multipart/*.go):
+// digests/service*.go, gateway/deleteobjects.go and multipart/*.go):
 //
 //   - PutObject into a reference source: a HEAD settles an unclear
 //     outcome (writeOutcome).

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	harness.Main(m)
 }
 
-// Workload sizes and shapes, from the foundation issue.
+// Workload sizes and shapes (README: Benchmarks).
 const (
 	largeSize        = 64 << 20 // single-PUT/GET object
 	smallSize        = 4 << 10  // small object

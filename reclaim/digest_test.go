@@ -18,8 +18,8 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// TestDigestSweepCollectsUnreferenced is the first acceptance
-// scenario: three manifests name ten blobs with overlaps; four unreferenced
+// TestDigestSweepCollectsUnreferenced is the digest sweep's first
+// acceptance scenario: three manifests name ten blobs with overlaps; four unreferenced
 // blobs older than the placement grace and one younger. Over the passes
 // (pending, then ready and deleted) exactly the four go.
 func TestDigestSweepCollectsUnreferenced(t *testing.T) {
@@ -106,7 +106,7 @@ func TestDigestSweepCollectsUnreferenced(t *testing.T) {
 }
 
 // wantDigestsReportStored checks that the stored report of pass two has the
-// issue's "digests" section, and that no digest cursor is left.
+// documented "digests" section, and that no digest cursor is left.
 func (d *digestEnv) wantDigestsReportStored(t *testing.T) {
 	t.Helper()
 	resp, err := d.cli.Get(t.Context(), d.store.Keys().Pass(2))
@@ -456,7 +456,7 @@ func TestDigestFrontierRaised(t *testing.T) {
 	d.wantPresent("planes caught up", true, refd...)
 }
 
-// TestDigestRebuildAtScale is the scale for producers writing
+// TestDigestRebuildAtScale is the rebuild at scale for producers writing
 // around the gateway: five hundred manifests written directly to MinIO,
 // naming blobs that exist and that the gateway never saw referenced. The
 // rebuild retains every one of them, counts each reference it had to add,

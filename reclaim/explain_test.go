@@ -96,7 +96,7 @@ var uploadRules = []string{"not_on_backend", "no_session", "future_time", "compl
 func TestExplainUploads(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	cfg := e.config()
 	r := e.explainer(cfg)
 	now := e.clock.Now()

@@ -162,7 +162,7 @@ func (e *env) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// config is the reclaimer configuration of the issue's scenarios.
+// config is the reclaimer configuration of the acceptance scenarios.
 func (e *env) config() reclaim.Config {
 	return reclaim.Config{
 		Store: e.store, Sessions: e.svc, Backend: e.backend,
@@ -347,17 +347,17 @@ func (e *env) revokeLeader() {
 }
 
 // inventory is the 27-part inventory of the reclaimer's acceptance
-// scenario (TestIssueInventory).
+// scenario (TestScenarioInventory).
 type inventory struct {
 	bucket         string
 	s1, s2, s3, s4 string
 	k1, k2, k3, k4 string
 }
 
-// issueInventory builds it: S1 12 parts active 10 minutes ago; S2 7 parts
+// scenarioInventory builds it: S1 12 parts active 10 minutes ago; S2 7 parts
 // completing, idle 30h; S3 5 parts active, idle 30h; S4 3 parts, no
 // session.
-func (e *env) issueInventory() inventory {
+func (e *env) scenarioInventory() inventory {
 	e.t.Helper()
 	now := e.clock.Now()
 	inv := inventory{bucket: "uploads", k1: "s1/object", k2: "s2/object", k3: "s3/object", k4: "s4/object"}

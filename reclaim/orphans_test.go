@@ -15,7 +15,7 @@ import (
 func TestOrphans(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	s5 := e.upload(inv.bucket, "s5/object", 2)
 	r := e.start(e.config())
 	term, _ := r.Leader()
@@ -101,7 +101,7 @@ func TestOrphans(t *testing.T) {
 func TestUnlistedAndMissing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	now := e.clock.Now()
 	e.session(inv.bucket, "gone", "no-such-upload", etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Hour))
 	e.session("no-such-bucket", "k", "no-such-upload-2", etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Hour))

@@ -15,16 +15,16 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// TestIssueInventory runs the reclaimer's acceptance scenario against real
+// TestScenarioInventory runs the reclaimer's acceptance scenario against real
 // MinIO and etcd: pass one marks S3 and holds S4; pass two deletes exactly
 // S3's five parts, unless a part was sent to S3 in between.
-func TestIssueInventory(t *testing.T) {
+func TestScenarioInventory(t *testing.T) {
 	t.Parallel()
 	for _, variant := range []string{"idle", "activity between passes"} {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			inv := e.issueInventory()
+			inv := e.scenarioInventory()
 			reg := prometheus.NewRegistry()
 			cfg := e.config()
 			cfg.Metrics = reg
@@ -32,7 +32,7 @@ func TestIssueInventory(t *testing.T) {
 			term, _ := r.Leader()
 
 			one := e.mustPass(r)
-			wantIssuePassOne(t, e, inv, one, term)
+			wantScenarioPassOne(t, e, inv, one, term)
 
 			e.clock.Advance(time.Hour)
 			if variant == "activity between passes" {
@@ -45,7 +45,7 @@ func TestIssueInventory(t *testing.T) {
 
 			two := e.mustPass(r)
 			if variant == "idle" {
-				wantIssueS3Deleted(t, e, inv, reg, two, term)
+				wantScenarioS3Deleted(t, e, inv, reg, two, term)
 			} else {
 				wantUploads(t, two.Uploads, count(3, 24), count(0, 0), count(0, 0), count(1, 3))
 				if two.Acted != (reclaim.Acted{}) {
@@ -58,15 +58,15 @@ func TestIssueInventory(t *testing.T) {
 			if e.backend.aborts.Load() > 1 {
 				t.Errorf("%d backend aborts, want at most one", e.backend.aborts.Load())
 			}
-			wantIssueMetrics(t, reg, term)
-			wantIssueReportsStored(t, e)
+			wantScenarioMetrics(t, reg, term)
+			wantScenarioReportsStored(t, e)
 		})
 	}
 }
 
-// wantIssuePassOne checks pass one over the issue's inventory: S3 marked,
+// wantScenarioPassOne checks pass one over the scenario's inventory: S3 marked,
 // S2 stuck, S4 held as an orphan, every part still on MinIO.
-func wantIssuePassOne(t *testing.T, e *env, inv inventory, one reclaim.Report, term int64) {
+func wantScenarioPassOne(t *testing.T, e *env, inv inventory, one reclaim.Report, term int64) {
 	t.Helper()
 	wantUploads(t, one.Uploads, count(2, 19), count(1, 5), count(0, 0), count(1, 3))
 	if one.Acted.Marked != count(1, 5) || one.Acted.Deleted != (reclaim.Count{}) {
@@ -91,9 +91,9 @@ func wantIssuePassOne(t *testing.T, e *env, inv inventory, one reclaim.Report, t
 	}
 }
 
-// wantIssueS3Deleted checks pass two over an idle inventory: exactly S3's
+// wantScenarioS3Deleted checks pass two over an idle inventory: exactly S3's
 // five parts deleted, under the reclaimer's term.
-func wantIssueS3Deleted(t *testing.T, e *env, inv inventory, reg *prometheus.Registry, two reclaim.Report, term int64) {
+func wantScenarioS3Deleted(t *testing.T, e *env, inv inventory, reg *prometheus.Registry, two reclaim.Report, term int64) {
 	t.Helper()
 	wantUploads(t, two.Uploads, count(2, 19), count(0, 0), count(1, 5), count(1, 3))
 	if two.Acted.Deleted != count(1, 5) || two.Acted.Marked != (reclaim.Count{}) {
@@ -116,8 +116,8 @@ func wantIssueS3Deleted(t *testing.T, e *env, inv inventory, reg *prometheus.Reg
 	}
 }
 
-// wantIssueMetrics checks the metrics after the two passes.
-func wantIssueMetrics(t *testing.T, reg *prometheus.Registry, term int64) {
+// wantScenarioMetrics checks the metrics after the two passes.
+func wantScenarioMetrics(t *testing.T, reg *prometheus.Registry, term int64) {
 	t.Helper()
 	if got := metric(t, reg, "sweepgate_reclaim_passes_total", "result", "ok"); got != 2 {
 		t.Errorf("passes_total{ok} = %v, want 2", got)
@@ -133,9 +133,9 @@ func wantIssueMetrics(t *testing.T, reg *prometheus.Registry, term int64) {
 	}
 }
 
-// wantIssueReportsStored checks that the reports are in etcd, newest
-// first, in the issue's shape, and that no plan chunk is left.
-func wantIssueReportsStored(t *testing.T, e *env) {
+// wantScenarioReportsStored checks that the reports are in etcd, newest
+// first, in the documented shape, and that no plan chunk is left.
+func wantScenarioReportsStored(t *testing.T, e *env) {
 	t.Helper()
 	reports, err := reclaim.Reports(t.Context(), e.store, 10)
 	if err != nil || len(reports) != 2 || reports[0].Pass != 2 || reports[1].Pass != 1 {
@@ -159,7 +159,7 @@ func wantIssueReportsStored(t *testing.T, e *env) {
 	}
 }
 
-// marked runs pass one of the issue's inventory and moves the clock past
+// marked runs pass one of the scenario's inventory and moves the clock past
 // DeleteAfter, so that the next pass would delete S3.
 func (e *env) marked(r *reclaim.Reclaimer) {
 	e.t.Helper()
@@ -173,7 +173,7 @@ func (e *env) marked(r *reclaim.Reclaimer) {
 func TestBreakerRefusesAboveTheFraction(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	reg := prometheus.NewRegistry()
 	cfg := e.config()
 	cfg.Metrics = reg
@@ -212,7 +212,7 @@ func TestBreakerRefusesAboveTheFraction(t *testing.T) {
 func TestBreakerRefusesAboveTheCount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	cfg := e.config()
 	cfg.MaxDelete = 4
 	r := e.start(cfg)
@@ -229,7 +229,7 @@ func TestBreakerRefusesAboveTheCount(t *testing.T) {
 func TestFutureActivityStopsThePass(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	r := e.start(e.config())
 	e.marked(r)
 
@@ -266,7 +266,7 @@ func TestFutureActivityStopsThePass(t *testing.T) {
 func TestEtcdUnreachableDeletesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	// The pass reads and writes through a client of its own; the election
 	// has another, so that only the session lookups fail.
 	passCli := e.connect()
@@ -309,7 +309,7 @@ func TestEtcdUnreachableDeletesNothing(t *testing.T) {
 func TestCompactedRevisionStartsOver(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	cfg := e.config()
 	var compact bool
 	cfg.Fault = func(point string) {
@@ -341,7 +341,7 @@ func TestCompactedRevisionStartsOver(t *testing.T) {
 func TestFormerLeaderCannotDelete(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	var armed bool
 	cfgA := e.config()
 	cfgA.ID = "a"
@@ -459,7 +459,7 @@ func TestResumeAfterInterruption(t *testing.T) {
 func TestUnclearAbortListsAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	r := e.start(e.config())
 	e.marked(r)
 
@@ -486,7 +486,7 @@ func TestUnclearAbortListsAgain(t *testing.T) {
 func TestDryRunChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	inv := e.issueInventory()
+	inv := e.scenarioInventory()
 	r := e.start(e.config())
 	e.marked(r)
 

@@ -99,7 +99,7 @@ func (s *Service) relay(ctx context.Context, w http.ResponseWriter, q *Request, 
 		return
 	}
 	s3err.StampResponse(resp, q.RequestID)
-	copyAnswerHeader(w.Header(), resp.Header, q.RequestID)
+	s3err.CopyAnswerHeader(w.Header(), resp.Header, q.RequestID)
 	if resp.ContentLength >= 0 {
 		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
@@ -118,31 +118,7 @@ func (s *Service) backendFailed(ctx context.Context, w http.ResponseWriter, q *R
 
 // writeAnswer answers the client with a backend answer read whole.
 func (s *Service) writeAnswer(w http.ResponseWriter, q *Request, a *answer) {
-	body := a.body
-	if !a.success() {
-		body = s3err.StampRequestID(body, q.RequestID)
-	}
-	copyAnswerHeader(w.Header(), a.header, q.RequestID)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(a.status)
-	_, _ = w.Write(body)
-}
-
-// answerHopHeaders are the headers of a backend answer that are not
-// passed on: connection-level ones, and the length, which is set anew.
-var answerHopHeaders = []string{
-	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Connection",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length",
-}
-
-func copyAnswerHeader(dst, src http.Header, requestID string) {
-	for k, vs := range src {
-		dst[k] = append([]string(nil), vs...)
-	}
-	for _, k := range answerHopHeaders {
-		dst.Del(k)
-	}
-	dst.Set("X-Amz-Request-Id", requestID)
+	s3err.WriteAnswer(w, a.status, a.header, a.body, q.RequestID)
 }
 
 // capture is a ResponseWriter that keeps a whole answer, so that the

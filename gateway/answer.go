@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/s3client"
@@ -50,29 +49,5 @@ func (g *Gateway) backendFailed(w http.ResponseWriter, r *http.Request, req *req
 
 // writeAnswer answers the client with a backend answer read whole.
 func (g *Gateway) writeAnswer(w http.ResponseWriter, req *request, a *answer) {
-	body := a.body
-	if !a.success() {
-		body = s3err.StampRequestID(body, req.id)
-	}
-	copyAnswerHeader(w.Header(), a.header, req.id)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(a.status)
-	_, _ = w.Write(body)
-}
-
-// answerHopHeaders are the headers of a backend answer that are not
-// passed on: connection-level ones, and the length, which is set anew.
-var answerHopHeaders = []string{
-	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Connection",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length",
-}
-
-func copyAnswerHeader(dst, src http.Header, requestID string) {
-	for k, vs := range src {
-		dst[k] = append([]string(nil), vs...)
-	}
-	for _, k := range answerHopHeaders {
-		dst.Del(k)
-	}
-	dst.Set("X-Amz-Request-Id", requestID)
+	s3err.WriteAnswer(w, a.status, a.header, a.body, req.id)
 }

@@ -124,7 +124,8 @@ func TestMakeRun(t *testing.T) {
 	}
 }
 
-// makeRunPutGet puts an object through the endpoint run.sh printed, with the\ncredentials it printed, and reads it back.
+// makeRunPutGet puts an object through the endpoint run.sh printed, with the
+// credentials it printed, and reads it back.
 func makeRunPutGet(t *testing.T, banner runBanner) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
@@ -155,7 +156,8 @@ func makeRunPutGet(t *testing.T, banner runBanner) {
 	}
 }
 
-// makeRunAWSExample runs the aws CLI example run.sh printed, on its own, and\nreads back what it stored.
+// makeRunAWSExample runs the aws CLI example run.sh printed, on its own, and
+// reads back what it stored.
 func makeRunAWSExample(t *testing.T, run *runScript, banner runBanner) {
 	requireCLI(t, "aws", "awscli")
 	if len(banner.awsExample) == 0 {
@@ -190,7 +192,9 @@ func makeRunAWSExample(t *testing.T, run *runScript, banner runBanner) {
 	}
 }
 
-// makeRunAdminToken checks what run.sh printed of the admin token: where the\ngenerated file under dataDir is, and a command that finds it through the\nconfiguration and works.
+// makeRunAdminToken checks what run.sh printed of the admin token: where the
+// generated file under dataDir is, and a command that finds it through the
+// configuration and works.
 func makeRunAdminToken(t *testing.T, run *runScript, dataDir string) {
 	tokenFile := filepath.Join(dataDir, "etcd", "admin-token")
 	var where, command string

@@ -113,7 +113,8 @@ func TestMultipart(t *testing.T) {
 	})
 }
 
-// multipartSDKComplete uploads parts with aws-sdk-go-v2, lists them and completes\nthe upload, checking the object and the listings on MinIO.
+// multipartSDKComplete uploads parts with aws-sdk-go-v2, lists them and completes
+// the upload, checking the object and the listings on MinIO.
 func multipartSDKComplete(t *testing.T, c, direct *s3.Client, bucket string) {
 	key := "multipart/sdk"
 	whole := harness.NewData(21, 11*mib+7)

@@ -33,9 +33,9 @@ func TestSecurityPresigned(t *testing.T) {
 	direct := e.DirectSDK(t)
 	cred := envCred(e)
 
-	t.Run("replay after expiry", func(t *testing.T) { presignedExpiry(t, e, hc, direct, cred, skew) })
+	t.Run("replay after expiry", func(t *testing.T) { presignedExpiry(t, e, hc, direct, cred) })
 
-	t.Run("validity cannot be moved", func(t *testing.T) { presignedValidityFixed(t, e, hc, direct, cred, skew) })
+	t.Run("validity cannot be moved", func(t *testing.T) { presignedValidityFixed(t, e, hc, cred, skew) })
 
 	t.Run("PUT URL is for its key only", func(t *testing.T) {
 		f := newRefusalFixture(t, e)
@@ -84,8 +84,8 @@ func TestSecurityPresigned(t *testing.T) {
 }
 
 // presignedExpiry checks that a presigned URL works until it expires and
-// never after, with the gateway allowing skew of clock skew.
-func presignedExpiry(t *testing.T, e *harness.Env, hc *http.Client, direct *s3.Client, cred harness.Credential, skew time.Duration) {
+// never after.
+func presignedExpiry(t *testing.T, e *harness.Env, hc *http.Client, direct *s3.Client, cred harness.Credential) {
 	bucket := e.Bucket(t)
 	first, second := harness.NewData(7101, 64*kib), harness.NewData(7102, 64*kib)
 	const validity = 3 * time.Second
@@ -153,7 +153,7 @@ func presignedExpiry(t *testing.T, e *harness.Env, hc *http.Client, direct *s3.C
 
 // presignedValidityFixed checks that a presigned URL's validity cannot be
 // moved by editing its query, with the gateway allowing skew of clock skew.
-func presignedValidityFixed(t *testing.T, e *harness.Env, hc *http.Client, direct *s3.Client, cred harness.Credential, skew time.Duration) {
+func presignedValidityFixed(t *testing.T, e *harness.Env, hc *http.Client, cred harness.Credential, skew time.Duration) {
 	f := newRefusalFixture(t, e)
 	get := func(at time.Time, expires time.Duration) string {
 		return secPresign(t, e, cred, http.MethodGet, f.url(existingKey), at, expires)

@@ -335,18 +335,7 @@ func TestSessionsCompleteInFlight(t *testing.T) {
 		{PartNumber: aws.Int32(2), ETag: aws.String(`"` + md5Hex(p2.Bytes()) + `"`)},
 	}
 	parts[0].ChecksumCRC32 = nil
-	type result struct {
-		out *s3.CompleteMultipartUploadOutput
-		err error
-	}
-	completeAsync := func() chan result {
-		ch := make(chan result, 1)
-		go func() {
-			out, err := completeUpload(t.Context(), c, bucket, key, id, parts)
-			ch <- result{out, err}
-		}()
-		return ch
-	}
+	completeAsync := func() chan asyncComplete { return completeInBackground(t, c, bucket, key, id, parts) }
 	isComplete := harness.MatchUpload(http.MethodPost, id)
 
 	// The first complete reaches MinIO before part 2 exists, and its
@@ -368,7 +357,7 @@ func TestSessionsCompleteInFlight(t *testing.T) {
 	release2 := make(chan struct{})
 	hold2 := proxy.Inject(harness.Rule{Match: isComplete, Fault: harness.HoldRequest, Times: 1, Until: release2})
 	second := completeAsync()
-	var r2 result
+	var r2 asyncComplete
 	secondDone := false
 	eventually(t, sessionWait, func() (bool, string) {
 		select {
@@ -425,6 +414,23 @@ func TestSessionsCompleteInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireUploadGone(t, direct, bucket, key, id)
+}
+
+// asyncComplete is the outcome of a complete sent in the background.
+type asyncComplete struct {
+	out *s3.CompleteMultipartUploadOutput
+	err error
+}
+
+// completeInBackground sends the complete of upload id of key with parts,
+// and returns the channel its outcome arrives on.
+func completeInBackground(t *testing.T, c *s3.Client, bucket, key, id string, parts []s3types.CompletedPart) chan asyncComplete {
+	ch := make(chan asyncComplete, 1)
+	go func() {
+		out, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+		ch <- asyncComplete{out, err}
+	}()
+	return ch
 }
 
 // requireSameCompletion checks that two answers to the same complete agree.

@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -140,11 +138,6 @@ func requireNothingHeld(t *testing.T, admin string, direct *s3.Client, bucket st
 	if got := backendPartNumbers(t, direct, bucket, live.key, live.id); len(got) != int(kParts) {
 		t.Errorf("live upload K has %d parts on MinIO, want %d", len(got), kParts)
 	}
-}
-
-// smallPart returns a part of 4 KiB.
-func smallPart() *io.SectionReader {
-	return io.NewSectionReader(bytes.NewReader(bytes.Repeat([]byte("p"), 4096)), 0, 4096)
 }
 
 // requireStoredReports checks that the admin listener stores the n pass

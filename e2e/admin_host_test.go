@@ -58,60 +58,13 @@ func TestAdminHostAndGeneratedToken(t *testing.T) {
 		t.Fatalf("generated token of %d characters", len(token))
 	}
 
-	type answer struct {
-		status int
-		header http.Header
-		code   string
-	}
-	call := func(method, path, host, authorization string) answer {
+	call := func(method, path, host, authorization string) hostAnswer {
 		t.Helper()
-		var body io.Reader
-		if method == http.MethodPost {
-			body = strings.NewReader("{}")
-		}
-		req, err := http.NewRequestWithContext(t.Context(), method, admin+path, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if host != "" {
-			req.Host = host
-		}
-		if authorization != "" {
-			req.Header.Set("Authorization", authorization)
-		}
-		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var doc struct {
-			Error struct{ Code string } `json:"error"`
-		}
-		_ = json.Unmarshal(b, &doc)
-		return answer{resp.StatusCode, resp.Header, doc.Error.Code}
+		return adminCall(t, admin, method, path, host, authorization)
 	}
 	bearer := "Bearer " + token
 
-	t.Run("401 without the token", func(t *testing.T) {
-		for _, c := range []struct{ method, path string }{
-			{"GET", "/admin/v1/sessions"}, {"GET", "/admin/v1/reclaim/status"}, {"POST", "/admin/v1/reclaim/run"},
-			{"POST", "/admin/v1/reclaim/orphans/delete"}, {"POST", "/admin/v1/frontiers/e2e-plane"}, {"GET", "/admin/v1/no-such-endpoint"},
-		} {
-			for _, host := range []string{"", "localhost:" + port, "[::1]:" + port} {
-				if a := call(c.method, c.path, host, ""); a.status != http.StatusUnauthorized || a.code != "unauthorized" {
-					t.Errorf("%s %s (Host %q) without a token: %d %s, want 401 unauthorized", c.method, c.path, host, a.status, a.code)
-				}
-			}
-		}
-		if a := call("GET", "/admin/v1/sessions", "", "Bearer not-the-generated-token-at-all"); a.status != http.StatusUnauthorized {
-			t.Errorf("with another token: %d, want 401", a.status)
-		}
-		if a := call("GET", "/admin/v1/sessions", "", bearer); a.status != http.StatusOK {
-			t.Errorf("with the generated token: %d %s", a.status, a.code)
-		}
-	})
+	t.Run("401 without the token", func(t *testing.T) { adminHostUnauthorized(t, call, port, bearer) })
 
 	t.Run("403 to a foreign Host", func(t *testing.T) {
 		for _, c := range []struct{ method, path string }{
@@ -142,79 +95,11 @@ func TestAdminHostAndGeneratedToken(t *testing.T) {
 		}
 	})
 
-	t.Run("the status page signs in with the generated token", func(t *testing.T) {
-		if a := call("GET", "/", "", ""); a.status != http.StatusSeeOther || a.header.Get("Location") != "/login" {
-			t.Fatalf("GET / without the token: %d to %q, want 303 to /login", a.status, a.header.Get("Location"))
-		}
-		noFollow := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-		resp, err := (&http.Client{CheckRedirect: noFollow}).PostForm(admin+"/login", url.Values{"token": {token}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
-			t.Fatalf("sign-in with the generated token: %s, cookies %v", resp.Status, resp.Cookies())
-		}
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, admin+"/", nil)
-		req.AddCookie(resp.Cookies()[0])
-		page, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(page.Body)
-		page.Body.Close()
-		if page.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("data-metric")) {
-			t.Fatalf("the status page after sign-in: %s\n%s", page.Status, body)
-		}
-	})
+	t.Run("the status page signs in with the generated token", func(t *testing.T) { adminHostStatusPage(t, call, admin, token) })
 
-	t.Run("the commands find the token through the configuration", func(t *testing.T) {
-		// Elsewhere, without the configuration, there is no token.
-		code, out, errOut := runSweepgate(t, nil, "reclaim", "status", "--admin", admin)
-		if code != 5 || !strings.Contains(errOut, "requires a token") || !strings.Contains(errOut, "--config") {
-			t.Errorf("reclaim status without the configuration: exit %d, want 5 and a pointer to --config\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-		}
-		// With it, the address (admin.listen) and the token file
-		// (etcd.embedded.data_dir) both come from it.
-		for _, c := range []struct {
-			env  []string
-			args []string
-		}{
-			{nil, []string{"reclaim", "status", "--config", g.ConfigFile}},
-			{[]string{"SWEEPGATE_CONFIG=" + g.ConfigFile}, []string{"reclaim", "status", "--json"}},
-			{[]string{"SWEEPGATE_CONFIG=" + g.ConfigFile}, []string{"sessions", "list"}},
-			{nil, []string{"frontier", "list", "--admin", admin, "--config", g.ConfigFile}},
-			{[]string{"SWEEPGATE_ETCD_EMBEDDED_DATA_DIR=" + filepath.Dir(g.AdminTokenFile)}, []string{"trash", "list", "--admin", admin}},
-		} {
-			code, out, errOut := runSweepgate(t, c.env, c.args...)
-			if code != 0 {
-				t.Errorf("sweepgate %s (env %q): exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), c.env, code, out, errOut)
-			}
-			if strings.Contains(out+errOut, token) {
-				t.Errorf("sweepgate %s printed the token", strings.Join(c.args, " "))
-			}
-		}
-	})
+	t.Run("the commands find the token through the configuration", func(t *testing.T) { adminHostCommands(t, g, token) })
 
-	t.Run("a restart keeps the token", func(t *testing.T) {
-		g.Restart()
-		again, err := os.ReadFile(g.AdminTokenFile)
-		if err != nil || !bytes.Equal(again, original) {
-			t.Fatalf("the token file changed across the restart (%v)", err)
-		}
-		if a := call("GET", "/admin/v1/sessions", "", bearer); a.status != http.StatusOK {
-			t.Errorf("the token after the restart: %d %s", a.status, a.code)
-		}
-		if a := call("GET", "/admin/v1/sessions", "", ""); a.status != http.StatusUnauthorized {
-			t.Errorf("no token after the restart: %d, want 401", a.status)
-		}
-		if code, out, errOut := runSweepgate(t, nil, "reclaim", "status", "--config", g.ConfigFile); code != 0 {
-			t.Errorf("reclaim status after the restart: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-		}
-		if !strings.Contains(g.Log(), "using the admin token generated at an earlier start") {
-			t.Error("the restarted gateway did not log that it reuses the token file")
-		}
-	})
+	t.Run("a restart keeps the token", func(t *testing.T) { adminHostRestart(t, g, call, original, bearer) })
 
 	logs := g.Log()
 	if strings.Contains(logs, token) {
@@ -223,6 +108,152 @@ func TestAdminHostAndGeneratedToken(t *testing.T) {
 	if !strings.Contains(logs, g.AdminTokenFile) {
 		t.Errorf("the gateway's log does not say where the token is (%s)", g.AdminTokenFile)
 	}
+}
+
+// adminHostUnauthorized checks that every admin route answers 401 without the
+// generated token (bearer), by any of the listener's names on port.
+func adminHostUnauthorized(t *testing.T, call adminCaller, port, bearer string) {
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/admin/v1/sessions"}, {"GET", "/admin/v1/reclaim/status"}, {"POST", "/admin/v1/reclaim/run"},
+		{"POST", "/admin/v1/reclaim/orphans/delete"}, {"POST", "/admin/v1/frontiers/e2e-plane"}, {"GET", "/admin/v1/no-such-endpoint"},
+	} {
+		for _, host := range []string{"", "localhost:" + port, "[::1]:" + port} {
+			if a := call(c.method, c.path, host, ""); a.status != http.StatusUnauthorized || a.code != "unauthorized" {
+				t.Errorf("%s %s (Host %q) without a token: %d %s, want 401 unauthorized", c.method, c.path, host, a.status, a.code)
+			}
+		}
+	}
+	if a := call("GET", "/admin/v1/sessions", "", "Bearer not-the-generated-token-at-all"); a.status != http.StatusUnauthorized {
+		t.Errorf("with another token: %d, want 401", a.status)
+	}
+	if a := call("GET", "/admin/v1/sessions", "", bearer); a.status != http.StatusOK {
+		t.Errorf("with the generated token: %d %s", a.status, a.code)
+	}
+}
+
+// adminHostStatusPage signs in to the status page with the generated token.
+func adminHostStatusPage(t *testing.T, call adminCaller, admin, token string) {
+	if a := call("GET", "/", "", ""); a.status != http.StatusSeeOther || a.header.Get("Location") != "/login" {
+		t.Fatalf("GET / without the token: %d to %q, want 303 to /login", a.status, a.header.Get("Location"))
+	}
+	noFollow := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := (&http.Client{CheckRedirect: noFollow}).PostForm(admin+"/login", url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("sign-in with the generated token: %s, cookies %v", resp.Status, resp.Cookies())
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, admin+"/", nil)
+	req.AddCookie(resp.Cookies()[0])
+	page, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if page.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("data-metric")) {
+		t.Fatalf("the status page after sign-in: %s\n%s", page.Status, body)
+	}
+}
+
+// adminHostCommands checks that the commands find the admin listener and its
+// generated token through g's configuration, and never print the token.
+func adminHostCommands(t *testing.T, g *harness.Gateway, token string) {
+	admin := g.AdminEndpoint
+	// Elsewhere, without the configuration, there is no token.
+	code, out, errOut := runSweepgate(t, nil, "reclaim", "status", "--admin", admin)
+	if code != 5 || !strings.Contains(errOut, "requires a token") || !strings.Contains(errOut, "--config") {
+		t.Errorf("reclaim status without the configuration: exit %d, want 5 and a pointer to --config\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	// With it, the address (admin.listen) and the token file
+	// (etcd.embedded.data_dir) both come from it.
+	for _, c := range []struct {
+		env  []string
+		args []string
+	}{
+		{nil, []string{"reclaim", "status", "--config", g.ConfigFile}},
+		{[]string{"SWEEPGATE_CONFIG=" + g.ConfigFile}, []string{"reclaim", "status", "--json"}},
+		{[]string{"SWEEPGATE_CONFIG=" + g.ConfigFile}, []string{"sessions", "list"}},
+		{nil, []string{"frontier", "list", "--admin", admin, "--config", g.ConfigFile}},
+		{[]string{"SWEEPGATE_ETCD_EMBEDDED_DATA_DIR=" + filepath.Dir(g.AdminTokenFile)}, []string{"trash", "list", "--admin", admin}},
+	} {
+		code, out, errOut := runSweepgate(t, c.env, c.args...)
+		if code != 0 {
+			t.Errorf("sweepgate %s (env %q): exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), c.env, code, out, errOut)
+		}
+		if strings.Contains(out+errOut, token) {
+			t.Errorf("sweepgate %s printed the token", strings.Join(c.args, " "))
+		}
+	}
+}
+
+// adminHostRestart restarts g and checks that the token file, and the token
+// in it, outlive the restart.
+func adminHostRestart(t *testing.T, g *harness.Gateway, call adminCaller, original []byte, bearer string) {
+	g.Restart()
+	again, err := os.ReadFile(g.AdminTokenFile)
+	if err != nil || !bytes.Equal(again, original) {
+		t.Fatalf("the token file changed across the restart (%v)", err)
+	}
+	if a := call("GET", "/admin/v1/sessions", "", bearer); a.status != http.StatusOK {
+		t.Errorf("the token after the restart: %d %s", a.status, a.code)
+	}
+	if a := call("GET", "/admin/v1/sessions", "", ""); a.status != http.StatusUnauthorized {
+		t.Errorf("no token after the restart: %d, want 401", a.status)
+	}
+	if code, out, errOut := runSweepgate(t, nil, "reclaim", "status", "--config", g.ConfigFile); code != 0 {
+		t.Errorf("reclaim status after the restart: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(g.Log(), "using the admin token generated at an earlier start") {
+		t.Error("the restarted gateway did not log that it reuses the token file")
+	}
+}
+
+// hostAnswer is what the admin listener answered: the status, the header
+// and the error code of a JSON error body.
+type hostAnswer struct {
+	status int
+	header http.Header
+	code   string
+}
+
+// adminCaller sends a request to the admin listener: method and path, with
+// the Host header host and the Authorization header authorization unless
+// they are empty.
+type adminCaller func(method, path, host, authorization string) hostAnswer
+
+// adminCall sends a request to the admin listener at admin, as an
+// adminCaller does, without following redirects.
+func adminCall(t *testing.T, admin, method, path, host, authorization string) hostAnswer {
+	t.Helper()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader("{}")
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, admin+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var doc struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	_ = json.Unmarshal(b, &doc)
+	return hostAnswer{resp.StatusCode, resp.Header, doc.Error.Code}
 }
 
 // TestAdminHostWithConfiguredToken: with admin.token set, a foreign Host

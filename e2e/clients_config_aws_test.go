@@ -130,8 +130,7 @@ func awsCLIObjects(t *testing.T, e *harness.Env, direct *s3.Client) {
 	putData(t, direct, bucket, "docs/sub/d.txt", harness.NewData(902, 20))
 	putData(t, direct, bucket, "other/c.txt", harness.NewData(903, 30))
 
-	type putOut struct{ ETag, VersionId string }
-	var v1, v2 putOut
+	var v1, v2 awsPutOut
 	a.json(t, &v1, s3api("put-object", "--key", "docs/a.txt", "--body", "a1")...)
 	a.json(t, &v2, s3api("put-object", "--key", "docs/a.txt", "--body", "a2", "--content-type", "text/plain", "--metadata", "owner=aws-cli")...)
 	if v1.VersionId == "" || v2.VersionId == "" || v1.VersionId == v2.VersionId {
@@ -178,7 +177,20 @@ func awsCLIObjects(t *testing.T, e *harness.Env, direct *s3.Client) {
 	a.run(t, s3api("put-object-acl", "--key", "docs/a.txt", "--acl", "private")...)
 	requireBackendPrivateACL(t, direct, bucket, "docs/a.txt")
 
-	// Listings.
+	awsCLIListings(t, a, bucket, v1, v2, a1.Size, a2.Size)
+	awsCLIDeleteObjects(t, a, direct, bucket, v1.VersionId, a2)
+}
+
+// awsPutOut is what the aws CLI's put-object prints.
+type awsPutOut struct{ ETag, VersionId string }
+
+// awsCLIListings lists bucket with the aws CLI's list-objects-v2,
+// list-objects and list-object-versions, paginated and with a delimiter;
+// docs/a.txt has the versions v1 and v2, of size1 and size2 bytes.
+func awsCLIListings(t *testing.T, a *awsRunner, bucket string, v1, v2 awsPutOut, size1, size2 int64) {
+	s3api := func(op string, args ...string) []string {
+		return append([]string{"s3api", op, "--bucket", bucket}, args...)
+	}
 	type listing struct {
 		Contents []struct {
 			Key   string
@@ -228,31 +240,38 @@ func awsCLIObjects(t *testing.T, e *harness.Env, direct *s3.Client) {
 		vs = append(vs, fmt.Sprintf("%s %s %d latest=%v", v.Key, v.VersionId, v.Size, v.IsLatest))
 	}
 	if want := []string{
-		fmt.Sprintf("docs/a.txt %s %d latest=true", v2.VersionId, a2.Size),
-		fmt.Sprintf("docs/a.txt %s %d latest=false", v1.VersionId, a1.Size),
+		fmt.Sprintf("docs/a.txt %s %d latest=true", v2.VersionId, size2),
+		fmt.Sprintf("docs/a.txt %s %d latest=false", v1.VersionId, size1),
 	}; !slices.Equal(vs, want) {
 		t.Fatalf("list-object-versions --prefix docs/a.txt:\n%s\nwant\n%s", strings.Join(vs, "\n"), strings.Join(want, "\n"))
 	}
+}
 
-	// DeleteObjects: one document naming a key and an older version.
+// awsCLIDeleteObjects deletes other/c.txt and the version oldVersion of
+// docs/a.txt of bucket in one delete-objects with the aws CLI; docs/a.txt
+// must then still hold latest.
+func awsCLIDeleteObjects(t *testing.T, a *awsRunner, direct *s3.Client, bucket, oldVersion string, latest harness.Data) {
+	s3api := func(op string, args ...string) []string {
+		return append([]string{"s3api", op, "--bucket", bucket}, args...)
+	}
 	var del struct {
 		Deleted []struct{ Key, VersionId string }
 		Errors  []any
 	}
 	a.json(t, &del, s3api("delete-objects", "--delete",
-		fmt.Sprintf(`{"Objects":[{"Key":"other/c.txt"},{"Key":"docs/a.txt","VersionId":%q}]}`, v1.VersionId))...)
+		fmt.Sprintf(`{"Objects":[{"Key":"other/c.txt"},{"Key":"docs/a.txt","VersionId":%q}]}`, oldVersion))...)
 	var deleted []string
 	for _, d := range del.Deleted {
 		deleted = append(deleted, d.Key+" "+d.VersionId)
 	}
 	sort.Strings(deleted)
-	if want := []string{"docs/a.txt " + v1.VersionId, "other/c.txt "}; len(del.Errors) != 0 || !slices.Equal(deleted, want) {
+	if want := []string{"docs/a.txt " + oldVersion, "other/c.txt "}; len(del.Errors) != 0 || !slices.Equal(deleted, want) {
 		t.Fatalf("delete-objects: deleted %q errors %v, want %q", deleted, del.Errors, want)
 	}
 	requireAbsent(t, direct, bucket, "other/c.txt")
-	_, err := direct.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("docs/a.txt"), VersionId: aws.String(v1.VersionId)})
+	_, err := direct.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("docs/a.txt"), VersionId: aws.String(oldVersion)})
 	requireBackendError(t, "HeadObject of the deleted version", err, "NotFound", "NoSuchVersion")
-	requireObject(t, direct, bucket, "docs/a.txt", a2)
+	requireObject(t, direct, bucket, "docs/a.txt", latest)
 }
 
 // awsCLITransfers uses the aws CLI's high-level commands (cp of a file

@@ -41,7 +41,7 @@ func sdkConfig(t *testing.T, e *harness.Env, direct *s3.Client) {
 		t.Fatalf("GetBucketLocation: %+v %v", loc, err)
 	}
 
-	sdkBucketConfig(t, c, direct, bucket)
+	sdkBucketConfig(t, c, bucket)
 
 	// Objects.
 	first, second := harness.NewData(960, 400), harness.NewData(961, 800)
@@ -207,9 +207,8 @@ func sdkObjectConfig(t *testing.T, c, direct *s3.Client, bucket string, old *s3.
 }
 
 // sdkBucketConfig sets and reads back bucket's tagging, versioning (which
-// it turns on), lifecycle, policy and ACL with aws-sdk-go-v2, checking the
-// backend where the client cannot show it.
-func sdkBucketConfig(t *testing.T, c, direct *s3.Client, bucket string) {
+// it turns on), lifecycle, policy and ACL with aws-sdk-go-v2.
+func sdkBucketConfig(t *testing.T, c *s3.Client, bucket string) {
 	ctx := t.Context()
 	b := aws.String(bucket)
 	// Tagging.

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -68,27 +66,8 @@ func TestDigestReclamation(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type blob struct {
-		digest, key string
-		body        []byte
-	}
-	blobs := make([]blob, 6)
-	for i := range blobs {
-		body := bytes.Repeat([]byte(fmt.Sprintf("layer %d of %s;", i, bucket)), 100+i)
-		sum := sha256.Sum256(body)
-		hexs := hex.EncodeToString(sum[:])
-		blobs[i] = blob{digest: "sha256:" + hexs, key: "blobs/sha256/" + hexs, body: body}
-		if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(blobs[i].key), Body: bytes.NewReader(body)}); err != nil {
-			t.Fatalf("push blob %d: %v", i, err)
-		}
-	}
-	manifest := func(ids ...int) []byte {
-		var layers []string
-		for _, i := range ids {
-			layers = append(layers, fmt.Sprintf(`{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":%q}`, blobs[i].digest))
-		}
-		return []byte(`{"schemaVersion":2,"layers":[` + strings.Join(layers, ",") + `]}`)
-	}
+	blobs := pushLayers(t, sdk, bucket, 6)
+	manifest := func(ids ...int) []byte { return ociManifest(blobs, ids...) }
 	put := func(c *s3.Client, key string, body []byte) {
 		t.Helper()
 		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
@@ -100,52 +79,11 @@ func TestDigestReclamation(t *testing.T) {
 	put(direct, "manifests/around/v1", manifest(3)) // a producer the gateway does not know
 	// Blobs 4 and 5 are named by nothing.
 
-	// A blob whose content does not match its key is refused and not stored.
-	badKey := "blobs/sha256/" + strings.Repeat("ab", 32)
-	_, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(badKey), Body: strings.NewReader("not that")})
-	requireAPIError(t, err, "BadDigest")
-	requireAbsent(t, direct, bucket, badKey)
+	requireBlobWritesRefused(t, sdk, direct, bucket, blobs[1].key)
 
-	// A referenced blob cannot be deleted by a client that is no admin.
-	_, err = sdk.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(blobs[1].key)})
-	requireAPIError(t, err, "BlobReferenced")
-
-	present := func(i int) bool {
-		t.Helper()
-		out, err := direct.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(blobs[i].key)})
-		if apiErrorCode(err) == "NoSuchKey" {
-			return false
-		}
-		if err != nil {
-			t.Fatalf("read blob %d on MinIO: %v", i, err)
-		}
-		defer out.Body.Close()
-		got, err := io.ReadAll(out.Body)
-		if err != nil || !bytes.Equal(got, blobs[i].body) {
-			t.Fatalf("blob %d on MinIO changed: %v", i, err)
-		}
-		return true
-	}
-	requirePresent := func(when string, ids ...int) {
-		t.Helper()
-		for _, i := range ids {
-			if !present(i) {
-				t.Fatalf("%s: blob %d (%s) is gone", when, i, blobs[i].digest)
-			}
-		}
-	}
-	pass := func() digestReport {
-		t.Helper()
-		out := mustSweepgate(t, 0, admin, "reclaim", "run", "--json")
-		var rep digestReport
-		if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Digests == nil {
-			t.Fatalf("reclaim run --json has no digests section (%v):\n%s", err, out)
-		}
-		if rep.Digests.Refused != "" {
-			t.Fatalf("digest sweep refused: %s", rep.Digests.Refused)
-		}
-		return rep
-	}
+	present := func(i int) bool { t.Helper(); return layerPresent(t, direct, bucket, blobs, i) }
+	requirePresent := func(when string, ids ...int) { requireLayersPresent(t, direct, bucket, blobs, when, ids...) }
+	pass := func() digestReport { t.Helper(); return digestPassReport(t, admin) }
 	// passesUntil runs passes until gone reports true, checking after each
 	// that the blobs in keep are all there.
 	passesUntil := func(what string, gone func() bool, keep ...int) {
@@ -203,6 +141,95 @@ func TestDigestReclamation(t *testing.T) {
 		pass()
 	}
 	requirePresent("after the re-push", 0, 1, 2, 3)
+}
+
+// requireBlobWritesRefused checks that a blob whose content does not match
+// its key is refused and not stored, and that a client that is no admin
+// cannot delete the referenced blob of referencedKey.
+func requireBlobWritesRefused(t *testing.T, sdk, direct *s3.Client, bucket, referencedKey string) {
+	t.Helper()
+	ctx := t.Context()
+	badKey := "blobs/sha256/" + strings.Repeat("ab", 32)
+	_, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(badKey), Body: strings.NewReader("not that")})
+	requireAPIError(t, err, "BadDigest")
+	requireAbsent(t, direct, bucket, badKey)
+	_, err = sdk.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(referencedKey)})
+	requireAPIError(t, err, "BlobReferenced")
+}
+
+// requireLayersPresent checks, when, that the blobs of ids are on MinIO.
+func requireLayersPresent(t *testing.T, direct *s3.Client, bucket string, blobs []layerBlob, when string, ids ...int) {
+	t.Helper()
+	for _, i := range ids {
+		if !layerPresent(t, direct, bucket, blobs, i) {
+			t.Fatalf("%s: blob %d (%s) is gone", when, i, blobs[i].digest)
+		}
+	}
+}
+
+// layerBlob is a blob pushed into a digest namespace under blobs/sha256/.
+type layerBlob struct {
+	digest, key string
+	body        []byte
+}
+
+// pushLayers pushes n distinct blobs into bucket's namespace through sdk.
+func pushLayers(t *testing.T, sdk *s3.Client, bucket string, n int) []layerBlob {
+	t.Helper()
+	blobs := make([]layerBlob, n)
+	for i := range blobs {
+		body := bytes.Repeat([]byte(fmt.Sprintf("layer %d of %s;", i, bucket)), 100+i)
+		digest, key := casBlobKey(body)
+		blobs[i] = layerBlob{digest: digest, key: key, body: body}
+		if _, err := sdk.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+			t.Fatalf("push blob %d: %v", i, err)
+		}
+	}
+	return blobs
+}
+
+// ociManifest is an OCI image manifest naming the blobs of ids as layers.
+func ociManifest(blobs []layerBlob, ids ...int) []byte {
+	var layers []string
+	for _, i := range ids {
+		layers = append(layers, fmt.Sprintf(`{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":%q}`, blobs[i].digest))
+	}
+	return []byte(`{"schemaVersion":2,"layers":[` + strings.Join(layers, ",") + `]}`)
+}
+
+// layerPresent reports whether blobs[i] is on MinIO; a blob there must
+// hold its bytes.
+func layerPresent(t *testing.T, direct *s3.Client, bucket string, blobs []layerBlob, i int) bool {
+	t.Helper()
+	out, err := direct.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(blobs[i].key)})
+	if apiErrorCode(err) == "NoSuchKey" {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("read blob %d on MinIO: %v", i, err)
+	}
+	defer out.Body.Close()
+	got, err := io.ReadAll(out.Body)
+	if err != nil || !bytes.Equal(got, blobs[i].body) {
+		t.Fatalf("blob %d on MinIO changed: %v", i, err)
+	}
+	return true
+}
+
+// digestPassReport runs a reclaimer pass through the admin listener at
+// admin and returns its report, which must have a digest section that was
+// not refused.
+func digestPassReport(t *testing.T, admin string) digestReport {
+	t.Helper()
+	out := mustSweepgate(t, 0, admin, "reclaim", "run", "--json")
+	var rep digestReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Digests == nil {
+		t.Fatalf("reclaim run --json has no digests section (%v):\n%s", err, out)
+	}
+	if rep.Digests.Refused != "" {
+		t.Fatalf("digest sweep refused: %s", rep.Digests.Refused)
+	}
+	return rep
 }
 
 // hasPositiveSample reports whether the Prometheus text exposition holds a

@@ -5,8 +5,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"hash/crc32"
 	"io"
@@ -222,4 +224,17 @@ func dataCRC32Base64(t *testing.T, d harness.Data) string {
 		t.Fatal(err)
 	}
 	return base64.StdEncoding.EncodeToString(h.Sum(nil))
+}
+
+// casBlobKey returns content's digest and the key of its blob in a digest
+// namespace under blobs/sha256/.
+func casBlobKey(content []byte) (digest, key string) {
+	sum := sha256.Sum256(content)
+	h := hex.EncodeToString(sum[:])
+	return "sha256:" + h, "blobs/sha256/" + h
+}
+
+// smallPart returns a part of 4 KiB.
+func smallPart() *io.SectionReader {
+	return io.NewSectionReader(bytes.NewReader(bytes.Repeat([]byte("p"), 4096)), 0, 4096)
 }

@@ -89,103 +89,11 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("run.sh printed endpoint %q, want %q (it should honour SWEEPGATE_LISTEN)", banner.endpoint, wantEndpoint)
 	}
 
-	t.Run("sdk put and get", func(t *testing.T) {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		t.Cleanup(tr.CloseIdleConnections)
-		client := harness.NewS3Client(banner.endpoint, "us-east-1", banner.accessKey, banner.secretKey, tr, true)
-		ctx := t.Context()
-		bucket := harness.BucketName(t)
-		if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-			t.Fatalf("CreateBucket %s through %s: %v", bucket, banner.endpoint, err)
-		}
-		body := harness.NewData(1, 1<<20+17).Bytes()
-		if _, err := client.PutObject(ctx, &s3.PutObjectInput{
-			Bucket: aws.String(bucket), Key: aws.String("make-run/object"), Body: bytes.NewReader(body),
-		}); err != nil {
-			t.Fatalf("PutObject through %s: %v", banner.endpoint, err)
-		}
-		out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("make-run/object")})
-		if err != nil {
-			t.Fatalf("GetObject through %s: %v", banner.endpoint, err)
-		}
-		got, err := io.ReadAll(out.Body)
-		out.Body.Close()
-		if err != nil {
-			t.Fatalf("read GetObject body: %v", err)
-		}
-		if !bytes.Equal(got, body) {
-			t.Fatalf("GetObject returned %d bytes (sha256 %s), want %d bytes (sha256 %s)",
-				len(got), harness.SHA256Hex(got), len(body), harness.SHA256Hex(body))
-		}
-	})
+	t.Run("sdk put and get", func(t *testing.T) { makeRunPutGet(t, banner) })
 
-	t.Run("printed aws example", func(t *testing.T) {
-		requireCLI(t, "aws", "awscli")
-		if len(banner.awsExample) == 0 {
-			t.Fatalf("run.sh printed no aws CLI example; output:\n%s", run.output())
-		}
-		dir := t.TempDir()
-		cliEnv := withoutPrefixes(os.Environ(), "AWS_")
-		// Keep the user's aws configuration out of it: the example must work
-		// on its own.
-		cliEnv = append(cliEnv, "HOME="+dir, "AWS_CONFIG_FILE="+filepath.Join(dir, "config"),
-			"AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "credentials"), "AWS_PAGER=")
-		for _, line := range banner.awsExample {
-			cmd := exec.CommandContext(t.Context(), "sh", "-c", line)
-			cmd.Dir = dir
-			cmd.Env = cliEnv
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("printed example %q failed: %v\n%s", line, err, out)
-			}
-		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		t.Cleanup(tr.CloseIdleConnections)
-		client := harness.NewS3Client(banner.endpoint, "us-east-1", banner.accessKey, banner.secretKey, tr, true)
-		out, err := client.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String("demo"), Key: aws.String("hello.txt")})
-		if err != nil {
-			t.Fatalf("the printed example should have stored demo/hello.txt: %v", err)
-		}
-		got, _ := io.ReadAll(out.Body)
-		out.Body.Close()
-		if string(got) != "hello\n" {
-			t.Fatalf("demo/hello.txt holds %q, want %q", got, "hello\n")
-		}
-	})
+	t.Run("printed aws example", func(t *testing.T) { makeRunAWSExample(t, run, banner) })
 
-	// The admin token: where the generated file is, and a printed command
-	// that finds it through the configuration and works.
-	t.Run("printed admin token", func(t *testing.T) {
-		tokenFile := filepath.Join(dataDir, "etcd", "admin-token")
-		var where, command string
-		for line := range strings.SplitSeq(run.output(), "\n") {
-			line = strings.TrimSpace(line)
-			if v, ok := strings.CutPrefix(line, "admin token:"); ok {
-				where = strings.TrimSpace(v)
-			}
-			if strings.Contains(line, " reclaim status --config ") && command == "" {
-				command = line
-			}
-		}
-		if !strings.Contains(where, tokenFile) {
-			t.Errorf("run.sh says the admin token is %q, want it to name %s", where, tokenFile)
-		}
-		if st, err := os.Stat(tokenFile); err != nil || st.Mode().Perm() != 0o600 {
-			t.Errorf("the token file: %v, %v; want mode 0600", st, err)
-		}
-		if command == "" {
-			t.Fatal("run.sh prints no `reclaim status --config` command")
-		}
-		// The printed command, from another directory, with none of the
-		// environment make run had.
-		cmd := exec.CommandContext(t.Context(), "sh", "-c", command)
-		cmd.Dir = t.TempDir()
-		cmd.Env = withoutPrefixes(os.Environ(), "SWEEPGATE_")
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "Reclaimer") {
-			t.Errorf("the printed command %q: %v\n%s", command, err, out)
-		}
-	})
+	t.Run("printed admin token", func(t *testing.T) { makeRunAdminToken(t, run, dataDir) })
 
 	// Ctrl-C: SIGINT to the script alone, so that stopping the servers is
 	// the script's doing (a terminal would also signal the servers).
@@ -213,6 +121,109 @@ func TestMakeRun(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("run.sh output:\n%s", run.output())
+	}
+}
+
+// makeRunPutGet puts an object through the endpoint run.sh printed, with the
+// credentials it printed, and reads it back.
+func makeRunPutGet(t *testing.T, banner runBanner) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	client := harness.NewS3Client(banner.endpoint, "us-east-1", banner.accessKey, banner.secretKey, tr, true)
+	ctx := t.Context()
+	bucket := harness.BucketName(t)
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatalf("CreateBucket %s through %s: %v", bucket, banner.endpoint, err)
+	}
+	body := harness.NewData(1, 1<<20+17).Bytes()
+	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(bucket), Key: aws.String("make-run/object"), Body: bytes.NewReader(body),
+	}); err != nil {
+		t.Fatalf("PutObject through %s: %v", banner.endpoint, err)
+	}
+	out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("make-run/object")})
+	if err != nil {
+		t.Fatalf("GetObject through %s: %v", banner.endpoint, err)
+	}
+	got, err := io.ReadAll(out.Body)
+	out.Body.Close()
+	if err != nil {
+		t.Fatalf("read GetObject body: %v", err)
+	}
+	if !bytes.Equal(got, body) {
+		t.Fatalf("GetObject returned %d bytes (sha256 %s), want %d bytes (sha256 %s)",
+			len(got), harness.SHA256Hex(got), len(body), harness.SHA256Hex(body))
+	}
+}
+
+// makeRunAWSExample runs the aws CLI example run.sh printed, on its own, and
+// reads back what it stored.
+func makeRunAWSExample(t *testing.T, run *runScript, banner runBanner) {
+	requireCLI(t, "aws", "awscli")
+	if len(banner.awsExample) == 0 {
+		t.Fatalf("run.sh printed no aws CLI example; output:\n%s", run.output())
+	}
+	dir := t.TempDir()
+	cliEnv := withoutPrefixes(os.Environ(), "AWS_")
+	// Keep the user's aws configuration out of it: the example must work
+	// on its own.
+	cliEnv = append(cliEnv, "HOME="+dir, "AWS_CONFIG_FILE="+filepath.Join(dir, "config"),
+		"AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "credentials"), "AWS_PAGER=")
+	for _, line := range banner.awsExample {
+		cmd := exec.CommandContext(t.Context(), "sh", "-c", line)
+		cmd.Dir = dir
+		cmd.Env = cliEnv
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("printed example %q failed: %v\n%s", line, err, out)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	client := harness.NewS3Client(banner.endpoint, "us-east-1", banner.accessKey, banner.secretKey, tr, true)
+	out, err := client.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String("demo"), Key: aws.String("hello.txt")})
+	if err != nil {
+		t.Fatalf("the printed example should have stored demo/hello.txt: %v", err)
+	}
+	got, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if string(got) != "hello\n" {
+		t.Fatalf("demo/hello.txt holds %q, want %q", got, "hello\n")
+	}
+}
+
+// makeRunAdminToken checks what run.sh printed of the admin token: where the
+// generated file under dataDir is, and a command that finds it through the
+// configuration and works.
+func makeRunAdminToken(t *testing.T, run *runScript, dataDir string) {
+	tokenFile := filepath.Join(dataDir, "etcd", "admin-token")
+	var where, command string
+	for line := range strings.SplitSeq(run.output(), "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "admin token:"); ok {
+			where = strings.TrimSpace(v)
+		}
+		if strings.Contains(line, " reclaim status --config ") && command == "" {
+			command = line
+		}
+	}
+	if !strings.Contains(where, tokenFile) {
+		t.Errorf("run.sh says the admin token is %q, want it to name %s", where, tokenFile)
+	}
+	if st, err := os.Stat(tokenFile); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the token file: %v, %v; want mode 0600", st, err)
+	}
+	if command == "" {
+		t.Fatal("run.sh prints no `reclaim status --config` command")
+	}
+	// The printed command, from another directory, with none of the
+	// environment make run had.
+	cmd := exec.CommandContext(t.Context(), "sh", "-c", command)
+	cmd.Dir = t.TempDir()
+	cmd.Env = withoutPrefixes(os.Environ(), "SWEEPGATE_")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Reclaimer") {
+		t.Errorf("the printed command %q: %v\n%s", command, err, out)
 	}
 }
 

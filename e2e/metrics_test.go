@@ -181,19 +181,9 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := bytes.Repeat([]byte("metrics;"), 512)
-	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(objectKey), Body: bytes.NewReader(body)}); err != nil {
-		t.Fatal(err)
-	}
-	out, err := sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(objectKey)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := io.ReadAll(out.Body); err != nil || !bytes.Equal(got, body) {
-		t.Fatalf("GetObject returned %d bytes (%v), want what was put", len(got), err)
-	}
-	out.Body.Close()
+	putAndGetBack(t, sdk, bucket, objectKey, body)
 	// Two failures: a missing key, and a key the gateway does not know.
-	_, err = sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("metrics/missing.bin")})
+	_, err := sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("metrics/missing.bin")})
 	requireAPIError(t, err, "NoSuchKey")
 	stranger := e.SDK(t, harness.WithCredentials("AKIDMETRICSSTRANGER", "not-a-secret-the-gateway-knows"))
 	_, err = stranger.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
@@ -253,7 +243,32 @@ func TestMetrics(t *testing.T) {
 	moved("sweepgate_reclaim_pass_duration_seconds_count", "result", "ok")
 	moved("sweepgate_reclaim_last_pass_finished_timestamp_seconds")
 
-	// Gauges of the pass, and of who leads.
+	requirePassGauges(t, after, rep.Term, len(body))
+	requireNoClientNames(t, text, after, bucket, objectKey, uploadKey, orphanKey, uploadID, orphanID, "AKIDMETRICSSTRANGER")
+}
+
+// putAndGetBack puts body as key into bucket with sdk and reads it back.
+func putAndGetBack(t *testing.T, sdk *s3.Client, bucket, key string, body []byte) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(out.Body); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("GetObject returned %d bytes (%v), want what was put", len(got), err)
+	}
+	out.Body.Close()
+}
+
+// requirePassGauges checks the gauges of TestMetrics' pass, made in term
+// with one orphan of bodyLen bytes held, and of who leads; and that the
+// counters a rate() needs are exported before their first event.
+func requirePassGauges(t *testing.T, after scrape, term int64, bodyLen int) {
+	t.Helper()
 	want := func(name string, ok func(float64) bool, what string, labels ...string) {
 		t.Helper()
 		v, exported := after.series(name, labels...)
@@ -263,11 +278,11 @@ func TestMetrics(t *testing.T) {
 	}
 	is := func(x float64) func(float64) bool { return func(v float64) bool { return v == x } }
 	want("sweepgate_reclaim_leading", is(1), "1: this gateway leads")
-	want("sweepgate_reclaim_term", is(float64(rep.Term)), fmt.Sprintf("the pass's term %d", rep.Term))
+	want("sweepgate_reclaim_term", is(float64(term)), fmt.Sprintf("the pass's term %d", term))
 	want("sweepgate_reclaim_orphans_held", is(1), "the one orphan")
 	want("sweepgate_reclaim_orphan_parts_held", is(1), "its one part")
 	want("sweepgate_reclaim_plan_parts", is(1), "the orphan's part", "verdict", "hold")
-	want("sweepgate_reclaim_plan_bytes", is(float64(len(body))), "the orphan's bytes", "verdict", "hold")
+	want("sweepgate_reclaim_plan_bytes", is(float64(bodyLen)), "the orphan's bytes", "verdict", "hold")
 	want("sweepgate_reclaim_oldest_orphan_age_seconds", func(v float64) bool { return v > 0 && v < 3600 }, "the orphan's age, a few seconds")
 	for _, st := range []string{"active", "expired", "completing", "completed", "aborting", "aborted", "cleanup_pending"} {
 		want("sweepgate_sessions", func(v float64) bool { return v >= 0 }, "a count", "state", st)
@@ -286,9 +301,14 @@ func TestMetrics(t *testing.T) {
 	// Exported before the first of each happens, so rate() sees the first.
 	want("sweepgate_reclaim_passes_total", zero, "0, exported before any stopped pass", "result", "stopped")
 	want("sweepgate_reclaim_acted_parts_total", zero, "0, exported before any delete", "outcome", "aborted")
+}
 
-	// Nothing in the scrape names what a client chose.
-	for _, s := range []string{bucket, objectKey, uploadKey, orphanKey, uploadID, orphanID, "AKIDMETRICSSTRANGER"} {
+// requireNoClientNames checks that the scrape (text, parsed as after)
+// names nothing a client chose: none of chosen, and no label such as
+// bucket or key.
+func requireNoClientNames(t *testing.T, text string, after scrape, chosen ...string) {
+	t.Helper()
+	for _, s := range chosen {
 		if strings.Contains(text, s) {
 			t.Errorf("/metrics contains %q", s)
 		}

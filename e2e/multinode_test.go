@@ -115,17 +115,105 @@ func TestMultiNode(t *testing.T) {
 	// Warm up: every worker completes an upload.
 	w.awaitCreatedAndCompleted(t, started, mnWorkers, "before any kill")
 
-	// Kill the etcd member that leads the raft group: the other two
-	// elect a new one, and the gateways' clients fail over.
+	killEtcdLeader(t, cluster, w, started)
+
+	// Two uploads abandoned after one part each: the reclaimer must
+	// delete them, and only them, and by the time it may (grace plus
+	// delete_after from now) the leader about to be killed is long gone.
+	abandoned := abandonUploads(t, ctx, w, bucket)
+
+	after := killReclaimerLeader(t, ctx, mon, w, started)
+
+	// The new leader reclaims the abandoned uploads, in its own term,
+	// while the workload's live uploads go on around them.
+	awaitAbandonedAborted(t, w, store, bucket, abandoned, after.Reclaimer.Term)
+
+	// Let every worker finish the upload it is in, then stop watching.
+	w.finish(t)
+	cancel()
+	monDone.Wait()
+
+	left := requireAbandonedGone(t, direct, bucket, abandoned)
+
+	requireCompletedUploads(t, store, direct, bucket, w.completed(), left)
+
+	// Exactly one leader at a time, as both gateways told it.
+	samples, violations, timeline := mon.summary()
+	for _, v := range violations {
+		t.Error(v)
+	}
+	if samples < 10 {
+		t.Errorf("only %d leadership samples were taken", samples)
+	}
+
+	w.report(t, time.Since(started))
+	t.Logf("%d leadership samples (NAME:TERM leads, NAME- follows, NAME? did not answer): %s", samples, strings.Join(timeline, ", "))
+}
+
+// killEtcdLeader kills the etcd member that leads the raft group: the
+// other two elect a new one, and the gateways' clients fail over while w
+// runs on.
+func killEtcdLeader(t *testing.T, cluster *harness.EtcdCluster, w *mnWorkload, started time.Time) {
+	t.Helper()
 	victim := cluster.Leader(t)
 	cluster.Kill(victim)
 	etcdKilled := time.Now()
 	t.Logf("killed etcd member %s (the raft leader) after %s", cluster.Name(victim), etcdKilled.Sub(started).Round(time.Millisecond))
 	w.awaitCreatedAndCompleted(t, etcdKilled, mnWorkers, "after the etcd member was killed")
+}
 
-	// Two uploads abandoned after one part each: the reclaimer must
-	// delete them, and only them, and by the time it may (grace plus
-	// delete_after from now) the leader about to be killed is long gone.
+// killReclaimerLeader kills whichever gateway leads the reclaimer now and
+// waits until the survivor takes over in a higher term, once the killed
+// leader's lease has run out, and w completes uploads again. It returns
+// the survivor's status.
+func killReclaimerLeader(t *testing.T, ctx context.Context, mon *mnMonitor, w *mnWorkload, started time.Time) reclaimStatus {
+	t.Helper()
+	// Whoever leads the reclaimer now (losing an etcd member may have
+	// moved the lead) is the gateway to kill, at once.
+	before := mon.awaitOneLeader(t)
+	leader, survivor := mon.gateways[before.leader], mon.gateways[1-before.leader]
+	survivorName := mon.names[1-before.leader]
+	leader.Kill()
+	gwKilled := time.Now()
+	t.Logf("killed %s (reclaimer leader, term %d) after %s", mon.names[before.leader], before.term, gwKilled.Sub(started).Round(time.Millisecond))
+
+	// The survivor takes over in a higher term, once the killed leader's
+	// lease has run out.
+	var after reclaimStatus
+	eventually(t, mnPhaseTimeout, func() (bool, string) {
+		var err error
+		after, err = mon.status(ctx, survivor)
+		return err == nil && after.Reclaimer.Leading, fmt.Sprintf("the survivor %s does not lead: %+v (%v)", survivorName, after.Reclaimer, err)
+	})
+	t.Logf("%s leads in term %d, %s after the kill", survivorName, after.Reclaimer.Term, time.Since(gwKilled).Round(100*time.Millisecond))
+	if after.Reclaimer.Term <= before.term {
+		t.Errorf("the survivor leads in term %d, not above the killed leader's %d", after.Reclaimer.Term, before.term)
+	}
+	w.awaitCreatedAndCompleted(t, gwKilled, mnWorkers, "after the reclaimer leader was killed")
+	return after
+}
+
+// requireAbandonedGone checks that MinIO no longer lists the abandoned
+// uploads, and returns the uploads it lists.
+func requireAbandonedGone(t *testing.T, direct *s3.Client, bucket string, abandoned []mnAbandoned) (left []string) {
+	t.Helper()
+	uploads, err := direct.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatalf("ListMultipartUploads on MinIO: %v", err)
+	}
+	left = backendUploadIDs(uploads)
+	for _, a := range abandoned {
+		if slices.Contains(left, a.uploadID) {
+			t.Errorf("MinIO still holds abandoned upload %s, which its session says was aborted", a.key)
+		}
+	}
+	return left
+}
+
+// abandonUploads creates two uploads through w's gateways and uploads one
+// part to each, then abandons them.
+func abandonUploads(t *testing.T, ctx context.Context, w *mnWorkload, bucket string) []mnAbandoned {
+	t.Helper()
 	var abandoned []mnAbandoned
 	controlGW := 0
 	for i := range 2 {
@@ -148,32 +236,14 @@ func TestMultiNode(t *testing.T) {
 		}
 		abandoned = append(abandoned, a)
 	}
+	return abandoned
+}
 
-	// Whoever leads the reclaimer now (losing an etcd member may have
-	// moved the lead) is the gateway to kill, at once.
-	before := mon.awaitOneLeader(t)
-	leader, survivor := gateways[before.leader], gateways[1-before.leader]
-	survivorName := names[1-before.leader]
-	leader.Kill()
-	gwKilled := time.Now()
-	t.Logf("killed %s (reclaimer leader, term %d) after %s", names[before.leader], before.term, gwKilled.Sub(started).Round(time.Millisecond))
-
-	// The survivor takes over in a higher term, once the killed leader's
-	// lease has run out.
-	var after reclaimStatus
-	eventually(t, mnPhaseTimeout, func() (bool, string) {
-		var err error
-		after, err = mon.status(ctx, survivor)
-		return err == nil && after.Reclaimer.Leading, fmt.Sprintf("the survivor %s does not lead: %+v (%v)", survivorName, after.Reclaimer, err)
-	})
-	t.Logf("%s leads in term %d, %s after the kill", survivorName, after.Reclaimer.Term, time.Since(gwKilled).Round(100*time.Millisecond))
-	if after.Reclaimer.Term <= before.term {
-		t.Errorf("the survivor leads in term %d, not above the killed leader's %d", after.Reclaimer.Term, before.term)
-	}
-	w.awaitCreatedAndCompleted(t, gwKilled, mnWorkers, "after the reclaimer leader was killed")
-
-	// The new leader reclaims the abandoned uploads, in its own term,
-	// while the workload's live uploads go on around them.
+// awaitAbandonedAborted waits until the sessions of the abandoned uploads
+// say aborted, each by a reclaimer in term or later, while w's live uploads
+// go on around them.
+func awaitAbandonedAborted(t *testing.T, w *mnWorkload, store *sessionStore, bucket string, abandoned []mnAbandoned, term int64) {
+	t.Helper()
 	eventually(t, mnGrace+mnDeleteAfter+mnPhaseTimeout, func() (bool, string) {
 		w.check(t)
 		for _, a := range abandoned {
@@ -181,33 +251,20 @@ func TestMultiNode(t *testing.T) {
 			if !found || rec.State != "aborted" {
 				return false, fmt.Sprintf("abandoned upload %s is %s: %s", a.key, rec.State, rec.path())
 			}
-			if term := mnAbortTerm(t, raw); term < after.Reclaimer.Term {
-				t.Fatalf("abandoned upload %s was aborted in term %d, before the survivor's term %d: %s", a.key, term, after.Reclaimer.Term, raw)
+			if got := mnAbortTerm(t, raw); got < term {
+				t.Fatalf("abandoned upload %s was aborted in term %d, before the survivor's term %d: %s", a.key, got, term, raw)
 			}
 		}
 		return true, ""
 	})
+}
 
-	// Let every worker finish the upload it is in, then stop watching.
-	w.finish(t)
-	cancel()
-	monDone.Wait()
-
-	uploads, err := direct.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
-	if err != nil {
-		t.Fatalf("ListMultipartUploads on MinIO: %v", err)
-	}
-	left := backendUploadIDs(uploads)
-	for _, a := range abandoned {
-		if slices.Contains(left, a.uploadID) {
-			t.Errorf("MinIO still holds abandoned upload %s, which its session says was aborted", a.key)
-		}
-	}
-
-	// Every upload that was created completed with its own upload id,
-	// and read back intact through a gateway (the workers checked that);
-	// its session says so, and nothing ever moved it towards an abort.
-	done := w.completed()
+// requireCompletedUploads checks each upload that completed for its
+// client (done): its session says completed with the ETag the client got,
+// nothing ever moved it towards an abort, MinIO no longer lists it (left
+// are the uploads MinIO lists) and holds its object.
+func requireCompletedUploads(t *testing.T, store *sessionStore, direct *s3.Client, bucket string, done []mnUpload, left []string) {
+	t.Helper()
 	for _, u := range done {
 		rec, _, _, found := store.lookup(t, bucket, u.uploadID)
 		if !found || rec.State != "completed" {
@@ -237,18 +294,6 @@ func TestMultiNode(t *testing.T) {
 			t.Errorf("%s on MinIO: %d bytes ETag %s, want %d bytes ETag %s", u.key, aws.ToInt64(head.ContentLength), aws.ToString(head.ETag), u.data.Size, u.etag)
 		}
 	}
-
-	// Exactly one leader at a time, as both gateways told it.
-	samples, violations, timeline := mon.summary()
-	for _, v := range violations {
-		t.Error(v)
-	}
-	if samples < 10 {
-		t.Errorf("only %d leadership samples were taken", samples)
-	}
-
-	w.report(t, time.Since(started))
-	t.Logf("%d leadership samples (NAME:TERM leads, NAME- follows, NAME? did not answer): %s", samples, strings.Join(timeline, ", "))
 }
 
 // mnAbandoned is an upload the test abandons for the reclaimer.

@@ -136,36 +136,8 @@ func TestOneMeaningRewrittenKeys(t *testing.T) {
 	t.Parallel()
 	f := startOneMeaning(t)
 	b := f.bucket
-	// paths spells /bucket/key in ways a backend that cleans paths reads
-	// as /bucket/key; host, when set, addresses the bucket instead
-	// (virtual-hosted style).
 	vhost := b + ".localhost:" + fmt.Sprint(f.e.Gateway.Port())
-	type spelling struct{ name, host, path string }
-	paths := func(key string) []spelling {
-		dir, base, _ := strings.Cut(key, "/")
-		return []spelling{
-			{"empty segment before the key", "", "/" + b + "//" + key},
-			{"dot segment before the key", "", "/" + b + "/./" + key},
-			{"dot-dot segment before the key", "", "/" + b + "/x/../" + key},
-			{"dot segment in the key", "", "/" + b + "/" + dir + "/./" + base},
-			{"dot-dot segment in the key", "", "/" + b + "/" + dir + "/x/../" + base},
-			{"empty segment in the key", "", "/" + b + "/" + dir + "//" + base},
-			{"trailing dot segment", "", "/" + b + "/" + key + "/."},
-			{"dot segment before the bucket", "", "/./" + b + "/" + key},
-			{"dot-dot segment before the bucket", "", "/x/../" + b + "/" + key},
-			{"empty segment before the bucket", "", "//" + b + "/" + key},
-			{"encoded slash before the key", "", "/" + b + "/%2F" + key},
-			{"encoded dot segment", "", "/" + b + "/%2E/" + key},
-			{"encoded dot-dot segment", "", "/" + b + "/x/%2E%2E/" + key},
-			{"lower-case encoded dot-dot segment", "", "/" + b + "/x/%2e%2e/" + key},
-			{"dot-dot between encoded slashes", "", "/" + b + "/x%2F..%2F" + key},
-			{"all encoded", "", "/" + b + "/x%2F%2E%2E%2F" + key},
-			{"encoded dot segment before the bucket", "", "/%2E/" + b + "/" + key},
-			{"virtual-hosted, empty segment before the key", vhost, "//" + key},
-			{"virtual-hosted, dot-dot segment before the key", vhost, "/x/../" + key},
-			{"virtual-hosted, encoded slash before the key", vhost, "/%2F" + key},
-		}
-	}
+	paths := func(key string) []pathSpelling { return rewrittenPaths(b, vhost, key) }
 	t.Run("path", func(t *testing.T) {
 		for _, p := range paths(f.ref.key) {
 			t.Run("DeleteObject of a referenced blob, "+p.name, func(t *testing.T) {
@@ -251,6 +223,38 @@ func TestOneMeaningRewrittenKeys(t *testing.T) {
 		}
 		f.checkNamespace(t)
 	})
+}
+
+// pathSpelling is one way to spell a request's path: host, when set,
+// addresses the bucket instead (virtual-hosted style).
+type pathSpelling struct{ name, host, path string }
+
+// rewrittenPaths spells /b/key in ways a backend that cleans paths reads
+// as /b/key, the virtual-hosted ones through vhost.
+func rewrittenPaths(b, vhost, key string) []pathSpelling {
+	dir, base, _ := strings.Cut(key, "/")
+	return []pathSpelling{
+		{"empty segment before the key", "", "/" + b + "//" + key},
+		{"dot segment before the key", "", "/" + b + "/./" + key},
+		{"dot-dot segment before the key", "", "/" + b + "/x/../" + key},
+		{"dot segment in the key", "", "/" + b + "/" + dir + "/./" + base},
+		{"dot-dot segment in the key", "", "/" + b + "/" + dir + "/x/../" + base},
+		{"empty segment in the key", "", "/" + b + "/" + dir + "//" + base},
+		{"trailing dot segment", "", "/" + b + "/" + key + "/."},
+		{"dot segment before the bucket", "", "/./" + b + "/" + key},
+		{"dot-dot segment before the bucket", "", "/x/../" + b + "/" + key},
+		{"empty segment before the bucket", "", "//" + b + "/" + key},
+		{"encoded slash before the key", "", "/" + b + "/%2F" + key},
+		{"encoded dot segment", "", "/" + b + "/%2E/" + key},
+		{"encoded dot-dot segment", "", "/" + b + "/x/%2E%2E/" + key},
+		{"lower-case encoded dot-dot segment", "", "/" + b + "/x/%2e%2e/" + key},
+		{"dot-dot between encoded slashes", "", "/" + b + "/x%2F..%2F" + key},
+		{"all encoded", "", "/" + b + "/x%2F%2E%2E%2F" + key},
+		{"encoded dot segment before the bucket", "", "/%2E/" + b + "/" + key},
+		{"virtual-hosted, empty segment before the key", vhost, "//" + key},
+		{"virtual-hosted, dot-dot segment before the key", vhost, "/x/../" + key},
+		{"virtual-hosted, encoded slash before the key", vhost, "/%2F" + key},
+	}
 }
 
 // TestOneMeaningHopByHop: a request that names one of its end-to-end

@@ -57,48 +57,11 @@ func TestPayloadModes(t *testing.T) {
 	// refuses chunks over 16 MiB; larger sizes are in TestLargeTLSChunk.
 	sizes := []int64{1, 64 * kib, 3*mib + 1, 15 * mib}
 
-	t.Run("aws-sdk-go-v2 over HTTP, hex SHA-256", func(t *testing.T) {
-		rec := &harness.Recorder{}
-		c := e.SDK(t, harness.WithTransport(rec.Wrap))
-		for i, size := range sizes {
-			d := harness.NewData(uint64(300+i), size)
-			key := "sha256/" + d.SHA256()[:8]
-			putData(t, c, bucket, key, d)
-			requireObject(t, direct, bucket, key, d)
-			requireBackendCRC32(t, direct, bucket, key, d)
-		}
-		requirePayloadMode(t, rec, hexSHA256.MatchString, "a hex SHA-256 payload")
-	})
+	t.Run("aws-sdk-go-v2 over HTTP, hex SHA-256", func(t *testing.T) { payloadHexSHA256(t, e, bucket, direct, sizes) })
 
-	t.Run("aws-sdk-go-v2 over HTTP, UNSIGNED-PAYLOAD", func(t *testing.T) {
-		rec := &harness.Recorder{}
-		c := e.SDK(t, harness.WithTransport(rec.Wrap), harness.WithS3Options(func(o *s3.Options) {
-			// A checksum computed up front would bring the SHA-256 back.
-			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-			o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
-		}))
-		for i, size := range sizes {
-			d := harness.NewData(uint64(310+i), size)
-			key := "unsigned/" + d.SHA256()[:8]
-			putData(t, c, bucket, key, d)
-			requireObject(t, direct, bucket, key, d)
-		}
-		requirePayloadMode(t, rec, func(s string) bool { return s == harness.UnsignedPayload }, "UNSIGNED-PAYLOAD")
-	})
+	t.Run("aws-sdk-go-v2 over HTTP, UNSIGNED-PAYLOAD", func(t *testing.T) { payloadUnsigned(t, e, bucket, direct, sizes) })
 
-	t.Run("minio-go over HTTP, signed chunks", func(t *testing.T) {
-		rec := &harness.Recorder{}
-		mc := e.MinioGo(t, harness.WithTransport(rec.Wrap))
-		for i, size := range sizes {
-			d := harness.NewData(uint64(320+i), size)
-			key := "chunked/" + d.SHA256()[:8]
-			if _, err := mc.PutObject(t.Context(), bucket, key, d.Reader(), d.Size, minio.PutObjectOptions{}); err != nil {
-				t.Fatalf("PutObject %d bytes: %v", size, err)
-			}
-			requireObject(t, direct, bucket, key, d)
-		}
-		requirePayloadMode(t, rec, func(s string) bool { return strings.HasPrefix(s, harness.StreamingSigned) }, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD")
-	})
+	t.Run("minio-go over HTTP, signed chunks", func(t *testing.T) { payloadSignedChunks(t, e, bucket, direct, sizes) })
 
 	t.Run("aws-sdk-go-v2 over TLS, default checksum (unsigned trailer)", func(t *testing.T) {
 		rec := &harness.Recorder{}
@@ -173,6 +136,52 @@ func TestPayloadModes(t *testing.T) {
 		}
 		t.Logf("minio-go over TLS used %v", modes)
 	})
+}
+
+// payloadHexSHA256 sends bodies with aws-sdk-go-v2 over HTTP signed with their hex SHA-256, one of each of sizes, and checks each on MinIO.
+func payloadHexSHA256(t *testing.T, e *harness.Env, bucket string, direct *s3.Client, sizes []int64) {
+	rec := &harness.Recorder{}
+	c := e.SDK(t, harness.WithTransport(rec.Wrap))
+	for i, size := range sizes {
+		d := harness.NewData(uint64(300+i), size)
+		key := "sha256/" + d.SHA256()[:8]
+		putData(t, c, bucket, key, d)
+		requireObject(t, direct, bucket, key, d)
+		requireBackendCRC32(t, direct, bucket, key, d)
+	}
+	requirePayloadMode(t, rec, hexSHA256.MatchString, "a hex SHA-256 payload")
+}
+
+// payloadUnsigned sends bodies with aws-sdk-go-v2 over HTTP as UNSIGNED-PAYLOAD, one of each of sizes, and checks each on MinIO.
+func payloadUnsigned(t *testing.T, e *harness.Env, bucket string, direct *s3.Client, sizes []int64) {
+	rec := &harness.Recorder{}
+	c := e.SDK(t, harness.WithTransport(rec.Wrap), harness.WithS3Options(func(o *s3.Options) {
+		// A checksum computed up front would bring the SHA-256 back.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
+	}))
+	for i, size := range sizes {
+		d := harness.NewData(uint64(310+i), size)
+		key := "unsigned/" + d.SHA256()[:8]
+		putData(t, c, bucket, key, d)
+		requireObject(t, direct, bucket, key, d)
+	}
+	requirePayloadMode(t, rec, func(s string) bool { return s == harness.UnsignedPayload }, "UNSIGNED-PAYLOAD")
+}
+
+// payloadSignedChunks sends bodies with minio-go over HTTP in signed chunks, one of each of sizes, and checks each on MinIO.
+func payloadSignedChunks(t *testing.T, e *harness.Env, bucket string, direct *s3.Client, sizes []int64) {
+	rec := &harness.Recorder{}
+	mc := e.MinioGo(t, harness.WithTransport(rec.Wrap))
+	for i, size := range sizes {
+		d := harness.NewData(uint64(320+i), size)
+		key := "chunked/" + d.SHA256()[:8]
+		if _, err := mc.PutObject(t.Context(), bucket, key, d.Reader(), d.Size, minio.PutObjectOptions{}); err != nil {
+			t.Fatalf("PutObject %d bytes: %v", size, err)
+		}
+		requireObject(t, direct, bucket, key, d)
+	}
+	requirePayloadMode(t, rec, func(s string) bool { return strings.HasPrefix(s, harness.StreamingSigned) }, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD")
 }
 
 // TestLargeTLSChunk puts a 100 MiB object with aws-sdk-go-v2's defaults over

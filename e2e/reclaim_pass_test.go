@@ -3,14 +3,13 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -37,9 +36,7 @@ func TestReclaimPasses(t *testing.T) {
 	sdk, direct := e.SDK(t), e.DirectSDK(t)
 	store := newSessionStore(t, e)
 	bucket := e.Bucket(t)
-	part := func() *io.SectionReader {
-		return io.NewSectionReader(bytes.NewReader(bytes.Repeat([]byte("p"), 4096)), 0, 4096)
-	}
+	part := smallPart
 
 	// A: abandoned after one part. K: live, gets a part before every pass.
 	// O1, O2: made directly on MinIO, no session.
@@ -116,28 +113,57 @@ func TestReclaimPasses(t *testing.T) {
 	if got := backendPartNumbers(t, direct, bucket, keyK, idK); len(got) != int(kParts) {
 		t.Fatalf("MinIO holds %d parts of live upload K, want %d", len(got), kParts)
 	}
-	for _, o := range []struct{ key, id string }{{keyO1, idO1}, {keyO2, idO2}} {
-		if got := backendPartNumbers(t, direct, bucket, o.key, o.id); len(got) != 1 {
-			t.Fatalf("MinIO holds parts %v of orphan %s after %d passes; a pass never deletes an orphan", got, o.key, len(reports))
-		}
-		if _, _, _, found := store.lookup(t, bucket, o.id); found {
-			t.Fatalf("orphan %s has a session", o.key)
-		}
+	o1, o2 := keyedUpload{keyO1, idO1}, keyedUpload{keyO2, idO2}
+	requireOrphansUntouched(t, store, direct, bucket, len(reports), o1, o2)
+	requireStoredReports(t, admin, len(reports), deleted.Pass)
+	operateOrphans(t, admin, store, direct, bucket, o1, o2)
+
+	// Nothing is held any more: O1 follows the normal rules, O2 is gone.
+	feedK()
+	requireNothingHeld(t, admin, direct, bucket, o1, keyedUpload{keyK, idK}, kParts)
+}
+
+// requireNothingHeld runs a pass after the operator's decisions and checks
+// that it holds nothing, leaves the adopted orphan's part on MinIO and the
+// live upload its kParts parts.
+func requireNothingHeld(t *testing.T, admin string, direct *s3.Client, bucket string, adopted, live keyedUpload, kParts int32) {
+	t.Helper()
+	rep := runPass(t, admin)
+	if rep.Uploads.Hold.Sessions != 0 || rep.Totals.Orphans != 0 || rep.Uploads.Keep.Sessions+rep.Uploads.Mark.Sessions != 2 {
+		t.Errorf("pass after the operator's decisions: %+v", rep.Uploads)
 	}
-	// Pass reports are stored: the newest first.
+	if got := backendPartNumbers(t, direct, bucket, adopted.key, adopted.id); len(got) != 1 {
+		t.Errorf("adopted O1 has parts %v on MinIO", got)
+	}
+	if got := backendPartNumbers(t, direct, bucket, live.key, live.id); len(got) != int(kParts) {
+		t.Errorf("live upload K has %d parts on MinIO, want %d", len(got), kParts)
+	}
+}
+
+// requireStoredReports checks that the admin listener stores the n pass
+// reports, the newest (pass newest) first.
+func requireStoredReports(t *testing.T, admin string, n int, newest int64) {
+	t.Helper()
 	var stored struct{ Reports []reclaim.Report }
 	if err := json.Unmarshal([]byte(mustSweepgate(t, 0, admin, "reclaim", "reports", "--json", "--limit", "100")), &stored); err != nil {
 		t.Fatal(err)
 	}
-	if len(stored.Reports) != len(reports) || stored.Reports[0].Pass != deleted.Pass {
-		t.Errorf("%d stored reports, newest %d; want %d, newest %d", len(stored.Reports), stored.Reports[0].Pass, len(reports), deleted.Pass)
+	if len(stored.Reports) != n || stored.Reports[0].Pass != newest {
+		t.Errorf("%d stored reports, newest %d; want %d, newest %d", len(stored.Reports), stored.Reports[0].Pass, n, newest)
 	}
+}
 
-	// The operator's part.
-	ref1 := reclaim.OrphanRef{Bucket: bucket, Key: keyO1, UploadID: idO1}.String()
-	ref2 := reclaim.OrphanRef{Bucket: bucket, Key: keyO2, UploadID: idO2}.String()
+// keyedUpload names an upload: its key and id.
+type keyedUpload struct{ key, id string }
+
+// operateOrphans does the operator's part: reclaim orphans lists o1 and o2,
+// an unconfirmed delete of o2 changes nothing, o1 is adopted and o2 deleted.
+func operateOrphans(t *testing.T, admin string, store *sessionStore, direct *s3.Client, bucket string, o1, o2 keyedUpload) {
+	t.Helper()
+	ref1 := reclaim.OrphanRef{Bucket: bucket, Key: o1.key, UploadID: o1.id}.String()
+	ref2 := reclaim.OrphanRef{Bucket: bucket, Key: o2.key, UploadID: o2.id}.String()
 	out := mustSweepgate(t, 0, admin, "reclaim", "orphans")
-	for _, id := range []string{idO1, idO2} {
+	for _, id := range []string{o1.id, o2.id} {
 		if !strings.Contains(out, id) {
 			t.Errorf("reclaim orphans does not list %s:\n%s", id, out)
 		}
@@ -145,29 +171,30 @@ func TestReclaimPasses(t *testing.T) {
 	if out := mustSweepgate(t, 4, admin, "reclaim", "orphans", "delete", ref2); !strings.Contains(out, "would delete") {
 		t.Errorf("unconfirmed delete printed:\n%s", out)
 	}
-	if got := backendPartNumbers(t, direct, bucket, keyO2, idO2); len(got) != 1 {
+	if got := backendPartNumbers(t, direct, bucket, o2.key, o2.id); len(got) != 1 {
 		t.Fatalf("an unconfirmed delete changed orphan O2 on MinIO: parts %v", got)
 	}
 	mustSweepgate(t, 0, admin, "reclaim", "orphans", "adopt", "--principal", "backup-tool", ref1)
-	if rec := store.requireState(t, bucket, idO1, "active"); rec.Owner != "backup-tool" {
+	if rec := store.requireState(t, bucket, o1.id, "active"); rec.Owner != "backup-tool" {
 		t.Errorf("adopted O1 is owned by %q", rec.Owner)
 	}
 	mustSweepgate(t, 0, admin, "reclaim", "orphans", "delete", "--confirm", "--principal", "e2e-operator", ref2)
-	requireUploadGone(t, direct, bucket, keyO2, idO2)
-	if rec := store.requireState(t, bucket, idO2, "aborted"); !strings.Contains(fmt.Sprint(rec.History), "e2e-operator") {
+	requireUploadGone(t, direct, bucket, o2.key, o2.id)
+	if rec := store.requireState(t, bucket, o2.id, "aborted"); !strings.Contains(fmt.Sprint(rec.History), "e2e-operator") {
 		t.Errorf("O2's deletion does not record who: %+v", rec.History)
 	}
+}
 
-	// Nothing is held any more: O1 follows the normal rules, O2 is gone.
-	feedK()
-	rep := runPass(t, admin)
-	if rep.Uploads.Hold.Sessions != 0 || rep.Totals.Orphans != 0 || rep.Uploads.Keep.Sessions+rep.Uploads.Mark.Sessions != 2 {
-		t.Errorf("pass after the operator's decisions: %+v", rep.Uploads)
-	}
-	if got := backendPartNumbers(t, direct, bucket, keyO1, idO1); len(got) != 1 {
-		t.Errorf("adopted O1 has parts %v on MinIO", got)
-	}
-	if got := backendPartNumbers(t, direct, bucket, keyK, idK); len(got) != int(kParts) {
-		t.Errorf("live upload K has %d parts on MinIO, want %d", len(got), kParts)
+// requireOrphansUntouched checks that the orphans still have their one part
+// on MinIO after passes passes, and no session.
+func requireOrphansUntouched(t *testing.T, store *sessionStore, direct *s3.Client, bucket string, passes int, orphans ...keyedUpload) {
+	t.Helper()
+	for _, o := range orphans {
+		if got := backendPartNumbers(t, direct, bucket, o.key, o.id); len(got) != 1 {
+			t.Fatalf("MinIO holds parts %v of orphan %s after %d passes; a pass never deletes an orphan", got, o.key, passes)
+		}
+		if _, _, _, found := store.lookup(t, bucket, o.id); found {
+			t.Fatalf("orphan %s has a session", o.key)
+		}
 	}
 }

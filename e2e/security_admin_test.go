@@ -41,44 +41,9 @@ func TestSecurityAdminToken(t *testing.T) {
 	id := createUpload(t, e.SDK(t), bucket, "with-session")
 	orphan := createUpload(t, direct, bucket, "orphan")
 
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	call := func(t *testing.T, method, path string, body []byte, authorization string, cookies ...*http.Cookie) (int, http.Header, []byte) {
-		t.Helper()
-		var r io.Reader
-		if body != nil {
-			r = bytes.NewReader(body)
-		}
-		req, err := http.NewRequestWithContext(t.Context(), method, admin+path, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if authorization != "" {
-			req.Header.Set("Authorization", authorization)
-		}
-		for _, c := range cookies {
-			req.AddCookie(c)
-		}
-		resp, err := noRedirect.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, b
-	}
+	call := newTokenCaller(admin)
 	bearer := "Bearer " + token
-	status := func(t *testing.T) reclaimStatus {
-		t.Helper()
-		code, _, b := call(t, http.MethodGet, "/admin/v1/reclaim/status", nil, bearer)
-		var st reclaimStatus
-		if code != http.StatusOK || json.Unmarshal(b, &st) != nil {
-			t.Fatalf("reclaim status with the token: %d %s", code, b)
-		}
-		return st
-	}
+	status := func(t *testing.T) reclaimStatus { t.Helper(); return adminTokenStatus(t, call, bearer) }
 	eventually(t, 30*time.Second, func() (bool, string) {
 		return status(t).Reclaimer.Leading, "the gateway does not lead the reclaimer election"
 	})
@@ -93,36 +58,7 @@ func TestSecurityAdminToken(t *testing.T) {
 	})
 
 	orphanRef, _ := json.Marshal(map[string]any{"refs": []map[string]string{{"bucket": bucket, "key": "orphan", "upload_id": orphan}}, "confirm": true, "principal": "mallory"})
-	routes := []struct {
-		method, path string
-		body         []byte
-	}{
-		{http.MethodGet, "/admin/v1/sessions", nil},
-		{http.MethodGet, "/admin/v1/sessions?state=active", nil},
-		{http.MethodGet, "/admin/v1/sessions/" + bucket + "/" + url.PathEscape(id), nil},
-		{http.MethodGet, "/admin/v1/reclaim/status", nil},
-		{http.MethodPost, "/admin/v1/reclaim/run", []byte(`{}`)},
-		{http.MethodGet, "/admin/v1/reclaim/plan", nil},
-		{http.MethodGet, "/admin/v1/reclaim/reports", nil},
-		{http.MethodGet, "/admin/v1/reclaim/orphans", nil},
-		{http.MethodPost, "/admin/v1/reclaim/orphans/adopt", orphanRef},
-		{http.MethodPost, "/admin/v1/reclaim/orphans/delete", orphanRef},
-		{http.MethodGet, "/admin/v1/frontiers", nil},
-		{http.MethodPost, "/admin/v1/frontiers/mallory-plane", []byte(`{"revision":999999}`)},
-		{http.MethodGet, "/admin/v1/trash", nil},
-		{http.MethodPost, "/admin/v1/trash/restore", []byte(`{"bucket":"` + bucket + `","key":"x"}`)},
-		{http.MethodGet, "/", nil},
-		{http.MethodGet, "/status", nil},
-		{http.MethodGet, "/admin/v1/no-such-route", nil},
-		{http.MethodDelete, "/admin/v1/sessions", nil},
-		{http.MethodPut, "/admin/v1/reclaim/run", nil},
-		// Other spellings of the same paths.
-		{http.MethodGet, "/admin/v1/%73essions", nil},
-		{http.MethodGet, "/admin/v1/sessions/", nil},
-		{http.MethodGet, "/admin/v1/reclaim/../sessions", nil},
-		{http.MethodGet, "//admin/v1/sessions", nil},
-		{http.MethodPost, "/admin/v1/reclaim//run", []byte(`{}`)},
-	}
+	routes := adminTokenRoutes(bucket, id, orphanRef)
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+token))
 	leaks := func(b []byte) bool { return bytes.Contains(b, []byte(id)) || bytes.Contains(b, []byte(orphan)) }
 	for _, auth := range []struct{ name, header, query string }{
@@ -154,64 +90,7 @@ func TestSecurityAdminToken(t *testing.T) {
 		})
 	}
 
-	// The status page's sign-in: a browser posts the token once and gets
-	// a cookie that lets it read the page, and nothing else.
-	t.Run("status page sign-in", func(t *testing.T) {
-		form := func(tok string) (int, http.Header, []byte) {
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, admin+"/login", strings.NewReader(url.Values{"token": {tok}}.Encode()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			resp, err := noRedirect.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, resp.Header, b
-		}
-		for _, tok := range []string{nearMiss, "", token + " ", strings.ToUpper(token)} {
-			code, hdr, b := form(tok)
-			if code < 400 || len(hdr.Values("Set-Cookie")) != 0 {
-				t.Fatalf("sign-in with a wrong token: %d, cookies %q; body:\n%s", code, hdr.Values("Set-Cookie"), b)
-			}
-		}
-		code, hdr, b := form(token)
-		cookies := (&http.Response{Header: hdr}).Cookies()
-		if code == http.StatusNotFound || code == http.StatusMethodNotAllowed {
-			t.Logf("no sign-in form on this build (%d): nothing more to check", code)
-			return
-		}
-		if code >= 400 || len(cookies) == 0 {
-			t.Fatalf("sign-in with the token: %d, cookies %q; body:\n%s", code, hdr.Values("Set-Cookie"), b)
-		}
-		for _, c := range cookies {
-			if strings.Contains(c.Value, token) || strings.Contains(c.Value, base64.StdEncoding.EncodeToString([]byte(token))) {
-				t.Errorf("cookie %s holds the token", c.Name)
-			}
-			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
-				t.Errorf("cookie %s: HttpOnly %v, SameSite %v; want HttpOnly and SameSite=Strict", c.Name, c.HttpOnly, c.SameSite)
-			}
-		}
-		if code, _, b := call(t, http.MethodGet, "/status", nil, "", cookies...); code != http.StatusOK {
-			t.Fatalf("the status page with the sign-in cookie: %d %s", code, b)
-		}
-		// The cookie is for reading the page: not the API, not a change.
-		for _, rt := range routes {
-			if statusPage := rt.method == http.MethodGet && (rt.path == "/" || rt.path == "/status"); statusPage {
-				continue
-			}
-			code, hdr, b := call(t, rt.method, rt.path, rt.body, "", cookies...)
-			requireAdminRefusal(t, rt.method+" "+rt.path+" with the sign-in cookie", code, hdr, b, leaks,
-				func(loc string) (int, http.Header, []byte) { return call(t, rt.method, loc, rt.body, "", cookies...) })
-		}
-		// A cookie that is not the gateway's is no sign-in.
-		forged := *cookies[0]
-		forged.Value = strings.Repeat("0", len(forged.Value))
-		code, hdr, b = call(t, http.MethodGet, "/status", nil, "", &forged)
-		requireAdminRefusal(t, "the status page with a forged cookie", code, hdr, b, leaks, nil)
-	})
+	t.Run("status page sign-in", func(t *testing.T) { adminTokenSignIn(t, call, admin, token, nearMiss, routes, leaks) })
 
 	t.Run("refused calls had no effect", func(t *testing.T) {
 		if got := status(t).Pass; got != passes {
@@ -245,29 +124,184 @@ func TestSecurityAdminToken(t *testing.T) {
 		}
 	})
 
-	t.Run("command-line clients", func(t *testing.T) {
-		for _, args := range [][]string{{"reclaim", "status"}, {"sessions", "list"}, {"reclaim", "run"}} {
-			args = append(args, "--admin", admin)
-			code, out, errOut := runSweepgate(t, nil, args...)
-			if code != 5 || !strings.Contains(errOut, "SWEEPGATE_ADMIN_TOKEN") {
-				t.Errorf("sweepgate %s without a token: exit %d, want 5 naming SWEEPGATE_ADMIN_TOKEN\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
-			}
-			code, out, errOut = runSweepgate(t, []string{"SWEEPGATE_ADMIN_TOKEN=" + nearMiss}, args...)
-			if code != 5 || strings.Contains(out+errOut, nearMiss) {
-				t.Errorf("sweepgate %s with a wrong token: exit %d, want 5 without quoting the token\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
-			}
+	t.Run("command-line clients", func(t *testing.T) { adminTokenCommands(t, admin, token, nearMiss) })
+}
+
+// adminTokenStatus reads the reclaimer's status through call with the
+// Authorization header bearer.
+func adminTokenStatus(t *testing.T, call tokenCaller, bearer string) reclaimStatus {
+	t.Helper()
+	code, _, b := call(t, http.MethodGet, "/admin/v1/reclaim/status", nil, bearer)
+	var st reclaimStatus
+	if code != http.StatusOK || json.Unmarshal(b, &st) != nil {
+		t.Fatalf("reclaim status with the token: %d %s", code, b)
+	}
+	return st
+}
+
+// tokenCaller sends a request to the admin listener, with a JSON body
+// unless body is nil, the Authorization header unless authorization is
+// empty, and cookies, without following redirects; it returns the answer's
+// status, header and body.
+type tokenCaller func(t *testing.T, method, path string, body []byte, authorization string, cookies ...*http.Cookie) (int, http.Header, []byte)
+
+// newTokenCaller returns a tokenCaller of the admin listener at admin.
+func newTokenCaller(admin string) tokenCaller {
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return func(t *testing.T, method, path string, body []byte, authorization string, cookies ...*http.Cookie) (int, http.Header, []byte) {
+		t.Helper()
+		var r io.Reader
+		if body != nil {
+			r = bytes.NewReader(body)
 		}
-		if code, out, errOut := runSweepgate(t, []string{"SWEEPGATE_ADMIN_TOKEN=" + token}, "reclaim", "status", "--admin", admin); code != 0 {
-			t.Errorf("sweepgate reclaim status with the token: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-		}
-		file := filepath.Join(t.TempDir(), "token")
-		if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		req, err := http.NewRequestWithContext(t.Context(), method, admin+path, r)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if code, out, errOut := runSweepgate(t, nil, "sessions", "list", "--admin", admin, "--token-file", file); code != 0 {
-			t.Errorf("sweepgate sessions list --token-file: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
 		}
-	})
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		for _, c := range cookies {
+			req.AddCookie(c)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b
+	}
+}
+
+// adminRoute is a request to the admin listener.
+type adminRoute struct {
+	method, path string
+	body         []byte
+}
+
+// adminTokenRoutes are the admin listener's routes, and other spellings of
+// them; the session routes name upload id in bucket, the orphan routes
+// take orphanRef.
+func adminTokenRoutes(bucket, id string, orphanRef []byte) []adminRoute {
+	return []adminRoute{
+		{http.MethodGet, "/admin/v1/sessions", nil},
+		{http.MethodGet, "/admin/v1/sessions?state=active", nil},
+		{http.MethodGet, "/admin/v1/sessions/" + bucket + "/" + url.PathEscape(id), nil},
+		{http.MethodGet, "/admin/v1/reclaim/status", nil},
+		{http.MethodPost, "/admin/v1/reclaim/run", []byte(`{}`)},
+		{http.MethodGet, "/admin/v1/reclaim/plan", nil},
+		{http.MethodGet, "/admin/v1/reclaim/reports", nil},
+		{http.MethodGet, "/admin/v1/reclaim/orphans", nil},
+		{http.MethodPost, "/admin/v1/reclaim/orphans/adopt", orphanRef},
+		{http.MethodPost, "/admin/v1/reclaim/orphans/delete", orphanRef},
+		{http.MethodGet, "/admin/v1/frontiers", nil},
+		{http.MethodPost, "/admin/v1/frontiers/mallory-plane", []byte(`{"revision":999999}`)},
+		{http.MethodGet, "/admin/v1/trash", nil},
+		{http.MethodPost, "/admin/v1/trash/restore", []byte(`{"bucket":"` + bucket + `","key":"x"}`)},
+		{http.MethodGet, "/", nil},
+		{http.MethodGet, "/status", nil},
+		{http.MethodGet, "/admin/v1/no-such-route", nil},
+		{http.MethodDelete, "/admin/v1/sessions", nil},
+		{http.MethodPut, "/admin/v1/reclaim/run", nil},
+		// Other spellings of the same paths.
+		{http.MethodGet, "/admin/v1/%73essions", nil},
+		{http.MethodGet, "/admin/v1/sessions/", nil},
+		{http.MethodGet, "/admin/v1/reclaim/../sessions", nil},
+		{http.MethodGet, "//admin/v1/sessions", nil},
+		{http.MethodPost, "/admin/v1/reclaim//run", []byte(`{}`)},
+	}
+}
+
+// adminTokenSignIn checks the status page's sign-in: a browser posts the
+// token once and gets a cookie that lets it read the page, and nothing
+// else (none of routes); a near miss of the token gets no cookie.
+func adminTokenSignIn(t *testing.T, call tokenCaller, admin, token, nearMiss string, routes []adminRoute, leaks func([]byte) bool) {
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	form := func(tok string) (int, http.Header, []byte) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, admin+"/login", strings.NewReader(url.Values{"token": {tok}}.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b
+	}
+	for _, tok := range []string{nearMiss, "", token + " ", strings.ToUpper(token)} {
+		code, hdr, b := form(tok)
+		if code < 400 || len(hdr.Values("Set-Cookie")) != 0 {
+			t.Fatalf("sign-in with a wrong token: %d, cookies %q; body:\n%s", code, hdr.Values("Set-Cookie"), b)
+		}
+	}
+	code, hdr, b := form(token)
+	cookies := (&http.Response{Header: hdr}).Cookies()
+	if code == http.StatusNotFound || code == http.StatusMethodNotAllowed {
+		t.Logf("no sign-in form on this build (%d): nothing more to check", code)
+		return
+	}
+	if code >= 400 || len(cookies) == 0 {
+		t.Fatalf("sign-in with the token: %d, cookies %q; body:\n%s", code, hdr.Values("Set-Cookie"), b)
+	}
+	for _, c := range cookies {
+		if strings.Contains(c.Value, token) || strings.Contains(c.Value, base64.StdEncoding.EncodeToString([]byte(token))) {
+			t.Errorf("cookie %s holds the token", c.Name)
+		}
+		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+			t.Errorf("cookie %s: HttpOnly %v, SameSite %v; want HttpOnly and SameSite=Strict", c.Name, c.HttpOnly, c.SameSite)
+		}
+	}
+	if code, _, b := call(t, http.MethodGet, "/status", nil, "", cookies...); code != http.StatusOK {
+		t.Fatalf("the status page with the sign-in cookie: %d %s", code, b)
+	}
+	// The cookie is for reading the page: not the API, not a change.
+	for _, rt := range routes {
+		if statusPage := rt.method == http.MethodGet && (rt.path == "/" || rt.path == "/status"); statusPage {
+			continue
+		}
+		code, hdr, b := call(t, rt.method, rt.path, rt.body, "", cookies...)
+		requireAdminRefusal(t, rt.method+" "+rt.path+" with the sign-in cookie", code, hdr, b, leaks,
+			func(loc string) (int, http.Header, []byte) { return call(t, rt.method, loc, rt.body, "", cookies...) })
+	}
+	// A cookie that is not the gateway's is no sign-in.
+	forged := *cookies[0]
+	forged.Value = strings.Repeat("0", len(forged.Value))
+	code, hdr, b = call(t, http.MethodGet, "/status", nil, "", &forged)
+	requireAdminRefusal(t, "the status page with a forged cookie", code, hdr, b, leaks, nil)
+}
+
+// adminTokenCommands checks that the command-line clients need the token,
+// do not quote a wrong one, and work with it, from the environment or a
+// file.
+func adminTokenCommands(t *testing.T, admin, token, nearMiss string) {
+	for _, args := range [][]string{{"reclaim", "status"}, {"sessions", "list"}, {"reclaim", "run"}} {
+		args = append(args, "--admin", admin)
+		code, out, errOut := runSweepgate(t, nil, args...)
+		if code != 5 || !strings.Contains(errOut, "SWEEPGATE_ADMIN_TOKEN") {
+			t.Errorf("sweepgate %s without a token: exit %d, want 5 naming SWEEPGATE_ADMIN_TOKEN\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+		code, out, errOut = runSweepgate(t, []string{"SWEEPGATE_ADMIN_TOKEN=" + nearMiss}, args...)
+		if code != 5 || strings.Contains(out+errOut, nearMiss) {
+			t.Errorf("sweepgate %s with a wrong token: exit %d, want 5 without quoting the token\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	if code, out, errOut := runSweepgate(t, []string{"SWEEPGATE_ADMIN_TOKEN=" + token}, "reclaim", "status", "--admin", admin); code != 0 {
+		t.Errorf("sweepgate reclaim status with the token: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runSweepgate(t, nil, "sessions", "list", "--admin", admin, "--token-file", file); code != 0 {
+		t.Errorf("sweepgate sessions list --token-file: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
 }
 
 // requireAdminRefusal checks an admin listener's answer to a request

@@ -54,192 +54,262 @@ func TestSessionsBackendLostResponses(t *testing.T) {
 	part := harness.NewData(4001, 5*mib)
 	tail := harness.NewData(4002, 1234)
 
-	// newUpload creates an upload with one part through the gateway.
-	newUpload := func(t *testing.T, key string) string {
-		t.Helper()
-		id := createUpload(t, c, bucket, key)
-		mustUploadPart(t, c, bucket, key, id, 1, tail.Section(0, tail.Size))
-		return id
+	w := &lostWorld{e: e, proxy: proxy, store: store, c: c, direct: direct, bucket: bucket, part: part, tail: tail}
+	t.Run("abort answer lost", w.abortAnswerLost)
+	t.Run("abort never reached MinIO", w.abortNeverReached)
+	t.Run("abort with Idempotency-Key answer lost", w.abortIdempotentAnswerLost)
+	t.Run("complete answer lost", w.completeAnswerLost)
+	t.Run("complete answer and check lost", w.completeAnswerAndCheckLost)
+}
+
+// lostWorld is what TestSessionsBackendLostResponses' cases share: a gateway
+// behind a fault proxy to MinIO, its sessions, clients of both, a bucket
+// and the data of the parts.
+type lostWorld struct {
+	e      *harness.Env
+	proxy  *harness.FaultProxy
+	store  *sessionStore
+	c      *s3.Client
+	direct *s3.Client
+	bucket string
+	part   harness.Data
+	tail   harness.Data
+}
+
+// newUpload creates an upload with one part through the gateway.
+func (w *lostWorld) newUpload(t *testing.T, key string) string {
+	c := w.c
+	bucket := w.bucket
+	tail := w.tail
+	t.Helper()
+	id := createUpload(t, c, bucket, key)
+	mustUploadPart(t, c, bucket, key, id, 1, tail.Section(0, tail.Size))
+	return id
+}
+
+// requireReconciledAbort waits for the reconciler to record aborted and
+// checks that MinIO holds nothing of the upload.
+func (w *lostWorld) requireReconciledAbort(t *testing.T, key, id string) {
+	store := w.store
+	direct := w.direct
+	bucket := w.bucket
+	t.Helper()
+	rec := store.waitState(t, bucket, id, "aborted")
+	if last := rec.History[len(rec.History)-1]; last.Actor != "reconciler" {
+		t.Fatalf("history %s: want the reconciler to have recorded aborted", rec.path())
 	}
-	// requireReconciledAbort waits for the reconciler to record aborted and
-	// checks that MinIO holds nothing of the upload.
-	requireReconciledAbort := func(t *testing.T, key, id string) {
-		t.Helper()
-		rec := store.waitState(t, bucket, id, "aborted")
-		if last := rec.History[len(rec.History)-1]; last.Actor != "reconciler" {
-			t.Fatalf("history %s: want the reconciler to have recorded aborted", rec.path())
-		}
-		if _, ok := rec.transitioned("aborting", "cleanup_pending"); !ok {
-			t.Fatalf("history %s: the gateway's unclear abort is not recorded", rec.path())
-		}
-		requireUploadGone(t, direct, bucket, key, id)
+	if _, ok := rec.transitioned("aborting", "cleanup_pending"); !ok {
+		t.Fatalf("history %s: the gateway's unclear abort is not recorded", rec.path())
 	}
+	requireUploadGone(t, direct, bucket, key, id)
+}
 
-	t.Run("abort answer lost", func(t *testing.T) {
-		key := "lost/abort-answer"
-		id := newUpload(t, key)
-		drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.DropResponse, Times: 1})
-		defer drop.Remove()
-		if err := abortUpload(t.Context(), c, bucket, key, id); err != nil {
-			t.Fatalf("abort whose backend answer was lost: %v, want 204", err)
-		}
-		if drop.Hits() != 1 {
-			t.Fatalf("the fault hit %d requests, want 1", drop.Hits())
-		}
-		rec := store.requireState(t, bucket, id, "cleanup_pending")
-		if _, ok := rec.transitioned("aborting", "cleanup_pending"); !ok || rec.Uncertain == "" {
-			t.Fatalf("history %s, uncertain %q: want aborting->cleanup_pending with the doubt recorded", rec.path(), rec.Uncertain)
-		}
-		// The upload is logically gone: a repeated abort answers 204 and a
-		// part is refused.
-		if err := abortUpload(t.Context(), c, bucket, key, id); err != nil {
-			t.Fatalf("repeated abort of a cleanup_pending upload: %v, want 204", err)
-		}
-		_, err := uploadPart(t.Context(), c, bucket, key, id, 2, tail.Section(0, tail.Size))
-		requireAPIError(t, err, "NoSuchUpload")
-		requireReconciledAbort(t, key, id)
+// abortAnswerLost: the abort's answer is lost on its way back from MinIO.
+func (w *lostWorld) abortAnswerLost(t *testing.T) {
+	proxy := w.proxy
+	store := w.store
+	c := w.c
+	bucket := w.bucket
+	tail := w.tail
+	newUpload := w.newUpload
+	requireReconciledAbort := w.requireReconciledAbort
+	key := "lost/abort-answer"
+	id := newUpload(t, key)
+	drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.DropResponse, Times: 1})
+	defer drop.Remove()
+	if err := abortUpload(t.Context(), c, bucket, key, id); err != nil {
+		t.Fatalf("abort whose backend answer was lost: %v, want 204", err)
+	}
+	if drop.Hits() != 1 {
+		t.Fatalf("the fault hit %d requests, want 1", drop.Hits())
+	}
+	rec := store.requireState(t, bucket, id, "cleanup_pending")
+	if _, ok := rec.transitioned("aborting", "cleanup_pending"); !ok || rec.Uncertain == "" {
+		t.Fatalf("history %s, uncertain %q: want aborting->cleanup_pending with the doubt recorded", rec.path(), rec.Uncertain)
+	}
+	// The upload is logically gone: a repeated abort answers 204 and a
+	// part is refused.
+	if err := abortUpload(t.Context(), c, bucket, key, id); err != nil {
+		t.Fatalf("repeated abort of a cleanup_pending upload: %v, want 204", err)
+	}
+	_, err := uploadPart(t.Context(), c, bucket, key, id, 2, tail.Section(0, tail.Size))
+	requireAPIError(t, err, "NoSuchUpload")
+	requireReconciledAbort(t, key, id)
+}
+
+// abortNeverReached: the abort is lost on its way to MinIO.
+func (w *lostWorld) abortNeverReached(t *testing.T) {
+	proxy := w.proxy
+	store := w.store
+	c := w.c
+	direct := w.direct
+	bucket := w.bucket
+	newUpload := w.newUpload
+	requireReconciledAbort := w.requireReconciledAbort
+	key := "lost/abort-request"
+	id := newUpload(t, key)
+	// Every abort of this upload is lost on the way to MinIO, the
+	// reconciler's too, until the fault is removed.
+	lost := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.CloseBeforeForward})
+	defer lost.Remove()
+	if err := abortUpload(t.Context(), c, bucket, key, id); err != nil {
+		t.Fatalf("abort whose backend call failed: %v, want 204", err)
+	}
+	rec := store.requireState(t, bucket, id, "cleanup_pending")
+	if rec.Uncertain == "" {
+		t.Fatalf("cleanup_pending session records no doubt: %+v", rec)
+	}
+	// MinIO still holds the upload, but clients no longer see it.
+	if !slices.Contains(backendUploads(t, direct, bucket), id) {
+		t.Fatalf("MinIO does not hold upload %s; the proxy should have kept the abort from it", id)
+	}
+	if slices.Contains(backendUploads(t, c, bucket), id) {
+		t.Fatalf("ListMultipartUploads through the gateway lists the cleanup_pending upload %s", id)
+	}
+	_, err := c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(id)})
+	requireAPIError(t, err, "NoSuchUpload")
+	// The reconciler tries again (and fails, the fault still armed):
+	// the session stays cleanup_pending, never aborted on a guess.
+	eventually(t, sessionWait, func() (bool, string) {
+		return lost.Hits() >= 2, "the reconciler did not retry the abort"
 	})
-
-	t.Run("abort never reached MinIO", func(t *testing.T) {
-		key := "lost/abort-request"
-		id := newUpload(t, key)
-		// Every abort of this upload is lost on the way to MinIO, the
-		// reconciler's too, until the fault is removed.
-		lost := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.CloseBeforeForward})
-		defer lost.Remove()
-		if err := abortUpload(t.Context(), c, bucket, key, id); err != nil {
-			t.Fatalf("abort whose backend call failed: %v, want 204", err)
-		}
-		rec := store.requireState(t, bucket, id, "cleanup_pending")
-		if rec.Uncertain == "" {
-			t.Fatalf("cleanup_pending session records no doubt: %+v", rec)
-		}
-		// MinIO still holds the upload, but clients no longer see it.
-		if !slices.Contains(backendUploads(t, direct, bucket), id) {
-			t.Fatalf("MinIO does not hold upload %s; the proxy should have kept the abort from it", id)
-		}
-		if slices.Contains(backendUploads(t, c, bucket), id) {
-			t.Fatalf("ListMultipartUploads through the gateway lists the cleanup_pending upload %s", id)
-		}
-		_, err := c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(id)})
-		requireAPIError(t, err, "NoSuchUpload")
-		// The reconciler tries again (and fails, the fault still armed):
-		// the session stays cleanup_pending, never aborted on a guess.
-		eventually(t, sessionWait, func() (bool, string) {
-			return lost.Hits() >= 2, "the reconciler did not retry the abort"
-		})
-		eventually(t, sessionWait, func() (bool, string) {
-			rec := store.session(t, bucket, id)
-			return rec.State == "cleanup_pending" && rec.AbortAttempts >= 2 && rec.Uncertain != "",
-				fmt.Sprintf("session %s, %d abort attempts, uncertain %q: want cleanup_pending with the retry recorded", rec.State, rec.AbortAttempts, rec.Uncertain)
-		})
-		if slices.Contains(backendUploads(t, c, bucket), id) || !slices.Contains(backendUploads(t, direct, bucket), id) {
-			t.Fatal("while its abort fails, the upload must stay hidden from clients and on MinIO")
-		}
-		lost.Remove()
-		requireReconciledAbort(t, key, id)
-	})
-
-	t.Run("abort with Idempotency-Key answer lost", func(t *testing.T) {
-		key := "lost/abort-idempotent"
-		id := newUpload(t, key)
-		drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.DropResponse, Times: 1})
-		defer drop.Remove()
-		_, err := c.AbortMultipartUpload(t.Context(), &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(id)},
-			withIdempotencyKey("lost-abort-"+id))
-		if err != nil {
-			t.Fatalf("abort whose backend answer was lost: %v, want 204", err)
-		}
-		// An unclear outcome is not retried blindly:
-		// MinIO got one abort, and the session records the doubt.
-		if sent := proxy.Find(harness.MatchUpload(http.MethodDelete, id)); len(sent) != 1 {
-			t.Errorf("the gateway sent %d aborts to MinIO for one client abort (faults: %v); an unclear abort must not be retried blindly", len(sent), faultsOf(sent))
-		}
+	eventually(t, sessionWait, func() (bool, string) {
 		rec := store.session(t, bucket, id)
-		if _, ok := rec.transitioned("aborting", "cleanup_pending"); !ok {
-			t.Errorf("history %s: the lost answer is not recorded as cleanup_pending", rec.path())
-		}
-		store.waitState(t, bucket, id, "aborted")
-		requireUploadGone(t, direct, bucket, key, id)
+		return rec.State == "cleanup_pending" && rec.AbortAttempts >= 2 && rec.Uncertain != "",
+			fmt.Sprintf("session %s, %d abort attempts, uncertain %q: want cleanup_pending with the retry recorded", rec.State, rec.AbortAttempts, rec.Uncertain)
 	})
+	if slices.Contains(backendUploads(t, c, bucket), id) || !slices.Contains(backendUploads(t, direct, bucket), id) {
+		t.Fatal("while its abort fails, the upload must stay hidden from clients and on MinIO")
+	}
+	lost.Remove()
+	requireReconciledAbort(t, key, id)
+}
 
-	t.Run("complete answer lost", func(t *testing.T) {
-		key := "lost/complete-answer"
-		id := createUpload(t, c, bucket, key)
-		parts := []s3types.CompletedPart{
-			mustUploadPart(t, c, bucket, key, id, 1, part.Section(0, part.Size)),
-			mustUploadPart(t, c, bucket, key, id, 2, tail.Section(0, tail.Size)),
-		}
-		drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodPost, id), Fault: harness.DropResponse, Times: 1})
-		defer drop.Remove()
-		first, err := completeUpload(t.Context(), c, bucket, key, id, parts)
-		if err != nil {
-			t.Fatalf("complete whose backend answer was lost: %v", err)
-		}
-		if drop.Hits() != 1 {
-			t.Fatalf("the fault hit %d requests, want 1", drop.Hits())
-		}
-		retry, err := completeUpload(t.Context(), c, bucket, key, id, parts)
-		if err != nil {
-			t.Fatalf("retried complete: %v", err)
-		}
-		requireSameCompletion(t, first, retry)
-		sum, size := concatSum(t, part.Reader(), tail.Reader())
-		obj := requireObjectSum(t, direct, bucket, key, sum, size)
-		if unquoteETag(aws.ToString(obj.ETag)) != unquoteETag(aws.ToString(first.ETag)) {
-			t.Fatalf("object ETag %s, complete answered %s", aws.ToString(obj.ETag), aws.ToString(first.ETag))
-		}
-		requireCompletedSession(t, store, bucket, id, aws.ToString(obj.ETag))
-		if sent := proxy.Find(harness.MatchUpload(http.MethodPost, id)); len(sent) != 1 {
-			t.Fatalf("MinIO got %d completes; the retry should have been answered from the record", len(sent))
-		}
-	})
+// abortIdempotentAnswerLost: the answer to an abort with an
+// Idempotency-Key is lost on its way back from MinIO.
+func (w *lostWorld) abortIdempotentAnswerLost(t *testing.T) {
+	proxy := w.proxy
+	store := w.store
+	c := w.c
+	direct := w.direct
+	bucket := w.bucket
+	newUpload := w.newUpload
+	key := "lost/abort-idempotent"
+	id := newUpload(t, key)
+	drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.DropResponse, Times: 1})
+	defer drop.Remove()
+	_, err := c.AbortMultipartUpload(t.Context(), &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(id)},
+		withIdempotencyKey("lost-abort-"+id))
+	if err != nil {
+		t.Fatalf("abort whose backend answer was lost: %v, want 204", err)
+	}
+	// An unclear outcome is not retried blindly:
+	// MinIO got one abort, and the session records the doubt.
+	if sent := proxy.Find(harness.MatchUpload(http.MethodDelete, id)); len(sent) != 1 {
+		t.Errorf("the gateway sent %d aborts to MinIO for one client abort (faults: %v); an unclear abort must not be retried blindly", len(sent), faultsOf(sent))
+	}
+	rec := store.session(t, bucket, id)
+	if _, ok := rec.transitioned("aborting", "cleanup_pending"); !ok {
+		t.Errorf("history %s: the lost answer is not recorded as cleanup_pending", rec.path())
+	}
+	store.waitState(t, bucket, id, "aborted")
+	requireUploadGone(t, direct, bucket, key, id)
+}
 
-	t.Run("complete answer and check lost", func(t *testing.T) {
-		key := "lost/complete-unclear"
-		id := createUpload(t, c, bucket, key)
-		parts := []s3types.CompletedPart{
-			mustUploadPart(t, c, bucket, key, id, 1, part.Section(0, part.Size)),
-			mustUploadPart(t, c, bucket, key, id, 2, tail.Section(0, tail.Size)),
-		}
-		drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodPost, id), Fault: harness.DropResponse, Times: 1})
-		defer drop.Remove()
-		// The gateway's look at the object after the lost answer is lost
-		// too, so it cannot tell whether the complete happened.
-		noHead := proxy.Inject(harness.Rule{Match: isObject(http.MethodHead, bucket, key), Fault: harness.CloseBeforeForward})
-		defer noHead.Remove()
-		_, err := completeUpload(t.Context(), c, bucket, key, id, parts)
-		if err == nil {
-			t.Fatal("complete answered success though the gateway could not know the outcome")
-		}
-		var re *smithyhttp.ResponseError
-		if !errors.As(err, &re) || re.HTTPStatusCode() < 500 {
-			t.Fatalf("complete with an unknown outcome: %v, want a 5xx the client retries", err)
-		}
-		rec := store.requireState(t, bucket, id, "completing")
-		if rec.Uncertain == "" {
-			t.Fatalf("completing session records no doubt: %+v", rec)
-		}
-		noHead.Remove()
-		retry, err := completeUpload(t.Context(), c, bucket, key, id, parts)
-		if err != nil {
-			t.Fatalf("retried complete: %v", err)
-		}
-		sum, size := concatSum(t, part.Reader(), tail.Reader())
-		obj := requireObjectSum(t, direct, bucket, key, sum, size)
-		if unquoteETag(aws.ToString(obj.ETag)) != unquoteETag(aws.ToString(retry.ETag)) {
-			t.Fatalf("object ETag %s, retried complete answered %s", aws.ToString(obj.ETag), aws.ToString(retry.ETag))
-		}
-		again, err := completeUpload(t.Context(), c, bucket, key, id, parts)
-		if err != nil {
-			t.Fatalf("complete once more: %v", err)
-		}
-		requireSameCompletion(t, retry, again)
-		rec = requireCompletedSession(t, store, bucket, id, aws.ToString(obj.ETag))
-		if _, ok := rec.transitioned("active", "completing"); !ok {
-			t.Fatalf("history %s", rec.path())
-		}
-	})
+// completeAnswerLost: the complete's answer is lost on its way back from
+// MinIO.
+func (w *lostWorld) completeAnswerLost(t *testing.T) {
+	proxy := w.proxy
+	store := w.store
+	c := w.c
+	direct := w.direct
+	bucket := w.bucket
+	part := w.part
+	tail := w.tail
+	key := "lost/complete-answer"
+	id := createUpload(t, c, bucket, key)
+	parts := []s3types.CompletedPart{
+		mustUploadPart(t, c, bucket, key, id, 1, part.Section(0, part.Size)),
+		mustUploadPart(t, c, bucket, key, id, 2, tail.Section(0, tail.Size)),
+	}
+	drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodPost, id), Fault: harness.DropResponse, Times: 1})
+	defer drop.Remove()
+	first, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+	if err != nil {
+		t.Fatalf("complete whose backend answer was lost: %v", err)
+	}
+	if drop.Hits() != 1 {
+		t.Fatalf("the fault hit %d requests, want 1", drop.Hits())
+	}
+	retry, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+	if err != nil {
+		t.Fatalf("retried complete: %v", err)
+	}
+	requireSameCompletion(t, first, retry)
+	sum, size := concatSum(t, part.Reader(), tail.Reader())
+	obj := requireObjectSum(t, direct, bucket, key, sum, size)
+	if unquoteETag(aws.ToString(obj.ETag)) != unquoteETag(aws.ToString(first.ETag)) {
+		t.Fatalf("object ETag %s, complete answered %s", aws.ToString(obj.ETag), aws.ToString(first.ETag))
+	}
+	requireCompletedSession(t, store, bucket, id, aws.ToString(obj.ETag))
+	if sent := proxy.Find(harness.MatchUpload(http.MethodPost, id)); len(sent) != 1 {
+		t.Fatalf("MinIO got %d completes; the retry should have been answered from the record", len(sent))
+	}
+}
+
+// completeAnswerAndCheckLost: the complete's answer is lost, and so is
+// the answer of the check the gateway makes after it.
+func (w *lostWorld) completeAnswerAndCheckLost(t *testing.T) {
+	proxy := w.proxy
+	store := w.store
+	c := w.c
+	direct := w.direct
+	bucket := w.bucket
+	part := w.part
+	tail := w.tail
+	key := "lost/complete-unclear"
+	id := createUpload(t, c, bucket, key)
+	parts := []s3types.CompletedPart{
+		mustUploadPart(t, c, bucket, key, id, 1, part.Section(0, part.Size)),
+		mustUploadPart(t, c, bucket, key, id, 2, tail.Section(0, tail.Size)),
+	}
+	drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodPost, id), Fault: harness.DropResponse, Times: 1})
+	defer drop.Remove()
+	// The gateway's look at the object after the lost answer is lost
+	// too, so it cannot tell whether the complete happened.
+	noHead := proxy.Inject(harness.Rule{Match: isObject(http.MethodHead, bucket, key), Fault: harness.CloseBeforeForward})
+	defer noHead.Remove()
+	_, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+	if err == nil {
+		t.Fatal("complete answered success though the gateway could not know the outcome")
+	}
+	var re *smithyhttp.ResponseError
+	if !errors.As(err, &re) || re.HTTPStatusCode() < 500 {
+		t.Fatalf("complete with an unknown outcome: %v, want a 5xx the client retries", err)
+	}
+	rec := store.requireState(t, bucket, id, "completing")
+	if rec.Uncertain == "" {
+		t.Fatalf("completing session records no doubt: %+v", rec)
+	}
+	noHead.Remove()
+	retry, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+	if err != nil {
+		t.Fatalf("retried complete: %v", err)
+	}
+	sum, size := concatSum(t, part.Reader(), tail.Reader())
+	obj := requireObjectSum(t, direct, bucket, key, sum, size)
+	if unquoteETag(aws.ToString(obj.ETag)) != unquoteETag(aws.ToString(retry.ETag)) {
+		t.Fatalf("object ETag %s, retried complete answered %s", aws.ToString(obj.ETag), aws.ToString(retry.ETag))
+	}
+	again, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+	if err != nil {
+		t.Fatalf("complete once more: %v", err)
+	}
+	requireSameCompletion(t, retry, again)
+	rec = requireCompletedSession(t, store, bucket, id, aws.ToString(obj.ETag))
+	if _, ok := rec.transitioned("active", "completing"); !ok {
+		t.Fatalf("history %s", rec.path())
+	}
 }
 
 // TestSessionsCompleteInFlight sends a second complete (the same parts) while
@@ -265,18 +335,7 @@ func TestSessionsCompleteInFlight(t *testing.T) {
 		{PartNumber: aws.Int32(2), ETag: aws.String(`"` + md5Hex(p2.Bytes()) + `"`)},
 	}
 	parts[0].ChecksumCRC32 = nil
-	type result struct {
-		out *s3.CompleteMultipartUploadOutput
-		err error
-	}
-	completeAsync := func() chan result {
-		ch := make(chan result, 1)
-		go func() {
-			out, err := completeUpload(t.Context(), c, bucket, key, id, parts)
-			ch <- result{out, err}
-		}()
-		return ch
-	}
+	completeAsync := func() chan asyncComplete { return completeInBackground(t, c, bucket, key, id, parts) }
 	isComplete := harness.MatchUpload(http.MethodPost, id)
 
 	// The first complete reaches MinIO before part 2 exists, and its
@@ -298,7 +357,7 @@ func TestSessionsCompleteInFlight(t *testing.T) {
 	release2 := make(chan struct{})
 	hold2 := proxy.Inject(harness.Rule{Match: isComplete, Fault: harness.HoldRequest, Times: 1, Until: release2})
 	second := completeAsync()
-	var r2 result
+	var r2 asyncComplete
 	secondDone := false
 	eventually(t, sessionWait, func() (bool, string) {
 		select {
@@ -355,6 +414,23 @@ func TestSessionsCompleteInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireUploadGone(t, direct, bucket, key, id)
+}
+
+// asyncComplete is the outcome of a complete sent in the background.
+type asyncComplete struct {
+	out *s3.CompleteMultipartUploadOutput
+	err error
+}
+
+// completeInBackground sends the complete of upload id of key with parts,
+// and returns the channel its outcome arrives on.
+func completeInBackground(t *testing.T, c *s3.Client, bucket, key, id string, parts []s3types.CompletedPart) chan asyncComplete {
+	ch := make(chan asyncComplete, 1)
+	go func() {
+		out, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+		ch <- asyncComplete{out, err}
+	}()
+	return ch
 }
 
 // requireSameCompletion checks that two answers to the same complete agree.

@@ -35,41 +35,8 @@ func TestSessionsOwnership(t *testing.T) {
 	part := harness.NewData(5201, 5*mib)
 	tail := harness.NewData(5202, 321)
 
-	// calls are the upload calls a principal may make, each returning the
-	// client's error.
-	type upload struct{ bucket, key, id string }
-	calls := []struct {
-		name string
-		do   func(t *testing.T, c *s3.Client, u upload, parts []s3types.CompletedPart) error
-	}{
-		{"UploadPart", func(t *testing.T, c *s3.Client, u upload, _ []s3types.CompletedPart) error {
-			_, err := uploadPart(t.Context(), c, u.bucket, u.key, u.id, 2, tail.Section(0, tail.Size))
-			return err
-		}},
-		{"UploadPartCopy", func(t *testing.T, c *s3.Client, u upload, _ []s3types.CompletedPart) error {
-			_, err := c.UploadPartCopy(t.Context(), &s3.UploadPartCopyInput{
-				Bucket: aws.String(u.bucket), Key: aws.String(u.key), UploadId: aws.String(u.id), PartNumber: aws.Int32(3),
-				CopySource: aws.String(u.bucket + "/source"),
-			})
-			return err
-		}},
-		{"ListParts", func(t *testing.T, c *s3.Client, u upload, _ []s3types.CompletedPart) error {
-			_, err := c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(u.bucket), Key: aws.String(u.key), UploadId: aws.String(u.id)})
-			return err
-		}},
-		{"CompleteMultipartUpload", func(t *testing.T, c *s3.Client, u upload, parts []s3types.CompletedPart) error {
-			_, err := completeUpload(t.Context(), c, u.bucket, u.key, u.id, parts)
-			return err
-		}},
-		{"AbortMultipartUpload", func(t *testing.T, c *s3.Client, u upload, _ []s3types.CompletedPart) error {
-			return abortUpload(t.Context(), c, u.bucket, u.key, u.id)
-		}},
-		{"AbortMultipartUpload with Idempotency-Key", func(t *testing.T, c *s3.Client, u upload, _ []s3types.CompletedPart) error {
-			_, err := c.AbortMultipartUpload(t.Context(), &s3.AbortMultipartUploadInput{Bucket: aws.String(u.bucket), Key: aws.String(u.key), UploadId: aws.String(u.id)},
-				withIdempotencyKey("steal-"+u.id))
-			return err
-		}},
-	}
+	type upload = ownerUpload
+	calls := ownerCalls(tail)
 	// start makes an upload of alice's with one part, and a source object
 	// for part copies.
 	start := func(t *testing.T, e *harness.Env, key string) (upload, []s3types.CompletedPart) {
@@ -159,6 +126,50 @@ func TestSessionsOwnership(t *testing.T) {
 		store.requireState(t, other.bucket, other.id, "aborted")
 		requireUploadGone(t, direct, other.bucket, other.key, other.id)
 	})
+}
+
+// ownerUpload is an upload of alice's in TestSessionsOwnership.
+type ownerUpload struct{ bucket, key, id string }
+
+// ownerCall is an upload call a principal may make, returning the client's
+// error.
+type ownerCall struct {
+	name string
+	do   func(t *testing.T, c *s3.Client, u ownerUpload, parts []s3types.CompletedPart) error
+}
+
+// ownerCalls are the upload calls a principal may make; UploadPart sends
+// tail as part 2.
+func ownerCalls(tail harness.Data) []ownerCall {
+	return []ownerCall{
+		{"UploadPart", func(t *testing.T, c *s3.Client, u ownerUpload, _ []s3types.CompletedPart) error {
+			_, err := uploadPart(t.Context(), c, u.bucket, u.key, u.id, 2, tail.Section(0, tail.Size))
+			return err
+		}},
+		{"UploadPartCopy", func(t *testing.T, c *s3.Client, u ownerUpload, _ []s3types.CompletedPart) error {
+			_, err := c.UploadPartCopy(t.Context(), &s3.UploadPartCopyInput{
+				Bucket: aws.String(u.bucket), Key: aws.String(u.key), UploadId: aws.String(u.id), PartNumber: aws.Int32(3),
+				CopySource: aws.String(u.bucket + "/source"),
+			})
+			return err
+		}},
+		{"ListParts", func(t *testing.T, c *s3.Client, u ownerUpload, _ []s3types.CompletedPart) error {
+			_, err := c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(u.bucket), Key: aws.String(u.key), UploadId: aws.String(u.id)})
+			return err
+		}},
+		{"CompleteMultipartUpload", func(t *testing.T, c *s3.Client, u ownerUpload, parts []s3types.CompletedPart) error {
+			_, err := completeUpload(t.Context(), c, u.bucket, u.key, u.id, parts)
+			return err
+		}},
+		{"AbortMultipartUpload", func(t *testing.T, c *s3.Client, u ownerUpload, _ []s3types.CompletedPart) error {
+			return abortUpload(t.Context(), c, u.bucket, u.key, u.id)
+		}},
+		{"AbortMultipartUpload with Idempotency-Key", func(t *testing.T, c *s3.Client, u ownerUpload, _ []s3types.CompletedPart) error {
+			_, err := c.AbortMultipartUpload(t.Context(), &s3.AbortMultipartUploadInput{Bucket: aws.String(u.bucket), Key: aws.String(u.key), UploadId: aws.String(u.id)},
+				withIdempotencyKey("steal-"+u.id))
+			return err
+		}},
+	}
 }
 
 // TestSessionsRefusedCalls sends malformed completes, part numbers outside

@@ -215,11 +215,7 @@ func TestSessionsRace(t *testing.T) {
 		goroutines = 6 // per upload
 		opsEach    = 2 // per goroutine
 	)
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SWEEPGATE_E2E_RACE_SEED"); s != "" {
-		fmt.Sscan(s, &seed)
-	}
-	t.Logf("seed %d (SWEEPGATE_E2E_RACE_SEED=%d repeats this run's choice of calls; SWEEPGATE_E2E_RACE_HTML=FILE writes porcupine's view of a failure)", seed, seed)
+	seed := raceSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	// Each round draws its calls from one mix: completes racing the part
 	// they need, everything at once, and completes racing aborts.
@@ -229,16 +225,10 @@ func TestSessionsRace(t *testing.T) {
 		{opPart2, opComplete, opComplete, opAbort},
 	}
 
-	type upload struct {
-		key, id    string
-		part1      harness.Data
-		part2      harness.Data
-		completion []s3types.CompletedPart
-	}
 	var (
 		mu      sync.Mutex
 		history []porcupine.Operation
-		all     []*upload
+		all     []*raceUpload
 	)
 	begin := time.Now()
 	now := func() int64 { return time.Since(begin).Nanoseconds() }
@@ -250,22 +240,9 @@ func TestSessionsRace(t *testing.T) {
 
 	for round := range rounds {
 		// Set up the round's uploads: each starts with part 1 uploaded.
-		var ups []*upload
+		var ups []*raceUpload
 		for i := range uploads {
-			n := round*uploads + i
-			u := &upload{
-				key:   fmt.Sprintf("race/%d", n),
-				part1: harness.NewData(uint64(6000+n), 5*mib),
-				part2: harness.NewData(uint64(7000+n), kib+int64(n)),
-			}
-			u.id = createUpload(t, c, bucket, u.key)
-			p1 := mustUploadPart(t, c, bucket, u.key, u.id, 1, u.part1.Section(0, u.part1.Size))
-			// Part 2's ETag is known before it is uploaded: the MD5 of its
-			// bytes, as every upload of it sends the same bytes.
-			u.completion = []s3types.CompletedPart{
-				{PartNumber: aws.Int32(1), ETag: p1.ETag},
-				{PartNumber: aws.Int32(2), ETag: aws.String(`"` + md5Hex(u.part2.Bytes()) + `"`)},
-			}
+			u := newRaceUpload(t, c, bucket, round*uploads+i)
 			ups = append(ups, u)
 			all = append(all, u)
 		}
@@ -288,33 +265,7 @@ func TestSessionsRace(t *testing.T) {
 				for _, op := range plan {
 					in := raceInput{upload: n, op: op}
 					call := now()
-					var out raceOutput
-					switch op {
-					case opPart1, opPart2:
-						d, pn := u.part1, int32(1)
-						if op == opPart2 {
-							d, pn = u.part2, 2
-						}
-						res, err := uploadPart(t.Context(), c, bucket, u.key, u.id, pn, d.Section(0, d.Size))
-						etag := ""
-						if err == nil {
-							etag = aws.ToString(res.ETag)
-						}
-						out = callOutput(err, 200, etag)
-						out.etag = "" // a part's ETag is fixed by its bytes
-					case opList:
-						_, err := c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(u.key), UploadId: aws.String(u.id)})
-						out = callOutput(err, 200, "")
-					case opComplete:
-						res, err := completeUpload(t.Context(), c, bucket, u.key, u.id, u.completion)
-						etag := ""
-						if err == nil {
-							etag = aws.ToString(res.ETag)
-						}
-						out = callOutput(err, 200, etag)
-					case opAbort:
-						out = callOutput(abortUpload(t.Context(), c, bucket, u.key, u.id), 204, "")
-					}
+					out := raceCall(t, c, bucket, u, op)
 					record(client, in, call, out)
 				}
 			})
@@ -339,10 +290,88 @@ func TestSessionsRace(t *testing.T) {
 		record(len(all)*goroutines*opsEach+n, raceInput{upload: n, op: opObserve}, call, out)
 	}
 
+	requireLinearizable(t, history, len(all))
+}
+
+// raceUpload is one upload of TestSessionsRace: part 1 uploaded, part 2's
+// bytes, and the part list every complete of it sends.
+type raceUpload struct {
+	key, id    string
+	part1      harness.Data
+	part2      harness.Data
+	completion []s3types.CompletedPart
+}
+
+// raceSeed returns the seed of TestSessionsRace's choice of calls:
+// SWEEPGATE_E2E_RACE_SEED, or the clock.
+func raceSeed(t *testing.T) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SWEEPGATE_E2E_RACE_SEED"); s != "" {
+		fmt.Sscan(s, &seed)
+	}
+	t.Logf("seed %d (SWEEPGATE_E2E_RACE_SEED=%d repeats this run's choice of calls; SWEEPGATE_E2E_RACE_HTML=FILE writes porcupine's view of a failure)", seed, seed)
+	return seed
+}
+
+// newRaceUpload creates upload n of TestSessionsRace with part 1 uploaded.
+func newRaceUpload(t *testing.T, c *s3.Client, bucket string, n int) *raceUpload {
+	u := &raceUpload{
+		key:   fmt.Sprintf("race/%d", n),
+		part1: harness.NewData(uint64(6000+n), 5*mib),
+		part2: harness.NewData(uint64(7000+n), kib+int64(n)),
+	}
+	u.id = createUpload(t, c, bucket, u.key)
+	p1 := mustUploadPart(t, c, bucket, u.key, u.id, 1, u.part1.Section(0, u.part1.Size))
+	// Part 2's ETag is known before it is uploaded: the MD5 of its
+	// bytes, as every upload of it sends the same bytes.
+	u.completion = []s3types.CompletedPart{
+		{PartNumber: aws.Int32(1), ETag: p1.ETag},
+		{PartNumber: aws.Int32(2), ETag: aws.String(`"` + md5Hex(u.part2.Bytes()) + `"`)},
+	}
+	return u
+}
+
+// raceCall makes the call op on u and returns what it answered, as the
+// race model sees it.
+func raceCall(t *testing.T, c *s3.Client, bucket string, u *raceUpload, op string) raceOutput {
+	var out raceOutput
+	switch op {
+	case opPart1, opPart2:
+		d, pn := u.part1, int32(1)
+		if op == opPart2 {
+			d, pn = u.part2, 2
+		}
+		res, err := uploadPart(t.Context(), c, bucket, u.key, u.id, pn, d.Section(0, d.Size))
+		etag := ""
+		if err == nil {
+			etag = aws.ToString(res.ETag)
+		}
+		out = callOutput(err, 200, etag)
+		out.etag = "" // a part's ETag is fixed by its bytes
+	case opList:
+		_, err := c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(u.key), UploadId: aws.String(u.id)})
+		out = callOutput(err, 200, "")
+	case opComplete:
+		res, err := completeUpload(t.Context(), c, bucket, u.key, u.id, u.completion)
+		etag := ""
+		if err == nil {
+			etag = aws.ToString(res.ETag)
+		}
+		out = callOutput(err, 200, etag)
+	case opAbort:
+		out = callOutput(abortUpload(t.Context(), c, bucket, u.key, u.id), 204, "")
+	}
+	return out
+}
+
+// requireLinearizable checks that some sequential order of the calls in
+// history explains what they answered and where the uploads (observed at
+// the end, one operation each) ended.
+func requireLinearizable(t *testing.T, history []porcupine.Operation, uploads int) {
 	res, info := porcupine.CheckOperationsVerbose(raceModel.ToModel(), history, 20*time.Second)
 	switch res {
 	case porcupine.Ok:
-		t.Logf("%d calls on %d uploads: linearizable; final states %s", len(history)-len(all), len(all), finalStates(history))
+		t.Logf("%d calls on %d uploads: linearizable; final states %s", len(history)-uploads, uploads, finalStates(history))
 	case porcupine.Unknown:
 		t.Fatalf("the linearizability check timed out on %d calls", len(history))
 	default:

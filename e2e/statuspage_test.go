@@ -5,8 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -73,21 +71,17 @@ func TestStatusPageInChromium(t *testing.T) {
 	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
 	}
-	part := func() *io.SectionReader {
-		return io.NewSectionReader(bytes.NewReader(bytes.Repeat([]byte("p"), 4096)), 0, 4096)
-	}
 	idA := createUpload(t, sdk, bucket, "abandoned/a.bin")
-	mustUploadPart(t, sdk, bucket, "abandoned/a.bin", idA, 1, part())
+	mustUploadPart(t, sdk, bucket, "abandoned/a.bin", idA, 1, smallPart())
 	idO := createUpload(t, direct, bucket, "orphan/o.bin")
-	mustUploadPart(t, direct, bucket, "orphan/o.bin", idO, 1, part())
+	mustUploadPart(t, direct, bucket, "orphan/o.bin", idO, 1, smallPart())
 	blob := func(body string) (digest string) {
-		sum := sha256.Sum256([]byte(body))
-		h := hex.EncodeToString(sum[:])
-		if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("blobs/sha256/" + h),
+		digest, key := casBlobKey([]byte(body))
+		if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
 			Body: strings.NewReader(body)}); err != nil {
 			t.Fatal(err)
 		}
-		return "sha256:" + h
+		return digest
 	}
 	kept := blob("a layer a manifest names")
 	blob("a layer nothing names")
@@ -120,6 +114,35 @@ func TestStatusPageInChromium(t *testing.T) {
 	if errs, ok := got["error"]; ok {
 		t.Fatalf("the page shows errors: %s", errs)
 	}
+	want := expectedMetrics(t, before, after, got, dom)
+
+	// What this test made, as a person reads it.
+	for name, v := range map[string]string{"orphans.total": "1", "sessions.expired": "1", "tombstones.pending": "1",
+		"frontier.nightly-backup.revision": "1", "frontier.dr-replica.revision": "0"} {
+		if want[name] != v {
+			t.Errorf("the API says %s = %s; this test made %s", name, want[name], v)
+		}
+	}
+	if !strings.Contains(dom, idO) {
+		t.Errorf("the page does not show the orphan's upload id %s", idO)
+	}
+
+	for name, v := range want {
+		if g, ok := got[name]; !ok {
+			t.Errorf("the page has no data-metric %q (the API says %s)", name, v)
+		} else if g != v {
+			t.Errorf("the page shows %s = %q, the API says %q", name, g, v)
+		}
+	}
+
+	statusScreenshot(t, admin)
+}
+
+// expectedMetrics returns the data-metric values the status page must show,
+// from the API's answers read just before and after the page (got, read
+// from dom); they must agree with each other where they overlap.
+func expectedMetrics(t *testing.T, before, after statusSnapshot, got map[string]string, dom string) map[string]string {
+	t.Helper()
 	want := map[string]string{}
 	expect := func(name string, v any) { want[name] = fmt.Sprint(v) }
 
@@ -205,27 +228,13 @@ func TestStatusPageInChromium(t *testing.T) {
 	for _, pl := range after.Frontiers.Planes {
 		expect("frontier."+pl.Plane+".lag", pageRev-pl.Revision)
 	}
+	return want
+}
 
-	// What this test made, as a person reads it.
-	for name, v := range map[string]string{"orphans.total": "1", "sessions.expired": "1", "tombstones.pending": "1",
-		"frontier.nightly-backup.revision": "1", "frontier.dr-replica.revision": "0"} {
-		if want[name] != v {
-			t.Errorf("the API says %s = %s; this test made %s", name, want[name], v)
-		}
-	}
-	if !strings.Contains(dom, idO) {
-		t.Errorf("the page does not show the orphan's upload id %s", idO)
-	}
-
-	for name, v := range want {
-		if g, ok := got[name]; !ok {
-			t.Errorf("the page has no data-metric %q (the API says %s)", name, v)
-		} else if g != v {
-			t.Errorf("the page shows %s = %q, the API says %q", name, g, v)
-		}
-	}
-
-	// The screenshot, kept for a person.
+// statusScreenshot keeps a screenshot of the status page at admin, for a
+// person, under SWEEPGATE_TEST_ARTIFACTS when that is set.
+func statusScreenshot(t *testing.T, admin string) {
+	t.Helper()
 	dir := os.Getenv("SWEEPGATE_TEST_ARTIFACTS")
 	if dir == "" {
 		dir = t.TempDir()

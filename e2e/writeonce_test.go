@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"strings"
 	"testing"
@@ -137,12 +135,4 @@ func startWriteOnce(t *testing.T) (*harness.Env, string) {
 		t.Fatal(err)
 	}
 	return e, bucket
-}
-
-// casBlobKey returns content's digest and the key of its blob in a digest
-// namespace under blobs/sha256/.
-func casBlobKey(content []byte) (digest, key string) {
-	sum := sha256.Sum256(content)
-	h := hex.EncodeToString(sum[:])
-	return "sha256:" + h, "blobs/sha256/" + h
 }

@@ -342,10 +342,10 @@ func TestSessionsPartAfterAbort(t *testing.T) {
 	})
 
 	t.Run("refused while completing", func(t *testing.T) {
-		// The issue: a part is accepted only by an active or expired
-		// session, and a part for any other state never reaches MinIO. A
-		// complete in flight (completing) is written here directly, as a
-		// slow complete would leave it. The issue says NoSuchUpload; but a
+		// A part is accepted only by an active or expired session, and a
+		// part for any other state never reaches MinIO. A complete in
+		// flight (completing) is written here directly, as a slow complete
+		// would leave it. NoSuchUpload would do as the refusal; but a
 		// complete can still fail (InvalidPart) and return the upload to
 		// active, and S3's answer for "a conflicting operation is in
 		// progress" (409 OperationAborted) is then the one that stays true.
@@ -356,7 +356,7 @@ func TestSessionsPartAfterAbort(t *testing.T) {
 		store.setState(t, bucket, id, "completing")
 		_, err := uploadPart(t.Context(), c, bucket, key, id, 2, tail.Section(0, tail.Size))
 		if code := apiErrorCode(err); code != "NoSuchUpload" && code != "OperationAborted" {
-			t.Errorf("a part for a completing session: %v (code %q), want it refused (OperationAborted, or NoSuchUpload as the issue says)", err, code)
+			t.Errorf("a part for a completing session: %v (code %q), want it refused (OperationAborted, or NoSuchUpload)", err, code)
 		}
 		if sent := partPuts(id); len(sent) != 0 {
 			t.Errorf("a part for a completing session reached MinIO")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -120,16 +121,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e.backend = &countingBackend{Backend: be}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	e.etcd, err = etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{
-		DataDir: t.TempDir(), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.etcd.Close)
-	e.cli = e.connect()
+	e.etcd, e.cli = etcdtest.Start(t)
 	keys, err := etcdstore.NewKeys("/sweepgate-test/")
 	if err != nil {
 		t.Fatal(err)

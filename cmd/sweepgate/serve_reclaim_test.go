@@ -3,13 +3,12 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
-	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 )
 
 // reclaimStatusOf reads a serve's reclaimer status through the CLI.
@@ -43,15 +42,7 @@ func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool
 // takes over at once rather than after the election TTL.
 func TestServeReclaimer(t *testing.T) {
 	t.Parallel()
-	etcd, err := etcdstore.StartEmbedded(t.Context(), etcdstore.EmbeddedConfig{
-		DataDir:   filepath.Join(t.TempDir(), "etcd"),
-		ClientURL: "http://127.0.0.1:0",
-		PeerURL:   "http://127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Close)
+	etcd, _ := etcdtest.Start(t)
 	b := newBackend(t)
 	// A long TTL: a handover faster than it proves the leader resigned.
 	args := append(baseArgs(t, b), "--etcd-endpoints="+strings.Join(etcd.Endpoints(), ","), "--reclaim-election-ttl=60s")

@@ -27,7 +27,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/sweepgate/sweepgate/config"
-	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 )
 
 // The tests of serve: the whole command in-process, against a stand-in
@@ -302,15 +302,7 @@ func checkServeSessionsAndStop(t *testing.T, s *runningServe, hc *http.Client, a
 
 func TestServeExternalEtcd(t *testing.T) {
 	t.Parallel()
-	etcd, err := etcdstore.StartEmbedded(t.Context(), etcdstore.EmbeddedConfig{
-		DataDir:   filepath.Join(t.TempDir(), "etcd"),
-		ClientURL: "http://127.0.0.1:0",
-		PeerURL:   "http://127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	etcd, _ := etcdtest.Start(t)
 	b := newBackend(t)
 	s := startServe(t, append(baseArgs(t, b), "--etcd-endpoints="+strings.Join(etcd.Endpoints(), ","), "--etcd-dial-timeout=2s")...)
 	if s.addrs.EmbeddedEtcd {

@@ -37,19 +37,12 @@ type digestAPI struct {
 }
 
 func (a *digestAPI) routes(mux *http.ServeMux, protect func(http.Handler) http.Handler) {
-	for _, rt := range []struct {
-		method, path string
-		h            http.HandlerFunc
-	}{
+	handleRoutes(mux, protect, []route{
 		{http.MethodGet, "/admin/v1/frontiers", a.frontiers},
 		{http.MethodPost, "/admin/v1/frontiers/{plane}", a.reportFrontier},
 		{http.MethodGet, "/admin/v1/trash", a.trash},
 		{http.MethodPost, "/admin/v1/trash/restore", a.restore},
-	} {
-		mux.Handle(rt.method+" "+rt.path, protect(rt.h))
-		// Any other method answers in JSON too.
-		mux.Handle(rt.path, protect(onlyMethod(rt.method)))
-	}
+	})
 }
 
 func (a *digestAPI) clock() time.Time {

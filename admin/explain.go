@@ -24,17 +24,10 @@ type explainAPI struct {
 }
 
 func (a explainAPI) routes(mux *http.ServeMux, protect func(http.Handler) http.Handler) {
-	for _, rt := range []struct {
-		path string
-		h    http.HandlerFunc
-	}{
-		{"/admin/v1/explain/uploads/{bucket}/{uploadID}", a.upload},
-		{"/admin/v1/explain/digests/{digest}", a.digest},
-	} {
-		mux.Handle(http.MethodGet+" "+rt.path, protect(rt.h))
-		// Any other method answers in JSON too.
-		mux.Handle(rt.path, protect(onlyMethod(http.MethodGet)))
-	}
+	handleRoutes(mux, protect, []route{
+		{http.MethodGet, "/admin/v1/explain/uploads/{bucket}/{uploadID}", a.upload},
+		{http.MethodGet, "/admin/v1/explain/digests/{digest}", a.digest},
+	})
 }
 
 func (a explainAPI) upload(w http.ResponseWriter, r *http.Request) {

@@ -30,10 +30,7 @@ type reclaimAPI struct {
 }
 
 func (a *reclaimAPI) routes(mux *http.ServeMux, protect func(http.Handler) http.Handler) {
-	for _, rt := range []struct {
-		method, path string
-		h            http.HandlerFunc
-	}{
+	handleRoutes(mux, protect, []route{
 		{http.MethodPost, "/admin/v1/reclaim/run", a.run},
 		{http.MethodGet, "/admin/v1/reclaim/plan", a.plan},
 		{http.MethodGet, "/admin/v1/reclaim/status", a.status},
@@ -41,11 +38,7 @@ func (a *reclaimAPI) routes(mux *http.ServeMux, protect func(http.Handler) http.
 		{http.MethodGet, "/admin/v1/reclaim/orphans", a.orphans},
 		{http.MethodPost, "/admin/v1/reclaim/orphans/adopt", a.adopt},
 		{http.MethodPost, "/admin/v1/reclaim/orphans/delete", a.deleteOrphans},
-	} {
-		mux.Handle(rt.method+" "+rt.path, protect(rt.h))
-		// Any other method answers in JSON too.
-		mux.Handle(rt.path, protect(onlyMethod(rt.method)))
-	}
+	})
 }
 
 func (a *reclaimAPI) enabled(w http.ResponseWriter) bool {

@@ -34,6 +34,23 @@ func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, adminapi.ErrorBody{Error: adminapi.ErrorDetail{Code: code, Message: msg}})
 }
 
+// route is one endpoint of the admin API: a method and a path pattern of
+// http.ServeMux, and its handler.
+type route struct {
+	method, path string
+	h            http.HandlerFunc
+}
+
+// handleRoutes registers each route behind protect, and for each path a
+// handler that answers any other method with a JSON 405 (onlyMethod), so a
+// client always gets a document.
+func handleRoutes(mux *http.ServeMux, protect func(http.Handler) http.Handler, routes []route) {
+	for _, rt := range routes {
+		mux.Handle(rt.method+" "+rt.path, protect(rt.h))
+		mux.Handle(rt.path, protect(onlyMethod(rt.method)))
+	}
+}
+
 // onlyMethod answers 405 for a path that takes only method.
 func onlyMethod(method string) http.HandlerFunc {
 	allow := method

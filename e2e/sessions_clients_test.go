@@ -52,23 +52,19 @@ type clientsWorld struct {
 // sdk drives an upload's whole life with aws-sdk-go-v2 and checks the
 // session's records at each step.
 func (w *clientsWorld) sdk(t *testing.T) {
-	e := w.e
-	store := w.store
-	c := w.c
-	direct := w.direct
-	bucket := e.Bucket(t)
+	bucket := w.e.Bucket(t)
 	key := "sdk/assembled"
 	src := harness.NewData(3001, 7*mib)
-	putData(t, c, bucket, "sdk/source", src)
+	putData(t, w.c, bucket, "sdk/source", src)
 	p1 := harness.NewData(3002, 5*mib)
 	p2old := harness.NewData(3003, 5*mib)
 	p2 := harness.NewData(3004, 5*mib)
 	p4 := harness.NewData(3005, mib+13)
 	const copyFrom, copyLen = mib + 7, 5 * mib
 
-	uploadID := createUpload(t, c, bucket, key)
-	if rec := store.requireState(t, bucket, uploadID, "active"); rec.Owner != e.AccessKey || rec.Key != key {
-		t.Fatalf("new session: owner %q key %q, want %q %q", rec.Owner, rec.Key, e.AccessKey, key)
+	uploadID := createUpload(t, w.c, bucket, key)
+	if rec := w.store.requireState(t, bucket, uploadID, "active"); rec.Owner != w.e.AccessKey || rec.Key != key {
+		t.Fatalf("new session: owner %q key %q, want %q %q", rec.Owner, rec.Key, w.e.AccessKey, key)
 	}
 
 	// Parts 1, 2 and 4 in parallel.
@@ -80,7 +76,7 @@ func (w *clientsWorld) sdk(t *testing.T) {
 		d harness.Data
 	}{{1, p1}, {2, p2old}, {4, p4}} {
 		wg.Go(func() {
-			out, err := uploadPart(t.Context(), c, bucket, key, uploadID, p.n, p.d.Section(0, p.d.Size))
+			out, err := uploadPart(t.Context(), w.c, bucket, key, uploadID, p.n, p.d.Section(0, p.d.Size))
 			if err != nil {
 				errs <- fmt.Errorf("part %d: %w", p.n, err)
 				return
@@ -93,7 +89,7 @@ func (w *clientsWorld) sdk(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	cp, err := c.UploadPartCopy(t.Context(), &s3.UploadPartCopyInput{
+	cp, err := w.c.UploadPartCopy(t.Context(), &s3.UploadPartCopyInput{
 		Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(uploadID), PartNumber: aws.Int32(3),
 		CopySource:      aws.String(bucket + "/sdk/source"),
 		CopySourceRange: aws.String(fmt.Sprintf("bytes=%d-%d", copyFrom, copyFrom+copyLen-1)),
@@ -103,13 +99,13 @@ func (w *clientsWorld) sdk(t *testing.T) {
 	}
 	done[2] = s3types.CompletedPart{PartNumber: aws.Int32(3), ETag: cp.CopyPartResult.ETag}
 	// Part 2 again, with other bytes: the later upload is the part.
-	re := mustUploadPart(t, c, bucket, key, uploadID, 2, p2.Section(0, p2.Size))
+	re := mustUploadPart(t, w.c, bucket, key, uploadID, 2, p2.Section(0, p2.Size))
 	done[1] = s3types.CompletedPart{PartNumber: aws.Int32(2), ETag: re.ETag}
 	if unquoteETag(aws.ToString(re.ETag)) == unquoteETag(aws.ToString(done[0].ETag)) {
 		t.Fatal("test data: parts with equal ETags")
 	}
 
-	listed, err := c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(uploadID)})
+	listed, err := w.c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(uploadID)})
 	if err != nil {
 		t.Fatalf("ListParts: %v", err)
 	}
@@ -121,7 +117,7 @@ func (w *clientsWorld) sdk(t *testing.T) {
 			t.Fatalf("ListParts part %d: ETag %s, want %s", i+1, aws.ToString(p.ETag), aws.ToString(done[i].ETag))
 		}
 	}
-	uploads, err := c.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	uploads, err := w.c.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
 	if err != nil {
 		t.Fatalf("ListMultipartUploads: %v", err)
 	}
@@ -129,20 +125,20 @@ func (w *clientsWorld) sdk(t *testing.T) {
 		t.Fatalf("ListMultipartUploads lists %d uploads, want just %s", len(uploads.Uploads), uploadID)
 	}
 
-	out, err := completeUpload(t.Context(), c, bucket, key, uploadID, done)
+	out, err := completeUpload(t.Context(), w.c, bucket, key, uploadID, done)
 	if err != nil {
 		t.Fatalf("CompleteMultipartUpload: %v", err)
 	}
 	sum, size := concatSum(t, p1.Reader(), p2.Reader(), src.Section(copyFrom, copyLen), p4.Reader())
-	requireObjectSum(t, c, bucket, key, sum, size)
-	got := requireObjectSum(t, direct, bucket, key, sum, size)
+	requireObjectSum(t, w.c, bucket, key, sum, size)
+	got := requireObjectSum(t, w.direct, bucket, key, sum, size)
 	if unquoteETag(aws.ToString(got.ETag)) != unquoteETag(aws.ToString(out.ETag)) {
 		t.Fatalf("object ETag %s, complete answered %s", aws.ToString(got.ETag), aws.ToString(out.ETag))
 	}
-	requireNoUploads(t, direct, bucket)
+	requireNoUploads(t, w.direct, bucket)
 
-	requireCompletedSession(t, store, bucket, uploadID, aws.ToString(out.ETag))
-	requireSDKPartRecords(t, store, uploadID, done, p1, p2, p4, copyLen)
+	requireCompletedSession(t, w.store, bucket, uploadID, aws.ToString(out.ETag))
+	requireSDKPartRecords(t, w.store, uploadID, done, p1, p2, p4, copyLen)
 
 	w.abortAnother(t, bucket, key, p1, sum, size)
 }
@@ -194,13 +190,9 @@ func (w *clientsWorld) abortAnother(t *testing.T, bucket, key string, p1 harness
 // minioCore drives uploads with minio-go's core calls and checks the
 // session's records.
 func (w *clientsWorld) minioCore(t *testing.T) {
-	e := w.e
-	store := w.store
-	c := w.c
-	direct := w.direct
-	bucket := e.Bucket(t)
+	bucket := w.e.Bucket(t)
 	key := "core/assembled"
-	core := minio.Core{Client: e.MinioGo(t)}
+	core := minio.Core{Client: w.e.MinioGo(t)}
 	src := harness.NewData(3101, 6*mib)
 	if _, err := core.Client.PutObject(t.Context(), bucket, "core/source", src.Reader(), src.Size, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
@@ -266,10 +258,10 @@ func (w *clientsWorld) minioCore(t *testing.T) {
 		t.Fatalf("CompleteMultipartUpload: %v", err)
 	}
 	sum, size := concatSum(t, p1.Reader(), p2.Reader(), src.Section(copyFrom, copyLen), p4.Reader())
-	requireObjectSum(t, direct, bucket, key, sum, size)
-	requireObjectSum(t, c, bucket, key, sum, size)
-	requireCompletedSession(t, store, bucket, uploadID, info.ETag)
-	rec := store.parts(t, uploadID)
+	requireObjectSum(t, w.direct, bucket, key, sum, size)
+	requireObjectSum(t, w.c, bucket, key, sum, size)
+	requireCompletedSession(t, w.store, bucket, uploadID, info.ETag)
+	rec := w.store.parts(t, uploadID)
 	if len(rec) != 4 || unquoteETag(rec[2].ETag) != unquoteETag(op.ETag) || rec[2].SHA256 != p2.SHA256() || rec[3].Size != copyLen {
 		t.Fatalf("recorded parts: %+v", rec)
 	}
@@ -284,19 +276,16 @@ func (w *clientsWorld) minioCore(t *testing.T) {
 	if err := core.AbortMultipartUpload(t.Context(), bucket, key, aborted); err != nil {
 		t.Fatalf("AbortMultipartUpload: %v", err)
 	}
-	store.requireState(t, bucket, aborted, "aborted")
-	requireUploadGone(t, direct, bucket, key, aborted)
+	w.store.requireState(t, bucket, aborted, "aborted")
+	requireUploadGone(t, w.direct, bucket, key, aborted)
 }
 
 // minioPutObject uploads a large object with minio-go's PutObject, which
 // goes multipart, and checks its session.
 func (w *clientsWorld) minioPutObject(t *testing.T) {
-	e := w.e
-	store := w.store
-	direct := w.direct
-	bucket := e.Bucket(t)
+	bucket := w.e.Bucket(t)
 	key := "minio-go/parallel"
-	mc := e.MinioGo(t)
+	mc := w.e.MinioGo(t)
 	d := harness.NewData(3201, 17*mib+5)
 	// A ReaderAt with NumThreads: minio-go uploads the parts in
 	// parallel.
@@ -304,31 +293,28 @@ func (w *clientsWorld) minioPutObject(t *testing.T) {
 	if err != nil {
 		t.Fatalf("PutObject: %v", err)
 	}
-	requireObject(t, direct, bucket, key, d)
-	sess := store.onlySession(t, bucket)
-	requireCompletedSession(t, store, bucket, sess.UploadID, info.ETag)
-	requireRecordedParts(t, store, sess.UploadID, d, 5*mib)
+	requireObject(t, w.direct, bucket, key, d)
+	sess := w.store.onlySession(t, bucket)
+	requireCompletedSession(t, w.store, bucket, sess.UploadID, info.ETag)
+	requireRecordedParts(t, w.store, sess.UploadID, d, 5*mib)
 }
 
 // awsCLI uploads with the aws CLI, which goes multipart, and checks the
 // session.
 func (w *clientsWorld) awsCLI(t *testing.T) {
-	e := w.e
-	store := w.store
-	direct := w.direct
 	awsBin := requireCLI(t, "aws", "awscli")
-	bucket := e.Bucket(t)
+	bucket := w.e.Bucket(t)
 	cl := newCLI(t, awsBin)
 	config := filepath.Join(cl.dir, "aws-config")
 	// 5 MiB parts, several in flight at once.
-	cfg := "[default]\nregion = " + e.Region + "\ns3 =\n    addressing_style = path\n    multipart_chunksize = 5MB\n    max_concurrent_requests = 4\n"
+	cfg := "[default]\nregion = " + w.e.Region + "\ns3 =\n    addressing_style = path\n    multipart_chunksize = 5MB\n    max_concurrent_requests = 4\n"
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cl.env = append(cl.env,
-		"AWS_ACCESS_KEY_ID="+e.AccessKey,
-		"AWS_SECRET_ACCESS_KEY="+e.SecretKey,
-		"AWS_DEFAULT_REGION="+e.Region,
+		"AWS_ACCESS_KEY_ID="+w.e.AccessKey,
+		"AWS_SECRET_ACCESS_KEY="+w.e.SecretKey,
+		"AWS_DEFAULT_REGION="+w.e.Region,
 		"AWS_CONFIG_FILE="+config,
 		"AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(cl.dir, "no-credentials"),
 		"AWS_EC2_METADATA_DISABLED=true",
@@ -337,15 +323,15 @@ func (w *clientsWorld) awsCLI(t *testing.T) {
 	)
 	d := harness.NewData(3301, 20*mib)
 	d.WriteFile(t, filepath.Join(cl.dir, "big.bin"))
-	cl.run(t, "--endpoint-url", e.Endpoint, "s3", "cp", "big.bin", "s3://"+bucket+"/cli/big.bin")
-	requireObject(t, direct, bucket, "cli/big.bin", d)
-	head, err := direct.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("cli/big.bin")})
+	cl.run(t, "--endpoint-url", w.e.Endpoint, "s3", "cp", "big.bin", "s3://"+bucket+"/cli/big.bin")
+	requireObject(t, w.direct, bucket, "cli/big.bin", d)
+	head, err := w.direct.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("cli/big.bin")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess := store.onlySession(t, bucket)
-	requireCompletedSession(t, store, bucket, sess.UploadID, aws.ToString(head.ETag))
-	requireRecordedParts(t, store, sess.UploadID, d, 5*mib)
+	sess := w.store.onlySession(t, bucket)
+	requireCompletedSession(t, w.store, bucket, sess.UploadID, aws.ToString(head.ETag))
+	requireRecordedParts(t, w.store, sess.UploadID, d, 5*mib)
 }
 
 // requireRecordedParts checks that an upload of d in parts of partSize

@@ -78,95 +78,75 @@ type lostWorld struct {
 
 // newUpload creates an upload with one part through the gateway.
 func (w *lostWorld) newUpload(t *testing.T, key string) string {
-	c := w.c
-	bucket := w.bucket
-	tail := w.tail
 	t.Helper()
-	id := createUpload(t, c, bucket, key)
-	mustUploadPart(t, c, bucket, key, id, 1, tail.Section(0, tail.Size))
+	id := createUpload(t, w.c, w.bucket, key)
+	mustUploadPart(t, w.c, w.bucket, key, id, 1, w.tail.Section(0, w.tail.Size))
 	return id
 }
 
 // requireReconciledAbort waits for the reconciler to record aborted and
 // checks that MinIO holds nothing of the upload.
 func (w *lostWorld) requireReconciledAbort(t *testing.T, key, id string) {
-	store := w.store
-	direct := w.direct
-	bucket := w.bucket
 	t.Helper()
-	rec := store.waitState(t, bucket, id, "aborted")
+	rec := w.store.waitState(t, w.bucket, id, "aborted")
 	if last := rec.History[len(rec.History)-1]; last.Actor != "reconciler" {
 		t.Fatalf("history %s: want the reconciler to have recorded aborted", rec.path())
 	}
 	if _, ok := rec.transitioned("aborting", "cleanup_pending"); !ok {
 		t.Fatalf("history %s: the gateway's unclear abort is not recorded", rec.path())
 	}
-	requireUploadGone(t, direct, bucket, key, id)
+	requireUploadGone(t, w.direct, w.bucket, key, id)
 }
 
 // abortAnswerLost: the abort's answer is lost on its way back from MinIO.
 func (w *lostWorld) abortAnswerLost(t *testing.T) {
-	proxy := w.proxy
-	store := w.store
-	c := w.c
-	bucket := w.bucket
-	tail := w.tail
-	newUpload := w.newUpload
-	requireReconciledAbort := w.requireReconciledAbort
 	key := "lost/abort-answer"
-	id := newUpload(t, key)
-	drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.DropResponse, Times: 1})
+	id := w.newUpload(t, key)
+	drop := w.proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.DropResponse, Times: 1})
 	defer drop.Remove()
-	if err := abortUpload(t.Context(), c, bucket, key, id); err != nil {
+	if err := abortUpload(t.Context(), w.c, w.bucket, key, id); err != nil {
 		t.Fatalf("abort whose backend answer was lost: %v, want 204", err)
 	}
 	if drop.Hits() != 1 {
 		t.Fatalf("the fault hit %d requests, want 1", drop.Hits())
 	}
-	rec := store.requireState(t, bucket, id, "cleanup_pending")
+	rec := w.store.requireState(t, w.bucket, id, "cleanup_pending")
 	if _, ok := rec.transitioned("aborting", "cleanup_pending"); !ok || rec.Uncertain == "" {
 		t.Fatalf("history %s, uncertain %q: want aborting->cleanup_pending with the doubt recorded", rec.path(), rec.Uncertain)
 	}
 	// The upload is logically gone: a repeated abort answers 204 and a
 	// part is refused.
-	if err := abortUpload(t.Context(), c, bucket, key, id); err != nil {
+	if err := abortUpload(t.Context(), w.c, w.bucket, key, id); err != nil {
 		t.Fatalf("repeated abort of a cleanup_pending upload: %v, want 204", err)
 	}
-	_, err := uploadPart(t.Context(), c, bucket, key, id, 2, tail.Section(0, tail.Size))
+	_, err := uploadPart(t.Context(), w.c, w.bucket, key, id, 2, w.tail.Section(0, w.tail.Size))
 	requireAPIError(t, err, "NoSuchUpload")
-	requireReconciledAbort(t, key, id)
+	w.requireReconciledAbort(t, key, id)
 }
 
 // abortNeverReached: the abort is lost on its way to MinIO.
 func (w *lostWorld) abortNeverReached(t *testing.T) {
-	proxy := w.proxy
-	store := w.store
-	c := w.c
-	direct := w.direct
-	bucket := w.bucket
-	newUpload := w.newUpload
-	requireReconciledAbort := w.requireReconciledAbort
 	key := "lost/abort-request"
-	id := newUpload(t, key)
+	id := w.newUpload(t, key)
 	// Every abort of this upload is lost on the way to MinIO, the
 	// reconciler's too, until the fault is removed.
-	lost := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.CloseBeforeForward})
+	lost := w.proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.CloseBeforeForward})
 	defer lost.Remove()
-	if err := abortUpload(t.Context(), c, bucket, key, id); err != nil {
+	if err := abortUpload(t.Context(), w.c, w.bucket, key, id); err != nil {
 		t.Fatalf("abort whose backend call failed: %v, want 204", err)
 	}
-	rec := store.requireState(t, bucket, id, "cleanup_pending")
+	rec := w.store.requireState(t, w.bucket, id, "cleanup_pending")
 	if rec.Uncertain == "" {
 		t.Fatalf("cleanup_pending session records no doubt: %+v", rec)
 	}
 	// MinIO still holds the upload, but clients no longer see it.
-	if !slices.Contains(backendUploads(t, direct, bucket), id) {
+	if !slices.Contains(backendUploads(t, w.direct, w.bucket), id) {
 		t.Fatalf("MinIO does not hold upload %s; the proxy should have kept the abort from it", id)
 	}
-	if slices.Contains(backendUploads(t, c, bucket), id) {
+	if slices.Contains(backendUploads(t, w.c, w.bucket), id) {
 		t.Fatalf("ListMultipartUploads through the gateway lists the cleanup_pending upload %s", id)
 	}
-	_, err := c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(id)})
+	_, err := w.c.ListParts(t.Context(), &s3.ListPartsInput{Bucket: aws.String(w.bucket), Key: aws.String(key), UploadId: aws.String(id)})
 	requireAPIError(t, err, "NoSuchUpload")
 	// The reconciler tries again (and fails, the fault still armed):
 	// the session stays cleanup_pending, never aborted on a guess.
@@ -174,85 +154,72 @@ func (w *lostWorld) abortNeverReached(t *testing.T) {
 		return lost.Hits() >= 2, "the reconciler did not retry the abort"
 	})
 	eventually(t, sessionWait, func() (bool, string) {
-		rec := store.session(t, bucket, id)
+		rec := w.store.session(t, w.bucket, id)
 		return rec.State == "cleanup_pending" && rec.AbortAttempts >= 2 && rec.Uncertain != "",
 			fmt.Sprintf("session %s, %d abort attempts, uncertain %q: want cleanup_pending with the retry recorded", rec.State, rec.AbortAttempts, rec.Uncertain)
 	})
-	if slices.Contains(backendUploads(t, c, bucket), id) || !slices.Contains(backendUploads(t, direct, bucket), id) {
+	if slices.Contains(backendUploads(t, w.c, w.bucket), id) || !slices.Contains(backendUploads(t, w.direct, w.bucket), id) {
 		t.Fatal("while its abort fails, the upload must stay hidden from clients and on MinIO")
 	}
 	lost.Remove()
-	requireReconciledAbort(t, key, id)
+	w.requireReconciledAbort(t, key, id)
 }
 
 // abortIdempotentAnswerLost: the answer to an abort with an
 // Idempotency-Key is lost on its way back from MinIO.
 func (w *lostWorld) abortIdempotentAnswerLost(t *testing.T) {
-	proxy := w.proxy
-	store := w.store
-	c := w.c
-	direct := w.direct
-	bucket := w.bucket
-	newUpload := w.newUpload
 	key := "lost/abort-idempotent"
-	id := newUpload(t, key)
-	drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.DropResponse, Times: 1})
+	id := w.newUpload(t, key)
+	drop := w.proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodDelete, id), Fault: harness.DropResponse, Times: 1})
 	defer drop.Remove()
-	_, err := c.AbortMultipartUpload(t.Context(), &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(id)},
+	_, err := w.c.AbortMultipartUpload(t.Context(), &s3.AbortMultipartUploadInput{Bucket: aws.String(w.bucket), Key: aws.String(key), UploadId: aws.String(id)},
 		withIdempotencyKey("lost-abort-"+id))
 	if err != nil {
 		t.Fatalf("abort whose backend answer was lost: %v, want 204", err)
 	}
 	// An unclear outcome is not retried blindly:
 	// MinIO got one abort, and the session records the doubt.
-	if sent := proxy.Find(harness.MatchUpload(http.MethodDelete, id)); len(sent) != 1 {
+	if sent := w.proxy.Find(harness.MatchUpload(http.MethodDelete, id)); len(sent) != 1 {
 		t.Errorf("the gateway sent %d aborts to MinIO for one client abort (faults: %v); an unclear abort must not be retried blindly", len(sent), faultsOf(sent))
 	}
-	rec := store.session(t, bucket, id)
+	rec := w.store.session(t, w.bucket, id)
 	if _, ok := rec.transitioned("aborting", "cleanup_pending"); !ok {
 		t.Errorf("history %s: the lost answer is not recorded as cleanup_pending", rec.path())
 	}
-	store.waitState(t, bucket, id, "aborted")
-	requireUploadGone(t, direct, bucket, key, id)
+	w.store.waitState(t, w.bucket, id, "aborted")
+	requireUploadGone(t, w.direct, w.bucket, key, id)
 }
 
 // completeAnswerLost: the complete's answer is lost on its way back from
 // MinIO.
 func (w *lostWorld) completeAnswerLost(t *testing.T) {
-	proxy := w.proxy
-	store := w.store
-	c := w.c
-	direct := w.direct
-	bucket := w.bucket
-	part := w.part
-	tail := w.tail
 	key := "lost/complete-answer"
-	id := createUpload(t, c, bucket, key)
+	id := createUpload(t, w.c, w.bucket, key)
 	parts := []s3types.CompletedPart{
-		mustUploadPart(t, c, bucket, key, id, 1, part.Section(0, part.Size)),
-		mustUploadPart(t, c, bucket, key, id, 2, tail.Section(0, tail.Size)),
+		mustUploadPart(t, w.c, w.bucket, key, id, 1, w.part.Section(0, w.part.Size)),
+		mustUploadPart(t, w.c, w.bucket, key, id, 2, w.tail.Section(0, w.tail.Size)),
 	}
-	drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodPost, id), Fault: harness.DropResponse, Times: 1})
+	drop := w.proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodPost, id), Fault: harness.DropResponse, Times: 1})
 	defer drop.Remove()
-	first, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+	first, err := completeUpload(t.Context(), w.c, w.bucket, key, id, parts)
 	if err != nil {
 		t.Fatalf("complete whose backend answer was lost: %v", err)
 	}
 	if drop.Hits() != 1 {
 		t.Fatalf("the fault hit %d requests, want 1", drop.Hits())
 	}
-	retry, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+	retry, err := completeUpload(t.Context(), w.c, w.bucket, key, id, parts)
 	if err != nil {
 		t.Fatalf("retried complete: %v", err)
 	}
 	requireSameCompletion(t, first, retry)
-	sum, size := concatSum(t, part.Reader(), tail.Reader())
-	obj := requireObjectSum(t, direct, bucket, key, sum, size)
+	sum, size := concatSum(t, w.part.Reader(), w.tail.Reader())
+	obj := requireObjectSum(t, w.direct, w.bucket, key, sum, size)
 	if unquoteETag(aws.ToString(obj.ETag)) != unquoteETag(aws.ToString(first.ETag)) {
 		t.Fatalf("object ETag %s, complete answered %s", aws.ToString(obj.ETag), aws.ToString(first.ETag))
 	}
-	requireCompletedSession(t, store, bucket, id, aws.ToString(obj.ETag))
-	if sent := proxy.Find(harness.MatchUpload(http.MethodPost, id)); len(sent) != 1 {
+	requireCompletedSession(t, w.store, w.bucket, id, aws.ToString(obj.ETag))
+	if sent := w.proxy.Find(harness.MatchUpload(http.MethodPost, id)); len(sent) != 1 {
 		t.Fatalf("MinIO got %d completes; the retry should have been answered from the record", len(sent))
 	}
 }
@@ -260,26 +227,19 @@ func (w *lostWorld) completeAnswerLost(t *testing.T) {
 // completeAnswerAndCheckLost: the complete's answer is lost, and so is
 // the answer of the check the gateway makes after it.
 func (w *lostWorld) completeAnswerAndCheckLost(t *testing.T) {
-	proxy := w.proxy
-	store := w.store
-	c := w.c
-	direct := w.direct
-	bucket := w.bucket
-	part := w.part
-	tail := w.tail
 	key := "lost/complete-unclear"
-	id := createUpload(t, c, bucket, key)
+	id := createUpload(t, w.c, w.bucket, key)
 	parts := []s3types.CompletedPart{
-		mustUploadPart(t, c, bucket, key, id, 1, part.Section(0, part.Size)),
-		mustUploadPart(t, c, bucket, key, id, 2, tail.Section(0, tail.Size)),
+		mustUploadPart(t, w.c, w.bucket, key, id, 1, w.part.Section(0, w.part.Size)),
+		mustUploadPart(t, w.c, w.bucket, key, id, 2, w.tail.Section(0, w.tail.Size)),
 	}
-	drop := proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodPost, id), Fault: harness.DropResponse, Times: 1})
+	drop := w.proxy.Inject(harness.Rule{Match: harness.MatchUpload(http.MethodPost, id), Fault: harness.DropResponse, Times: 1})
 	defer drop.Remove()
 	// The gateway's look at the object after the lost answer is lost
 	// too, so it cannot tell whether the complete happened.
-	noHead := proxy.Inject(harness.Rule{Match: isObject(http.MethodHead, bucket, key), Fault: harness.CloseBeforeForward})
+	noHead := w.proxy.Inject(harness.Rule{Match: isObject(http.MethodHead, w.bucket, key), Fault: harness.CloseBeforeForward})
 	defer noHead.Remove()
-	_, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+	_, err := completeUpload(t.Context(), w.c, w.bucket, key, id, parts)
 	if err == nil {
 		t.Fatal("complete answered success though the gateway could not know the outcome")
 	}
@@ -287,26 +247,26 @@ func (w *lostWorld) completeAnswerAndCheckLost(t *testing.T) {
 	if !errors.As(err, &re) || re.HTTPStatusCode() < 500 {
 		t.Fatalf("complete with an unknown outcome: %v, want a 5xx the client retries", err)
 	}
-	rec := store.requireState(t, bucket, id, "completing")
+	rec := w.store.requireState(t, w.bucket, id, "completing")
 	if rec.Uncertain == "" {
 		t.Fatalf("completing session records no doubt: %+v", rec)
 	}
 	noHead.Remove()
-	retry, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+	retry, err := completeUpload(t.Context(), w.c, w.bucket, key, id, parts)
 	if err != nil {
 		t.Fatalf("retried complete: %v", err)
 	}
-	sum, size := concatSum(t, part.Reader(), tail.Reader())
-	obj := requireObjectSum(t, direct, bucket, key, sum, size)
+	sum, size := concatSum(t, w.part.Reader(), w.tail.Reader())
+	obj := requireObjectSum(t, w.direct, w.bucket, key, sum, size)
 	if unquoteETag(aws.ToString(obj.ETag)) != unquoteETag(aws.ToString(retry.ETag)) {
 		t.Fatalf("object ETag %s, retried complete answered %s", aws.ToString(obj.ETag), aws.ToString(retry.ETag))
 	}
-	again, err := completeUpload(t.Context(), c, bucket, key, id, parts)
+	again, err := completeUpload(t.Context(), w.c, w.bucket, key, id, parts)
 	if err != nil {
 		t.Fatalf("complete once more: %v", err)
 	}
 	requireSameCompletion(t, retry, again)
-	rec = requireCompletedSession(t, store, bucket, id, aws.ToString(obj.ETag))
+	rec = requireCompletedSession(t, w.store, w.bucket, id, aws.ToString(obj.ETag))
 	if _, ok := rec.transitioned("active", "completing"); !ok {
 		t.Fatalf("history %s", rec.path())
 	}

@@ -13,54 +13,18 @@ import (
 	"github.com/sweepgate/sweepgate/s3client"
 )
 
-// answer is a backend response read whole.
-type answer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-// success reports a 2xx answer that is not an error document (a copy or a
-// complete may answer 200 and fail in its body).
-func (a *answer) success() bool {
-	_, _, isErr := s3client.ErrorDocument(a.body)
-	return a.status >= 200 && a.status < 300 && !isErr
-}
-
-// definiteFailure reports an answer that says the request changed nothing:
-// a redirect or a client error.
-func (a *answer) definiteFailure() bool { return a.status >= 300 && a.status < 500 }
-
-// Error makes a refusal usable as an error (hashObject's, a failed
-// delete's).
-func (a *answer) Error() string { return fmt.Sprintf("backend answered %d", a.status) }
-
 // unquoteETag returns an ETag without its quotes.
 func unquoteETag(s string) string { return s3client.UnquoteETag(s) }
 
 // send sends a client's request on to the backend and reads the answer
 // whole; the gateway's backend client times the call and notes the
 // backend's request id.
-func (s *Service) send(out *http.Request) (*answer, error) {
-	resp, err := s.backend.RoundTrip(out)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return readAnswer(resp)
-}
-
-// readAnswer reads an answer whole, within s3client.MaxAnswer.
-func readAnswer(resp *http.Response) (*answer, error) {
-	body, err := s3client.ReadBody(resp.Body, s3client.MaxAnswer)
-	if err != nil {
-		return nil, fmt.Errorf("read backend answer: %w", err)
-	}
-	return &answer{status: resp.StatusCode, header: resp.Header, body: body}, nil
+func (s *Service) send(out *http.Request) (*s3client.Answer, error) {
+	return s3client.Send(s.backend, out)
 }
 
 // call makes a request of the service's own to the backend.
-func (s *Service) call(ctx context.Context, method, bucket, key string, query url.Values, header http.Header) (*answer, error) {
+func (s *Service) call(ctx context.Context, method, bucket, key string, query url.Values, header http.Header) (*s3client.Answer, error) {
 	req, err := s.backend.NewRequest(ctx, method, bucket, key, query)
 	if err != nil {
 		return nil, err
@@ -73,7 +37,7 @@ func (s *Service) call(ctx context.Context, method, bucket, key string, query ur
 		return nil, fmt.Errorf("%s %s/%s: %w", method, bucket, key, err)
 	}
 	defer resp.Body.Close()
-	return readAnswer(resp)
+	return s3client.ReadAnswer(resp)
 }
 
 // forwardRequest sends a prepared backend request and streams its answer
@@ -117,8 +81,8 @@ func (s *Service) backendFailed(ctx context.Context, w http.ResponseWriter, q *R
 }
 
 // writeAnswer answers the client with a backend answer read whole.
-func (s *Service) writeAnswer(w http.ResponseWriter, q *Request, a *answer) {
-	s3err.WriteAnswer(w, a.status, a.header, a.body, q.RequestID)
+func (s *Service) writeAnswer(w http.ResponseWriter, q *Request, a *s3client.Answer) {
+	s3err.WriteAnswer(w, a.Status, a.Header, a.Body, q.RequestID)
 }
 
 // capture is a ResponseWriter that keeps a whole answer, so that the

@@ -72,9 +72,9 @@ func (s *Service) checkCompleted(ctx context.Context, w http.ResponseWriter, q *
 		query = url.Values{"versionId": {versionID}}
 	}
 	got, err := s.hashObject(ctx, bucket, key, query, http.Header{"If-Match": {`"` + etag + `"`}}, digest)
-	var refused *answer
+	var refused *s3client.Answer
 	switch {
-	case errors.As(err, &refused) && refused.status == http.StatusNotFound:
+	case errors.As(err, &refused) && refused.Status == http.StatusNotFound:
 		// The object the answer names is gone: deleted since, or a retried
 		// complete replays the result of one whose object did not hash to
 		// its digest and was deleted. A success would have the producer
@@ -121,7 +121,7 @@ func (s *Service) removeCompleted(ctx context.Context, q *Request, etag, version
 		}
 	}
 	a, err := s.call(ctx, http.MethodDelete, bucket, key, query, nil)
-	if err != nil || !a.success() {
+	if err != nil || !a.Success() {
 		if err == nil {
 			err = a
 		}
@@ -207,7 +207,7 @@ func (s *Service) abortStored(ctx context.Context, q *Request) {
 	} else if a, err := s.call(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {id}}, nil); err != nil {
 		detail = err.Error()
 	} else {
-		status, detail = a.status, string(a.body)
+		status, detail = a.Status, string(a.Body)
 	}
 	if status != http.StatusNoContent {
 		s.log.Warn("upload of a blob that is stored already not aborted; abort it", "id", q.RequestID, "bucket", bucket, "key", key, "upload", id, "status", status, "answer", detail)

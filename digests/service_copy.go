@@ -48,9 +48,9 @@ func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Reques
 		}
 	}
 	src, err := s.hashObject(ctx, cs.Bucket, cs.Key, query, header, digest)
-	var refused *answer
+	var refused *s3client.Answer
 	switch {
-	case errors.As(err, &refused) && refused.status == http.StatusNotModified:
+	case errors.As(err, &refused) && refused.Status == http.StatusNotModified:
 		// A GET answers 304 where a copy's if-none-match or
 		// if-modified-since condition fails, which S3 answers 412.
 		s.writeError(w, q, s3err.ErrPreconditionFailed)
@@ -76,7 +76,7 @@ func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Reques
 		s.backendFailed(ctx, w, q, err)
 		return
 	}
-	if _, ok := s3client.ResultETag(a.body); a.success() && !ok {
+	if _, ok := s3client.ResultETag(a.Body); a.Success() && !ok {
 		// A copy is a success only with its CopyObjectResult.
 		s.writeError(w, q, errNoResult)
 		return
@@ -94,7 +94,7 @@ type hashedObject struct {
 // hashObject reads bucket/key from the backend (the version query names,
 // with header's conditions and keys) and streams its body through a hash of
 // digest's algorithm: nothing is buffered, whatever its size. A backend
-// refusal is returned as an *answer error.
+// refusal is returned as an *s3client.Answer error.
 func (s *Service) hashObject(ctx context.Context, bucket, key string, query url.Values, header http.Header, digest string) (hashedObject, error) {
 	h, ok := cas.NewHash(digest)
 	if !ok {
@@ -113,7 +113,7 @@ func (s *Service) hashObject(ctx context.Context, bucket, key string, query url.
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		a, err := readAnswer(resp)
+		a, err := s3client.ReadAnswer(resp)
 		if err != nil {
 			return hashedObject{}, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // DeleteTarget is an object a DeleteObjects names.
@@ -64,9 +65,9 @@ func (s *Service) DeleteObjects(ctx context.Context, w http.ResponseWriter, q *R
 	refused = append(refused, inFlight...)
 	if len(keep) > 0 {
 		status, body, err := send(keep)
-		var a *answer
+		var a *s3client.Answer
 		if err == nil {
-			a = &answer{status: status, body: body}
+			a = &s3client.Answer{Status: status, Body: body}
 		}
 		s.settleTrash(ctx, q.Bucket, trashed, a, err)
 	}
@@ -150,12 +151,12 @@ type deletesAnswer struct {
 
 // settleTrash restores the references of the trashed reference objects
 // that the backend did not delete.
-func (s *Service) settleTrash(ctx context.Context, bucket string, trashed []trashedObject, a *answer, err error) {
+func (s *Service) settleTrash(ctx context.Context, bucket string, trashed []trashedObject, a *s3client.Answer, err error) {
 	if len(trashed) == 0 {
 		return
 	}
 	var got deletesAnswer
-	if err == nil && a.success() && xml.Unmarshal(a.body, &got) != nil {
+	if err == nil && a.Success() && xml.Unmarshal(a.Body, &got) != nil {
 		err = errors.New("unreadable DeleteResult")
 	}
 	failed := map[DeleteTarget]bool{}
@@ -165,11 +166,11 @@ func (s *Service) settleTrash(ctx context.Context, bucket string, trashed []tras
 	for _, t := range trashed {
 		var back bool
 		switch {
-		case err == nil && a.definiteFailure():
+		case err == nil && a.DefiniteFailure():
 			back = true
-		case err == nil && a.success() && failed[DeleteTarget{Key: t.obj.Key, VersionID: t.obj.VersionID}]:
+		case err == nil && a.Success() && failed[DeleteTarget{Key: t.obj.Key, VersionID: t.obj.VersionID}]:
 			back = true
-		case err == nil && a.success() && t.obj.VersionID == "":
+		case err == nil && a.Success() && t.obj.VersionID == "":
 			back = false
 		default:
 			back = s.stillThere(ctx, bucket, t.obj.Key, t.obj.VersionID != "", a, err)

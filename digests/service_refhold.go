@@ -88,7 +88,7 @@ func (s *Service) listedPartsSize(ctx context.Context, bucket, key, uploadID str
 		if err != nil {
 			return 0, false, err
 		}
-		if a.status == http.StatusNotFound {
+		if a.Status == http.StatusNotFound {
 			return 0, false, nil
 		}
 		var page struct {
@@ -98,8 +98,8 @@ func (s *Service) listedPartsSize(ctx context.Context, bucket, key, uploadID str
 			IsTruncated          bool   `xml:"IsTruncated"`
 			NextPartNumberMarker string `xml:"NextPartNumberMarker"`
 		}
-		if !a.success() || xml.Unmarshal(a.body, &page) != nil {
-			return 0, false, fmt.Errorf("list parts of upload %s: backend answered %d", uploadID, a.status)
+		if !a.Success() || xml.Unmarshal(a.Body, &page) != nil {
+			return 0, false, fmt.Errorf("list parts of upload %s: backend answered %d", uploadID, a.Status)
 		}
 		for _, p := range page.Parts {
 			size += p.Size

@@ -29,7 +29,7 @@ type refWrite struct {
 	// that did not cannot have stored a Content-Length body.
 	sent func() bool
 	// etag returns the stored object's ETag from a successful answer.
-	etag func(*answer) string
+	etag func(*s3client.Answer) string
 }
 
 // putRef serves a PutObject into a reference source: the verified body is
@@ -68,7 +68,7 @@ func (s *Service) putRef(ctx context.Context, w http.ResponseWriter, q *Request,
 		bucket: q.Bucket, key: q.Key, digests: digests,
 		md5:  hex.EncodeToString(sum[:]),
 		sent: sent.done,
-		etag: func(a *answer) string { return unquoteETag(a.header.Get("ETag")) },
+		etag: func(a *s3client.Answer) string { return unquoteETag(a.Header.Get("ETag")) },
 	})
 }
 
@@ -97,7 +97,7 @@ func (s *Service) copyRef(ctx context.Context, w http.ResponseWriter, q *Request
 	var refused *s3client.Error
 	switch {
 	case errors.As(err, &refused):
-		s.writeAnswer(w, q, &answer{status: refused.Status, header: refused.Header, body: refused.Body})
+		s.writeAnswer(w, q, &s3client.Answer{Status: refused.Status, Header: refused.Header, Body: refused.Body})
 		return
 	case errors.Is(err, s3client.ErrTooLarge):
 		s.writeError(w, q, errSourceTooLarge(src, "The copy source"))
@@ -127,7 +127,7 @@ func (s *Service) copyRef(ctx context.Context, w http.ResponseWriter, q *Request
 		bucket: q.Bucket, key: q.Key, digests: digests,
 		md5:  hex.EncodeToString(sum[:]),
 		sent: func() bool { return true },
-		etag: func(a *answer) string { e, _ := s3client.ResultETag(a.body); return e },
+		etag: func(a *s3client.Answer) string { e, _ := s3client.ResultETag(a.Body); return e },
 	})
 }
 
@@ -150,7 +150,7 @@ func (s *Service) writeRef(ctx context.Context, w http.ResponseWriter, q *Reques
 		s.backendFailed(ctx, w, q, err)
 		return
 	}
-	if a.success() && outcome != etcdstore.WriteCommitted {
+	if a.Success() && outcome != etcdstore.WriteCommitted {
 		// A success that names no result (a copy answered without a
 		// CopyObjectResult) and whose object is not the body recorded
 		// cannot be taken for one.
@@ -186,11 +186,11 @@ func (s *Service) beginRefWrite(ctx context.Context, bucket, key string, rw etcd
 // the outcome unknown, which keeps both bodies' digests until the rebuild
 // reads the object (a 404 right after a lost answer may precede the
 // backend's commit).
-func (s *Service) writeOutcome(ctx context.Context, rw refWrite, a *answer, err error) (etcdstore.WriteOutcome, string) {
+func (s *Service) writeOutcome(ctx context.Context, rw refWrite, a *s3client.Answer, err error) (etcdstore.WriteOutcome, string) {
 	switch {
-	case err == nil && a.success() && rw.etag(a) != "":
+	case err == nil && a.Success() && rw.etag(a) != "":
 		return etcdstore.WriteCommitted, rw.etag(a)
-	case err == nil && a.definiteFailure(), !rw.sent():
+	case err == nil && a.DefiniteFailure(), !rw.sent():
 		return etcdstore.WriteFailed, ""
 	}
 	info, herr := s.s3.Head(ctx, rw.bucket, rw.key)
@@ -283,11 +283,11 @@ func (s *Service) trash(ctx context.Context, bucket, key, principal string, now 
 // delete of one version may leave another current, and an unclear answer
 // says nothing: both are settled by a HEAD. A HEAD that fails too keeps
 // the trash, which retains the digests until it expires.
-func (s *Service) stillThere(ctx context.Context, bucket, key string, version bool, a *answer, err error) bool {
+func (s *Service) stillThere(ctx context.Context, bucket, key string, version bool, a *s3client.Answer, err error) bool {
 	switch {
-	case err == nil && a.definiteFailure():
+	case err == nil && a.DefiniteFailure():
 		return true
-	case err == nil && a.success() && !version:
+	case err == nil && a.Success() && !version:
 		return false
 	}
 	_, herr := s.s3.Head(ctx, bucket, key)

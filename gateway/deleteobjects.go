@@ -15,6 +15,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 const (
@@ -101,10 +102,10 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 		g.writeError(w, r, err)
 		return
 	}
-	var a *answer
+	var a *s3client.Answer
 	var sendErr error
 	sent := false
-	sendBatch := func(objs []deleteObject) (*answer, error) {
+	sendBatch := func(objs []deleteObject) (*s3client.Answer, error) {
 		a, sendErr = g.sendDeletes(r, req, deleteRequest{Quiet: in.Quiet, Objects: objs})
 		sent = true
 		return a, sendErr
@@ -125,7 +126,7 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 			return
 		}
 		var got deleteResult
-		if !a.success() || xml.Unmarshal(a.body, &got) != nil {
+		if !a.Success() || xml.Unmarshal(a.Body, &got) != nil {
 			g.writeAnswer(w, req, a) // the whole request failed
 			return
 		}
@@ -136,7 +137,7 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 }
 
 // sendDeletes sends the rebuilt DeleteObjects request.
-func (g *Gateway) sendDeletes(r *http.Request, req *request, d deleteRequest) (*answer, error) {
+func (g *Gateway) sendDeletes(r *http.Request, req *request, d deleteRequest) (*s3client.Answer, error) {
 	doc, err := xml.Marshal(d)
 	if err != nil {
 		return nil, err
@@ -165,7 +166,7 @@ func (g *Gateway) writeDeleteResult(w http.ResponseWriter, req *request, res del
 		return
 	}
 	body := append([]byte(xml.Header), doc...)
-	g.writeAnswer(w, req, &answer{status: http.StatusOK, header: http.Header{"Content-Type": {"application/xml"}}, body: body})
+	g.writeAnswer(w, req, &s3client.Answer{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/xml"}}, Body: body})
 }
 
 // checksumHashes are the header checksums S3 accepts on a request body.

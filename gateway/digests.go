@@ -9,6 +9,7 @@ import (
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // DigestsConfig turns on reference recording for content-addressed layouts:
@@ -143,7 +144,7 @@ func keepEncoding(out *http.Request, p *sigv4.Payload) {
 // a bucket of the layout: it refuses referenced blobs and trashes the
 // references of reference objects, and sendBatch sends the objects it
 // keeps. ok false means the request has been answered.
-func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *request, objs []deleteObject, sendBatch func([]deleteObject) (*answer, error)) (refused []deleteError, ok bool) {
+func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *request, objs []deleteObject, sendBatch func([]deleteObject) (*s3client.Answer, error)) (refused []deleteError, ok bool) {
 	q, err := g.digestRequest(r, req)
 	if err != nil {
 		g.writeError(w, r, err)
@@ -162,7 +163,7 @@ func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *req
 		if err != nil {
 			return 0, nil, err
 		}
-		return a.status, a.body, nil
+		return a.Status, a.Body, nil
 	})
 	for _, f := range refusals {
 		refused = append(refused, deleteError{Key: f.Key, VersionID: f.VersionID, Code: f.Code, Message: f.Message})

@@ -238,3 +238,48 @@ func keyDecoder(encodingType string) func(string) (string, error) {
 	}
 	return func(s string) (string, error) { return s, nil }
 }
+
+// Answer is a backend answer read whole, for a request whose outcome the
+// caller must know before its own client hears it (a write, a copy, a
+// complete, a DeleteObjects the gateway sends on a client's behalf).
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// ReadAnswer reads resp whole, within MaxAnswer, and closes nothing: the
+// caller closes resp.Body.
+func ReadAnswer(resp *http.Response) (*Answer, error) {
+	body, err := ReadBody(resp.Body, MaxAnswer)
+	if err != nil {
+		return nil, fmt.Errorf("read backend answer: %w", err)
+	}
+	return &Answer{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+// Success reports a 2xx answer that is not an error document (a copy or a
+// complete may answer 200 and fail in its body).
+func (a *Answer) Success() bool {
+	_, _, isErr := ErrorDocument(a.Body)
+	return a.Status >= 200 && a.Status < 300 && !isErr
+}
+
+// DefiniteFailure reports an answer that says the request changed
+// nothing: a redirect or a client error.
+func (a *Answer) DefiniteFailure() bool { return a.Status >= 300 && a.Status < 500 }
+
+// Error makes a refusal usable as an error.
+func (a *Answer) Error() string { return fmt.Sprintf("backend answered %d", a.Status) }
+
+// Send sends req, built by b.NewRequest or addressed the same way, through
+// b once and reads the answer whole. A transport error (no answer) is
+// returned as it is, so the caller can tell it from a refusal.
+func Send(b Backend, req *http.Request) (*Answer, error) {
+	resp, err := b.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return ReadAnswer(resp)
+}

@@ -70,12 +70,20 @@ type TrashRecord struct {
 	Expires   time.Time `json:"expires"`
 	Principal string    `json:"principal,omitempty"`
 	ETag      string    `json:"etag,omitempty"`
+	// ExpiresElapsed is when the trash expires on the reclaimer's elapsed
+	// clock (ElapsedClock): set by the first pass that sees the record, to
+	// that pass's elapsed value plus the window. Until it is set, and until
+	// the elapsed clock reaches it, the trash has not expired, whatever the
+	// wall clock says.
+	ExpiresElapsed *time.Duration `json:"expires_elapsed,omitempty"`
 }
 
 // TrashRef is the value of one trash reference key.
 type TrashRef struct {
 	Version int       `json:"v"`
 	Expires time.Time `json:"expires"`
+	// ExpiresElapsed is its record's TrashRecord.ExpiresElapsed.
+	ExpiresElapsed *time.Duration `json:"expires_elapsed,omitempty"`
 }
 
 // Placement is the value of a placement key: a write of a blob in flight.

@@ -95,3 +95,21 @@ func (k Keys) AllSessions() string {
 func (k Keys) CompleteAttempt(uploadID string) string {
 	return k.Root() + "completing/" + url.PathEscape(uploadID)
 }
+
+// Gateways returns the prefix of the gateways' published clocks.
+func (k Keys) Gateways() string {
+	return k.Root() + "gateways/"
+}
+
+// Gateway returns the key where the gateway process id publishes its clock
+// with its liveness: the key lives under that process's lease, so it is
+// gone soon after the process is.
+func (k Keys) Gateway(id string) string {
+	return k.Gateways() + url.PathEscape(id)
+}
+
+// ElapsedClock returns the key of the reclaimer's elapsed clock: the time
+// its leaders have measured on their monotonic clocks, added up.
+func (k Keys) ElapsedClock() string {
+	return k.Root() + "reclaim/clock"
+}

@@ -61,6 +61,9 @@ type Session struct {
 	// activity key (Keys.Activity) may hold a later one.
 	LastActivity time.Time  `json:"last_activity"`
 	ExpiredAt    *time.Time `json:"expired_at,omitempty"`
+	// ExpiredElapsed is the reclaimer's elapsed clock (ElapsedClock) at the
+	// mark; a delete needs delete_after on it as well as on the wall clock.
+	ExpiredElapsed *time.Duration `json:"expired_elapsed,omitempty"`
 	// PartsDigest identifies the part list of the complete that moved the
 	// session to completing, so a retry with the same list is recognised.
 	PartsDigest string `json:"parts_digest,omitempty"`

@@ -20,12 +20,27 @@ type Run struct {
 	Now time.Time
 	// Clock is the clock the records written are stamped with.
 	Clock func() time.Time
+	// Elapsed is the reclaimer's elapsed clock at the pass's start: time
+	// its leaders measured on monotonic clocks, which no wall clock jump
+	// moves. A window a sweep deletes by must have passed on it as well
+	// as on the wall clock.
+	Elapsed time.Duration
+	// ElapsedNow, when set, reads the elapsed clock now (at least
+	// Elapsed), for a record stamped with it.
+	ElapsedNow func() time.Duration
+	// ClockSkew is how far in the future a recorded time may lie before
+	// the run stops (ErrFutureTime).
+	ClockSkew time.Duration
 	// DryRun makes the run decide and count, and write nothing anywhere.
 	DryRun bool
 	// Fault, when set, is called at the sweep's named fault points, so
 	// that a test can stop or disturb a run at a precise step.
 	Fault func(point string)
 }
+
+// ErrFutureTime says a recorded time lies beyond now plus the allowed
+// clock skew. Some clock is wrong, so no age can be judged: the pass stops.
+var ErrFutureTime = errors.New("reclaim: recorded time in the future")
 
 // Fire calls the fault hook at point, if there is one.
 func (r *Run) Fire(point string) {

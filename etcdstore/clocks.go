@@ -1,0 +1,35 @@
+package etcdstore
+
+import "time"
+
+// GatewayClock is the value of a gateway's Keys.Gateway record: the
+// process's wall clock at the write, refreshed every Refresh while the
+// process runs, so that the reclaimer can compare it with its own.
+type GatewayClock struct {
+	Version int    `json:"v"`
+	ID      string `json:"id"`
+	Host    string `json:"host"`
+	Listen  string `json:"listen,omitempty"`
+	// At is the process's wall clock when it wrote the record.
+	At time.Time `json:"at"`
+	// Refresh is how often the record is rewritten: a record read at any
+	// moment was written at most Refresh (and the write's own latency) ago.
+	Refresh time.Duration `json:"refresh"`
+}
+
+// ElapsedClock is the value of Keys.ElapsedClock: time measured by the
+// reclaimer's leaders on their monotonic clocks, added up over their passes.
+// Only time one process measured between two of its own pass starts is
+// added, so no wall clock, and no time across a change of process, ever
+// advances it.
+type ElapsedClock struct {
+	Version int `json:"v"`
+	// Elapsed is the measured time, added up.
+	Elapsed time.Duration `json:"elapsed"`
+	// Term and Process say who last advanced (or took over) the clock;
+	// Process is unique to one run of one process.
+	Term    int64  `json:"term"`
+	Process string `json:"process"`
+	// At is that process's wall clock at the write, for the operator.
+	At time.Time `json:"at"`
+}

@@ -60,6 +60,9 @@ type ExplainPass struct {
 	// NextPass reads the number of the pass in progress, or of the next
 	// one: the pass a judgement made now is for.
 	NextPass func(context.Context) (int64, error)
+	// Elapsed reads the reclaimer's elapsed clock (sweep.Run.Elapsed);
+	// nil reads 0.
+	Elapsed func(context.Context) (time.Duration, error)
 }
 
 // DigestExplanation says what the digest sweep does with one digest's blob
@@ -77,8 +80,10 @@ type DigestExplanation struct {
 	// tombstone), pending (its tombstone waits), delete (the next pass
 	// deletes the blob), deleted (the bytes are gone) or absent (no blob is
 	// stored).
-	Verdict        string `json:"verdict"`
-	Reason         string `json:"reason"`
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+	// elapsed is the elapsed clock the checklist ran at.
+	elapsed        time.Duration
 	DryRun         bool   `json:"dry_run"`
 	PlacementGrace string `json:"placement_grace"`
 	// Blob is the stored copy judged (null when none is stored); Copies every
@@ -224,7 +229,14 @@ func (sw *Sweep) Explain(ctx context.Context, digest string, pc ExplainPass) (Di
 		return DigestExplanation{}, fmt.Errorf("%w: %q, want <algorithm>:<hex>, such as sha256: and 64 hex digits", ErrBadDigest, digest)
 	}
 	now := pc.Now().UTC()
-	ex := DigestExplanation{
+	var elapsed time.Duration
+	if pc.Elapsed != nil {
+		var err error
+		if elapsed, err = pc.Elapsed(ctx); err != nil {
+			return DigestExplanation{}, err
+		}
+	}
+	ex := DigestExplanation{elapsed: elapsed,
 		Digest: digest, Now: now, DryRun: pc.DryRun, PlacementGrace: sw.cfg.PlacementGrace.String(), Shard: etcdstore.RefShard(digest),
 		Copies: []ExplainBlob{}, Steps: []sweep.Step{}, References: []ExplainRef{}, Trash: []ExplainTrash{},
 		Placements: []ExplainPlacement{}, Planes: []ExplainPlane{}, Notes: []string{},
@@ -364,7 +376,8 @@ func explainStored(ex *DigestExplanation, cl *sweep.Checklist, copies []storedBl
 func (sw *Sweep) explainJudgement(ctx context.Context, ex *DigestExplanation, cl *sweep.Checklist, copies []storedBlob,
 	young placementsInventory, tot explainTotals, tomb *ExplainTombstone, dryRun bool) error {
 	b := copies[0].Blob
-	s := &digestSweep{Sweep: sw, dry: true, now: ex.Now, cur: digestCursor{Rev: ex.Revision}}
+	s := &digestSweep{Sweep: sw, dry: true, now: ex.Now, cur: digestCursor{Rev: ex.Revision},
+		run: &sweep.Run{Now: ex.Now, DryRun: true, Elapsed: ex.elapsed}}
 	retainedBy := ""
 	var retainedWhy string
 	for _, inv := range s.inventories() {

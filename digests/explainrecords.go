@@ -150,8 +150,9 @@ func (sw *Sweep) explainTrash(ctx context.Context, ex *DigestExplanation, at cli
 		if json.Unmarshal(kv.Value, &v) == nil {
 			tr.Expires = v.Expires
 		}
-		// As the trash inventory judges it: retained until it expires.
-		tr.Expired = !tr.Expires.After(ex.Now)
+		// As the trash inventory judges it: retained until it expires on
+		// both clocks.
+		tr.Expired = trashExpired(v.Expires, v.ExpiresElapsed, ex.Now, ex.elapsed)
 		switch rec, err := sw.store.GetTrash(ctx, tr.Bucket, tr.Key, tr.DeletedAt); {
 		case err == nil:
 			tr.Principal = rec.Value.Principal

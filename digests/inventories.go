@@ -146,12 +146,14 @@ func (i refsInventory) Retained(ctx context.Context, blobs []Blob) (map[string]b
 }
 
 // trashInventory retains the digests of deleted reference objects until
-// their trash expires, so that a restore finds its blobs.
+// their trash expires on both the wall and the elapsed clock
+// (trashExpired), so that a restore finds its blobs.
 type trashInventory struct {
-	cli  *clientv3.Client
-	keys etcdstore.Keys
-	rev  int64
-	now  time.Time
+	cli     *clientv3.Client
+	keys    etcdstore.Keys
+	rev     int64
+	now     time.Time
+	elapsed time.Duration
 }
 
 func (trashInventory) Name() string { return "trash" }
@@ -160,7 +162,7 @@ func (i trashInventory) Retained(ctx context.Context, blobs []Blob) (map[string]
 	out := map[string]bool{}
 	err := digestRange(ctx, i.cli, i.rev, digestsOf(blobs), i.keys.TrashRefs, false, func(d string, v []byte) (bool, error) {
 		var tr etcdstore.TrashRef
-		if json.Unmarshal(v, &tr) != nil || tr.Expires.After(i.now) {
+		if json.Unmarshal(v, &tr) != nil || !trashExpired(tr.Expires, tr.ExpiresElapsed, i.now, i.elapsed) {
 			// An entry that does not decode retains too: a missing input
 			// keeps.
 			out[d] = true

@@ -109,7 +109,7 @@ func (s *digestSweep) pruneTrash(ctx context.Context, pruned *Pruned) error {
 			return errSweepScanDone
 		}
 		var tr etcdstore.TrashRecord
-		if err := json.Unmarshal(kv.Value, &tr); err != nil || tr.Expires.After(s.now) {
+		if err := json.Unmarshal(kv.Value, &tr); err != nil || !trashExpired(tr.Expires, tr.ExpiresElapsed, s.now, s.run.Elapsed) {
 			return nil // an unreadable record is kept: it may retain
 		}
 		w := digestWrite{

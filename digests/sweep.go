@@ -101,6 +101,9 @@ func (s *digestSweep) phases(ctx context.Context) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	if err := s.checkTimes(ctx); err != nil {
+		return err
+	}
 	if err := s.settleGuards(ctx); err != nil {
 		return err
 	}

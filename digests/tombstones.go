@@ -100,7 +100,7 @@ func (s *digestSweep) inventories() []Inventory {
 	cli, keys := s.cli(), s.keys()
 	return []Inventory{
 		refsInventory{cli: cli, keys: keys, rev: s.cur.Rev},
-		trashInventory{cli: cli, keys: keys, rev: s.cur.Rev, now: s.now},
+		trashInventory{cli: cli, keys: keys, rev: s.cur.Rev, now: s.now, elapsed: s.run.Elapsed},
 		placementsInventory{cli: cli, keys: keys, rev: s.cur.Rev, now: s.now, grace: s.cfg.PlacementGrace, stale: &s.cur.Report.StalePlacements},
 		uploadsInventory{s3: s.s3, cli: cli, keys: keys, parallel: s.parallel},
 	}

@@ -121,7 +121,8 @@ func (p *pass) mark(ctx context.Context, e planned, next cursor) error {
 		return p.skip(ctx, e, next)
 	}
 	now := p.r.now().UTC()
-	sess.ExpiredAt = &now
+	elapsed := p.r.elapsedNow(p.cur.Elapsed)
+	sess.ExpiredAt, sess.ExpiredElapsed = &now, &elapsed
 	p.transition(&sess, etcdstore.StateExpired, e.Reason)
 	val, err := etcdstore.MarshalSession(&sess)
 	if err != nil {

@@ -1,7 +1,6 @@
 package reclaim
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -38,6 +37,9 @@ type Policy struct {
 	// ClockSkew is how far in the future a recorded time may lie before it
 	// is taken as a sign of a wrong clock, which stops the pass.
 	ClockSkew time.Duration
+	// Elapsed is the reclaimer's elapsed clock at the decision (the
+	// pass's start): a mark must have stood DeleteAfter on it too.
+	Elapsed time.Duration
 }
 
 // Decision is the verdict on one upload and why.
@@ -54,7 +56,7 @@ type Decision struct {
 
 // ErrFutureTime says a recorded time lies beyond now plus the allowed clock
 // skew. Some clock is wrong, so idleness cannot be judged: the pass stops.
-var ErrFutureTime = errors.New("reclaim: recorded time in the future")
+var ErrFutureTime = sweep.ErrFutureTime
 
 // FutureTimeError names the record and time that lie in the future.
 type FutureTimeError struct {
@@ -218,8 +220,21 @@ func expiredValues(p Policy, now time.Time, sess *etcdstore.Session, last time.T
 		v["marked_for"] = sweep.RoundSecond(now.Sub(*sess.ExpiredAt))
 		v["deletable_after"] = sess.ExpiredAt.Add(p.DeleteAfter)
 		v["unchanged_since_mark"] = unchangedSinceMark(sess, last)
+		v["elapsed"] = sweep.RoundSecond(p.Elapsed)
+		v["expired_elapsed"] = sweep.RoundSecond(markElapsed(sess))
+		v["marked_for_elapsed"] = sweep.RoundSecond(p.Elapsed - markElapsed(sess))
 	}
 	return v
+}
+
+// markElapsed is the elapsed clock at the session's mark; a mark recorded
+// without it counts from the clock's beginning (0), so the elapsed rule
+// holds it until delete_after has been measured since the clock began.
+func markElapsed(sess *etcdstore.Session) time.Duration {
+	if sess.ExpiredElapsed == nil {
+		return 0
+	}
+	return *sess.ExpiredElapsed
 }
 
 // classifyExpired applies rule 5 to an expired session.
@@ -234,7 +249,15 @@ func classifyExpired(p Policy, now time.Time, sess *etcdstore.Session, last time
 	if marked <= p.DeleteAfter {
 		return Keep, fmt.Sprintf("marked expired %s ago; deletable after %s", marked.Round(time.Second), p.DeleteAfter)
 	}
-	return Delete, fmt.Sprintf("marked expired %s ago, longer than %s, and unchanged since", marked.Round(time.Second), p.DeleteAfter)
+	// The wall clock alone could have jumped: the mark must have stood as
+	// long on the elapsed clock, which only measured time advances.
+	measured := p.Elapsed - markElapsed(sess)
+	if measured <= p.DeleteAfter {
+		return Keep, fmt.Sprintf("marked expired %s ago by the wall clock but only %s ago by the reclaimer's elapsed clock; deletable after %s on both",
+			marked.Round(time.Second), max(measured, 0).Round(time.Second), p.DeleteAfter)
+	}
+	return Delete, fmt.Sprintf("marked expired %s ago (%s by the elapsed clock), longer than %s, and unchanged since",
+		marked.Round(time.Second), measured.Round(time.Second), p.DeleteAfter)
 }
 
 // unchangedSinceMark reports whether nothing happened to the session after

@@ -14,7 +14,8 @@ func TestClassify(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
 	ptr := func(t time.Time) *time.Time { return &t }
-	policy := reclaim.Policy{Grace: 24 * time.Hour, DeleteAfter: 12 * time.Hour, StuckLimit: time.Hour, ClockSkew: 5 * time.Minute}
+	policy := reclaim.Policy{Grace: 24 * time.Hour, DeleteAfter: 12 * time.Hour, StuckLimit: time.Hour, ClockSkew: 5 * time.Minute, Elapsed: 100 * time.Hour}
+	elapsedAgo := func(d time.Duration) *time.Duration { e := policy.Elapsed - d; return &e }
 
 	// session builds a session whose history ends in state st at time at.
 	session := func(st etcdstore.SessionState, created, last time.Time, at time.Time) *etcdstore.Session {
@@ -28,6 +29,7 @@ func TestClassify(t *testing.T) {
 	expired := func(markedAgo, lastAgo time.Duration) *etcdstore.Session {
 		s := session(etcdstore.StateExpired, ago(40*time.Hour), ago(lastAgo), ago(markedAgo))
 		s.ExpiredAt = ptr(ago(markedAgo))
+		s.ExpiredElapsed = elapsedAgo(markedAgo)
 		return s
 	}
 
@@ -59,6 +61,26 @@ func TestClassify(t *testing.T) {
 		}(), want: reclaim.Keep, stuck: true},
 		{name: "expired, mark older than delete-after, unchanged", sess: expired(13*time.Hour, 37*time.Hour), want: reclaim.Delete},
 		{name: "expired, mark too recent", sess: expired(11*time.Hour, 37*time.Hour), want: reclaim.Keep},
+		{name: "expired, mark old on the wall clock but recent on the elapsed clock (a clock jump)", sess: func() *etcdstore.Session {
+			s := expired(49*time.Hour, 50*time.Hour)
+			s.ExpiredElapsed = elapsedAgo(time.Hour)
+			return s
+		}(), want: reclaim.Keep},
+		{name: "expired, mark exactly delete-after ago on the elapsed clock", sess: func() *etcdstore.Session {
+			s := expired(13*time.Hour, 37*time.Hour)
+			s.ExpiredElapsed = elapsedAgo(12 * time.Hour)
+			return s
+		}(), want: reclaim.Keep},
+		{name: "expired, mark without an elapsed value counts from the clock's beginning", sess: func() *etcdstore.Session {
+			s := expired(13*time.Hour, 37*time.Hour)
+			s.ExpiredElapsed = nil
+			return s
+		}(), want: reclaim.Delete},
+		{name: "expired, mark elapsed later than the clock (a restored etcd)", sess: func() *etcdstore.Session {
+			s := expired(13*time.Hour, 37*time.Hour)
+			s.ExpiredElapsed = elapsedAgo(-time.Hour)
+			return s
+		}(), want: reclaim.Keep},
 		{name: "expired, activity key after the mark",
 			sess: expired(13*time.Hour, 37*time.Hour),
 			act:  &etcdstore.Activity{At: ago(12*time.Hour + 30*time.Minute)}, want: reclaim.Keep},

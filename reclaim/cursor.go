@@ -66,9 +66,11 @@ type cursor struct {
 	Term    int64     `json:"term"`
 	Started time.Time `json:"started"`
 	Now     time.Time `json:"now"`
-	Rev     int64     `json:"rev"`
-	Phase   string    `json:"phase"`
-	Pos     position  `json:"pos"`
+	// Elapsed is the elapsed clock at the pass's start, kept like Now.
+	Elapsed time.Duration `json:"elapsed,omitempty"`
+	Rev     int64         `json:"rev"`
+	Phase   string        `json:"phase"`
+	Pos     position      `json:"pos"`
 	// Chunks is how many plan chunks the inventory has committed.
 	Chunks  int     `json:"chunks"`
 	Act     actPos  `json:"act"`

@@ -135,6 +135,9 @@ func (d *digestEnv) config() reclaim.Config {
 func (d *digestEnv) setClock(t time.Time) {
 	d.clock.mu.Lock()
 	defer d.clock.mu.Unlock()
+	if t.After(d.clock.now) {
+		d.clock.mono += t.Sub(d.clock.now)
+	}
 	d.clock.now = t
 }
 

@@ -149,6 +149,11 @@ const ruleNotOnBackend = "not_on_backend"
 func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key string) (UploadExplanation, error) {
 	now := r.now().UTC()
 	p := r.policy()
+	ec, _, err := r.readElapsed(ctx)
+	if err != nil {
+		return UploadExplanation{}, err
+	}
+	p.Elapsed = r.elapsedNow(ec.Elapsed)
 	ex := UploadExplanation{
 		Bucket: bucket, UploadID: uploadID, Now: now, DryRun: r.cfg.DryRun,
 		Policy: ExplainPolicy{Grace: p.Grace.String(), DeleteAfter: p.DeleteAfter.String(), StuckLimit: p.StuckLimit.String(), ClockSkew: p.ClockSkew.String()},
@@ -412,5 +417,9 @@ func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (digests.D
 	}
 	return r.digests.Explain(ctx, digest, digests.ExplainPass{
 		Now: r.now, DryRun: r.cfg.DryRun, LastPass: r.lastPassSummary, NextPass: r.nextPass,
+		Elapsed: func(ctx context.Context) (time.Duration, error) {
+			ec, _, err := r.readElapsed(ctx)
+			return r.elapsedNow(ec.Elapsed), err
+		},
 	})
 }

@@ -229,8 +229,8 @@ func TestExplainUploadMarkedThenDue(t *testing.T) {
 	e.clock.Advance(13 * time.Hour)
 	ex = e.explainUpload(r, "idle", id, "")
 	wantSteps(t, "due", ex.Steps, uploadRules)
-	if v := step(t, ex.Steps, "expired").Values; ex.Verdict != "delete" || v["marked_for"] != "13h0m0s" ||
-		!contains(ex.Reason, "marked expired 13h0m0s ago, longer than 12h0m0s, and unchanged since") {
+	if v := step(t, ex.Steps, "expired").Values; ex.Verdict != "delete" || v["marked_for"] != "13h0m0s" || v["marked_for_elapsed"] != "13h0m0s" ||
+		!contains(ex.Reason, "marked expired 13h0m0s ago (13h0m0s by the elapsed clock), longer than 12h0m0s, and unchanged since") {
 		t.Errorf("due = %+v, expired values %v", ex, v)
 	}
 	if e.partsOnMinIO("idle", "idle/object", id) != 2 {

@@ -28,10 +28,13 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// clock is the injected clock: time moves only when a test says so.
+// clock is the injected clock of the test's world, wall and monotonic:
+// time moves only when a test says so. Advance is time passing (both
+// move); Jump moves the wall clock alone, as a clock set wrong does.
 type clock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu   sync.Mutex
+	now  time.Time
+	mono time.Duration
 }
 
 func newClock() *clock {
@@ -48,6 +51,21 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+	c.mono += d
+}
+
+// Jump moves the wall clock by d and not the monotonic one.
+func (c *clock) Jump(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Mono is the monotonic clock: the time passed since the test began.
+func (c *clock) Mono() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mono
 }
 
 // countingBackend is the real backend client, counting the aborts sent
@@ -61,6 +79,10 @@ type countingBackend struct {
 	// hidden is an upload id left out of ListMultipartUploads answers, as
 	// MinIO leaves out the uploads made before it last started.
 	hidden atomic.Value
+	// date, when set, is the backend's clock: every answer's Date header
+	// is rewritten from it, so that a backend shares the test's clock
+	// (MinIO's own is the machine's, which the test does not move).
+	date atomic.Pointer[func() time.Time]
 }
 
 func (b *countingBackend) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -69,6 +91,9 @@ func (b *countingBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 		b.aborts.Add(1)
 	}
 	resp, err := b.Backend.RoundTrip(req)
+	if f := b.date.Load(); err == nil && f != nil {
+		resp.Header.Set("Date", (*f)().UTC().Format(http.TimeFormat))
+	}
 	if err == nil && isAbort && b.loseAbortAnswer.Load() {
 		resp.Body.Close()
 		return nil, fmt.Errorf("read tcp: i/o timeout (answer lost by the test)")
@@ -120,6 +145,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.backend = &countingBackend{Backend: be}
+	e.setBackendDate(e.clock.Now)
 
 	e.etcd, e.cli = etcdtest.Start(t)
 	keys, err := etcdstore.NewKeys("/sweepgate-test/")
@@ -133,6 +159,10 @@ func newEnv(t *testing.T) *env {
 	}
 	return e
 }
+
+// setBackendDate makes the backend's answers carry now's time as their
+// Date.
+func (e *env) setBackendDate(now func() time.Time) { e.backend.date.Store(&now) }
 
 // connect opens another etcd client, closed at the end of the test.
 func (e *env) connect() *clientv3.Client {
@@ -164,7 +194,7 @@ func (e *env) config() reclaim.Config {
 		Interval:    24 * time.Hour,
 		BatchSize:   2,
 		ElectionTTL: 60 * time.Second,
-		Now:         e.clock.Now, Logger: e.logger(),
+		Now:         e.clock.Now, Monotonic: e.clock.Mono, Logger: e.logger(),
 	}
 }
 

@@ -50,6 +50,8 @@ type pass struct {
 	lists chunk
 	// digest is the digest sweep's report, once it ran (see digests).
 	digest *digests.Report
+	// elapsed is the elapsed clock at the pass's start (see passClock).
+	elapsed time.Duration
 }
 
 // runPass runs one pass under leadership l, or a dry run when l is nil or
@@ -73,6 +75,10 @@ func (r *Reclaimer) runPass(ctx context.Context, l *Leadership, dry bool) (Repor
 func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 	r := p.r
 	var rec *multipart.ReconcileReport
+	// Every clock is checked before anything is settled or decided.
+	if err := p.passClock(ctx); err != nil {
+		return p.stop(ctx, started, err, rec), err
+	}
 	if !p.dry {
 		// Settle what earlier deletes and completes left unclear before
 		// deciding anything; a reconciler that cannot look at the backend
@@ -152,6 +158,8 @@ func (p *pass) digests(ctx context.Context) error {
 	var sw sweep.Sweep[*digests.Report] = p.r.digests
 	rep, err := sw.Run(ctx, &sweep.Run{
 		Term: p.term, Pass: p.cur.Pass, Now: p.cur.Now, Clock: p.r.now, DryRun: p.dry, Fault: p.r.cfg.Fault,
+		Elapsed: p.cur.Elapsed, ClockSkew: p.r.cfg.ClockSkew,
+		ElapsedNow: func() time.Duration { return p.r.elapsedNow(p.cur.Elapsed) },
 	})
 	p.digest = rep
 	return err
@@ -181,10 +189,12 @@ func (p *pass) begin(ctx context.Context, started time.Time) error {
 			// pass after that one.
 			n = cur.Pass + 1
 		}
-		p.cur = cursor{Pass: n, Term: p.term.N, Started: started, Now: r.now().UTC(), Rev: rev, Phase: phaseInventory}
+		p.cur = cursor{Pass: n, Term: p.term.N, Started: started, Now: r.now().UTC(), Elapsed: p.elapsed, Rev: rev, Phase: phaseInventory}
 	}
+	pol := r.policy()
+	pol.Elapsed = p.cur.Elapsed
 	p.inv = &inventory{
-		s3: r.s3, store: r.store, policy: r.policy(), now: p.cur.Now, rev: p.cur.Rev,
+		s3: r.s3, store: r.store, policy: pol, now: p.cur.Now, rev: p.cur.Rev,
 		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel,
 		checkBudget: r.cfg.MissingCheckBudget, missingChecks: p.cur.Tally.MissingChecks,
 	}

@@ -80,8 +80,12 @@ type Config struct {
 	// whose upload was not listed.
 	MissingCheckBudget int64
 
-	Now    func() time.Time
-	Logger *slog.Logger
+	Now func() time.Time
+	// Monotonic returns the time elapsed since some fixed moment of this
+	// process, on a clock no wall clock change moves; it advances the
+	// elapsed clock (see advanceElapsed). A test fakes it.
+	Monotonic func() time.Duration
+	Logger    *slog.Logger
 	// Metrics registers the reclaimer's series; nil registers nothing.
 	Metrics prometheus.Registerer
 	// Fault, when set, is called at the Fault* points.
@@ -107,6 +111,11 @@ type Reclaimer struct {
 	now      func() time.Time
 	// digests is the digest sweep, nil when it is off.
 	digests *digests.Sweep
+	// process names this run of this process on the elapsed clock, and
+	// elapsed is where it last left that clock.
+	process    string
+	elapsed    elapsedBase
+	clockStops *prometheus.CounterVec
 
 	triggers chan chan passResult
 
@@ -163,6 +172,7 @@ func New(cfg Config) (*Reclaimer, error) {
 		cfg: cfg, store: cfg.Store, sessions: cfg.Sessions, s3: s3c,
 		elector: el, log: cfg.Logger, metrics: dm.m, now: cfg.Now, digests: sw,
 		triggers: make(chan chan passResult),
+		process:  newProcessID(cfg.ID), clockStops: newClockStops(cfg.Metrics),
 	}, nil
 }
 
@@ -200,6 +210,10 @@ func setDefaults(cfg *Config) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Monotonic == nil {
+		base := time.Now()
+		cfg.Monotonic = func() time.Duration { return time.Since(base) }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -81,11 +81,11 @@ func NewExplainEnv(t *testing.T, serve func(store *etcdstore.Store, leader *recl
 		t.Fatal(err)
 	}
 	e.Cfg = reclaim.Config{
-		Store: e.Store, Sessions: svc, Backend: backend, ID: "leader@test",
+		Store: e.Store, Sessions: svc, Backend: e.Clock.Dated(backend), ID: "leader@test",
 		Grace: 24 * time.Hour, DeleteAfter: 12 * time.Hour, StuckLimit: time.Hour,
 		MaxDelete: 1000, MaxDeleteFraction: 1,
 		Interval: 24 * time.Hour, ElectionTTL: 60 * time.Second,
-		Now: e.Clock.Now, Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(),
+		Now: e.Clock.Now, Monotonic: e.Clock.Mono, Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(),
 		Digests: &digests.SweepConfig{
 			Layout:         &cas.Layout{Namespaces: []cas.Namespace{ns}, Sources: []cas.Source{src}},
 			PlacementGrace: 24 * time.Hour, Planes: []string{"backup"}, MaxDelete: 1000, MaxDeleteFraction: 1,
@@ -229,9 +229,7 @@ func (e *ExplainEnv) World() ExplainWorld {
 	w.Unrefd, at = e.Blob("unreferenced")
 	e.Manifest("app/v1", w.Refd)
 	// Both blobs are old by the time the pass runs.
-	e.Clock.mu.Lock()
-	e.Clock.now = at.Add(25 * time.Hour).Truncate(time.Second)
-	e.Clock.mu.Unlock()
+	e.Clock.set(at.Add(25 * time.Hour).Truncate(time.Second))
 	rep := e.Pass()
 	if rep.Digests == nil || rep.Digests.NewPending != 1 {
 		e.t.Fatalf("the pass did not tombstone the unreferenced blob: %+v", rep.Digests)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -18,11 +19,48 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// Clock is the reclaimer's injected clock: time moves only when a
-// test says so.
+// Clock is the injected clock of the test's world, wall and monotonic:
+// time moves only when a test says so, and then for everyone (the
+// gateway's stamps, the reclaimer, the backend's Date through Dated).
 type Clock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu   sync.Mutex
+	now  time.Time
+	mono time.Duration
+}
+
+// Mono is the monotonic clock: the time the test has moved on.
+func (c *Clock) Mono() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mono
+}
+
+// set moves the clock to t; a move forward is time passing.
+func (c *Clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.now) {
+		c.mono += t.Sub(c.now)
+	}
+	c.now = t
+}
+
+// Dated is a backend whose answers carry the clock's time as their Date,
+// as a backend sharing the test's clock would (MinIO's own clock is the
+// machine's, which the test does not move).
+func (c *Clock) Dated(b multipart.Backend) multipart.Backend { return datedBackend{b, c} }
+
+type datedBackend struct {
+	multipart.Backend
+	c *Clock
+}
+
+func (b datedBackend) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := b.Backend.RoundTrip(req)
+	if err == nil {
+		resp.Header.Set("Date", b.c.Now().UTC().Format(http.TimeFormat))
+	}
+	return resp, err
 }
 
 // Now is the clock's time.
@@ -37,6 +75,7 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+	c.mono += d
 }
 
 // ReclaimEnv is a real MinIO and a real etcd with a running reclaimer
@@ -101,11 +140,11 @@ func NewReclaimEnv(t *testing.T, serve func(store *etcdstore.Store, leader *recl
 func (e *ReclaimEnv) Reclaimer(id string) *reclaim.Reclaimer {
 	e.t.Helper()
 	r, err := reclaim.New(reclaim.Config{
-		Store: e.Store, Sessions: e.Svc, Backend: e.Backend, ID: id,
+		Store: e.Store, Sessions: e.Svc, Backend: e.Clock.Dated(e.Backend), ID: id,
 		Grace: 24 * time.Hour, DeleteAfter: 24 * time.Hour, StuckLimit: time.Hour,
 		MaxDelete: 1000, MaxDeleteFraction: 1,
 		Interval: 24 * time.Hour, ElectionTTL: 60 * time.Second,
-		Now: e.Clock.Now, Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(),
+		Now: e.Clock.Now, Monotonic: e.Clock.Mono, Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(),
 	})
 	if err != nil {
 		e.t.Fatal(err)

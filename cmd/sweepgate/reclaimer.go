@@ -47,7 +47,7 @@ func reclaimerID(adminAddr string) string {
 // a replica with reclaim.enabled off still answers status, plans and orphan
 // lists; only start decides whether it campaigns.
 func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gateway, layout *cas.Layout, reg prometheus.Registerer,
-	logger *slog.Logger, progress func(reclaim.Progress), fault func(string), adminAddr string) (serveReclaimer, error) {
+	logger *slog.Logger, progress func(reclaim.Progress), fault func(string), adminAddr string, clock func() time.Time) (serveReclaimer, error) {
 	rc := cfg.Reclaim
 	info := admin.ReclaimerInfo{ID: reclaimerID(adminAddr), Enabled: rc.Enabled, DryRun: rc.DryRun}
 	sessions := gw.Sessions()
@@ -77,6 +77,7 @@ func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gatewa
 		// sessions.retention; a pass keeps them.
 		SessionRetention:   0,
 		MissingCheckBudget: rc.MissingCheckBudget,
+		Now:                clock,
 		Logger:             logger.With("component", "reclaimer"),
 		Metrics:            reg,
 		Fault:              fault,

@@ -77,7 +77,7 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 	}
 	logger := newLogger(c.stderr, cfg)
 	for _, name := range config.UnknownEnv(c.environ) {
-		if name == adminURLEnv || name == faultEnv {
+		if name == adminURLEnv || name == faultEnv || name == clockOffsetEnv {
 			continue // the admin commands' and the tests', not settings
 		}
 		logger.Warn("ignoring unknown environment variable; no setting has this name", "name", name)

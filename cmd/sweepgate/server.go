@@ -33,6 +33,9 @@ type server struct {
 	logger *slog.Logger
 	build  buildInfo
 	reg    *prometheus.Registry
+	// clock is the one wall clock every part of the process uses
+	// (serveClock).
+	clock func() time.Time
 
 	embedded  *etcdstore.Embedded // nil with external etcd
 	endpoints []string
@@ -66,6 +69,9 @@ func newServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, bui
 			s.close()
 		}
 	}()
+	if s.clock, err = serveClock(logger); err != nil {
+		return nil, err
+	}
 	s.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -134,6 +140,7 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 		Domains:          cfg.Domains,
 		Credentials:      gatewayCredentials(cfg.ClientCredentials()),
 		MaxClockSkew:     cfg.MaxClockSkew,
+		Now:              s.clock,
 		Logger:           s.logger,
 		Metrics:          s.reg,
 		Sessions:         sessionsConfig(cfg, s.store, fault),
@@ -179,7 +186,7 @@ func (s *server) listen(fault func(string)) error {
 	}
 	s.tokenFrom = tokenFrom
 	progress := admin.NewProgressHub()
-	if s.rec, err = newReclaimer(cfg, s.store, s.gw, s.layout, s.reg, s.logger, progress.Publish, fault, s.addrs.Admin); err != nil {
+	if s.rec, err = newReclaimer(cfg, s.store, s.gw, s.layout, s.reg, s.logger, progress.Publish, fault, s.addrs.Admin, s.clock); err != nil {
 		return err
 	}
 	if err := s.listenS3(); err != nil {
@@ -256,6 +263,7 @@ func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin
 		Addr:          addr,
 		Hosts:         cfg.Admin.Hosts,
 		Logger:        s.logger,
+		Now:           s.clock,
 	})
 	return &http.Server{
 		Handler:           h,
@@ -284,6 +292,8 @@ func (s *server) run(ctx context.Context, onServing func(serving)) error {
 	}
 	// The reclaimer campaigns only once the gateway serves: a leader must
 	// be reachable on its admin address, which its election value names.
+	stopPublishing := s.publishClock()
+	defer stopPublishing()
 	stopReclaimer := s.rec.start(ctx, s.logger)
 	defer stopReclaimer()
 	s.logServing()
@@ -315,6 +325,9 @@ func (s *server) run(ctx context.Context, onServing func(serving)) error {
 		cause = err
 	}
 	<-reclaimerStopped
+	// The published clock goes last: the process is live until its
+	// requests and its pass have ended.
+	stopPublishing()
 	return cause
 }
 

@@ -45,6 +45,9 @@ func TestKeysLayout(t *testing.T) {
 		// A '/' in an ID is escaped, so "a/b" cannot fall under "a"'s prefix.
 		{k.Session("photos", "a/b"), "/sg/sessions/photos/a%2Fb"},
 		{k.Parts("a/b"), "/sg/parts/a%2Fb/"},
+		{k.Gateway("host@127.0.0.1:9001"), "/sg/gateways/host@127.0.0.1:9001"},
+		{k.Gateway("a/b"), "/sg/gateways/a%2Fb"},
+		{k.ElapsedClock(), "/sg/reclaim/clock"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

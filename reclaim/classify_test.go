@@ -62,7 +62,7 @@ func TestClassify(t *testing.T) {
 		{name: "expired, mark older than delete-after, unchanged", sess: expired(13*time.Hour, 37*time.Hour), want: reclaim.Delete},
 		{name: "expired, mark too recent", sess: expired(11*time.Hour, 37*time.Hour), want: reclaim.Keep},
 		{name: "expired, mark old on the wall clock but recent on the elapsed clock (a clock jump)", sess: func() *etcdstore.Session {
-			s := expired(49*time.Hour, 50*time.Hour)
+			s := expired(39*time.Hour, 39*time.Hour+30*time.Minute)
 			s.ExpiredElapsed = elapsedAgo(time.Hour)
 			return s
 		}(), want: reclaim.Keep},

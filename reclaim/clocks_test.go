@@ -1,0 +1,282 @@
+package reclaim_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// jumpable is a reclaimer configuration whose wall clock is the world's
+// plus an offset the test sets: a clock set wrong on the reclaimer's
+// machine alone. Its monotonic clock is the world's: a jump does not move
+// it.
+func (e *env) jumpable(cfg reclaim.Config) (reclaim.Config, *atomic.Int64) {
+	var jump atomic.Int64
+	cfg.Now = func() time.Time { return e.clock.Now().Add(time.Duration(jump.Load())) }
+	return cfg, &jump
+}
+
+// publish publishes a gateway's clock, offset from the world's by off,
+// until the returned stop is called (which removes it) or the test ends.
+func (e *env) publish(id string, off time.Duration) (stop func()) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := reclaim.PublishClock(ctx, reclaim.PublishConfig{
+		Store: e.store, ID: id, Refresh: time.Second,
+		Now: func() time.Time { return e.clock.Now().Add(off) },
+	})
+	stop = func() { cancel(); <-done }
+	e.t.Cleanup(stop)
+	e.awaitClock(id, off)
+	return stop
+}
+
+// awaitClock waits until gateway id has published the world's clock plus
+// off: after the test moves the clock, its next refresh.
+func (e *env) awaitClock(id string, off time.Duration) {
+	e.t.Helper()
+	waitFor(e.t, "gateway "+id+" to publish its clock", func() bool {
+		resp, err := e.cli.Get(e.t.Context(), e.store.Keys().Gateway(id))
+		if err != nil || len(resp.Kvs) != 1 {
+			return false
+		}
+		var g etcdstore.GatewayClock
+		return json.Unmarshal(resp.Kvs[0].Value, &g) == nil && g.At.Equal(e.clock.Now().Add(off))
+	})
+}
+
+// deletable is e's configuration with no fraction limit, so that a pass
+// may delete the one upload a test stores.
+func (e *env) deletable() reclaim.Config {
+	cfg := e.config()
+	cfg.MaxDeleteFraction = 1
+	return cfg
+}
+
+// idleMarked makes an upload idle past the grace and runs the pass that
+// marks it; it returns the upload's id.
+func (e *env) idleMarked(r *reclaim.Reclaimer) string {
+	e.t.Helper()
+	now := e.clock.Now()
+	e.bucket("idle")
+	id := e.upload("idle", "idle/object", 2)
+	e.session("idle", "idle/object", id, etcdstore.StateActive, now.Add(-31*time.Hour), now.Add(-30*time.Hour))
+	if rep := e.mustPass(r); rep.Acted.Marked.Sessions != 1 {
+		e.t.Fatalf("the first pass marked %+v, want the idle upload", rep.Acted)
+	}
+	return id
+}
+
+// wantStanding fails unless the marked upload id is still on MinIO with
+// its session expired.
+func (e *env) wantStanding(what, id string) {
+	e.t.Helper()
+	if n := e.partsOnMinIO("idle", "idle/object", id); n != 2 {
+		e.t.Errorf("%s: the marked upload has %d parts on MinIO, want 2", what, n)
+	}
+	if s := e.getSession("idle", id); s.State != etcdstore.StateExpired {
+		e.t.Errorf("%s: session %s, want expired", what, s.State)
+	}
+}
+
+// wantClockStop runs a pass and fails unless it stopped on a clock skew
+// naming clock, counted under label, without marking or deleting.
+func (e *env) wantClockStop(r *reclaim.Reclaimer, reg *prometheus.Registry, clock, label string, stops float64) reclaim.Report {
+	e.t.Helper()
+	rep, err := e.trigger(r)
+	var cs *reclaim.ClockSkewError
+	if !errors.As(err, &cs) || !errors.Is(err, reclaim.ErrClockSkew) || cs.Clock != clock {
+		e.t.Fatalf("pass = %v, want a clock skew of %s (report %+v)", err, clock, rep)
+	}
+	if !contains(rep.Stopped, clock, "nothing marked or deleted") || rep.Acted != (reclaim.Acted{}) {
+		e.t.Errorf("report stopped %q, acted %+v", rep.Stopped, rep.Acted)
+	}
+	if got := metric(e.t, reg, "sweepgate_reclaim_clock_skew_stops_total", "clock", label); got != stops {
+		e.t.Errorf("clock_skew_stops_total{clock=%s} = %v, want %v", label, got, stops)
+	}
+	if e.backend.aborts.Load() != 0 {
+		e.t.Errorf("%d aborts sent", e.backend.aborts.Load())
+	}
+	return rep
+}
+
+// TestClockJumpOfTheReclaimerStopsThePass jumps the reclaimer's clock 48
+// hours forward between the pass that marks an upload and the next: the
+// gateways and the backend keep the real time, so the pass stops on the
+// clock check and deletes nothing, and once the clock is right again the
+// mark still waits for delete_after.
+func TestClockJumpOfTheReclaimerStopsThePass(t *testing.T) {
+	t.Parallel()
+	for _, withGateway := range []bool{true, false} {
+		name, clock, label := "gateway and backend", "gateway gw-1", "gateway"
+		if !withGateway {
+			name, clock, label = "backend alone", "backend", "backend"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			if withGateway {
+				e.publish("gw-1", 0)
+			}
+			reg := prometheus.NewRegistry()
+			cfg, jump := e.jumpable(e.deletable())
+			cfg.Metrics = reg
+			r := e.start(cfg)
+			id := e.idleMarked(r)
+
+			e.clock.Advance(time.Hour)
+			if withGateway {
+				e.awaitClock("gw-1", 0)
+			}
+			jump.Store(int64(48 * time.Hour))
+			rep := e.wantClockStop(r, reg, clock, label, 1)
+			if !contains(rep.Stopped, "48h0m0s ahead of") && !contains(rep.Stopped, "behind the reclaimer's") {
+				t.Errorf("stopped %q does not say by how much", rep.Stopped)
+			}
+			e.wantStanding("after the jump", id)
+			plan, err := r.Plan(t.Context())
+			if err == nil || !contains(plan.Stopped, clock) {
+				t.Errorf("a plan under the jumped clock = %v, stopped %q; want the same stop", err, plan.Stopped)
+			}
+
+			jump.Store(0)
+			if rep := e.mustPass(r); rep.Acted.Deleted.Sessions != 0 {
+				t.Errorf("the clock set right: deleted %+v, before delete_after passed", rep.Acted.Deleted)
+			}
+			e.wantStanding("clock set right", id)
+		})
+	}
+}
+
+// TestClockJumpOfEveryClockKeepsMarks jumps every clock 48 hours forward
+// together (a single machine whose clock jumped: gateway, reclaimer and
+// backend agree), so the checks pass: the elapsed clock keeps the mark
+// standing until delete_after has really passed.
+func TestClockJumpOfEveryClockKeepsMarks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("gw-1", 0)
+	r := e.start(e.deletable())
+	id := e.idleMarked(r)
+
+	e.clock.Advance(time.Hour)
+	e.clock.Jump(48 * time.Hour)
+	e.awaitClock("gw-1", 0)
+	rep := e.mustPass(r)
+	if rep.Stopped != "" || rep.Uploads.Delete.Sessions != 0 || rep.Acted.Deleted.Sessions != 0 {
+		t.Errorf("after the jump: stopped %q, planned %+v, deleted %+v; want nothing deleted", rep.Stopped, rep.Uploads.Delete, rep.Acted.Deleted)
+	}
+	e.wantStanding("after the jump", id)
+	ex, err := r.ExplainUpload(t.Context(), "idle", id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Verdict != "keep" || !contains(ex.Reason, "marked expired 49h0m0s ago by the wall clock but only 1h0m0s ago by the reclaimer's elapsed clock") {
+		t.Errorf("explanation after the jump: %s: %s", ex.Verdict, ex.Reason)
+	}
+
+	// delete_after (12h) really passes: now it goes.
+	e.clock.Advance(12 * time.Hour)
+	e.awaitClock("gw-1", 0)
+	if rep := e.mustPass(r); rep.Acted.Deleted.Sessions != 1 {
+		t.Errorf("delete_after passed on both clocks: deleted %+v, want the upload", rep.Acted.Deleted)
+	}
+	if n := e.partsOnMinIO("idle", "idle/object", id); n != -1 {
+		t.Errorf("the upload has %d parts left, want it gone", n)
+	}
+}
+
+// TestClockOfANewLeaderCountsNothing hands the lead to another process
+// between the mark and delete_after: the new leader's first pass adds no
+// time to the elapsed clock, so the mark stands for longer, never shorter.
+func TestClockOfANewLeaderCountsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.deletable()
+	a := e.start(cfg)
+	id := e.idleMarked(a)
+
+	e.clock.Advance(13 * time.Hour)
+	cfg.ID = "b"
+	b := e.run(cfg)
+	e.revokeLeader()
+	waitFor(t, "b to lead", func() bool { _, ok := b.Leader(); return ok })
+	if rep := e.mustPass(b); rep.Acted.Deleted.Sessions != 0 {
+		t.Errorf("the new leader's first pass deleted %+v; its elapsed clock has measured nothing yet", rep.Acted.Deleted)
+	}
+	e.wantStanding("new leader, first pass", id)
+	e.clock.Advance(13 * time.Hour)
+	if rep := e.mustPass(b); rep.Acted.Deleted.Sessions != 1 {
+		t.Errorf("after 13h measured by the new leader: deleted %+v, want the upload", rep.Acted.Deleted)
+	}
+}
+
+// TestClockOfAGatewayBehindStopsThePass publishes a gateway clock three
+// days behind: a part it stamps a minute ago would look idle, so the pass
+// stops; once that gateway is gone (its record removed on shutdown) the
+// passes go on.
+func TestClockOfAGatewayBehindStopsThePass(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("gw-ok", 0)
+	stop := e.publish("gw-late", -72*time.Hour)
+	reg := prometheus.NewRegistry()
+	cfg := e.config()
+	cfg.Metrics = reg
+	r := e.start(cfg)
+	inv := e.scenarioInventory()
+	rep := e.wantClockStop(r, reg, "gateway gw-late", "gateway", 1)
+	if !contains(rep.Stopped, "behind the reclaimer's") {
+		t.Errorf("stopped %q, want it to say behind", rep.Stopped)
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
+		t.Errorf("parts on MinIO = %v, want nothing changed", got)
+	}
+	if s := e.getSession(inv.bucket, inv.s3); s.State != etcdstore.StateActive {
+		t.Errorf("the idle session is %s, want it unmarked", s.State)
+	}
+
+	stop()
+	if rep := e.mustPass(r); rep.Stopped != "" || rep.Acted.Marked.Sessions != 1 {
+		t.Errorf("with the late gateway gone: stopped %q, marked %+v", rep.Stopped, rep.Acted.Marked)
+	}
+}
+
+// TestClockOfTheBackendOffStopsThePass makes the backend's Date three days
+// off either way: the pass and a plan stop, nothing is marked.
+func TestClockOfTheBackendOffStopsThePass(t *testing.T) {
+	t.Parallel()
+	for _, off := range []time.Duration{-72 * time.Hour, 72 * time.Hour} {
+		t.Run(off.String(), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			reg := prometheus.NewRegistry()
+			cfg := e.config()
+			cfg.Metrics = reg
+			r := e.start(cfg)
+			inv := e.scenarioInventory()
+			e.setBackendDate(func() time.Time { return e.clock.Now().Add(off) })
+			e.wantClockStop(r, reg, "backend", "backend", 1)
+			if plan, err := r.Plan(t.Context()); !errors.Is(err, reclaim.ErrClockSkew) || !contains(plan.Stopped, "backend") {
+				t.Errorf("plan = %v, stopped %q; want the same stop", err, plan.Stopped)
+			}
+			if s := e.getSession(inv.bucket, inv.s3); s.State != etcdstore.StateActive {
+				t.Errorf("the idle session is %s, want it unmarked", s.State)
+			}
+
+			// Within the allowance (and Date's second) the pass goes on.
+			e.setBackendDate(func() time.Time { return e.clock.Now().Add(4 * time.Minute) })
+			if rep := e.mustPass(r); rep.Stopped != "" || rep.Acted.Marked.Sessions != 1 {
+				t.Errorf("backend 4m ahead: stopped %q, marked %+v", rep.Stopped, rep.Acted.Marked)
+			}
+		})
+	}
+}

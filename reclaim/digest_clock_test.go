@@ -1,0 +1,110 @@
+package reclaim_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/sweep"
+)
+
+// TestClockAheadOfTheTrashWindowDeletesNothing trashes the only manifest
+// naming two blobs, then moves the reclaimer's clock further ahead than the
+// trash window: alone (the clock check stops the pass) and with every clock
+// (the trash window has not passed on the elapsed clock). No blob that
+// only the trash keeps is deleted; once the window has really passed, they
+// go.
+func TestClockAheadOfTheTrashWindowDeletesNothing(t *testing.T) {
+	t.Parallel()
+	const window = 168 * time.Hour
+	for _, alone := range []bool{true, false} {
+		name := "every clock"
+		if alone {
+			name = "the reclaimer alone"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			b := d.putBlobs("b", 4)
+			d.putManifest("one", b[0], b[1])
+			d.putManifest("two", b[2], b[3])
+			d.ageBlobs()
+			cfg, jump := d.jumpable(d.config())
+			cfg.Digests.MaxDeleteFraction = 1
+			r := d.start(cfg)
+			d.deleteManifest("one", d.clock.Now().Add(window))
+			if rep := d.digestPass(r); rep.RetainedBy["trash"] != 2 {
+				t.Fatalf("with the manifest in the trash: retained by %v, want 2 by the trash", rep.RetainedBy)
+			}
+
+			d.clock.Advance(time.Hour)
+			if alone {
+				jump.Store(int64(window + time.Hour))
+				for range 2 {
+					rep, err := d.trigger(r)
+					if !errors.Is(err, reclaim.ErrClockSkew) || !contains(rep.Stopped, "backend") {
+						t.Fatalf("pass with the reclaimer's clock ahead = %v (stopped %q), want a clock skew stop", err, rep.Stopped)
+					}
+				}
+				jump.Store(0)
+			} else {
+				d.clock.Jump(window + time.Hour)
+				for i := range 2 {
+					rep := d.digestPass(r)
+					wantCounts(t, "every clock ahead", rep, 0, 0, 0, 0)
+					if rep.RetainedBy["trash"] != 2 || rep.Pruned.Trash != 0 {
+						t.Errorf("pass %d after the jump: retained by %v, pruned %d trash; want the trash to keep both", i, rep.RetainedBy, rep.Pruned.Trash)
+					}
+				}
+			}
+			d.wantPresent("after the jump", true, b...)
+			d.wantStates("after the jump", "", b...)
+
+			// The window really passes: the trash expires, the blobs go.
+			d.clock.Advance(window)
+			one, two := d.digestPass(r), d.digestPass(r)
+			wantCounts(t, "window passed, pass one", one, 2, 0, 0, 0)
+			wantCounts(t, "window passed, pass two", two, 0, 2, 0, 2)
+			d.wantPresent("window passed", false, b[0], b[1])
+			d.wantPresent("window passed", true, b[2], b[3])
+		})
+	}
+}
+
+// TestDigestSweepStopsOnAFutureTime records a trash entry, and in a second
+// world a tombstone, with a time beyond the clock skew allowance: the pass
+// stops for good, its report says which record, and nothing is deleted.
+func TestDigestSweepStopsOnAFutureTime(t *testing.T) {
+	t.Parallel()
+	for _, record := range []string{"trash", "tombstone"} {
+		t.Run(record, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			b := d.putBlobs("b", 2)
+			d.putManifest("one", b[0])
+			d.ageBlobs()
+			r := d.start(d.config())
+			future := d.clock.Now().Add(time.Hour)
+			switch record {
+			case "trash":
+				if _, _, err := d.store.TrashRefSource(t.Context(), dgBucket, dgManifests+"one", "alice", future, future.Add(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			case "tombstone":
+				ts := etcdstore.Tombstone{Digest: b[1], State: etcdstore.TombstonePending, Bucket: dgBucket, Key: blobKey(b[1]), Since: future}
+				if _, err := d.cli.Put(t.Context(), d.store.Keys().Tombstone(b[1]), etcdstore.MarshalRecord(ts)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := d.trigger(r)
+			var fe *digests.FutureTimeError
+			if !errors.Is(err, sweep.ErrFutureTime) || !errors.As(err, &fe) || !contains(rep.Stopped, record, "in the future") {
+				t.Fatalf("pass = %v (stopped %q), want a future %s time", err, rep.Stopped, record)
+			}
+			d.wantPresent("after the stop", true, b...)
+		})
+	}
+}

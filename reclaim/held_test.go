@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -68,11 +70,19 @@ func (e *env) background(r *reclaim.Reclaimer) <-chan passResult {
 	return out
 }
 
-// handOver ends the leader's term as an expired lease would and waits
-// until next leads with a higher term.
+// handOver ends the leader's term as an expired lease would (unless it
+// already ended) and waits until next leads with a higher term.
 func (e *env) handOver(next *reclaim.Reclaimer, old int64) int64 {
 	e.t.Helper()
-	e.revokeLeader()
+	resp, err := e.cli.Get(e.t.Context(), e.store.Keys().Election(), clientv3.WithFirstCreate()...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(resp.Kvs) > 0 && resp.Kvs[0].CreateRevision == old {
+		if _, err := e.cli.Revoke(e.t.Context(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(e.t.Context(), 30*time.Second)
 	defer cancel()
 	term, err := next.Elector().AwaitLeader(ctx)

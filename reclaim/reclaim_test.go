@@ -263,6 +263,10 @@ func TestFutureActivityStopsThePass(t *testing.T) {
 	}
 }
 
+// TestEtcdUnreachableDeletesNothing loses the pass's etcd client once the
+// pass started: reads and writes fail alike, so this shows only that a pass
+// without etcd deletes nothing. That a failed lookup stops a pass that
+// could still write is TestUploadLookupFailureKeepsEverything's part.
 func TestEtcdUnreachableDeletesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

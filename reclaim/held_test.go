@@ -269,3 +269,39 @@ func TestHeldLeaderKeepsRevivedUpload(t *testing.T) {
 		})
 	}
 }
+
+// TestActivityBetweenPlanAndMark holds the pass after it planned to mark
+// S3 and before it acts; meanwhile a part of S3 goes through the session
+// service, which records activity apart from the session. The mark's
+// transaction compares the activity key as the plan saw it, so S3 stays
+// active and its parts stay on MinIO.
+func TestActivityBetweenPlanAndMark(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inv := e.scenarioInventory()
+	h := newHold(t, reclaim.FaultPlanned)
+	cfg := e.config()
+	cfg.Fault = h.fault
+	r := e.start(cfg)
+
+	h.armed.Store(true)
+	res := e.background(r)
+	h.wait()
+	before := e.getSession(inv.bucket, inv.s3)
+	e.uploadPart(inv.bucket, inv.k3, inv.s3, 6)
+	h.free()
+	one := <-res
+	if one.err != nil {
+		t.Fatalf("pass: %v", one.err)
+	}
+	if one.rep.Uploads.Mark != count(1, 5) || one.rep.Acted.Marked != (reclaim.Count{}) || one.rep.Acted.Changed != count(1, 5) {
+		t.Errorf("pass planned %+v, acted %+v; want S3's mark planned, then left alone as changed", one.rep.Uploads.Mark, one.rep.Acted)
+	}
+	s3 := e.getSession(inv.bucket, inv.s3)
+	if s3.State != etcdstore.StateActive || s3.ExpiredAt != nil || len(s3.History) != len(before.History) {
+		t.Errorf("S3 = %s (expired at %v, %d transitions, %d before the part); want active, unmarked", s3.State, s3.ExpiredAt, len(s3.History), len(before.History))
+	}
+	if got := e.parts(inv); got != [4]int{12, 7, 6, 3} {
+		t.Errorf("parts on MinIO = %v, want S3 with its new part", got)
+	}
+}

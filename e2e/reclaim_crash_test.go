@@ -31,7 +31,9 @@ func TestReclaimCrashAfterDeleteIntent(t *testing.T) {
 	e := harness.Start(t, harness.Options{
 		EtcdEndpoints: etcd.Endpoints(),
 		Config: map[string]any{
-			"reclaim":  map[string]any{"grace": reclaimGrace.String(), "delete_after": "1s", "interval": "1h", "election_ttl": "2s"},
+			"reclaim": map[string]any{"grace": reclaimGrace.String(), "delete_after": "1s", "interval": "1h", "election_ttl": "2s",
+				// One upload of three is this test's whole deletion.
+				"max_delete_uploads_fraction": 1, "max_mark_fraction": 1},
 			"sessions": map[string]any{"reconcile_after": "100ms"},
 		},
 		Env: []string{"SWEEPGATE_TEST_FAULT=" + reclaim.FaultDeleteAfterIntent},

@@ -31,6 +31,7 @@ func fromDigestReport(in digests.Report) adminapi.DigestReport {
 		Released:        in.Released,
 		StalePlacements: in.StalePlacements,
 		Refused:         in.Refused,
+		Paused:          in.Paused,
 		Kept:            in.Kept,
 		Revision:        in.Revision,
 		Resumed:         in.Resumed,
@@ -47,6 +48,9 @@ func fromDigestBreaker(in digests.Breaker) adminapi.DigestBreaker {
 		StoredBlobs:       in.StoredBlobs,
 		MaxDelete:         in.MaxDelete,
 		MaxDeleteFraction: in.MaxDeleteFraction,
+		MarkBlobs:         in.MarkBlobs,
+		MaxMark:           in.MaxMark,
+		MaxMarkFraction:   in.MaxMarkFraction,
 	}
 }
 

@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"fmt"
+
 	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -17,6 +20,7 @@ func fromReport(in reclaim.Report) adminapi.Report {
 		Started:   in.Started,
 		Finished:  in.Finished,
 		Refused:   in.Refused,
+		Paused:    in.Paused,
 		Uploads:   fromUploads(in.Uploads),
 		Stuck:     convertSlice(in.Stuck, fromStuck),
 		Orphans:   convertSlice(in.Orphans, fromOrphan),
@@ -83,10 +87,17 @@ func fromMissing(in reclaim.Missing) adminapi.Missing {
 
 func fromBreaker(in reclaim.Breaker) adminapi.Breaker {
 	return adminapi.Breaker{
-		DeleteParts:       in.DeleteParts,
-		StoredParts:       in.StoredParts,
-		MaxDelete:         in.MaxDelete,
-		MaxDeleteFraction: in.MaxDeleteFraction,
+		DeleteParts:              in.DeleteParts,
+		StoredParts:              in.StoredParts,
+		MaxDelete:                in.MaxDelete,
+		MaxDeleteFraction:        in.MaxDeleteFraction,
+		DeleteUploads:            in.DeleteUploads,
+		StoredUploads:            in.StoredUploads,
+		MaxDeleteUploads:         in.MaxDeleteUploads,
+		MaxDeleteUploadsFraction: in.MaxDeleteUploadsFraction,
+		MarkUploads:              in.MarkUploads,
+		MaxMark:                  in.MaxMark,
+		MaxMarkFraction:          in.MaxMarkFraction,
 	}
 }
 
@@ -170,6 +181,20 @@ func reclaimerStatus(info ReclaimerInfo, st reclaim.Status) adminapi.Reclaimer {
 		ID: info.ID, Enabled: info.Enabled, DryRun: info.DryRun,
 		Leading: st.Leading, Term: st.Term, Leader: convertPtr(st.Leader, fromLeader),
 	}
+}
+
+func fromPause(in etcdstore.Pause) adminapi.Pause {
+	return adminapi.Pause{Sweep: in.Sweep, Reason: in.Reason, Compared: in.Compared, Pass: in.Pass, Term: in.Term, At: in.At}
+}
+
+func fromResumed(in reclaim.Resumed) adminapi.ResumeResult {
+	out := adminapi.ResumeResult{Sweep: in.Sweep, Resumed: in.Lifted != nil, Lifted: convertPtr(in.Lifted, fromPause)}
+	if in.Lifted == nil {
+		out.Message = "the " + in.Sweep + " sweep is not paused: nothing to resume, nothing changed"
+	} else {
+		out.Message = fmt.Sprintf("the %s sweep is resumed: the pause of pass %d is lifted, and the leader's next pass may act", in.Sweep, in.Lifted.Pass)
+	}
+	return out
 }
 
 func toOrphanRef(r adminapi.OrphanRef) reclaim.OrphanRef {

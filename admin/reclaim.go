@@ -38,6 +38,7 @@ func (a *reclaimAPI) routes(mux *http.ServeMux, protect func(http.Handler) http.
 		{http.MethodGet, "/admin/v1/reclaim/orphans", a.orphans},
 		{http.MethodPost, "/admin/v1/reclaim/orphans/adopt", a.adopt},
 		{http.MethodPost, "/admin/v1/reclaim/orphans/delete", a.deleteOrphans},
+		{http.MethodPost, "/admin/v1/reclaim/resume", a.resume},
 	})
 }
 
@@ -252,6 +253,10 @@ func (a *reclaimAPI) status(w http.ResponseWriter, r *http.Request) {
 		Reclaimer:  reclaimerStatus(a.info, st),
 		InProgress: convertPtr(st.InProgress, fromProgress),
 		LastLocal:  convertPtr(st.LastLocal, fromReport),
+		Paused:     convertSlice(st.Paused, fromPause),
+	}
+	if out.Paused == nil {
+		out.Paused = []adminapi.Pause{}
 	}
 	if st.Last != nil {
 		out.Report = fromReport(*st.Last)
@@ -419,5 +424,33 @@ func (a *reclaimAPI) deleteOrphans(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, out)
 	default:
 		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// resume lifts the pauses the breaker put on the sweeps named (both when
+// none is). Any gateway with a reclaimer may answer: the pause is in etcd.
+// A sweep that is not paused is answered as such, with nothing changed.
+func (a *reclaimAPI) resume(w http.ResponseWriter, r *http.Request) {
+	if !a.enabled(w) {
+		return
+	}
+	var req adminapi.ResumeRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if req.Principal == "" {
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, "principal is required: who resumes is recorded in the audit line")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminReadTimeout)
+	defer cancel()
+	res, err := a.r.Resume(ctx, req.Principal, req.Sweeps...)
+	switch {
+	case errors.Is(err, reclaim.ErrUnknownSweep):
+		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, "sweeps: "+err.Error())
+	case err != nil:
+		a.failed(w, "resuming", err)
+	default:
+		writeJSON(w, http.StatusOK, adminapi.Resumed{Results: convertSlice(res, fromResumed)})
 	}
 }

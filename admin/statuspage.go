@@ -94,6 +94,8 @@ type statusView struct {
 	// ReclaimerOff says why this gateway has no reclaimer.
 	ReclaimerOff string
 	InProgress   *adminapi.Progress
+	// Paused are the sweeps the breaker paused, until a person resumes.
+	Paused []adminapi.Pause
 
 	// Passes are the newest stored pass reports, newest first (PassesRead
 	// tells none from unreadable); Last is the newest, whose lists the page
@@ -208,6 +210,7 @@ func (p *statusPage) read(ctx context.Context, v *statusView) (errs [statusReads
 				rc := reclaimerStatus(a.reclaim.info, st)
 				v.Reclaimer = &rc
 				v.InProgress = convertPtr(st.InProgress, fromProgress)
+				v.Paused = convertSlice(st.Paused, fromPause)
 			})
 		}
 		wg.Go(func() {

@@ -68,6 +68,7 @@ func newStatusEnv(t *testing.T, lead bool) *statusEnv {
 	env.leader, err = reclaim.New(reclaim.Config{
 		Store: env.store, Sessions: svc, Backend: backend, ID: "gw-1@127.0.0.1:9001",
 		Interval: 24 * time.Hour, ElectionTTL: 60 * time.Second, MaxDeleteFraction: 1,
+		MaxDeleteUploadsFraction: 1, MaxMarkFraction: 1,
 		Now: clock, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -143,6 +144,11 @@ func (e *statusEnv) seed(t *testing.T) {
 		Refused: "the plan deletes 12 parts, above reclaim.max_delete (10)",
 		Uploads: reclaim.Uploads{Delete: count(3, 12, 12<<20)},
 	})
+	// Pass 8's refusal paused the upload sweep.
+	pause := etcdstore.Pause{Sweep: "uploads", Reason: "the plan deletes 12 parts, above <reclaim.max_delete> (10)", Pass: 8, Term: 41, At: admintest.T1}
+	if _, err := e.store.Client().Do(t.Context(), e.store.Keys().PauseOp(pause)); err != nil {
+		t.Fatal(err)
+	}
 	e.putReport(t, reclaim.Report{
 		Pass: 9, Term: 41, Started: admintest.T2, Finished: admintest.T2.Add(1500 * time.Millisecond), Clock: admintest.T2,
 		Stopped: `a recorded time is in the future: <b>"soon"</b>`,
@@ -253,6 +259,7 @@ func TestStatusPage(t *testing.T) {
 		"pass.9.digests.pending": "3", "pass.9.digests.ready": "0", "pass.9.digests.deleted": "6", "pass.9.digests.bytes": "6291456",
 		"pass.9.digests.kept": "inventory <refs> failed",
 		"pass.8.outcome":      "refused", "pass.8.reason": "the plan deletes 12 parts, above reclaim.max_delete (10)",
+		"paused.uploads":                 "8",
 		"pass.8.uploads.delete.sessions": "3", "pass.8.uploads.delete.parts": "12", "pass.8.uploads.delete.bytes": "12582912",
 		"pass.7.outcome": "ok", "pass.7.uploads.mark.parts": "3", "pass.7.acted.marked.sessions": "1",
 		"pass.7.digests.pending": "5", "pass.7.digests.ready": "1", "pass.7.digests.deleted": "2", "pass.7.digests.bytes": "2048",
@@ -284,6 +291,8 @@ func TestStatusPage(t *testing.T) {
 		`data-metric="sessions.total" data-value="7">7<`,
 		`data-metric="pass.9.uploads.keep.bytes" data-value="99614720" title="99614720 bytes">95.0 MiB<`,
 		"2030-05-06 07:02:01Z",
+		"<strong>The uploads sweep is paused</strong> since pass 8 (term 41,",
+		"above &lt;reclaim.max_delete&gt; (10)", "<code>sweepgate reclaim resume --uploads</code>",
 	} {
 		if !strings.Contains(page, frag) {
 			t.Errorf("the page lacks %s", frag)

@@ -34,6 +34,10 @@ const (
 	TrashObject Action = "trash_object"
 	// RestoreTrash: a trashed object's references came back.
 	RestoreTrash Action = "restore_trash"
+	// ResumeSweep: a person lifted the pause that the breaker put on a
+	// sweep (uploads or digests), so its next pass may mark and delete
+	// again.
+	ResumeSweep Action = "resume_sweep"
 )
 
 // Record writes the audit line of one destructive action: what it acted on

@@ -309,10 +309,12 @@ func benchLoad(b *testing.B, uploads int, partSize int64) *loadResult {
 
 	env := harness.Start(b, harness.Options{LogLevel: "info", Config: map[string]any{
 		"reclaim": map[string]any{
-			"interval":            loadReclaimInterval.String(),
-			"grace":               loadGrace.String(),
-			"delete_after":        loadDeleteAfter.String(),
-			"max_delete_fraction": 1,
+			"interval":                    loadReclaimInterval.String(),
+			"grace":                       loadGrace.String(),
+			"delete_after":                loadDeleteAfter.String(),
+			"max_delete_fraction":         1,
+			"max_delete_uploads_fraction": 1,
+			"max_mark_fraction":           1,
 		},
 	}})
 	env.RequireGateway(b)

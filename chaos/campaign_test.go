@@ -220,8 +220,11 @@ func startSystem(t *testing.T, clog *campaignLog) *system {
 				"election_ttl":    electionTTL.String(),
 				"backend_timeout": backendTimeout.String(),
 				// A pass sees a few uploads at a time; the default
-				// quarter would refuse the abandoned ones.
-				"max_delete_fraction": 1,
+				// quarter would refuse the abandoned ones (and pause the
+				// sweep until a person resumes it).
+				"max_delete_fraction":         1,
+				"max_delete_uploads_fraction": 1,
+				"max_mark_fraction":           1,
 			},
 			"sessions": map[string]any{
 				// A complete in flight on a killed gateway keeps retries
@@ -237,6 +240,7 @@ func startSystem(t *testing.T, clog *campaignLog) *system {
 				"placement_grace":     placementGrace.String(),
 				"trash_window":        trashWindow.String(),
 				"max_delete_fraction": 1,
+				"max_mark_fraction":   1,
 			},
 		},
 	}

@@ -72,13 +72,20 @@ type Reclaim struct {
 	MaxDelete int64
 	// MaxDeleteFraction is the breaker's ceiling as a share of all stored
 	// parts, in (0, 1].
-	MaxDeleteFraction  float64
-	Interval           time.Duration
-	BatchSize          int64
-	Parallel           int64
-	BackendTimeout     time.Duration
-	ElectionTTL        time.Duration
-	MissingCheckBudget int64
+	MaxDeleteFraction float64
+	// MaxDeleteUploads and MaxDeleteUploadsFraction are the breaker's
+	// ceilings in uploads (sessions) deleted; MaxMark and MaxMarkFraction
+	// in uploads marked.
+	MaxDeleteUploads         int64
+	MaxDeleteUploadsFraction float64
+	MaxMark                  int64
+	MaxMarkFraction          float64
+	Interval                 time.Duration
+	BatchSize                int64
+	Parallel                 int64
+	BackendTimeout           time.Duration
+	ElectionTTL              time.Duration
+	MissingCheckBudget       int64
 }
 
 // Digests configures digest reclamation (docs/digests.md): the
@@ -107,6 +114,10 @@ type Digests struct {
 	// fraction still applies).
 	MaxDelete         int64
 	MaxDeleteFraction float64
+	// MaxMark and MaxMarkFraction are the breaker's ceilings in blobs whose
+	// tombstone a pass made pending.
+	MaxMark         int64
+	MaxMarkFraction float64
 	// RebuildInterval spaces the rebuilds of the recorded references from
 	// the backend; 0 rebuilds before every pass.
 	RebuildInterval    time.Duration

@@ -36,7 +36,8 @@ func sampleValue(t *testing.T, s Setting) (text, yamlValue string) {
 	case *int64:
 		return "12345", "12345"
 	case *float64:
-		return "0.5", "0.5"
+		// Unlike every fraction's default (0.25, 0.5).
+		return "0.375", "0.375"
 	case *[]string:
 		return "a.example,b.example", "[a.example, b.example]"
 	case *[]Credential:

@@ -263,15 +263,9 @@ func (c *Config) validateReclaim() []error {
 	case r.ElectionTTL%time.Second != 0:
 		bad("reclaim.election_ttl", "must be whole seconds (an etcd lease lives whole seconds), such as 15s; got %s", r.ElectionTTL)
 	}
-	switch {
-	case r.MaxDelete == 0:
-		bad("reclaim.max_delete", "0 is not a limit: set reclaim.dry_run to delete nothing, or -1 for no absolute limit")
-	case r.MaxDelete < -1:
-		bad("reclaim.max_delete", "must be a number of parts (1 or more), or -1 for no absolute limit; got %d", r.MaxDelete)
-	}
-	if !(r.MaxDeleteFraction > 0 && r.MaxDeleteFraction <= 1) {
-		bad("reclaim.max_delete_fraction", "must be greater than 0 and at most 1 (0.25 is a quarter of the stored parts), got %g", r.MaxDeleteFraction)
-	}
+	checkCeiling(bad, "reclaim.max_delete", "parts", r.MaxDelete, r.MaxDeleteFraction)
+	checkCeiling(bad, "reclaim.max_delete_uploads", "uploads", r.MaxDeleteUploads, r.MaxDeleteUploadsFraction)
+	checkCeiling(bad, "reclaim.max_mark", "uploads", r.MaxMark, r.MaxMarkFraction)
 	if r.BatchSize < 1 || r.BatchSize > maxReclaimBatch {
 		bad("reclaim.batch_size", "must be 1 to %d (S3 lists at most %d uploads at a time), got %d", maxReclaimBatch, maxReclaimBatch, r.BatchSize)
 	}
@@ -328,16 +322,23 @@ func (c *Config) validateDigests() []error {
 		}
 		seen[p] = true
 	}
-	switch {
-	case d.MaxDelete == 0:
-		bad("digests.max_delete", "0 is not a limit: set reclaim.dry_run to delete nothing, or -1 for no absolute limit")
-	case d.MaxDelete < -1:
-		bad("digests.max_delete", "must be a number of blobs (1 or more), or -1 for no absolute limit; got %d", d.MaxDelete)
-	}
-	if !(d.MaxDeleteFraction > 0 && d.MaxDeleteFraction <= 1) {
-		bad("digests.max_delete_fraction", "must be greater than 0 and at most 1 (0.25 is a quarter of the stored blobs), got %g", d.MaxDeleteFraction)
-	}
+	checkCeiling(bad, "digests.max_delete", "blobs", d.MaxDelete, d.MaxDeleteFraction)
+	checkCeiling(bad, "digests.max_mark", "blobs", d.MaxMark, d.MaxMarkFraction)
 	return errs
+}
+
+// checkCeiling checks one breaker ceiling: the count setting name (-1 or
+// at least 1, in unit) and its fraction, name+"_fraction".
+func checkCeiling(bad func(string, string, ...any), name, unit string, limit int64, frac float64) {
+	switch {
+	case limit == 0:
+		bad(name, "0 is not a limit: set reclaim.dry_run to delete nothing, or -1 for no absolute limit")
+	case limit < -1:
+		bad(name, "must be a number of %s (1 or more), or -1 for no absolute limit; got %d", unit, limit)
+	}
+	if !(frac > 0 && frac <= 1) {
+		bad(name+"_fraction", "must be greater than 0 and at most 1 (0.25 is a quarter of the stored %s), got %g", unit, frac)
+	}
 }
 
 // buildLayout compiles the namespaces and sources and reports every

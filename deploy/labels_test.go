@@ -30,6 +30,7 @@ var allowedLabels = map[string]string{
 	"result":       "pass results",
 	"verdict":      "keep, mark, delete, hold",
 	"outcome":      "mark, aborted, cleanup_pending",
+	"sweep":        "uploads, digests",
 }
 
 // TestMetricLabels wires everything serve registers and checks every

@@ -14,6 +14,11 @@ const (
 	DefaultTombstoneRetention = 7 * 24 * time.Hour
 	DefaultMaxDelete          = int64(10000)
 	DefaultMaxDeleteFraction  = 0.25
+	// DefaultMaxMark and DefaultMaxMarkFraction bound the blobs one pass
+	// makes pending: a plan that finds most blobs unreferenced at once
+	// says the picture of the references is wrong.
+	DefaultMaxMark         = int64(10000)
+	DefaultMaxMarkFraction = 0.5
 )
 
 // Fault points of the digest sweep (see sweep.Run.Fault).
@@ -51,6 +56,10 @@ type SweepConfig struct {
 	// MaxDeleteFraction is the largest share of all stored blobs one pass
 	// deletes, in (0, 1].
 	MaxDeleteFraction float64
+	// MaxMark and MaxMarkFraction are the same ceilings in blobs whose
+	// tombstone one pass makes pending.
+	MaxMark         int64
+	MaxMarkFraction float64
 	// RebuildInterval is the time between rebuilds of the recorded
 	// references; zero rebuilds before every pass.
 	RebuildInterval time.Duration
@@ -81,8 +90,17 @@ func (c *SweepConfig) withDefaults() (*SweepConfig, error) {
 	if d.MaxDeleteFraction == 0 {
 		d.MaxDeleteFraction = DefaultMaxDeleteFraction
 	}
+	if d.MaxMark == 0 {
+		d.MaxMark = DefaultMaxMark
+	}
+	if d.MaxMarkFraction == 0 {
+		d.MaxMarkFraction = DefaultMaxMarkFraction
+	}
 	if d.MaxDeleteFraction <= 0 || d.MaxDeleteFraction > 1 {
 		return nil, fmt.Errorf("reclaim: digest max_delete_fraction %g must be in (0, 1]", d.MaxDeleteFraction)
+	}
+	if d.MaxMarkFraction <= 0 || d.MaxMarkFraction > 1 {
+		return nil, fmt.Errorf("reclaim: digest max_mark_fraction %g must be in (0, 1]", d.MaxMarkFraction)
 	}
 	if d.RebuildInterval < 0 {
 		return nil, fmt.Errorf("reclaim: digest rebuild interval %v is negative", d.RebuildInterval)

@@ -220,25 +220,25 @@ func (o outcome) count(r *Report, size int64) {
 	}
 }
 
-// judgePlan ends the tombstone phase: a sweep that keeps everything goes to
-// the prune; otherwise the breaker compares the deletions with its
-// ceilings, and a refused plan goes to the prune too.
+// judgePlan ends the tombstone phase, and is run again when a pass
+// resumes in the collect phase: a sweep that keeps everything goes to the
+// prune; otherwise a paused sweep, or a plan the breaker refuses with the
+// settings of now (which pauses the sweep, see checkPlan), goes to the
+// prune too, and deletes nothing.
 func (s *digestSweep) judgePlan(ctx context.Context) error {
 	rep := &s.cur.Report
-	refused := s.breaker()
+	refused, pause, err := s.checkPlan(ctx)
+	if err != nil {
+		return err
+	}
 	_, kept := s.keepsAll()
 	switch {
 	case kept:
 		s.cur.Phase = digestPhasePrune
+		pause = nil
 	case refused != "":
 		rep.Refused = refused
 		s.cur.Phase = digestPhasePrune
-		if s.dry {
-			s.log.Warn("the digest breaker would refuse this plan", "pass", s.cur.Pass, "refused", refused)
-		} else {
-			s.metrics.BreakerRefused()
-			s.log.Error("digest deletions refused by the breaker: nothing deleted", "pass", s.cur.Pass, "term", s.term.N, "refused", refused)
-		}
 	case s.dry:
 		// A plan deletes nothing; it says what the collector would.
 		rep.Deleted, rep.Bytes = rep.Ready, rep.ReadyBytes
@@ -246,14 +246,23 @@ func (s *digestSweep) judgePlan(ctx context.Context) error {
 	default:
 		s.cur.Phase = digestPhaseCollect
 	}
-	return s.save(ctx)
+	if pause == nil {
+		return s.save(ctx)
+	}
+	return s.save(ctx, s.keys().PauseOp(*pause))
 }
 
-// breaker checks this pass's deletions (the ready blobs) against the
-// ceilings and returns why they are refused, or "".
+// breaker checks this pass's deletions (the ready blobs) and marks (the
+// blobs made pending) against their ceilings and returns why they are
+// refused, or "".
 func (s *digestSweep) breaker() string {
 	rep := &s.cur.Report
-	del, stored := rep.Ready, rep.Stored
-	rep.Breaker = Breaker{DeleteBlobs: del, StoredBlobs: stored, MaxDelete: s.cfg.MaxDelete, MaxDeleteFraction: s.cfg.MaxDeleteFraction}
-	return sweep.OverCeiling(del, stored, s.cfg.MaxDelete, s.cfg.MaxDeleteFraction, "blobs")
+	c := s.cfg
+	b := Breaker{DeleteBlobs: rep.Ready, StoredBlobs: rep.Stored, MaxDelete: c.MaxDelete, MaxDeleteFraction: c.MaxDeleteFraction,
+		MarkBlobs: rep.NewPending, MaxMark: c.MaxMark, MaxMarkFraction: c.MaxMarkFraction}
+	rep.Breaker = b
+	return sweep.OverAny(
+		sweep.Ceiling{Verb: "deletes", Unit: "blobs", Setting: "max_delete", Count: b.DeleteBlobs, Stored: b.StoredBlobs, Max: b.MaxDelete, Fraction: b.MaxDeleteFraction},
+		sweep.Ceiling{Verb: "marks (makes pending)", Unit: "blobs", Setting: "max_mark", Count: b.MarkBlobs, Stored: b.StoredBlobs, Max: b.MaxMark, Fraction: b.MaxMarkFraction},
+	)
 }

@@ -60,6 +60,9 @@ type Report struct {
 	// failed rebuild). Either way nothing was deleted.
 	Refused string `json:"refused,omitempty"`
 	Kept    string `json:"kept,omitempty"`
+	// Paused says the sweep was found paused by an earlier refusal
+	// (Refused says since when and why): nothing was deleted.
+	Paused bool `json:"paused,omitempty"`
 	// Revision is the etcd revision the retained set was read at.
 	Revision int64         `json:"revision,omitempty"`
 	Resumed  int           `json:"resumed,omitempty"`
@@ -70,12 +73,16 @@ type Report struct {
 	Tombstones map[etcdstore.TombstoneState]int64 `json:"tombstones,omitempty"`
 }
 
-// Breaker holds the numbers the digest deletions were checked against.
+// Breaker holds the numbers the digest sweep's plan was checked against:
+// blobs deleted, and blobs made pending, each against its own limits.
 type Breaker struct {
 	DeleteBlobs       int64   `json:"delete_blobs"`
 	StoredBlobs       int64   `json:"stored_blobs"`
 	MaxDelete         int64   `json:"max_delete"`
 	MaxDeleteFraction float64 `json:"max_delete_fraction"`
+	MarkBlobs         int64   `json:"mark_blobs"`
+	MaxMark           int64   `json:"max_mark"`
+	MaxMarkFraction   float64 `json:"max_mark_fraction"`
 }
 
 // RebuildReport says whether the pass rebuilt the recorded references and

@@ -141,11 +141,16 @@ func (s *digestSweep) begin(ctx context.Context) error {
 			c.Term = s.term.N
 			s.cur = c
 			s.log.Info("resuming digest sweep", "pass", c.Pass, "phase", c.Phase, "term", s.term.N)
+			if c.Phase == digestPhaseCollect {
+				// The pause and the breaker, with the settings of now,
+				// are checked again before the collector goes on.
+				return s.judgePlan(ctx)
+			}
 			return s.save(ctx)
 		}
 	}
 	s.cur = digestCursor{Pass: s.run.Pass, Term: s.term.N, Phase: digestPhaseRebuild}
-	s.cur.Report.Breaker = Breaker{MaxDelete: s.cfg.MaxDelete, MaxDeleteFraction: s.cfg.MaxDeleteFraction}
+	s.cur.Report.Breaker = Breaker{MaxDelete: s.cfg.MaxDelete, MaxDeleteFraction: s.cfg.MaxDeleteFraction, MaxMark: s.cfg.MaxMark, MaxMarkFraction: s.cfg.MaxMarkFraction}
 	due, last, err := s.rebuildDue(ctx)
 	if err != nil {
 		return err

@@ -54,6 +54,7 @@ func TestDigestReclamation(t *testing.T) {
 			"trash_window":    digestTrashWindow.String(),
 			// Two of six blobs go at once: above the default breaker.
 			"max_delete_fraction": 1,
+			"max_mark_fraction":   1,
 		},
 		"reclaim": map[string]any{"interval": "1h"},
 	}})
@@ -268,6 +269,7 @@ func TestDigestPassKilled(t *testing.T) {
 				"sources":             []string{bucket + "/manifests/"},
 				"placement_grace":     digestPlacementGrace.String(),
 				"max_delete_fraction": 1,
+				"max_mark_fraction":   1,
 			},
 			"reclaim": map[string]any{"interval": "1h", "election_ttl": "1s"},
 		},

@@ -74,7 +74,9 @@ func TestMultiNode(t *testing.T) {
 				"election_ttl": mnElectionTTL.String(),
 				// A pass sees only this test's few uploads; the
 				// default quarter would refuse the abandoned ones.
-				"max_delete_fraction": 1,
+				"max_delete_fraction":         1,
+				"max_delete_uploads_fraction": 1,
+				"max_mark_fraction":           1,
 			},
 			// A complete in flight on a killed gateway keeps retries
 			// out only this long.

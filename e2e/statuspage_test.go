@@ -61,6 +61,7 @@ func TestStatusPageInChromium(t *testing.T) {
 			// dr-replica never reports: the unreferenced blob stays pending.
 			"planes":              []string{"nightly-backup", "dr-replica"},
 			"max_delete_fraction": 1,
+			"max_mark_fraction":   1,
 		},
 	}})
 	e.RequireGateway(t)

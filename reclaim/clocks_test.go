@@ -53,11 +53,11 @@ func (e *env) awaitClock(id string, off time.Duration) {
 	})
 }
 
-// deletable is e's configuration with no fraction limit, so that a pass
-// may delete the one upload a test stores.
+// deletable is e's configuration with no fraction limits, so that a pass
+// may mark and delete the one upload a test stores.
 func (e *env) deletable() reclaim.Config {
 	cfg := e.config()
-	cfg.MaxDeleteFraction = 1
+	cfg.MaxDeleteFraction, cfg.MaxDeleteUploadsFraction, cfg.MaxMarkFraction = 1, 1, 1
 	return cfg
 }
 

@@ -127,7 +127,8 @@ func (d *digestEnv) config() reclaim.Config {
 	cfg := d.env.config()
 	cfg.Backend = d.be
 	cfg.Metrics = d.reg
-	cfg.Digests = &digests.SweepConfig{Layout: d.layout, PlacementGrace: dgGrace, MaxDelete: 1000, MaxDeleteFraction: 0.5}
+	cfg.Digests = &digests.SweepConfig{Layout: d.layout, PlacementGrace: dgGrace, MaxDelete: 1000, MaxDeleteFraction: 0.5,
+		MaxMarkFraction: 1}
 	return cfg
 }
 

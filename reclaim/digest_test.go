@@ -268,7 +268,7 @@ func TestDigestBreaker(t *testing.T) {
 			if !contains(rep.Refused, "4 of 10 stored blobs", tt.wantWhich) || rep.Deleted != 0 {
 				t.Errorf("refused = %q, deleted %d", rep.Refused, rep.Deleted)
 			}
-			if rep.Breaker != (digests.Breaker{DeleteBlobs: 4, StoredBlobs: 10, MaxDelete: tt.max, MaxDeleteFraction: tt.frac}) {
+			if rep.Breaker != (digests.Breaker{DeleteBlobs: 4, StoredBlobs: 10, MaxDelete: tt.max, MaxDeleteFraction: tt.frac, MaxMark: digests.DefaultMaxMark, MaxMarkFraction: 1}) {
 				t.Errorf("breaker = %+v", rep.Breaker)
 			}
 			if d.be.deletes.Load() != 0 || d.count(d.store.Keys().Guards()) != 0 {

@@ -190,6 +190,8 @@ func (e *env) config() reclaim.Config {
 		Store: e.store, Sessions: e.svc, Backend: e.backend,
 		Grace: 24 * time.Hour, DeleteAfter: 12 * time.Hour, StuckLimit: time.Hour, ClockSkew: 5 * time.Minute,
 		MaxDelete: 1000, MaxDeleteFraction: 0.5,
+		// A test's few uploads are often all marked or deleted at once.
+		MaxDeleteUploadsFraction: 0.5, MaxMarkFraction: 1,
 		// Passes run on Trigger only.
 		Interval:    24 * time.Hour,
 		BatchSize:   2,

@@ -32,6 +32,9 @@ type metrics struct {
 	digestDeletedBytes prometheus.Counter
 	digestRefusals     prometheus.Counter
 	unknownRefs        prometheus.Counter
+
+	// paused is 1 for a sweep that its breaker paused, by sweep.
+	paused *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -48,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		actedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "acted_bytes_total",
 			Help: "Bytes the reclaimer marked expired or deleted, by outcome: mark, aborted, cleanup_pending."}, []string{"outcome"}),
 		refusals: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "breaker_refusals_total",
-			Help: "Passes whose plan the breaker refused (above max_delete or max_delete_fraction); nothing was deleted."}),
+			Help: "Passes whose plan the breaker refused (above reclaim.max_delete, max_delete_uploads, max_mark or their fractions), which pauses the upload sweep; nothing was marked or deleted. Passes of a sweep already paused are not counted."}),
 		orphans: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "orphans_held",
 			Help: "Backend uploads without a session held by the last finished pass, waiting for a person."}),
 		orphanParts: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "orphan_parts_held",
@@ -74,20 +77,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		digestDeletedBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "digest_deleted_bytes_total",
 			Help: "Bytes of the unreferenced blobs the digest sweep's collector deleted."}),
 		digestRefusals: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "digest_breaker_refusals_total",
-			Help: "Digest sweeps whose deletions the breaker refused (above max_delete or max_delete_fraction); nothing was deleted."}),
+			Help: "Digest sweeps whose plan the breaker refused (above digests.max_delete, max_mark or their fractions), which pauses the digest sweep; nothing was deleted. Sweeps already paused are not counted."}),
 		unknownRefs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "unknown_producer_refs_total",
 			Help: "References the rebuild found in reference objects written around the gateway: a producer it does not know about. They are retained."}),
+		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "paused",
+			Help: "1 while a sweep (uploads, digests) is paused because its breaker refused a plan: it marks and deletes nothing until a person runs 'sweepgate reclaim resume'. Set by the leader after each pass, and by the process that resumes."}, []string{"sweep"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.actedParts, m.actedBytes, m.refusals,
 			m.orphans, m.orphanParts, m.oldestOrphan, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished,
-			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs)
+			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs, m.paused)
 	}
 	// Every result and outcome is exported from the start, at 0: rate()
 	// and increase() see nothing of a series' first sample, so the first
 	// stopped pass of a process would otherwise never reach an alert.
 	for _, res := range []string{"ok", "refused", "stopped", "lost", "dry_run"} {
 		m.passes.WithLabelValues(res)
+	}
+	for _, sw := range pauseSweeps {
+		m.paused.WithLabelValues(sw)
 	}
 	for _, out := range []string{"mark", "aborted", "cleanup_pending"} {
 		m.actedParts.WithLabelValues(out)
@@ -115,7 +123,7 @@ func (m *metrics) pass(rep Report, err error, d time.Duration) {
 	res := result(rep, err)
 	m.passes.WithLabelValues(res).Inc()
 	m.duration.WithLabelValues(res).Observe(d.Seconds())
-	if rep.Refused != "" && !rep.DryRun {
+	if rep.Refused != "" && !rep.Paused && !rep.DryRun {
 		m.refusals.Inc()
 	}
 	if res != "ok" && res != "refused" && res != "dry_run" {
@@ -174,4 +182,13 @@ func (m *metrics) leader(term int64, ok bool) {
 func (m *metrics) digestDeleted(blobs, size int64) {
 	m.digestDeletedBlobs.Add(float64(blobs))
 	m.digestDeletedBytes.Add(float64(size))
+}
+
+// setPaused sets the paused gauge of sweep.
+func (m *metrics) setPaused(sweep string, paused bool) {
+	v := 0.0
+	if paused {
+		v = 1
+	}
+	m.paused.WithLabelValues(sweep).Set(v)
 }

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/sweep"
 )
@@ -52,6 +53,10 @@ type pass struct {
 	digest *digests.Report
 	// elapsed is the elapsed clock at the pass's start (see passClock).
 	elapsed time.Duration
+	// paused: the upload sweep was found paused (see check); pause, when
+	// set, is the pause a refusal of this pass records with its report.
+	paused bool
+	pause  *etcdstore.Pause
 }
 
 // runPass runs one pass under leadership l, or a dry run when l is nil or
@@ -69,6 +74,12 @@ func (r *Reclaimer) runPass(ctx context.Context, l *Leadership, dry bool) (Repor
 	rep, err := p.run(ctx, started)
 	rep.Finished = r.now().UTC()
 	r.observe(rep, err, rep.Finished.Sub(started))
+	if !p.dry {
+		// The paused gauge follows what etcd holds after the pass.
+		if _, perr := r.Pauses(ctx); perr != nil {
+			r.log.Warn("reading the sweeps' pauses failed", "err", perr)
+		}
+	}
 	return rep, err
 }
 
@@ -109,8 +120,9 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 	r.fault(FaultPassStarted)
 
 	// A refused upload plan still lets the digest sweep run: its own
-	// breaker judges its own plan.
-	refused := ""
+	// breaker judges its own plan. A pass resumed in the act phase checks
+	// the pause and the breaker again, with the settings of now, before it
+	// acts on the rest of its plan.
 	if p.cur.Phase == phaseInventory {
 		if err := p.inv.walk(ctx, p.cur.Pos, p); err != nil {
 			if sweep.IsCompacted(err) {
@@ -121,18 +133,16 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 			}
 			return p.stop(ctx, started, err, rec), err
 		}
-		refused = p.r.breaker(p.cur.Tally.Uploads, &p.cur.Breaker)
-		switch {
-		case refused != "" && p.dry:
-			r.log.Warn("the breaker would refuse this plan", "pass", p.cur.Pass, "refused", refused)
-		case refused != "":
-			r.log.Error("reclaim pass refused by the breaker: nothing marked or deleted", "pass", p.cur.Pass, "term", p.term.N, "refused", refused)
-		default:
-			p.cur.Phase = phaseAct
-			if !p.dry {
-				if _, err := fencedTxn(ctx, r.cli(), p.term, nil, cursorOp(r.keys(), &p.cur)); err != nil {
-					return p.stop(ctx, started, err, rec), err
-				}
+	}
+	refused, err := p.check(ctx)
+	if err != nil {
+		return p.stop(ctx, started, err, rec), err
+	}
+	if refused == "" && p.cur.Phase != phaseAct {
+		p.cur.Phase = phaseAct
+		if !p.dry {
+			if _, err := fencedTxn(ctx, r.cli(), p.term, nil, cursorOp(r.keys(), &p.cur)); err != nil {
+				return p.stop(ctx, started, err, rec), err
 			}
 		}
 	}
@@ -368,7 +378,7 @@ func (p *pass) report(ctx context.Context, started time.Time, rec *multipart.Rec
 // transaction. A dry run only returns the report.
 func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped string, rec *multipart.ReconcileReport) (Report, error) {
 	rep := p.report(ctx, started, rec)
-	rep.Refused, rep.Stopped = refused, stopped
+	rep.Refused, rep.Stopped, rep.Paused = refused, stopped, p.paused
 	rep.Finished = p.r.now().UTC()
 	p.r.logReport(rep)
 	if p.dry {
@@ -383,6 +393,10 @@ func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped s
 		clientv3.OpDelete(keys.Cursor(uploadSweep)),
 		clientv3.OpDelete(keys.Cursor(digests.CursorName)),
 		clientv3.OpDelete(keys.PlansPrefix(rep.Pass), clientv3.WithPrefix()))
+	if p.pause != nil && refused != "" {
+		// The refusal pauses the upload sweep with its report, fenced.
+		ops = append(ops, keys.PauseOp(*p.pause))
+	}
 	if _, err := fencedTxn(ctx, p.r.cli(), p.term, nil, ops...); err != nil {
 		return rep, fmt.Errorf("reclaim: write report of pass %d: %w", rep.Pass, err)
 	}

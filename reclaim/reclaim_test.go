@@ -185,7 +185,9 @@ func TestBreakerRefusesAboveTheFraction(t *testing.T) {
 	if !contains(rep.Refused, "5", "27", "max_delete_fraction", "0.1", "max_delete is 1000") {
 		t.Errorf("refused = %q, want both limits and both numbers", rep.Refused)
 	}
-	if rep.Breaker != (reclaim.Breaker{DeleteParts: 5, StoredParts: 27, MaxDelete: 1000, MaxDeleteFraction: 0.1}) {
+	if rep.Breaker != (reclaim.Breaker{DeleteParts: 5, StoredParts: 27, MaxDelete: 1000, MaxDeleteFraction: 0.1,
+		DeleteUploads: 1, StoredUploads: 4, MaxDeleteUploads: reclaim.DefaultMaxDeleteUploads, MaxDeleteUploadsFraction: 0.5,
+		MaxMark: reclaim.DefaultMaxMark, MaxMarkFraction: 1}) {
 		t.Errorf("breaker = %+v", rep.Breaker)
 	}
 	if rep.Acted != (reclaim.Acted{}) || e.backend.aborts.Load() != 0 {
@@ -263,6 +265,10 @@ func TestFutureActivityStopsThePass(t *testing.T) {
 	}
 }
 
+// TestEtcdUnreachableDeletesNothing loses the pass's etcd client once the
+// pass started: reads and writes fail alike, so this shows only that a pass
+// without etcd deletes nothing. That a failed lookup stops a pass that
+// could still write is TestUploadLookupFailureKeepsEverything's part.
 func TestEtcdUnreachableDeletesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

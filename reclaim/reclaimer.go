@@ -58,6 +58,13 @@ type Config struct {
 	// MaxDeleteFraction is the largest share of all stored parts one pass
 	// deletes, in (0, 1].
 	MaxDeleteFraction float64
+	// MaxDeleteUploads and MaxDeleteUploadsFraction are the same ceilings
+	// in uploads deleted, an upload with no parts counting as one;
+	// MaxMark and MaxMarkFraction in uploads marked expired.
+	MaxDeleteUploads         int64
+	MaxDeleteUploadsFraction float64
+	MaxMark                  int64
+	MaxMarkFraction          float64
 	// DryRun makes every pass a plan: it decides and reports, and writes
 	// nothing anywhere.
 	DryRun bool
@@ -134,8 +141,13 @@ func New(cfg Config) (*Reclaimer, error) {
 		return nil, errors.New("reclaim: store, sessions and backend are required")
 	}
 	setDefaults(&cfg)
-	if cfg.MaxDeleteFraction <= 0 || cfg.MaxDeleteFraction > 1 {
-		return nil, fmt.Errorf("reclaim: max_delete_fraction %g must be in (0, 1]", cfg.MaxDeleteFraction)
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"max_delete_fraction", cfg.MaxDeleteFraction}, {"max_delete_uploads_fraction", cfg.MaxDeleteUploadsFraction}, {"max_mark_fraction", cfg.MaxMarkFraction}} {
+		if f.v <= 0 || f.v > 1 {
+			return nil, fmt.Errorf("reclaim: %s %g must be in (0, 1]", f.name, f.v)
+		}
 	}
 	if cfg.BatchSize > 1000 {
 		return nil, fmt.Errorf("reclaim: batch size %d is above 1000, the most S3 lists at once", cfg.BatchSize)
@@ -194,6 +206,18 @@ func setDefaults(cfg *Config) {
 	}
 	if cfg.MaxDeleteFraction == 0 {
 		cfg.MaxDeleteFraction = DefaultMaxDeleteFraction
+	}
+	if cfg.MaxDeleteUploads == 0 {
+		cfg.MaxDeleteUploads = DefaultMaxDeleteUploads
+	}
+	if cfg.MaxDeleteUploadsFraction == 0 {
+		cfg.MaxDeleteUploadsFraction = DefaultMaxDeleteUploadsFraction
+	}
+	if cfg.MaxMark == 0 {
+		cfg.MaxMark = DefaultMaxMark
+	}
+	if cfg.MaxMarkFraction == 0 {
+		cfg.MaxMarkFraction = DefaultMaxMarkFraction
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = DefaultBatchSize
@@ -357,6 +381,9 @@ type Status struct {
 	LastLocal *Report `json:"last_local,omitempty"`
 	// InProgress is the pass a cursor says is in progress, if any.
 	InProgress *Progress `json:"in_progress,omitempty"`
+	// Paused are the sweeps the breaker paused, until a person resumes
+	// them (Resume).
+	Paused []etcdstore.Pause `json:"paused,omitempty"`
 }
 
 // Progress describes a pass in progress: the uploads counted so far and
@@ -395,6 +422,9 @@ func (r *Reclaimer) Status(ctx context.Context) (Status, error) {
 	r.mu.Lock()
 	st.LastLocal = r.last
 	r.mu.Unlock()
+	if st.Paused, err = r.Pauses(ctx); err != nil {
+		return st, err
+	}
 	cur, _, ok, err := loadCursor(ctx, r.store)
 	if err != nil {
 		return st, err

@@ -25,6 +25,10 @@ type Report struct {
 	// Refused is why the breaker refused the plan, with both numbers; empty
 	// when it did not.
 	Refused string `json:"refused"`
+	// Paused says the upload sweep was found paused by an earlier
+	// refusal (Refused says since when and why): nothing was marked or
+	// deleted.
+	Paused bool `json:"paused,omitempty"`
 	// Uploads is the plan: every backend upload the pass saw, by verdict.
 	Uploads Uploads   `json:"uploads"`
 	Stuck   []Stuck   `json:"stuck"`
@@ -138,12 +142,20 @@ type Missing struct {
 	LastActivity time.Time              `json:"last_activity"`
 }
 
-// Breaker holds the numbers the plan was checked against.
+// Breaker holds the numbers the plan was checked against: parts and
+// uploads deleted, and uploads marked, each against its own limits.
 type Breaker struct {
-	DeleteParts       int64   `json:"delete_parts"`
-	StoredParts       int64   `json:"stored_parts"`
-	MaxDelete         int64   `json:"max_delete"`
-	MaxDeleteFraction float64 `json:"max_delete_fraction"`
+	DeleteParts              int64   `json:"delete_parts"`
+	StoredParts              int64   `json:"stored_parts"`
+	MaxDelete                int64   `json:"max_delete"`
+	MaxDeleteFraction        float64 `json:"max_delete_fraction"`
+	DeleteUploads            int64   `json:"delete_uploads"`
+	StoredUploads            int64   `json:"stored_uploads"`
+	MaxDeleteUploads         int64   `json:"max_delete_uploads"`
+	MaxDeleteUploadsFraction float64 `json:"max_delete_uploads_fraction"`
+	MarkUploads              int64   `json:"mark_uploads"`
+	MaxMark                  int64   `json:"max_mark"`
+	MaxMarkFraction          float64 `json:"max_mark_fraction"`
 }
 
 // Acted is what a pass did. Marks and deletes that found their session

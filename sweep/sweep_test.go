@@ -3,6 +3,7 @@ package sweep_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sweepgate/sweepgate/sweep"
@@ -55,5 +56,29 @@ func TestOverCeiling(t *testing.T) {
 		if got := sweep.OverCeiling(tt.del, tt.stored, tt.max, tt.frac, "blobs"); (got != "") != tt.refused {
 			t.Errorf("OverCeiling(%d, %d, %d, %g) = %q, want refused %v", tt.del, tt.stored, tt.max, tt.frac, got, tt.refused)
 		}
+	}
+}
+
+// Every ceiling a plan is above is named with its own settings and
+// numbers; a plan within all is not refused.
+func TestOverAny(t *testing.T) {
+	t.Parallel()
+	parts := sweep.Ceiling{Verb: "deletes", Unit: "parts", Setting: "max_delete", Count: 0, Stored: 10, Max: 100, Fraction: 0.25}
+	uploads := sweep.Ceiling{Verb: "deletes", Unit: "uploads", Setting: "max_delete_uploads", Count: 2, Stored: 3, Max: 1, Fraction: 1}
+	marks := sweep.Ceiling{Verb: "marks", Unit: "uploads", Setting: "max_mark", Count: 2, Stored: 3, Max: -1, Fraction: 0.5}
+	got := sweep.OverAny(parts, uploads, marks)
+	for _, want := range []string{
+		"plan deletes 2 of 3 stored uploads (66.7%), above max_delete_uploads: max_delete_uploads is 1 uploads, max_delete_uploads_fraction is 1",
+		"; plan marks 2 of 3 stored uploads (66.7%), above max_mark_fraction: max_mark is no limit, max_mark_fraction is 0.5 (1.5 uploads)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("OverAny = %q, want it to contain %q", got, want)
+		}
+	}
+	if strings.Contains(got, "parts") {
+		t.Errorf("OverAny = %q names the parts ceiling, which the plan is within", got)
+	}
+	if got := sweep.OverAny(parts); got != "" {
+		t.Errorf("OverAny(within) = %q, want \"\"", got)
 	}
 }

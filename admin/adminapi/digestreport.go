@@ -56,7 +56,10 @@ type DigestReport struct {
 	// kept everything (a failed or retired inventory, a reference hold, a
 	// failed rebuild). Either way nothing was deleted.
 	Refused string `json:"refused,omitempty"`
-	Kept    string `json:"kept,omitempty"`
+	// Paused says the sweep was found paused by an earlier refusal
+	// (Refused says since when and why): nothing was deleted.
+	Paused bool   `json:"paused,omitempty"`
+	Kept   string `json:"kept,omitempty"`
 	// Revision is the etcd revision the retained set was read at.
 	Revision int64         `json:"revision,omitempty"`
 	Resumed  int           `json:"resumed,omitempty"`
@@ -67,12 +70,17 @@ type DigestReport struct {
 	Tombstones map[string]int64 `json:"tombstones,omitempty"`
 }
 
-// DigestBreaker holds the numbers the digest deletions were checked against.
+// DigestBreaker holds the numbers the digest sweep's plan was checked
+// against: blobs deleted, and blobs made pending, each against its own
+// limits.
 type DigestBreaker struct {
 	DeleteBlobs       int64   `json:"delete_blobs"`
 	StoredBlobs       int64   `json:"stored_blobs"`
 	MaxDelete         int64   `json:"max_delete"`
 	MaxDeleteFraction float64 `json:"max_delete_fraction"`
+	MarkBlobs         int64   `json:"mark_blobs"`
+	MaxMark           int64   `json:"max_mark"`
+	MaxMarkFraction   float64 `json:"max_mark_fraction"`
 }
 
 // DigestRebuild says whether the pass rebuilt the recorded references and

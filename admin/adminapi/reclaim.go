@@ -1,6 +1,9 @@
 package adminapi
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // The reclaim documents. Pass reports are Report, whose fields are those
 // the reclaimer stores.
@@ -17,6 +20,51 @@ type ReclaimStatus struct {
 	InProgress *Progress `json:"in_progress"`
 	// LastLocal is the last pass or plan this process made.
 	LastLocal *Report `json:"last_local"`
+	// Paused are the sweeps the breaker paused; empty when none is.
+	Paused []Pause `json:"paused"`
+}
+
+// Pause is a sweep that the breaker paused when it refused a plan: while
+// it stands the sweep plans and reports, and marks and deletes nothing,
+// until a person resumes it (POST /admin/v1/reclaim/resume).
+type Pause struct {
+	// Sweep is uploads or digests.
+	Sweep string `json:"sweep"`
+	// Reason is the refusal, with the numbers and limits compared.
+	Reason string `json:"reason"`
+	// Compared is the refused pass's breaker section (Breaker for uploads,
+	// DigestBreaker for digests).
+	Compared json.RawMessage `json:"compared,omitempty"`
+	// Pass, Term and At are those of the refusal.
+	Pass int64     `json:"pass"`
+	Term int64     `json:"term"`
+	At   time.Time `json:"at"`
+}
+
+// ResumeRequest is the document of POST /admin/v1/reclaim/resume.
+type ResumeRequest struct {
+	// Sweeps names the sweeps to resume (uploads, digests); empty
+	// resumes both.
+	Sweeps []string `json:"sweeps"`
+	// Principal is who resumes, recorded in the audit line (required).
+	Principal string `json:"principal"`
+}
+
+// Resumed answers POST /admin/v1/reclaim/resume: one result per sweep
+// named.
+type Resumed struct {
+	Results []ResumeResult `json:"results"`
+}
+
+// ResumeResult says what a resume did about one sweep.
+type ResumeResult struct {
+	Sweep string `json:"sweep"`
+	// Resumed says a pause was lifted: Lifted is that pause. False when
+	// the sweep was not paused: nothing was changed.
+	Resumed bool   `json:"resumed"`
+	Lifted  *Pause `json:"lifted,omitempty"`
+	// Message says in words what was done.
+	Message string `json:"message"`
 }
 
 // Reclaimer is this process's reclaimer and whoever leads.

@@ -83,12 +83,13 @@ func NewExplainEnv(t *testing.T, serve func(store *etcdstore.Store, leader *recl
 	e.Cfg = reclaim.Config{
 		Store: e.Store, Sessions: svc, Backend: e.Clock.Dated(backend), ID: "leader@test",
 		Grace: 24 * time.Hour, DeleteAfter: 12 * time.Hour, StuckLimit: time.Hour,
-		MaxDelete: 1000, MaxDeleteFraction: 1,
+		MaxDelete: 1000, MaxDeleteFraction: 1, MaxDeleteUploadsFraction: 1, MaxMarkFraction: 1,
 		Interval: 24 * time.Hour, ElectionTTL: 60 * time.Second,
 		Now: e.Clock.Now, Monotonic: e.Clock.Mono, Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(),
 		Digests: &digests.SweepConfig{
 			Layout:         &cas.Layout{Namespaces: []cas.Namespace{ns}, Sources: []cas.Source{src}},
 			PlacementGrace: 24 * time.Hour, Planes: []string{"backup"}, MaxDelete: 1000, MaxDeleteFraction: 1,
+			MaxMarkFraction: 1,
 		},
 	}
 	if e.R, err = reclaim.New(e.Cfg); err != nil {

@@ -142,7 +142,7 @@ func (e *ReclaimEnv) Reclaimer(id string) *reclaim.Reclaimer {
 	r, err := reclaim.New(reclaim.Config{
 		Store: e.Store, Sessions: e.Svc, Backend: e.Clock.Dated(e.Backend), ID: id,
 		Grace: 24 * time.Hour, DeleteAfter: 24 * time.Hour, StuckLimit: time.Hour,
-		MaxDelete: 1000, MaxDeleteFraction: 1,
+		MaxDelete: 1000, MaxDeleteFraction: 1, MaxDeleteUploadsFraction: 1, MaxMarkFraction: 1,
 		Interval: 24 * time.Hour, ElectionTTL: 60 * time.Second,
 		Now: e.Clock.Now, Monotonic: e.Clock.Mono, Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(),
 	})

@@ -26,6 +26,7 @@ func (c *cli) reclaimHelp(w io.Writer) {
        sweepgate reclaim orphans [list] [--fresh] [--limit N] [--json]
        sweepgate reclaim orphans adopt --principal OWNER REF
        sweepgate reclaim orphans delete [--confirm] [--principal WHO] REF...
+       sweepgate reclaim resume [--uploads] [--digests] [--principal WHO]
 
 Drives the reclaimer of a running sweepgate through its admin API
 (/admin/v1/reclaim, see docs/admin-api.md). The reclaimer marks uploads
@@ -46,6 +47,12 @@ they stayed expired for reclaim.delete_after; uploads without a session
            so it follows the normal grace period from now on); or delete
            named ones, which needs --confirm (without it, nothing is
            deleted and the command shows what would be)
+  resume   lift the pause the breaker put on a sweep: a plan the breaker
+           refuses pauses its sweep (uploads or digests) in etcd, and every
+           later pass of any leader plans and reports but marks and deletes
+           nothing until a person resumes it; 'status' shows each pause and
+           why. Resuming a sweep that is not paused changes nothing. The
+           resume is recorded in the audit log with the principal
 
 REF names an upload as BUCKET/KEY?uploadId=ID, the form 'orphans' prints;
 quote it for the shell.
@@ -57,9 +64,11 @@ Flags:
   --fresh            orphans: list the backend now instead of reading the
                      newest pass report
   --principal P      adopt: the principal that owns the upload from now on
-                     (required); delete: who deletes, recorded with it
-                     (default $USER)
+                     (required); delete, resume: who acts, recorded with
+                     it (default $USER)
   --confirm          delete: really delete
+  --uploads          resume: the upload sweep (with neither flag: both)
+  --digests          resume: the digest sweep (with neither flag: both)
 
 On a terminal, run and plan show their progress on standard error.
 
@@ -71,6 +80,7 @@ Examples:
   sweepgate reclaim orphans adopt --principal backup 'backups/db?uploadId=2~x'
   sweepgate reclaim orphans delete 'backups/old.iso?uploadId=9~a1'   # a preview
   sweepgate reclaim orphans delete --confirm 'backups/old.iso?uploadId=9~a1'
+  sweepgate reclaim resume --uploads
   SWEEPGATE_ADMIN_URL=http://10.0.0.7:9001 sweepgate reclaim status
 
 Exit status: 0 done; 1 error (admin API unreachable, etcd unavailable, this
@@ -85,7 +95,7 @@ pass report says so), a delete was not confirmed or left uploads in place;
 func (c *cli) reclaimCmd(ctx context.Context, args []string) int {
 	return c.runSubcommand(ctx, "reclaim", c.reclaimHelp, args,
 		subcommand{"run", c.reclaimRun}, subcommand{"plan", c.reclaimPlan}, subcommand{"status", c.reclaimStatus},
-		subcommand{"reports", c.reclaimReports}, subcommand{"orphans", c.reclaimOrphans})
+		subcommand{"reports", c.reclaimReports}, subcommand{"orphans", c.reclaimOrphans}, subcommand{"resume", c.reclaimResume})
 }
 
 // reclaimFlags are the flags of the reclaim subcommands; each takes some.
@@ -96,6 +106,8 @@ type reclaimFlags struct {
 	fresh     bool
 	principal string
 	confirm   bool
+	uploads   bool
+	digests   bool
 }
 
 // reclaim subcommand flag sets.
@@ -104,6 +116,7 @@ const (
 	withFresh
 	withPrincipal
 	withConfirm
+	withSweeps
 )
 
 func (c *cli) parseReclaimFlags(name string, args []string, with int, defLimit int) (reclaimFlags, []string, int, bool) {
@@ -120,6 +133,10 @@ func (c *cli) parseReclaimFlags(name string, args []string, with int, defLimit i
 		}
 		if with&withConfirm != 0 {
 			fs.BoolVar(&f.confirm, "confirm", false, "")
+		}
+		if with&withSweeps != 0 {
+			fs.BoolVar(&f.uploads, "uploads", false, "")
+			fs.BoolVar(&f.digests, "digests", false, "")
 		}
 	})
 	f.admin, f.json = af.admin, af.json
@@ -435,6 +452,8 @@ func writeReport(w io.Writer, r *adminapi.Report) {
 			limit = strconv.FormatInt(b.MaxDelete, 10)
 		}
 		fmt.Fprintf(w, "Breaker: the plan deletes %d of %d stored parts; max_delete %s, max_delete_fraction %g\n", b.DeleteParts, b.StoredParts, limit, b.MaxDeleteFraction)
+		fmt.Fprintf(w, "         deletes %d of %d stored uploads; max_delete_uploads %s, max_delete_uploads_fraction %g\n", b.DeleteUploads, b.StoredUploads, limitText(b.MaxDeleteUploads), b.MaxDeleteUploadsFraction)
+		fmt.Fprintf(w, "         marks %d of %d stored uploads; max_mark %s, max_mark_fraction %g\n", b.MarkUploads, b.StoredUploads, limitText(b.MaxMark), b.MaxMarkFraction)
 	}
 
 	if n := r.Totals.Stuck; n > 0 {
@@ -487,6 +506,10 @@ func writeStatus(w io.Writer, st *adminapi.ReclaimStatus, now time.Time) {
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "Note: %s.\n", strings.Join(notes, "; "))
+	}
+	for _, p := range st.Paused {
+		fmt.Fprintf(w, "PAUSED: the %s sweep, since pass %d (term %d, %s): the breaker refused its plan: %s\n  It marks and deletes nothing until a person runs 'sweepgate reclaim resume --%s'.\n",
+			p.Sweep, p.Pass, p.Term, when(p.At), p.Reason, p.Sweep)
 	}
 	if p := st.InProgress; p != nil {
 		fmt.Fprintf(w, "In progress: %s\n", progressText(p, now))

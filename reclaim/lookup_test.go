@@ -1,0 +1,207 @@
+package reclaim_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// failingReads is the KV of a real etcd client whose reads at a past
+// revision of keys under one prefix fail as a timed-out etcd request does,
+// while every other request (writes, transactions, reads of other keys and
+// current reads) goes to etcd. Real etcd cannot be made to refuse only some
+// reads, so this thin wrapper stands in for a lookup that fails while
+// writes work. Reads inside a transaction are not failed: the lookups it
+// stands for are plain Gets.
+type failingReads struct {
+	clientv3.KV
+	mu     sync.Mutex
+	prefix string
+	failed atomic.Int64
+}
+
+// failReads makes the reads under prefix fail from now on ("" stops).
+func (f *failingReads) failReads(prefix string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.prefix = prefix
+}
+
+func (f *failingReads) fails(op clientv3.Op) bool {
+	f.mu.Lock()
+	p := f.prefix
+	f.mu.Unlock()
+	if p == "" || !op.IsGet() || op.Rev() <= 0 || !strings.HasPrefix(string(op.KeyBytes()), p) {
+		return false
+	}
+	f.failed.Add(1)
+	return true
+}
+
+func (f *failingReads) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	if f.fails(clientv3.OpGet(key, opts...)) {
+		return nil, rpctypes.ErrTimeout
+	}
+	return f.KV.Get(ctx, key, opts...)
+}
+
+func (f *failingReads) Do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, error) {
+	if f.fails(op) {
+		return clientv3.OpResponse{}, rpctypes.ErrTimeout
+	}
+	return f.KV.Do(ctx, op)
+}
+
+// readFailingStore returns a store on a client of its own whose reads can
+// be failed.
+func (e *env) readFailingStore() (*etcdstore.Store, *failingReads) {
+	cli := e.connect()
+	f := &failingReads{KV: cli.KV}
+	cli.KV = f
+	return etcdstore.NewStore(cli, e.store.Keys()), f
+}
+
+// TestUploadLookupFailureKeepsEverything fails the upload sweep's reads of
+// sessions, or of activity, at the pass's revision while writes keep
+// working, in the pass that would delete S3: the pass stops and says why,
+// marks and deletes nothing, and its report and cursor are written, so
+// the test tells a pass that kept everything from one that could not
+// write. Once the reads work again the next pass resumes it and deletes.
+func TestUploadLookupFailureKeepsEverything(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, why string
+		prefix    func(etcdstore.Keys) string
+	}{
+		{"sessions", "read session", func(k etcdstore.Keys) string { return k.AllSessions() }},
+		{"activity", "read activity", func(k etcdstore.Keys) string { return k.Activity("") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			inv := e.scenarioInventory()
+			cfg := e.config()
+			var reads *failingReads
+			cfg.Store, reads = e.readFailingStore()
+			r := e.start(cfg)
+			e.marked(r)
+
+			reads.failReads(tc.prefix(e.store.Keys()))
+			rep, err := e.trigger(r)
+			reads.failReads("")
+			if err == nil || reads.failed.Load() == 0 {
+				t.Fatalf("pass with failing %s lookups: err %v, %d reads failed (report %+v)", tc.name, err, reads.failed.Load(), rep)
+			}
+			if !contains(rep.Stopped, tc.why) || rep.Acted != (reclaim.Acted{}) || rep.Pass != 2 {
+				t.Errorf("report pass %d stopped %q acted %+v; want pass 2 stopped for %q, nothing acted", rep.Pass, rep.Stopped, rep.Acted, tc.why)
+			}
+			if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.backend.aborts.Load() != 0 {
+				t.Errorf("parts on MinIO = %v, %d aborts; want nothing deleted", got, e.backend.aborts.Load())
+			}
+			if st := e.getSession(inv.bucket, inv.s3).State; st != etcdstore.StateExpired {
+				t.Errorf("S3 = %s, want still expired", st)
+			}
+			if st := e.getSession(inv.bucket, inv.s1).State; st != etcdstore.StateActive {
+				t.Errorf("S1 = %s, want still active", st)
+			}
+			// The writes worked: the stopped pass left its report and its
+			// cursor for the next pass to resume.
+			last, ok, err := reclaim.LastReport(t.Context(), e.store)
+			if err != nil || !ok || last.Pass != 2 || !contains(last.Stopped, tc.why) {
+				t.Errorf("stored report = pass %d stopped %q (%v, found %v); want pass 2's stop", last.Pass, last.Stopped, err, ok)
+			}
+			if resp, err := e.cli.Get(t.Context(), e.store.Keys().Cursor("uploads")); err != nil || len(resp.Kvs) != 1 {
+				t.Errorf("no cursor left for the stopped pass (%v)", err)
+			}
+
+			next := e.mustPass(r)
+			if next.Pass != 2 || next.Resumed != 1 || next.Acted.Deleted != count(1, 5) {
+				t.Errorf("next pass = %d resumed %d acted %+v; want pass 2 resumed, deleting S3", next.Pass, next.Resumed, next.Acted)
+			}
+		})
+	}
+}
+
+// TestDigestLookupFailureKeepsEverything fails one of the digest sweep's
+// etcd inventories (references, trash, placements) at the pass's revision
+// while writes keep working, in the pass that would delete two
+// unreferenced blobs: the sweep keeps everything and says why, writes no
+// tombstone, deletes nothing, and the pass's report is written. Once the
+// reads work again the two go and nothing else.
+func TestDigestLookupFailureKeepsEverything(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		prefix func(etcdstore.Keys) string
+	}{
+		{"references", func(k etcdstore.Keys) string { return k.AllRefs() }},
+		{"trash", func(k etcdstore.Keys) string { return k.AllTrashRefs() }},
+		{"placements", func(k etcdstore.Keys) string { return k.AllPlacements() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			refd := d.putBlobs("ref", 3)
+			d.putManifest("kept", refd...)
+			trashed := d.putBlobs("trashed", 2)
+			d.putManifest("gone", trashed...)
+			placed := d.putBlob("placed")
+			unref := d.putBlobs("unref", 2)
+			d.ageBlobs()
+			d.deleteManifest("gone", d.clock.Now().Add(30*24*time.Hour))
+			if err := d.store.PlaceBlob(t.Context(), placed, "in-flight", dgBucket, blobKey(placed), d.clock.Now()); err != nil {
+				t.Fatal(err)
+			}
+			kept := slices.Concat(refd, trashed, []string{placed})
+
+			cfg := d.config()
+			var reads *failingReads
+			cfg.Store, reads = d.readFailingStore()
+			r := d.start(cfg)
+			one := d.digestPass(r)
+			wantCounts(t, "pass one", one, 2, 0, 0, 0)
+			_, before, _ := d.tombstone(unref[0])
+
+			reads.failReads(tc.prefix(d.store.Keys()))
+			two := d.digestPass(r)
+			reads.failReads("")
+			if reads.failed.Load() == 0 {
+				t.Fatalf("no %s read failed; the test did not reach the lookup", tc.name)
+			}
+			if !contains(two.Kept, tc.name) || two.Deleted != 0 || two.Ready != 0 || two.NewPending != 0 {
+				t.Errorf("pass two kept %q, ready %d deleted %d new pending %d; want everything kept because %s failed",
+					two.Kept, two.Ready, two.Deleted, two.NewPending, tc.name)
+			}
+			if n := d.be.deletes.Load(); n != 0 {
+				t.Errorf("%d DeleteObjects sent while an inventory failed", n)
+			}
+			d.wantPresent("inventory failing", true, slices.Concat(kept, unref)...)
+			d.wantStates("inventory failing", etcdstore.TombstonePending, unref...)
+			d.wantStates("inventory failing", "", kept...)
+			if _, after, _ := d.tombstone(unref[0]); after != before {
+				t.Errorf("a tombstone was rewritten (mod revision %d, was %d) while an inventory failed", after, before)
+			}
+			// The writes worked: the pass's report says why it kept
+			// everything.
+			last, ok, err := reclaim.LastReport(t.Context(), d.store)
+			if err != nil || !ok || last.Pass != 2 || last.Digests == nil || !contains(last.Digests.Kept, tc.name) {
+				t.Errorf("stored report = pass %d digests %+v (%v, found %v); want pass 2 keeping everything", last.Pass, last.Digests, err, ok)
+			}
+
+			three := d.digestPass(r)
+			wantCounts(t, "reads work again", three, 0, 2, 0, 2)
+			d.wantPresent("reads work again", false, unref...)
+			d.wantPresent("reads work again", true, kept...)
+		})
+	}
+}

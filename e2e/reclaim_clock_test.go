@@ -26,7 +26,8 @@ func TestReclaimClockOfAGatewayBehind(t *testing.T) {
 		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
 	}
 	e := harness.Start(t, harness.Options{Config: map[string]any{
-		"reclaim": map[string]any{"grace": reclaimGrace.String(), "delete_after": "1s", "interval": "1h", "max_delete_fraction": 1},
+		"reclaim": map[string]any{"grace": reclaimGrace.String(), "delete_after": "1s", "interval": "1h",
+			"max_delete_fraction": 1, "max_delete_uploads_fraction": 1, "max_mark_fraction": 1},
 	}})
 	e.RequireGateway(t)
 	admin := e.Gateway.AdminEndpoint

@@ -276,3 +276,29 @@ func TestInFlightRecordBlocksTheAction(t *testing.T) {
 		t.Errorf("session = %s, want active", s.State)
 	}
 }
+
+// TestFailedPartEndsToo: a part the backend refuses has ended all the same:
+// its in-flight record goes and its end is recorded as activity, while the
+// client gets the backend's answer.
+func TestFailedPartEndsToo(t *testing.T) {
+	t.Parallel()
+	w := newActivityWorld(t)
+	e := w.e
+	if err := e.direct.AbortMultipartUpload(t.Context(), w.bucket, w.key, w.id); err != nil {
+		t.Fatal(err)
+	}
+	code, answer := e.sendPart(w.bucket, w.key, w.id, 1, bytes.NewReader(bytes.Repeat([]byte{1}, partSize)))
+	if code != http.StatusNotFound || !strings.Contains(answer, "NoSuchUpload") {
+		t.Errorf("part to an upload gone from MinIO answered %d %s; want the backend's NoSuchUpload", code, answer)
+	}
+	resp, err := e.cli.Get(t.Context(), e.store.Keys().InFlight(w.id), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 0 {
+		t.Errorf("%d in-flight records after the failed part, want none", resp.Count)
+	}
+	if a, err := e.store.GetActivity(t.Context(), w.id); err != nil || a.Value.What != "UploadPart ended" {
+		t.Errorf("activity after the failed part = %+v, %v; want its end", a.Value, err)
+	}
+}

@@ -45,6 +45,7 @@ func TestKeysLayout(t *testing.T) {
 		// A '/' in an ID is escaped, so "a/b" cannot fall under "a"'s prefix.
 		{k.Session("photos", "a/b"), "/sg/sessions/photos/a%2Fb"},
 		{k.Parts("a/b"), "/sg/parts/a%2Fb/"},
+		{k.InFlightPart("a/b", "r1"), "/sg/inflight/a%2Fb/r1"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -53,6 +54,9 @@ func TestKeysLayout(t *testing.T) {
 	}
 	if strings.HasPrefix(k.Part("a/b", 1), k.Parts("a")) {
 		t.Error("a part of upload a/b falls under upload a's prefix")
+	}
+	if strings.HasPrefix(k.InFlightPart("a/b", "r"), k.InFlight("a")) {
+		t.Error("a part in flight of upload a/b falls under upload a's prefix")
 	}
 	for _, key := range []string{k.Session("b", "u"), k.Part("u", 1)} {
 		if !strings.HasPrefix(key, k.Root()) {

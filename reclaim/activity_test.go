@@ -41,7 +41,7 @@ func newActivityWorld(t *testing.T) *activityWorld {
 	e.session(w.bucket, w.key, w.id, etcdstore.StateActive, now.Add(-31*time.Hour), now.Add(-30*time.Hour))
 	cfg := e.config()
 	cfg.Metrics = w.reg
-	cfg.MaxDeleteFraction = 1 // one upload is all there is
+	cfg.MaxDeleteFraction, cfg.MaxDeleteUploadsFraction = 1, 1 // one upload is all there is
 	cfg.Fault = func(point string) {
 		if point != reclaim.FaultPlanned {
 			return

@@ -32,7 +32,7 @@ func startActivityGateway(t *testing.T) *harness.Env {
 	e := harness.Start(t, harness.Options{Config: map[string]any{
 		"reclaim": map[string]any{
 			"grace": activityGrace.String(), "delete_after": activityGrace.String(), "interval": "1h",
-			"max_delete_fraction": 1, // one upload is all there is
+			"max_delete_fraction": 1, "max_delete_uploads_fraction": 1, "max_mark_fraction": 1, // one upload is all there is
 		},
 	}})
 	e.RequireGateway(t)

@@ -65,10 +65,12 @@ func fromUploadExplanation(in reclaim.UploadExplanation) adminapi.UploadExplanat
 
 func fromExplainUpload(in reclaim.ExplainUpload) adminapi.ExplainUpload {
 	return adminapi.ExplainUpload{
-		Present:   in.Present,
-		Parts:     in.Parts,
-		Bytes:     in.Bytes,
-		Initiated: in.Initiated,
+		Present:          in.Present,
+		Parts:            in.Parts,
+		Bytes:            in.Bytes,
+		Initiated:        in.Initiated,
+		NewestPart:       in.NewestPart,
+		NewestUnrecorded: in.NewestUnrecorded,
 	}
 }
 
@@ -84,6 +86,7 @@ func fromExplainSession(in reclaim.ExplainSession) adminapi.ExplainSession {
 		AbortAttempts: in.AbortAttempts,
 		ModRevision:   in.ModRevision,
 		Activity:      convertPtr(in.Activity, fromExplainActivity),
+		PartsInFlight: in.PartsInFlight,
 	}
 }
 

@@ -108,6 +108,8 @@ func fromActed(in reclaim.Acted) adminapi.Acted {
 		Deleted:        fromCount(in.Deleted),
 		CleanupPending: fromCount(in.CleanupPending),
 		Changed:        fromCount(in.Changed),
+		AroundGateway:  fromCount(in.AroundGateway),
+		Unread:         fromCount(in.Unread),
 	}
 }
 

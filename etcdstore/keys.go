@@ -78,6 +78,20 @@ func (k Keys) Activity(uploadID string) string {
 	return k.Root() + "activity/" + url.PathEscape(uploadID)
 }
 
+// InFlight returns the prefix of an upload's parts in flight: one record
+// per UploadPart or UploadPartCopy streaming to the backend, under a lease
+// of the gateway serving it, so that a gateway that dies stops keeping the
+// upload alive. While any exists the reclaimer neither marks nor deletes
+// the upload.
+func (k Keys) InFlight(uploadID string) string {
+	return k.Root() + "inflight/" + url.PathEscape(uploadID) + "/"
+}
+
+// InFlightPart returns the key of one part in flight of an upload.
+func (k Keys) InFlightPart(uploadID, id string) string {
+	return k.InFlight(uploadID) + url.PathEscape(id)
+}
+
 // Idempotency returns the key of a recorded outcome for an idempotency key.
 func (k Keys) Idempotency(id string) string {
 	return k.Root() + "idem/" + url.PathEscape(id)

@@ -48,6 +48,7 @@ func TestKeysLayout(t *testing.T) {
 		{k.Gateway("host@127.0.0.1:9001"), "/sg/gateways/host@127.0.0.1:9001"},
 		{k.Gateway("a/b"), "/sg/gateways/a%2Fb"},
 		{k.ElapsedClock(), "/sg/reclaim/clock"},
+		{k.InFlightPart("a/b", "r1"), "/sg/inflight/a%2Fb/r1"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -56,6 +57,9 @@ func TestKeysLayout(t *testing.T) {
 	}
 	if strings.HasPrefix(k.Part("a/b", 1), k.Parts("a")) {
 		t.Error("a part of upload a/b falls under upload a's prefix")
+	}
+	if strings.HasPrefix(k.InFlightPart("a/b", "r"), k.InFlight("a")) {
+		t.Error("a part in flight of upload a/b falls under upload a's prefix")
 	}
 	for _, key := range []string{k.Session("b", "u"), k.Part("u", 1)} {
 		if !strings.HasPrefix(key, k.Root()) {

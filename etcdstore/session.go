@@ -151,7 +151,8 @@ func (s *Session) StateSince() time.Time {
 // Activity is the latest client activity on an upload, kept at Keys.Activity.
 type Activity struct {
 	At time.Time `json:"at"`
-	// What names the call: UploadPart, UploadPartCopy, ListParts.
+	// What names the call: UploadPart, UploadPartCopy, ListParts; a part's
+	// end is recorded as "UploadPart ended" or "UploadPartCopy ended".
 	What string `json:"what"`
 	// Part is the part number for part uploads.
 	Part int `json:"part,omitempty"`

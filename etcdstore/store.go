@@ -117,17 +117,14 @@ func (s *Store) UpdateSession(ctx context.Context, u SessionUpdate) (int64, erro
 }
 
 // RecordActivity records client activity on an upload whose session is
-// unchanged since modRev. It does not write the session itself, so parallel
-// parts of one upload do not conflict.
-func (s *Store) RecordActivity(ctx context.Context, bucket, uploadID string, modRev int64, a Activity) error {
-	val, err := json.Marshal(a)
-	if err != nil {
-		return err
-	}
+// unchanged since modRev, together with the writes also (a part in flight
+// begun or ended). It does not write the session itself, so parallel parts
+// of one upload do not conflict.
+func (s *Store) RecordActivity(ctx context.Context, bucket, uploadID string, modRev int64, a Activity, also ...clientv3.Op) error {
 	key := s.keys.Session(bucket, uploadID)
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
-		Then(clientv3.OpPut(s.keys.Activity(uploadID), string(val))).
+		Then(append([]clientv3.Op{s.ActivityOp(uploadID, a)}, also...)...).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("record activity: %w", err)
@@ -143,6 +140,38 @@ func (s *Store) RecordActivity(ctx context.Context, bucket, uploadID string, mod
 func (s *Store) ActivityOp(uploadID string, a Activity) clientv3.Op {
 	val, _ := json.Marshal(a) // a plain struct always marshals
 	return clientv3.OpPut(s.keys.Activity(uploadID), string(val))
+}
+
+// InFlightOp returns the write that records a part in flight of an upload
+// under lease, for the transaction that records the part's activity.
+func (s *Store) InFlightOp(uploadID, id string, a Activity, lease clientv3.LeaseID) clientv3.Op {
+	val, _ := json.Marshal(a) // a plain struct always marshals
+	return clientv3.OpPut(s.keys.InFlightPart(uploadID, id), string(val), clientv3.WithLease(lease))
+}
+
+// EndInFlightOp returns the delete of a part in flight's record.
+func (s *Store) EndInFlightOp(uploadID, id string) clientv3.Op {
+	return clientv3.OpDelete(s.keys.InFlightPart(uploadID, id))
+}
+
+// InFlightAt counts an upload's parts in flight at revision rev (0: now)
+// and returns the latest start among them (zero when none).
+func (s *Store) InFlightAt(ctx context.Context, uploadID string, rev int64) (n int, latest time.Time, err error) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithLimit(100)}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := s.cli.Get(ctx, s.keys.InFlight(uploadID), opts...)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("read parts in flight: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		var a Activity
+		if json.Unmarshal(kv.Value, &a) == nil && a.At.After(latest) {
+			latest = a.At
+		}
+	}
+	return int(resp.Count), latest, nil
 }
 
 // GetActivity reads an upload's latest recorded activity, and ErrNotFound

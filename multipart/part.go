@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"hash"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -49,8 +50,13 @@ func acceptsActivity(st etcdstore.SessionState) bool {
 // recordActivity records activity on the call's session before the call's
 // bytes go to the backend: on an active session one transaction that
 // compares the session and writes the activity key; on an expired session a
-// transition back to active. found is false when the upload has no session.
-func (s *Service) recordActivity(ctx context.Context, c *Call, part int) (found bool, err error) {
+// transition back to active. With flight set (a part), the same transaction
+// records the part in flight under the gateway's lease, so that the check
+// of the session's state and the record that keeps the reclaimer away are
+// one decision: a reclaimer that moved the session first makes this
+// transaction fail and the part is refused; one that comes after finds the
+// record. found is false when the upload has no session.
+func (s *Service) recordActivity(ctx context.Context, c *Call, part int, flight string) (found bool, err error) {
 	for range s.attempts {
 		v, ok, err := s.loadSession(ctx, c)
 		if err != nil || !ok {
@@ -67,30 +73,50 @@ func (s *Service) recordActivity(ctx context.Context, c *Call, part int) (found 
 			// so the part is refused for now, not for good.
 			return true, errInProgress
 		}
-		now := s.now().UTC()
-		act := etcdstore.Activity{At: now, What: string(c.Op), Part: part}
-		if v.Value.State == etcdstore.StateExpired {
-			sess := v.Value
-			sess.LastActivity = now
-			sess.ExpiredAt = nil
-			sess.Transition(etcdstore.StateActive, now, actorGateway, "activity: "+string(c.Op))
-			_, err = s.store.UpdateSession(ctx, etcdstore.SessionUpdate{
-				Session: &sess, ModRev: v.ModRev,
-				Then: []clientv3.Op{s.store.ActivityOp(c.UploadID, act)},
-			})
-			if err == nil {
-				s.metrics.transitions.WithLabelValues(string(etcdstore.StateExpired), string(etcdstore.StateActive)).Inc()
+		act := etcdstore.Activity{At: s.now().UTC(), What: string(c.Op), Part: part}
+		var also []clientv3.Op
+		var lease clientv3.LeaseID
+		if flight != "" {
+			if lease, err = s.flights.lease(ctx); err != nil {
+				return true, err
 			}
-		} else {
-			err = s.store.RecordActivity(ctx, c.Bucket, c.UploadID, v.ModRev, act)
+			also = append(also, s.store.InFlightOp(c.UploadID, flight, act, lease))
 		}
-		if errors.Is(err, etcdstore.ErrConflict) {
+		err = s.stamp(ctx, c, v, act, also...)
+		switch {
+		case errors.Is(err, etcdstore.ErrConflict):
 			s.metrics.conflicts.Inc()
+			continue
+		case flight != "" && leaseGone(err):
+			s.flights.lost(lease)
 			continue
 		}
 		return true, err
 	}
 	return true, errTooManyConflicts
+}
+
+// stamp records act on the session v (active or expired) together with the
+// writes also, comparing the revision v was read at: on an active session
+// the activity key only, so parallel parts do not conflict; on an expired
+// session a move back to active, since activity wins over cleanup.
+func (s *Service) stamp(ctx context.Context, c *Call, v etcdstore.Versioned[etcdstore.Session], act etcdstore.Activity, also ...clientv3.Op) error {
+	if v.Value.State != etcdstore.StateExpired {
+		return s.store.RecordActivity(ctx, c.Bucket, c.UploadID, v.ModRev, act, also...)
+	}
+	sess := v.Value
+	sess.History = slices.Clone(sess.History)
+	sess.LastActivity = act.At
+	sess.ExpiredAt = nil
+	sess.Transition(etcdstore.StateActive, act.At, actorGateway, "activity: "+act.What)
+	_, err := s.store.UpdateSession(ctx, etcdstore.SessionUpdate{
+		Session: &sess, ModRev: v.ModRev,
+		Then: append([]clientv3.Op{s.store.ActivityOp(c.UploadID, act)}, also...),
+	})
+	if err == nil {
+		s.metrics.transitions.WithLabelValues(string(etcdstore.StateExpired), string(etcdstore.StateActive)).Inc()
+	}
+	return err
 }
 
 // countingHash hashes and counts what passes through it.
@@ -109,9 +135,10 @@ type copyPartResult struct {
 	ETag string `xml:"ETag"`
 }
 
-// uploadPart serves UploadPart and UploadPartCopy: activity is recorded before
-// the bytes go to the backend, and a part record (ETag, size, SHA-256) after
-// the backend accepted them. A part for a session that no longer takes parts
+// uploadPart serves UploadPart and UploadPartCopy: activity and the part in
+// flight are recorded before the bytes go to the backend, activity again
+// (and the in-flight record removed) once the backend call ended, and a part
+// record (ETag, size, SHA-256) after the backend accepted them. A part for a session that no longer takes parts
 // never reaches the backend.
 func (s *Service) uploadPart(ctx context.Context, w http.ResponseWriter, c *Call) {
 	n, err := parsePartNumber(c.PartNumber)
@@ -119,7 +146,8 @@ func (s *Service) uploadPart(ctx context.Context, w http.ResponseWriter, c *Call
 		s.writeError(w, c, err)
 		return
 	}
-	found, err := s.recordActivity(ctx, c, n)
+	flight := newFlightID()
+	found, err := s.recordActivity(ctx, c, n, flight)
 	if err != nil {
 		s.writeError(w, c, err)
 		return
@@ -133,6 +161,8 @@ func (s *Service) uploadPart(ctx context.Context, w http.ResponseWriter, c *Call
 		c.Observe(sum)
 	}
 	resp, err := s.send(c, nil)
+	// The part's bytes are sent, or failed: either way its end is activity.
+	s.endPart(ctx, c, n, flight)
 	if err != nil {
 		s.writeError(w, c, err)
 		return

@@ -138,6 +138,7 @@ type Service struct {
 	now      func() time.Time
 	log      *slog.Logger
 	metrics  *metrics
+	flights  *flights
 	attempts int // compare-and-put attempts before giving up
 }
 
@@ -172,6 +173,7 @@ func New(cfg Config) (*Service, error) {
 		now:      cfg.Now,
 		log:      cfg.Logger,
 		metrics:  newMetrics(cfg.Metrics),
+		flights:  &flights{cli: cfg.Store.Client()},
 		attempts: 16,
 	}, nil
 }

@@ -58,11 +58,14 @@ func (p *pass) act(ctx context.Context) error {
 
 // decidedFrom is what an action compares: the session and the activity key
 // unchanged since the pass's revision (an activity key that did not exist
-// must still not exist).
+// must still not exist), and no part of the upload in flight.
 func (p *pass) decidedFrom(e planned) []clientv3.Cmp {
 	keys := p.r.keys()
 	act := keys.Activity(e.UploadID)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(keys.Session(e.Bucket, e.UploadID)), "=", e.SessionRev)}
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(keys.Session(e.Bucket, e.UploadID)), "=", e.SessionRev),
+		clientv3.Compare(clientv3.CreateRevision(keys.InFlight(e.UploadID)), "=", 0).WithPrefix(),
+	}
 	if e.ActivityRev == 0 {
 		return append(cmps, clientv3.Compare(clientv3.CreateRevision(act), "=", 0))
 	}
@@ -120,6 +123,9 @@ func (p *pass) mark(ctx context.Context, e planned, next cursor) error {
 	if !ok {
 		return p.skip(ctx, e, next)
 	}
+	if ok, err := p.checkBackend(ctx, e, sess, next); err != nil || !ok {
+		return err
+	}
 	now := p.r.now().UTC()
 	elapsed := p.r.elapsedNow(p.cur.Elapsed)
 	sess.ExpiredAt, sess.ExpiredElapsed = &now, &elapsed
@@ -157,6 +163,9 @@ func (p *pass) delete(ctx context.Context, e planned, next cursor) error {
 	}
 	if !ok {
 		return p.skip(ctx, e, next)
+	}
+	if ok, err := p.checkBackend(ctx, e, sess, next); err != nil || !ok {
+		return err
 	}
 	p.transition(&sess, etcdstore.StateAborting, e.Reason)
 	val, err := etcdstore.MarshalSession(&sess)

@@ -145,6 +145,9 @@ type planned struct {
 	Parts       int     `json:"p"`
 	Bytes       int64   `json:"n"`
 	Reason      string  `json:"r,omitempty"`
+	// LastActivity is the recorded activity the decision saw, which a part
+	// on the backend is compared with right before the action.
+	LastActivity time.Time `json:"la,omitzero"`
 }
 
 // chunkBytes bounds an encoded chunk, well inside etcd's request limit.

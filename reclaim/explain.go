@@ -84,6 +84,12 @@ type ExplainUpload struct {
 	Bytes   int64 `json:"bytes"`
 	// Initiated is known when the upload was found by listing (an orphan).
 	Initiated *time.Time `json:"initiated"`
+	// NewestPart is the newest part's time on the backend's clock, null
+	// without parts; NewestUnrecorded the newest among the parts the
+	// gateway did not record, which a pass compares right before a mark
+	// or delete (null: none).
+	NewestPart       *time.Time `json:"newest_part"`
+	NewestUnrecorded *time.Time `json:"newest_unrecorded_part"`
 }
 
 // ExplainSession is the session record.
@@ -100,6 +106,10 @@ type ExplainSession struct {
 	AbortAttempts int              `json:"abort_attempts"`
 	ModRevision   int64            `json:"mod_revision"`
 	Activity      *ExplainActivity `json:"activity"`
+	// PartsInFlight counts the parts streaming through the gateway now;
+	// while any does, the upload is kept.
+	PartsInFlight int `json:"parts_in_flight"`
+	inFlightSince time.Time
 }
 
 // ExplainActivity is the upload's activity key.
@@ -210,10 +220,33 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 	case err != nil:
 		return ex, err
 	default:
+		r.explainActivity(&ex, &d, p, now, sess)
 		ex.Verdict, ex.Reason, ex.Stuck = string(d.Verdict), d.Reason, d.Stuck
 	}
 	r.explainNotes(&ex, d, p)
 	return ex, nil
+}
+
+// explainActivity applies to d what a pass adds to the checklist: a part
+// in flight keeps the upload, and so does a part on the backend that
+// forbids the mark or delete (backendForbids, as the pass runs it right
+// before acting).
+func (r *Reclaimer) explainActivity(ex *UploadExplanation, d *Decision, p Policy, now time.Time, sess *etcdstore.Session) {
+	if ex.Session == nil {
+		return
+	}
+	*d = streaming(*d, ex.Session.PartsInFlight, ex.Session.inFlightSince)
+	u := ex.Backend.NewestUnrecorded
+	if u == nil || !backendForbids(d.Verdict, *u, d.LastActivity, sess.ExpiredAt, now, p) {
+		return
+	}
+	what := "a mark"
+	if d.Verdict == Delete {
+		what = "a delete (the pass reverts the mark)"
+	}
+	d.Verdict = Keep
+	d.Reason = fmt.Sprintf("the backend holds a part from %s that the gateway did not record: written around the gateway, so %s is not done",
+		u.Format(time.RFC3339Nano), what)
 }
 
 // explainSessionAt fixes the revision of ex and reads the upload's session
@@ -241,6 +274,11 @@ func (r *Reclaimer) explainSessionAt(ctx context.Context, ex *UploadExplanation,
 		return nil, nil, err
 	}
 	if sess != nil {
+		n, since, err := r.store.InFlightAt(ctx, uploadID, ex.Revision)
+		if err != nil {
+			return nil, nil, err
+		}
+		ex.Session.PartsInFlight, ex.Session.inFlightSince = n, since
 		switch a, err := r.store.GetActivityAt(ctx, uploadID, ex.Revision); {
 		case err == nil:
 			act = &a.Value
@@ -271,10 +309,23 @@ func (r *Reclaimer) explainBackendUpload(ctx context.Context, ex *UploadExplanat
 		}
 	}
 	if ex.Key != "" {
-		parts, size, err := r.s3.CountParts(ctx, bucket, ex.Key, uploadID)
+		parts, err := r.s3.ListParts(ctx, bucket, ex.Key, uploadID)
 		switch {
 		case err == nil:
-			ex.Backend = ExplainUpload{Present: true, Parts: parts, Bytes: size, Initiated: ex.Backend.Initiated}
+			ex.Backend = ExplainUpload{Present: true, Parts: len(parts), Initiated: ex.Backend.Initiated}
+			for _, pt := range parts {
+				ex.Backend.Bytes += pt.Size
+			}
+			if newest := s3client.NewestPart(parts); !newest.IsZero() {
+				ex.Backend.NewestPart = &newest
+			}
+			recorded, err := r.store.ListParts(ctx, uploadID)
+			if err != nil {
+				return searched, err
+			}
+			if u := unrecordedNewest(parts, recorded, r.cfg.ClockSkew); !u.IsZero() {
+				ex.Backend.NewestUnrecorded = &u
+			}
 		case errors.Is(err, s3client.ErrNoSuchUpload), errors.Is(err, s3client.ErrNoSuchBucket):
 		default:
 			return searched, fmt.Errorf("reclaim: list parts of %s/%s: %w", bucket, ex.Key, err)

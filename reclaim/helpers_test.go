@@ -37,8 +37,23 @@ type clock struct {
 	mono time.Duration
 }
 
+// backendLag is how far the test clock starts ahead of MinIO's. A test
+// writes its parts on MinIO while setting the scene and records activity in
+// the past of the test clock; starting ahead keeps those parts older than
+// any recorded activity, as they would be had the scene been played out in
+// time, instead of reading as activity around the gateway. Tests of that
+// rule start from the backend's clock (syncClock).
+const backendLag = 72 * time.Hour
+
 func newClock() *clock {
-	return &clock{now: time.Now().UTC().Truncate(time.Second)}
+	return &clock{now: time.Now().UTC().Truncate(time.Second).Add(backendLag)}
+}
+
+// syncClock sets the clock to MinIO's (the machine's) time.
+func (c *clock) syncClock() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = time.Now().UTC()
 }
 
 func (c *clock) Now() time.Time {
@@ -83,12 +98,17 @@ type countingBackend struct {
 	// is rewritten from it, so that a backend shares the test's clock
 	// (MinIO's own is the machine's, which the test does not move).
 	date atomic.Pointer[func() time.Time]
+	// failListParts makes every ListParts fail as a broken connection would.
+	failListParts atomic.Bool
 }
 
 func (b *countingBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 	isAbort := req.Method == http.MethodDelete && req.URL.Query().Has("uploadId")
 	if isAbort {
 		b.aborts.Add(1)
+	}
+	if req.Method == http.MethodGet && req.URL.Query().Has("uploadId") && b.failListParts.Load() {
+		return nil, fmt.Errorf("read tcp: connection reset by peer (list parts failed by the test)")
 	}
 	resp, err := b.Backend.RoundTrip(req)
 	if f := b.date.Load(); err == nil && f != nil {
@@ -318,33 +338,40 @@ func (e *env) getSession(bucket, id string) etcdstore.Session {
 // to MinIO.
 func (e *env) uploadPart(bucket, key, id string, n int) {
 	e.t.Helper()
-	body := bytes.Repeat([]byte{0xee}, partSize)
+	if code, body := e.sendPart(bucket, key, id, n, bytes.NewReader(bytes.Repeat([]byte{0xee}, partSize))); code != http.StatusOK {
+		e.t.Fatalf("UploadPart through the session service: %d %s", code, body)
+	}
+}
+
+// sendPart sends part n with partSize bytes read from body through the
+// session service and returns the answer's status and body. It does not
+// fail the test, so it may run on any goroutine (a fault hook, a part held
+// open).
+func (e *env) sendPart(bucket, key, id string, n int, body io.Reader) (int, string) {
 	var observer io.Writer
 	call := &multipart.Call{
 		Op: multipart.OpUploadPart, Bucket: bucket, Key: key, UploadID: id, PartNumber: fmt.Sprint(n),
 		Principal: "alice", RequestID: "test-part", Resource: "/" + bucket + "/" + key, Header: http.Header{},
 		Observe: func(w io.Writer) { observer = w },
 		BackendRequest: func([]byte) (*http.Request, error) {
-			req, err := e.backend.NewRequest(e.t.Context(), http.MethodPut, bucket, key, url.Values{"partNumber": {fmt.Sprint(n)}, "uploadId": {id}})
+			req, err := e.backend.NewRequest(context.Background(), http.MethodPut, bucket, key, url.Values{"partNumber": {fmt.Sprint(n)}, "uploadId": {id}})
 			if err != nil {
 				return nil, err
 			}
-			var r io.Reader = bytes.NewReader(body)
+			r := body
 			if observer != nil {
 				r = io.TeeReader(r, observer)
 			}
 			req.Body = io.NopCloser(r)
-			req.ContentLength = int64(len(body))
+			req.ContentLength = partSize
 			req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
 			return req, nil
 		},
 		PayloadErr: func() error { return nil },
 	}
 	rec := httptest.NewRecorder()
-	e.svc.Serve(e.t.Context(), rec, call)
-	if rec.Code != http.StatusOK {
-		e.t.Fatalf("UploadPart through the session service: %d %s", rec.Code, rec.Body)
-	}
+	e.svc.Serve(context.Background(), rec, call)
+	return rec.Code, rec.Body.String()
 }
 
 // revision returns etcd's current revision.

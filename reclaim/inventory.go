@@ -279,7 +279,15 @@ func (inv *inventory) judge(ctx context.Context, u Upload) (item, error) {
 		}
 	}
 	it.Decision, err = Classify(inv.policy, inv.now, sp, ap)
-	return it, err
+	if err != nil || sp == nil {
+		return it, err
+	}
+	n, since, err := inv.store.InFlightAt(ctx, u.UploadID, inv.rev)
+	if err != nil {
+		return it, err
+	}
+	it.Decision = streaming(it.Decision, n, since)
+	return it, nil
 }
 
 // missingIn finds the sessions of bucket (at the pass's revision) that are

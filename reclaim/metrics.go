@@ -25,6 +25,9 @@ type metrics struct {
 	term         prometheus.Gauge
 	leading      prometheus.Gauge
 	lastFinished prometheus.Gauge
+	// aroundGateway counts marks and deletes not done for a part the
+	// gateway did not record, by the verdict (mark, delete).
+	aroundGateway *prometheus.CounterVec
 
 	// The digest sweep's series.
 	tombstones         *prometheus.GaugeVec
@@ -70,6 +73,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 when this process leads the reclaimer election, else 0."}),
 		lastFinished: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "last_pass_finished_timestamp_seconds",
 			Help: "When the last pass that ran to its end (ok or refused) finished; alert when it falls behind."}),
+		aroundGateway: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "activity_around_gateway_total",
+			Help: "Marks (verdict mark) and deletes (verdict delete, the mark reverted) not done because the backend held a part newer than the gateway recorded: a writer around the gateway."}, []string{"verdict"}),
 		tombstones: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "tombstones",
 			Help: "Digest tombstones by state (pending, ready, skipped, deleted) after the last digest sweep."}, []string{"state"}),
 		digestDeletedBlobs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "digest_deleted_total",
@@ -85,7 +90,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.actedParts, m.actedBytes, m.refusals,
-			m.orphans, m.orphanParts, m.oldestOrphan, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished,
+			m.orphans, m.orphanParts, m.oldestOrphan, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished, m.aroundGateway,
 			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs, m.paused)
 	}
 	// Every result and outcome is exported from the start, at 0: rate()
@@ -96,6 +101,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	for _, sw := range pauseSweeps {
 		m.paused.WithLabelValues(sw)
+	}
+	for _, v := range []Verdict{Mark, Delete} {
+		m.aroundGateway.WithLabelValues(string(v))
 	}
 	for _, out := range []string{"mark", "aborted", "cleanup_pending"} {
 		m.actedParts.WithLabelValues(out)

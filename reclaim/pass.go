@@ -252,6 +252,7 @@ func (p *pass) page(ctx context.Context, items []item, pos position, final bool)
 			c.Acts = append(c.Acts, planned{
 				Verdict: it.Verdict, Bucket: it.Bucket, Key: it.Key, UploadID: it.UploadID,
 				SessionRev: it.SessionRev, ActivityRev: it.ActivityRev, Parts: it.Parts, Bytes: it.Bytes, Reason: it.Reason,
+				LastActivity: it.LastActivity,
 			})
 		}
 	}

@@ -168,6 +168,14 @@ type Acted struct {
 	Deleted        Count `json:"deleted"`
 	CleanupPending Count `json:"cleanup_pending"`
 	Changed        Count `json:"changed"`
+	// AroundGateway are marks and deletes not done because the backend
+	// holds a part the gateway did not record (a writer around it); a
+	// delete's mark was reverted.
+	AroundGateway Count `json:"activity_around_gateway"`
+	// Unread are marks and deletes not done because the upload's parts
+	// could not be read from the backend right before: kept on a failed
+	// read.
+	Unread Count `json:"parts_unread"`
 }
 
 // ListTotals are the full lengths of the report's lists.

@@ -163,6 +163,7 @@ func (e *minioEnv) testUploads(t *testing.T) {
 	if ok, err := e.client.UploadExists(ctx, b, odd, idOdd); err != nil || !ok {
 		t.Errorf("UploadExists = %v, %v; want true", ok, err)
 	}
+	e.testListParts(t, b, odd, idOdd)
 
 	if err := e.client.Abort(ctx, b, odd, idOdd); err != nil {
 		t.Fatalf("Abort: %v", err)
@@ -186,6 +187,23 @@ func (e *minioEnv) testUploads(t *testing.T) {
 	}
 	if _, err := e.client.ListUploads(ctx, "no-such-bucket", "", "", 10); !errors.Is(err, s3client.ErrNoSuchBucket) {
 		t.Errorf("ListUploads of a missing bucket = %v; want ErrNoSuchBucket", err)
+	}
+}
+
+// testListParts checks that ListParts returns every part with the
+// backend's time for it.
+func (e *minioEnv) testListParts(t *testing.T, bucket, key, uploadID string) {
+	before := time.Now().Add(-time.Minute)
+	parts, err := e.client.ListParts(t.Context(), bucket, key, uploadID)
+	if err != nil || len(parts) != 2 || parts[0].Number != 1 || parts[1].Number != 2 || parts[1].Size != 5<<20 || parts[0].ETag == "" {
+		t.Fatalf("ListParts = %+v, %v; want parts 1 and 2 of 5 MiB with ETags", parts, err)
+	}
+	newest := s3client.NewestPart(parts)
+	if newest.Before(before) || newest.After(time.Now().Add(time.Minute)) || newest.Before(parts[0].LastModified) {
+		t.Errorf("NewestPart = %v; want the later part's time, about now", newest)
+	}
+	if _, err := e.client.ListParts(t.Context(), bucket, key, "no-such-upload"); !errors.Is(err, s3client.ErrNoSuchUpload) {
+		t.Errorf("ListParts of an unknown upload = %v; want ErrNoSuchUpload", err)
 	}
 }
 

@@ -186,3 +186,66 @@ func (c *Client) Abort(ctx context.Context, bucket, key, uploadID string) error 
 	}
 	return err
 }
+
+// Part is one part of an upload as the backend lists it.
+type Part struct {
+	Number       int
+	ETag         string
+	Size         int64
+	LastModified time.Time
+}
+
+// maxPartPages bounds the pages ListParts reads: S3 holds at most 10000
+// parts and lists up to 1000 a page.
+const maxPartPages = 11
+
+// ListParts returns every part of an upload with its time on the backend's
+// clock, reading all pages (at most maxPartPages). A part whose time cannot
+// be read is an error: a caller that judges activity must not guess it. A
+// missing upload or bucket is an error that matches ErrNoSuchUpload or
+// ErrNoSuchBucket.
+func (c *Client) ListParts(ctx context.Context, bucket, key, uploadID string) ([]Part, error) {
+	var parts []Part
+	marker := ""
+	for range maxPartPages {
+		q := url.Values{"uploadId": {uploadID}, "max-parts": {"1000"}}
+		if marker != "" {
+			q.Set("part-number-marker", marker)
+		}
+		body, err := c.call(ctx, http.MethodGet, bucket, key, q, nil)
+		if err != nil {
+			return nil, fmt.Errorf("list parts: %w", err)
+		}
+		var res listPartsResult
+		if err := xml.Unmarshal(body, &res); err != nil {
+			return nil, fmt.Errorf("list parts: %w", err)
+		}
+		for _, p := range res.Parts {
+			at, err := time.Parse(time.RFC3339Nano, p.LastModified)
+			if err != nil {
+				return nil, fmt.Errorf("list parts: part %d: last modified %q: %w", p.PartNumber, p.LastModified, err)
+			}
+			parts = append(parts, Part{Number: p.PartNumber, ETag: p.ETag, Size: p.Size, LastModified: at})
+		}
+		if !res.IsTruncated {
+			return parts, nil
+		}
+		if res.NextPartNumberMarker == "" || res.NextPartNumberMarker == marker {
+			return nil, errors.New("list parts: truncated page without a new marker")
+		}
+		marker = res.NextPartNumberMarker
+	}
+	return nil, fmt.Errorf("list parts: more than %d pages", maxPartPages)
+}
+
+// NewestPart returns the latest LastModified among parts, zero when there
+// are none.
+func NewestPart(parts []Part) time.Time {
+	var newest time.Time
+	for _, p := range parts {
+		if p.LastModified.After(newest) {
+			newest = p.LastModified
+		}
+	}
+	return newest
+}

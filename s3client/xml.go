@@ -40,7 +40,10 @@ type listPartsResult struct {
 	IsTruncated          bool   `xml:"IsTruncated"`
 	NextPartNumberMarker string `xml:"NextPartNumberMarker"`
 	Parts                []struct {
-		Size int64 `xml:"Size"`
+		PartNumber   int    `xml:"PartNumber"`
+		ETag         string `xml:"ETag"`
+		Size         int64  `xml:"Size"`
+		LastModified string `xml:"LastModified"`
 	} `xml:"Part"`
 }
 

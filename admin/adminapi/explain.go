@@ -85,6 +85,11 @@ type ExplainUpload struct {
 	Bytes   int64 `json:"bytes"`
 	// Initiated is known when the upload was found by listing (an orphan).
 	Initiated *time.Time `json:"initiated"`
+	// NewestPart is the newest part's time on the backend's clock, null
+	// without parts; NewestUnrecorded the newest among the parts the
+	// gateway did not record (null: none).
+	NewestPart       *time.Time `json:"newest_part"`
+	NewestUnrecorded *time.Time `json:"newest_unrecorded_part"`
 }
 
 // ExplainSession is the session record.
@@ -101,6 +106,8 @@ type ExplainSession struct {
 	AbortAttempts int              `json:"abort_attempts"`
 	ModRevision   int64            `json:"mod_revision"`
 	Activity      *ExplainActivity `json:"activity"`
+	// PartsInFlight counts the parts streaming through the gateway now.
+	PartsInFlight int `json:"parts_in_flight"`
 }
 
 // ExplainActivity is the upload's activity key.

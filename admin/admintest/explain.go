@@ -51,7 +51,7 @@ const (
 // serve returns for it.
 func NewExplainEnv(t *testing.T, serve func(store *etcdstore.Store, leader *reclaim.Reclaimer) string) *ExplainEnv {
 	t.Helper()
-	e := &ExplainEnv{t: t, Clock: &Clock{now: time.Now().UTC().Truncate(time.Second)}}
+	e := &ExplainEnv{t: t, Clock: newClock()}
 	m := harness.StartMinIO(t)
 	mc, err := harness.NewMinioGo(m.Endpoint, m.Region, m.AccessKey, m.SecretKey, nil)
 	if err != nil {
@@ -229,8 +229,9 @@ func (e *ExplainEnv) World() ExplainWorld {
 	w.Refd, _ = e.Blob("referenced")
 	w.Unrefd, at = e.Blob("unreferenced")
 	e.Manifest("app/v1", w.Refd)
-	// Both blobs are old by the time the pass runs.
-	e.Clock.set(at.Add(25 * time.Hour).Truncate(time.Second))
+	// Both blobs are old by the time the pass runs (at is on MinIO's
+	// clock, which the test clock runs ahead of).
+	e.Clock.set(at.Add(25*time.Hour + backendLag).Truncate(time.Second))
 	rep := e.Pass()
 	if rep.Digests == nil || rep.Digests.NewPending != 1 {
 		e.t.Fatalf("the pass did not tombstone the unreferenced blob: %+v", rep.Digests)

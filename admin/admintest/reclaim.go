@@ -63,6 +63,17 @@ func (b datedBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// backendLag is how far a test clock starts ahead of MinIO's: the parts a
+// test writes on MinIO while setting the scene are then older than any
+// activity it records in the past of the clock, as they would be had the
+// scene been played out in time, instead of reading as activity around the
+// gateway.
+const backendLag = 72 * time.Hour
+
+func newClock() *Clock {
+	return &Clock{now: time.Now().UTC().Truncate(time.Second).Add(backendLag)}
+}
+
 // Now is the clock's time.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
@@ -102,7 +113,7 @@ const PartSize = 1024
 // runs until the test ends, and sets Base to what serve returns for it.
 func NewReclaimEnv(t *testing.T, serve func(store *etcdstore.Store, leader *reclaim.Reclaimer) string) *ReclaimEnv {
 	t.Helper()
-	e := &ReclaimEnv{t: t, Clock: &Clock{now: time.Now().UTC().Truncate(time.Second)}}
+	e := &ReclaimEnv{t: t, Clock: newClock()}
 	m := harness.StartMinIO(t)
 	mc, err := harness.NewMinioGo(m.Endpoint, m.Region, m.AccessKey, m.SecretKey, nil)
 	if err != nil {

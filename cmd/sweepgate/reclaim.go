@@ -444,6 +444,12 @@ func writeReport(w io.Writer, r *adminapi.Report) {
 		if a.Changed.Sessions > 0 {
 			fmt.Fprintf(w, ", %d skipped because they changed since the plan", a.Changed.Sessions)
 		}
+		if a.AroundGateway.Sessions > 0 {
+			fmt.Fprintf(w, ", %d kept for a part on the backend the gateway did not see (a writer around the gateway)", a.AroundGateway.Sessions)
+		}
+		if a.Unread.Sessions > 0 {
+			fmt.Fprintf(w, ", %d kept because their parts could not be read", a.Unread.Sessions)
+		}
 		fmt.Fprintln(w)
 	}
 	if b := r.Breaker; b.StoredParts > 0 || b.DeleteParts > 0 {

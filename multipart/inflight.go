@@ -1,0 +1,110 @@
+package multipart
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+// InFlightTTL is the lease of the records of parts in flight: how long such
+// a record outlives a gateway that stopped renewing it (it died, or lost
+// etcd), after which its part no longer keeps the upload alive.
+const InFlightTTL = 5 * time.Second
+
+// flights holds the one lease a gateway process puts the records of its
+// parts in flight under, kept alive while the process runs. A lease that
+// ends (etcd lost it) is replaced by the next part that needs one.
+type flights struct {
+	cli *clientv3.Client
+	mu  sync.Mutex
+	id  clientv3.LeaseID
+}
+
+// lease returns the live lease, granting one if there is none.
+func (f *flights) lease(ctx context.Context) (clientv3.LeaseID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.id != 0 {
+		return f.id, nil
+	}
+	g, err := f.cli.Grant(ctx, int64(InFlightTTL/time.Second))
+	if err != nil {
+		return 0, err
+	}
+	// The keep-alive outlives the request that granted the lease; it ends
+	// when the lease or the client does.
+	ch, err := f.cli.KeepAlive(context.WithoutCancel(ctx), g.ID)
+	if err != nil {
+		return 0, err
+	}
+	f.id = g.ID
+	go func() {
+		for range ch {
+		}
+		f.lost(g.ID)
+	}()
+	return g.ID, nil
+}
+
+// lost forgets lease id, so the next part grants a new one.
+func (f *flights) lost(id clientv3.LeaseID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.id == id {
+		f.id = 0
+	}
+}
+
+// leaseGone reports whether err says a write named a lease etcd no longer
+// has.
+func leaseGone(err error) bool {
+	return errors.Is(err, rpctypes.ErrLeaseNotFound)
+}
+
+// newFlightID returns a random id for one part in flight.
+func newFlightID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// endPart records the end of a part begun under flight: the part's end is
+// activity too, written on the same terms as its start (on an active
+// session the activity key, on an expired one a move back to active), and
+// the part's in-flight record goes in the same transaction. A session that
+// moved on meanwhile (completing, aborting) gets no stamp, only the record's
+// removal. Nothing here changes the client's answer: a failure is logged,
+// and the record's lease ends it at the latest.
+func (s *Service) endPart(ctx context.Context, c *Call, part int, flight string) {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	end := s.store.EndInFlightOp(c.UploadID, flight)
+	act := etcdstore.Activity{At: s.now().UTC(), What: string(c.Op) + " ended", Part: part}
+	for range s.attempts {
+		v, found, err := s.loadSession(ctx, c)
+		if err != nil || !found || (v.Value.State != etcdstore.StateActive && v.Value.State != etcdstore.StateExpired) {
+			if _, derr := s.store.Client().Txn(ctx).Then(end).Commit(); derr != nil {
+				s.log.Warn("part in flight not cleared; its lease ends it", "id", c.RequestID, "upload_id", c.UploadID, "part", part, "err", derr)
+			}
+			return
+		}
+		err = s.stamp(ctx, c, v, act, end)
+		if errors.Is(err, etcdstore.ErrConflict) {
+			s.metrics.conflicts.Inc()
+			continue
+		}
+		if err != nil {
+			s.log.Warn("end of part not recorded; its lease clears the part in flight", "id", c.RequestID, "upload_id", c.UploadID, "part", part, "err", err)
+		}
+		return
+	}
+	s.log.Warn("end of part not recorded: the session changed too often", "id", c.RequestID, "upload_id", c.UploadID, "part", part)
+}

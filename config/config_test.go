@@ -93,6 +93,7 @@ func TestDefaults(t *testing.T) {
 			MaxDelete:          10000,
 			MaxDeleteFraction:  0.25,
 			TombstoneRetention: 7 * 24 * time.Hour,
+			GuardSettle:        2 * time.Minute,
 		},
 		Admin: Admin{Listen: "127.0.0.1:9001"},
 		Log:   Log{Format: "text", Level: "info"},

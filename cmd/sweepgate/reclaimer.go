@@ -132,5 +132,6 @@ func reclaimDigests(cfg *config.Config, layout *cas.Layout) *digests.SweepConfig
 		MaxDeleteFraction:  d.MaxDeleteFraction,
 		RebuildInterval:    d.RebuildInterval,
 		TombstoneRetention: d.TombstoneRetention,
+		GuardSettle:        d.GuardSettle,
 	}
 }

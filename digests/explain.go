@@ -409,7 +409,7 @@ func (sw *Sweep) explainJudgement(ctx context.Context, ex *DigestExplanation, cl
 	}
 	var ord rebuildOrder
 	if tomb != nil {
-		if ord, err = s.explainOrder(ctx, tomb.ModRevision, dryRun); err != nil {
+		if ord, err = s.explainOrder(ctx, tomb.ModRevision); err != nil {
 			return err
 		}
 	}

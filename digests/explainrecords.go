@@ -356,9 +356,10 @@ func (sw *Sweep) scanNamespace(ctx context.Context, ns *cas.Namespace, digest st
 
 // explainOrder is the rebuild order the next pass judges a tombstone
 // decided at revision decided with: a pass that rebuilds before judging
-// (its rebuild is due, and it is not a dry run) reads every source after
-// the decision; otherwise the last complete rebuild is the proof.
-func (s *digestSweep) explainOrder(ctx context.Context, decided int64, dryRun bool) (rebuildOrder, error) {
+// (its rebuild is due) reads every source after the decision; otherwise
+// the last complete rebuild is the proof. As a plan does, it says what a
+// pass would do.
+func (s *digestSweep) explainOrder(ctx context.Context, decided int64) (rebuildOrder, error) {
 	ord := rebuildOrder{decided: decided, rebuilt: math.MaxInt64}
 	if len(s.cfg.Layout.Sources) == 0 {
 		return ord, nil
@@ -367,7 +368,7 @@ func (s *digestSweep) explainOrder(ctx context.Context, decided int64, dryRun bo
 	if err != nil {
 		return ord, err
 	}
-	if dryRun || !s.rebuildDueAt(last, ok, s.now) {
+	if !s.rebuildDueAt(last, ok, s.now) {
 		ord.rebuilt = last.Started
 	}
 	return ord, nil

@@ -200,6 +200,13 @@ func TestDigestRebuildOrder(t *testing.T) {
 		d.wantStates("before the next rebuild", etcdstore.TombstonePending, named, free)
 	}
 	d.wantPresent("before the next rebuild", true, named, free)
+	ex, err := r.ExplainDigest(t.Context(), free)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := ex.Steps[len(ex.Steps)-1]; ex.Verdict != "pending" || last.Rule != "rebuild_wait" || !last.Matched {
+		t.Errorf("explanation before the next rebuild: verdict %q, last step %+v; want pending by rebuild_wait", ex.Verdict, last)
+	}
 
 	d.clock.Advance(time.Hour)
 	rep := d.digestPass(r)

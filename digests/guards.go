@@ -129,16 +129,14 @@ func (s *digestSweep) settleGuard(ctx context.Context, kv *mvccpb.KeyValue) erro
 		return s.commitLogged(ctx, "guard of a blob that is no longer ready released: no delete of it can still be executed", d, release)
 	}
 	// Any attempt the guard records is settled: this pass's collector may
-	// send its own.
+	// send its own. The tombstone is left as it is: the tombstone phase
+	// judges it again (a rebuild must have started after its last
+	// decision), and a guard whose tombstone this pass does not confirm
+	// ready is released by the collector.
 	g.Term, g.Pass, g.At, g.Attempt = s.term.N, s.cur.Pass, s.clock().UTC(), nil
-	t := tomb.Value
-	t.Term, t.Pass = s.term.N, s.cur.Pass
 	return s.commitLogged(ctx, "guard taken over for this pass's collector", d, digestWrite{
 		cmps: []clientv3.Cmp{guardCmp, clientv3.Compare(clientv3.ModRevision(keys.Tombstone(d)), "=", tomb.ModRev)},
-		ops: []clientv3.Op{
-			clientv3.OpPut(string(kv.Key), etcdstore.MarshalRecord(g)),
-			clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(t)),
-		},
+		ops:  []clientv3.Op{clientv3.OpPut(string(kv.Key), etcdstore.MarshalRecord(g))},
 	})
 }
 

@@ -40,15 +40,12 @@ const (
 	// response from the client until Rule.Until is closed: the target has
 	// acted, and the client does not know yet.
 	HoldResponse
-	// DeliverLate keeps the request from the target until Rule.Until is
-	// closed and then delivers it even if the client has given up and
-	// closed its connection meanwhile: the connection to the target stays
-	// open until the target has answered in full, so the target executes
-	// the request as if its client were still waiting (the answer reaches
-	// the client only if it is still there). It is a request its sender
-	// timed out on, executed by the target afterwards. The request body
-	// must have been sent by then (a small body is, the client waits for
-	// no 100 Continue).
+	// DeliverLate holds the request like HoldRequest, then delivers it
+	// even if the client gave up and closed its connection meanwhile, and
+	// keeps the connection to the target open until the target answered
+	// in full (the answer reaches the client if it is still there): a
+	// request its sender timed out on, executed afterwards. Its body must
+	// have been sent whole during the hold (a small one without Expect).
 	DeliverLate
 )
 
@@ -505,9 +502,8 @@ func (p *FaultProxy) responses(upstream, client net.Conn, pending <-chan exchang
 	}
 }
 
-// lenientWriter writes to w until a write fails, and then swallows what
-// follows, so that a message is read in full from its source even when
-// its destination has gone. err is the first failure.
+// lenientWriter writes to w until a write fails (err), then swallows the
+// rest, so a message is read in full even when its destination has gone.
 type lenientWriter struct {
 	w   io.Writer
 	err error

@@ -34,6 +34,10 @@ type directPart struct {
 	// why says when it was written: right after the upload was marked
 	// expired, or at a time drawn around the grace.
 	why string
+	// markRev, for a part written after its mark, is the etcd revision
+	// of the read that found the session expired: the part was sent
+	// after every write up to it.
+	markRev int64
 	// sent is when the request left; ack when MinIO's success arrived
 	// (zero when it did not: the part may or may not be there).
 	sent, ack time.Time
@@ -48,19 +52,20 @@ type aroundWriter struct {
 	keys etcdstore.Keys
 }
 
-// sessionState reads an upload's session state ("" when none or on error).
-func (a *aroundWriter) sessionState(ctx context.Context, id string) etcdstore.SessionState {
+// sessionState reads an upload's session state ("" when none or on
+// error) and the revision it was read at.
+func (a *aroundWriter) sessionState(ctx context.Context, id string) (etcdstore.SessionState, int64) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	resp, err := a.cli.Get(ctx, a.keys.Session(a.d.bucket, id))
 	if err != nil || len(resp.Kvs) == 0 {
-		return ""
+		return "", 0
 	}
 	var s etcdstore.Session
 	if json.Unmarshal(resp.Kvs[0].Value, &s) != nil {
-		return ""
+		return "", 0
 	}
-	return s.State
+	return s.State, resp.Header.Revision
 }
 
 // writeAround runs, during a kindPause upload's pause that ends at
@@ -73,9 +78,15 @@ func (c *client) writeAround(ctx context.Context, u *upload, pauseEnd time.Time,
 		return
 	}
 	why := fmt.Sprintf("%s after its last activity", after)
+	var markRev int64
 	if afterMark {
 		why = "right after its mark"
-		for a.sessionState(ctx, u.id) != etcdstore.StateExpired {
+		for {
+			state, rev := a.sessionState(ctx, u.id)
+			if state == etcdstore.StateExpired {
+				markRev = rev
+				break
+			}
 			if time.Now().Add(300*time.Millisecond).After(pauseEnd) || !c.sleep(ctx, 100*time.Millisecond) {
 				c.w.log.printf("around", "c%d %s up=%s not marked during its pause: no part written around the gateway", c.id, u.key, u.id)
 				return
@@ -87,7 +98,7 @@ func (c *client) writeAround(ctx context.Context, u *upload, pauseEnd time.Time,
 			return
 		}
 	}
-	p := directPart{n: directPartBase + len(u.direct), why: why}
+	p := directPart{n: directPartBase + len(u.direct), why: why, markRev: markRev}
 	body := bytes.Repeat([]byte{byte(p.n)}, 1024+c.rng.IntN(4096))
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	p.sent = time.Now()

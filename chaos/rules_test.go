@@ -59,7 +59,7 @@ func (c *checker) backendLooks() map[string][]backLook {
 // reclaimer last looked at the upload's parts before its abort (its last
 // ListParts after the mark to reach MinIO before the abort's DELETE; the
 // abort intent itself when it never looked) and that was either newer
-// than the upload's mark or acknowledged within grace (less the clock
+// than the upload's mark (sent after it) or acknowledged within grace (less the clock
 // skew the reclaimer may have) before the abort intent.
 func (c *checker) checkAroundParts() {
 	samples := c.smp.revSamples()
@@ -84,9 +84,11 @@ func (c *checker) checkAroundParts() {
 			aborted++
 			alo, _ := placeRev(revs[k], samples, c.started, now)
 			var mlo, mhi time.Time
+			var markRev int64
 			for j := k - 1; j >= 0; j-- {
 				if trs[j].To == etcdstore.StateExpired {
-					mlo, mhi = placeRev(revs[j], samples, c.started, now)
+					markRev = revs[j]
+					mlo, mhi = placeRev(markRev, samples, c.started, now)
 					break
 				}
 			}
@@ -107,7 +109,10 @@ func (c *checker) checkAroundParts() {
 				if p.ack.IsZero() || !p.ack.Before(look) {
 					continue
 				}
-				newer := p.sent.After(mhi)
+				// Newer than the mark: sent after the mark was surely
+				// written, or after its writer read the session expired
+				// at a revision the mark is not after.
+				newer := p.sent.After(mhi) || p.markRev > 0 && markRev > 0 && markRev <= p.markRev
 				recent := alo.Sub(p.ack) < grace-clockSkew
 				if newer || recent {
 					c.v.violate("upload with a part newer than its activity aborted: %s %s (upload %s): part %d, written straight to MinIO %s, sent at %s and acknowledged at %s (newer than its mark at %s: %t; within grace %s less clock_skew %s before the abort intent at %s: %t), before %s at %s; session: %s",

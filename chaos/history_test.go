@@ -188,8 +188,8 @@ type history struct {
 
 type termAt struct{ rev, term int64 }
 
-// decision is a pass's cursor written for the first time, or by a new
-// term, or resumed: the pass's sweep decides from then on.
+// decision is a pass's first cursor, or a cursor of it resumed (by a new
+// term, or after an interruption): the pass decides from then on.
 type decision struct {
 	rev, pass, term int64
 	sweep           string
@@ -225,7 +225,7 @@ func replay(ctx context.Context, cli *clientv3.Client, keys etcdstore.Keys, from
 
 	h := &history{keys: keys, leaders: map[int64]span{}, refs: map[string][]span{}, trashRefs: map[string][]span{}, transitions: map[string][]etcdstore.Transition{}}
 	h.trRevs = map[string][]int64{}
-	st := &replayState{h: h, election: map[string]int64{}, sessions: map[string][]etcdstore.Transition{}, refsByDigest: map[string]map[string]bool{}, cursors: map[string]cursorRec{}}
+	st := &replayState{h: h, election: map[string]int64{}, sessions: map[string][]etcdstore.Transition{}, refsByDigest: map[string]map[string]bool{}, cursors: map[string]cursorRec{}, passes: map[int64]bool{}}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for resp := range cli.Watch(wctx, root, clientv3.WithPrefix(), clientv3.WithRev(from)) {
@@ -254,15 +254,21 @@ type replayState struct {
 	// transitions each write adds.
 	sessions     map[string][]etcdstore.Transition
 	refsByDigest map[string]map[string]bool // digest -> live reference keys
-	// cursors holds each sweep's live cursor.
+	// cursors holds each sweep's live cursor; passes the pass numbers
+	// seen in any.
 	cursors map[string]cursorRec
+	passes  map[int64]bool
 }
 
-// cursorRec is what the replay reads of a sweep's cursor.
+// cursorRec is what the replay reads of a sweep's cursor: the upload
+// sweep counts its resumes at the top, the digest sweep in its report.
 type cursorRec struct {
 	Pass    int64 `json:"pass"`
 	Term    int64 `json:"term"`
 	Resumed int   `json:"resumed"`
+	Report  struct {
+		Resumed int `json:"resumed"`
+	} `json:"report"`
 }
 
 // uploadCursor and digestCursor name the sweeps' cursors
@@ -289,7 +295,12 @@ func (st *replayState) applyCursor(ev *clientv3.Event, key string, rev int64, pu
 		return
 	}
 	st.cursors[name] = c
-	if !had || ev.Kv.CreateRevision == rev || prev.Pass != c.Pass || prev.Term != c.Term || prev.Resumed != c.Resumed {
+	// A pass decides when it starts (its first cursor, whichever sweep)
+	// and when it is resumed (in a new term, or after an interruption).
+	start := !st.passes[c.Pass]
+	resumed := had && prev.Pass == c.Pass && (prev.Term != c.Term || prev.Resumed != c.Resumed || prev.Report.Resumed != c.Report.Resumed)
+	st.passes[c.Pass] = true
+	if start || resumed {
 		st.h.decisions = append(st.h.decisions, decision{rev: rev, pass: c.Pass, term: c.Term, sweep: name})
 	}
 }

@@ -130,15 +130,17 @@ func (c *checker) checkAroundParts() {
 // clock as it starts).
 const clockSlack = time.Second
 
-// decisionOf returns the decision a deletion was made under: the moment
-// its term took up its pass (started it, or took it over).
+// decisionOf returns the decision a deletion was made under: the last
+// time before it that its pass started or was resumed.
 func (h *history) decisionOf(d deletion) (decision, bool) {
+	var last decision
+	found := false
 	for _, dec := range h.decisions {
-		if dec.pass == d.pass && dec.term == d.term && dec.rev <= d.rev {
-			return dec, true
+		if dec.pass == d.pass && dec.rev <= d.rev {
+			last, found = dec, true
 		}
 	}
-	return decision{}, false
+	return last, found
 }
 
 // checkClockOffsets: no abort intent and no armed guard comes from a pass

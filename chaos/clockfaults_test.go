@@ -118,11 +118,16 @@ func isBackendDelete(r harness.ProxiedRequest) bool {
 	return false
 }
 
+// lateQuiet is how long before the workload's end no delete is made late
+// any more: a guard held over a late delete keeps producers retrying
+// SlowDown, which would keep the clients from settling when told to stop.
+const lateQuiet = 15 * time.Second
+
 // runLateDeletes arms, from its own random stream, a delete delivered
 // late at the backend proxy every few seconds: the next backend delete is
 // held past reclaim.backend_timeout, so its sender gives up, and then
-// delivered to MinIO anyway. A fault not used up within a while is
-// removed.
+// delivered to MinIO anyway. A fault not used up within 6s is removed, so
+// that the last late delete is settled before the workload ends.
 func (f *faults) runLateDeletes(ctx context.Context, end time.Time) {
 	rng := f.cfg.rng(3)
 	for {
@@ -134,7 +139,7 @@ func (f *faults) runLateDeletes(ctx context.Context, end time.Time) {
 			return
 		case <-time.After(wait):
 		}
-		if time.Now().After(end) {
+		if time.Now().After(end.Add(-lateQuiet)) {
 			return
 		}
 		match, what := isBackendDelete, "the next DeleteObjects or AbortMultipartUpload"
@@ -165,7 +170,7 @@ func (f *faults) runLateDeletes(ctx context.Context, end time.Time) {
 		f.mu.Unlock()
 		f.count("proxy backend deliver-late")
 		f.log.printf("FAULT", "backend: deliver %s %s late, after its sender's timeout %s", what, hold, backendTimeout)
-		time.AfterFunc(20*time.Second, func() {
+		time.AfterFunc(6*time.Second, func() {
 			in.Remove()
 			select {
 			case <-armed:

@@ -250,6 +250,7 @@ func startSystem(t *testing.T, clog *campaignLog) *system {
 				"sources":             []string{bucket + "/manifests/"},
 				"placement_grace":     placementGrace.String(),
 				"trash_window":        trashWindow.String(),
+				"guard_settle":        guardSettle.String(),
 				"max_delete_fraction": 1,
 				"max_mark_fraction":   1,
 			},

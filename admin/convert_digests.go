@@ -27,6 +27,7 @@ func fromDigestReport(in digests.Report) adminapi.DigestReport {
 		Duplicates:      in.Duplicates,
 		Failed:          in.Failed,
 		Unknown:         in.Unknown,
+		Settling:        in.Settling,
 		Guards:          in.Guards,
 		Released:        in.Released,
 		StalePlacements: in.StalePlacements,
@@ -190,12 +191,18 @@ func fromExplainPlane(in digests.ExplainPlane) adminapi.ExplainPlane {
 }
 
 func fromExplainGuard(in digests.ExplainGuard) adminapi.ExplainGuard {
-	return adminapi.ExplainGuard{
-		Bucket:      in.Bucket,
-		Key:         in.Key,
-		Term:        in.Term,
-		Pass:        in.Pass,
-		At:          in.At,
-		ModRevision: in.ModRevision,
+	out := adminapi.ExplainGuard{
+		Bucket:       in.Bucket,
+		Key:          in.Key,
+		Term:         in.Term,
+		Pass:         in.Pass,
+		At:           in.At,
+		ModRevision:  in.ModRevision,
+		Undecodable:  in.Undecodable,
+		SettledAfter: in.SettledAfter,
 	}
+	if a := in.Attempt; a != nil {
+		out.Attempt = &adminapi.GuardAttempt{Sent: a.Sent, Deadline: a.Deadline, Term: a.Term, Pass: a.Pass}
+	}
+	return out
 }

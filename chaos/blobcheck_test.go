@@ -24,7 +24,9 @@ func blobKey(digest string) string { return "blobs/sha256/" + strings.TrimPrefix
 // observation is a manifest on MinIO naming a blob that MinIO does not
 // hold, seen at etcd revision rev.
 type observation struct {
-	at       time.Time
+	at time.Time
+	// read is when the read that found the blob missing was sent.
+	read     time.Time
 	rev      int64
 	manifest string
 	etag     string
@@ -86,6 +88,7 @@ func (a *blobAuditor) round(ctx context.Context) ([]observation, error) {
 			continue
 		}
 		for _, dg := range digestRE.FindAllString(string(body), -1) {
+			read := time.Now()
 			_, _, present, err := a.d.read(ctx, blobKey(dg))
 			if err != nil {
 				return nil, err
@@ -104,7 +107,7 @@ func (a *blobAuditor) round(ctx context.Context) ([]observation, error) {
 			if err != nil {
 				return nil, err
 			}
-			o := observation{at: time.Now(), rev: resp.Header.Revision, manifest: m.key, etag: etag, digest: dg}
+			o := observation{at: time.Now(), read: read, rev: resp.Header.Revision, manifest: m.key, etag: etag, digest: dg}
 			a.log.printf("audit", "manifest %s (etag %s) names %s, which MinIO does not hold (etcd revision %d)", m.key, etag, dg, o.rev)
 			out = append(out, o)
 		}
@@ -200,6 +203,19 @@ func (c *checker) judgeMissing(o observation) (string, bool) {
 		return desc + "; no guard was ever armed for the blob: it went outside the reclaimer", false
 	}
 	desc += fmt.Sprintf("; the blob's last guard was armed at revision %d in term %d", arm.rev, arm.term)
+	// A push acknowledged after the guard was armed came after the guard
+	// was released (an armed guard refuses it): the blob was stored
+	// again, and a delete that outlived its guard took it.
+	_, armed := placeRev(arm.rev, c.smp.revSamples(), c.started, time.Now())
+	c.w.mu.Lock()
+	pushes := c.w.pushes[o.digest]
+	c.w.mu.Unlock()
+	for _, p := range pushes {
+		if p.sent.After(armed) && p.recv.Before(o.read) {
+			return desc + fmt.Sprintf(", and its producer pushed it again after that (sent %s, acknowledged %s), before it was found missing at %s with no guard armed since: a delete outlived the blob's guard",
+				c.v.log.since(p.sent), c.v.log.since(p.recv), c.v.log.since(o.read)), false
+		}
+	}
 	for _, s := range lives {
 		if s.from > arm.rev && s.has(o.rev) {
 			return desc + ": the manifest was written after the blob was reclaimed", true

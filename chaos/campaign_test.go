@@ -70,6 +70,7 @@ func TestChaos(t *testing.T) {
 	smp := &sampler{sys: sys, cli: cli, keys: keys, log: clog}
 	aud := &blobAuditor{d: d, cli: cli, log: clog}
 	w := newWorkload(cfg, bucket, clog, eps, sys.names)
+	w.around = &aroundWriter{d: d, cli: cli, keys: keys}
 	var bg sync.WaitGroup
 	// Registered after every process's cleanup, so it runs before them: no
 	// gateway stays paused and no goroutine of the campaign outlives it.
@@ -103,6 +104,11 @@ func TestChaos(t *testing.T) {
 	go func() {
 		defer bg.Done()
 		f.runProxies(pctx, end)
+	}()
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		f.runLateDeletes(pctx, end)
 	}()
 	f.runProcesses(t, ctx, end)
 	if d := time.Until(end); d > 0 {
@@ -151,6 +157,8 @@ func (c *checker) runChecks(t *testing.T, aud *blobAuditor) {
 	c.checkLeaks(hctx)
 	c.checkBlobs(hctx, aud)
 	c.checkTerms()
+	c.checkAroundParts()
+	c.checkClockOffsets()
 }
 
 // clientEndpoints gives each of n clients both libraries for both
@@ -202,6 +210,8 @@ func startSystem(t *testing.T, clog *campaignLog) *system {
 	sys.minio = harness.StartMinIO(t)
 	sys.cluster = harness.StartEtcdCluster(t, 3)
 	sys.back = harness.StartFaultProxy(t, sys.minio.Endpoint)
+	sys.backArrivals = &arrivalLog{}
+	sys.back.Inject(sys.backArrivals.rule())
 	// Where the replay of etcd's history starts: before the gateways'
 	// first write.
 	resp, err := sys.cluster.Client(t).Get(t.Context(), "/sweepgate-chaos/start")
@@ -219,6 +229,7 @@ func startSystem(t *testing.T, clog *campaignLog) *system {
 				"interval":        passInterval.String(),
 				"election_ttl":    electionTTL.String(),
 				"backend_timeout": backendTimeout.String(),
+				"clock_skew":      clockSkew.String(),
 				// A pass sees a few uploads at a time; the default
 				// quarter would refuse the abandoned ones (and pause the
 				// sweep until a person resumes it).
@@ -239,6 +250,7 @@ func startSystem(t *testing.T, clog *campaignLog) *system {
 				"sources":             []string{bucket + "/manifests/"},
 				"placement_grace":     placementGrace.String(),
 				"trash_window":        trashWindow.String(),
+				"guard_settle":        guardSettle.String(),
 				"max_delete_fraction": 1,
 				"max_mark_fraction":   1,
 			},

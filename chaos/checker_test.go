@@ -208,9 +208,12 @@ func (c *checker) checkRefusals() {
 				c.w.anomaly("%s %s (upload %s): a retried abort got %s after the first was done (%s)", u.lib, u.key, u.id, rf.code, c.path(u.id))
 				continue
 			}
-			if gap <= reclaimable {
-				c.v.violate("live upload reclaimed: %s %s (upload %s, %s, pause %s) got %s for %s at %s, only %s after its last activity, %s at %s; the reclaimer may delete only after %s (grace %s + delete_after %s); session: %s",
-					u.lib, u.key, u.id, u.kind, u.pause, rf.code, rf.op, c.v.log.since(rf.recv), gap.Round(time.Millisecond), lastWhat, c.v.log.since(last), reclaimable, grace, deleteAfter, c.path(u.id))
+			// A clock offset within reclaim.clock_skew may shorten the
+			// grace by as much.
+			skew := c.skewDuring(last, rf.recv)
+			if gap <= reclaimable-skew {
+				c.v.violate("live upload reclaimed: %s %s (upload %s, %s, pause %s) got %s for %s at %s, only %s after its last activity, %s at %s; the reclaimer may delete only after %s (grace %s + delete_after %s, less %s of clock offsets within clock_skew); session: %s",
+					u.lib, u.key, u.id, u.kind, u.pause, rf.code, rf.op, c.v.log.since(rf.recv), gap.Round(time.Millisecond), lastWhat, c.v.log.since(last), reclaimable-skew, grace, deleteAfter, skew, c.path(u.id))
 				continue
 			}
 			allowed++

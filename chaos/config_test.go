@@ -27,6 +27,15 @@ const (
 	placementGrace = 2 * time.Second
 	trashWindow    = 3 * time.Second
 	backendTimeout = 5 * time.Second
+	// clockSkew is reclaim.clock_skew: how far the clocks of the
+	// reclaimer, the gateways and the backend may differ before a pass
+	// stops. The campaign's clock faults offset a gateway by less (up to
+	// 800ms) or by much more (minutes to days).
+	clockSkew = 2 * time.Second
+	// guardSettle is digests.guard_settle: just above backend_timeout and
+	// election_ttl together, the least the setting allows, so that guards
+	// kept for a late delete settle within the campaign.
+	guardSettle = 8 * time.Second
 	// reclaimable is how long an upload must go without activity before
 	// the reclaimer may delete it: marked after grace, deleted after
 	// delete_after more. An upload that had activity more recently must

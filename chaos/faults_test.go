@@ -27,6 +27,8 @@ type system struct {
 	// proxy between both gateways and MinIO.
 	front []*harness.FaultProxy
 	back  *harness.FaultProxy
+	// backArrivals records when each request reached back.
+	backArrivals *arrivalLog
 	// arrivals[i] records when each request reached front[i], in the
 	// order the proxy logs them.
 	arrivals []*arrivalLog
@@ -118,6 +120,7 @@ type faults struct {
 	injections []*harness.Injection
 	pauses     []pause
 	stopped    map[int]bool // gateways under SIGSTOP now
+	offsets    []offsetWindow
 	counts     map[string]int
 }
 
@@ -131,8 +134,8 @@ func (f *faults) count(what string) {
 	f.mu.Unlock()
 }
 
-// The process faults, taken in turns in an order drawn from the seed, so
-// that even a short campaign has each of them.
+// The process faults (and faultClockOffset), taken in turns in an order
+// drawn from the seed, so that even a short campaign has each of them.
 const (
 	faultKillGateway = "kill-gateway"
 	faultKillEtcd    = "kill-etcd"
@@ -143,7 +146,7 @@ const (
 // goroutine, since restarting a process may fail the test.
 func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) {
 	rng := f.cfg.rng(1)
-	kinds := []string{faultKillGateway, faultKillEtcd, faultStopLeader}
+	kinds := []string{faultKillGateway, faultKillEtcd, faultStopLeader, faultClockOffset}
 	next := time.Now().Add(time.Duration(4000+rng.IntN(4000)) * time.Millisecond)
 	for turn := 0; ; turn++ {
 		if turn%len(kinds) == 0 {
@@ -154,8 +157,18 @@ func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) 
 		// the schedule does not depend on the system's answers.
 		down := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
 		pick := rng.IntN(100)
+		offset := drawOffset(rng)
+		lead := rng.IntN(3) == 0
+		length := down
+		if kind == faultClockOffset {
+			// Long enough for passes to start while it lives.
+			length = down + 3*time.Second
+			if o := (offsetWindow{offset: offset}); o.large() {
+				length += 3 * time.Second
+			}
+		}
 		// Leave the last seconds of the workload without a new fault.
-		if next.Add(down).After(end.Add(-3 * time.Second)) {
+		if next.Add(length).After(end.Add(-3 * time.Second)) {
 			return
 		}
 		select {
@@ -170,6 +183,8 @@ func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) 
 			f.killEtcd(t, pick, down+time.Second)
 		case faultStopLeader:
 			f.stopLeader(ctx, down+electionTTL+time.Second)
+		case faultClockOffset:
+			f.clockOffset(t, ctx, pick, offset, length, lead)
 		}
 		next = time.Now().Add(time.Duration(4000+rng.IntN(6000)) * time.Millisecond)
 	}

@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
@@ -167,8 +168,17 @@ type history struct {
 	trashRefs map[string][]span
 	guards    []guardArm
 	writes    []termWrite
-	// transitions lists each upload's session transitions, by upload id.
+	// transitions lists each upload's session transitions, by upload id;
+	// trRevs the revision each was written at, index for index.
 	transitions map[string][]etcdstore.Transition
+	trRevs      map[string][]int64
+	// decisions are the revisions at which a pass began or was resumed
+	// (by a new term, or after an interruption): when it looks at the
+	// clocks and decides.
+	decisions []decision
+	// deletions are the reclaimer's destructive steps: abort intents and
+	// armed guards.
+	deletions []deletion
 	// decisions lists reclaimer decisions (marks, aborts) recorded
 	// without a term.
 	untermed []string
@@ -177,6 +187,19 @@ type history struct {
 }
 
 type termAt struct{ rev, term int64 }
+
+// decision is a pass's first cursor, or a cursor of it resumed (by a new
+// term, or after an interruption): the pass decides from then on.
+type decision struct {
+	rev, pass, term int64
+	sweep           string
+}
+
+// deletion is one destructive step of a reclaimer pass.
+type deletion struct {
+	rev, pass, term int64
+	what            string
+}
 
 // leaderOf returns the term that led at rev (0 for none).
 func (h *history) leaderOf(rev int64) int64 {
@@ -201,7 +224,8 @@ func replay(ctx context.Context, cli *clientv3.Client, keys etcdstore.Keys, from
 	until := put.Header.Revision
 
 	h := &history{keys: keys, leaders: map[int64]span{}, refs: map[string][]span{}, trashRefs: map[string][]span{}, transitions: map[string][]etcdstore.Transition{}}
-	st := &replayState{h: h, election: map[string]int64{}, sessions: map[string][]etcdstore.Transition{}, refsByDigest: map[string]map[string]bool{}}
+	h.trRevs = map[string][]int64{}
+	st := &replayState{h: h, election: map[string]int64{}, sessions: map[string][]etcdstore.Transition{}, refsByDigest: map[string]map[string]bool{}, cursors: map[string]cursorRec{}, passes: map[int64]bool{}}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for resp := range cli.Watch(wctx, root, clientv3.WithPrefix(), clientv3.WithRev(from)) {
@@ -230,6 +254,55 @@ type replayState struct {
 	// transitions each write adds.
 	sessions     map[string][]etcdstore.Transition
 	refsByDigest map[string]map[string]bool // digest -> live reference keys
+	// cursors holds each sweep's live cursor; passes the pass numbers
+	// seen in any.
+	cursors map[string]cursorRec
+	passes  map[int64]bool
+}
+
+// cursorRec is what the replay reads of a sweep's cursor: the upload
+// sweep counts its resumes at the top, the digest sweep in its report.
+type cursorRec struct {
+	Pass    int64 `json:"pass"`
+	Term    int64 `json:"term"`
+	Resumed int   `json:"resumed"`
+	Report  struct {
+		Resumed int `json:"resumed"`
+	} `json:"report"`
+}
+
+// uploadCursor and digestCursor name the sweeps' cursors
+// (etcdstore.Keys.Cursor).
+const (
+	uploadCursor = "uploads"
+	digestCursor = digests.CursorName
+)
+
+// applyCursor records the passes' decision points.
+func (st *replayState) applyCursor(ev *clientv3.Event, key string, rev int64, put bool) {
+	name := strings.TrimPrefix(key, st.h.keys.Cursor(""))
+	if name != uploadCursor && name != digestCursor {
+		// The record of the last rebuild outlives passes.
+		return
+	}
+	prev, had := st.cursors[name]
+	if !put {
+		delete(st.cursors, name)
+		return
+	}
+	var c cursorRec
+	if json.Unmarshal(ev.Kv.Value, &c) != nil {
+		return
+	}
+	st.cursors[name] = c
+	// A pass decides when it starts (its first cursor, whichever sweep)
+	// and when it is resumed (in a new term, or after an interruption).
+	start := !st.passes[c.Pass]
+	resumed := had && prev.Pass == c.Pass && (prev.Term != c.Term || prev.Resumed != c.Resumed || prev.Report.Resumed != c.Report.Resumed)
+	st.passes[c.Pass] = true
+	if start || resumed {
+		st.h.decisions = append(st.h.decisions, decision{rev: rev, pass: c.Pass, term: c.Term, sweep: name})
+	}
 }
 
 func (st *replayState) apply(ev *clientv3.Event) {
@@ -286,6 +359,7 @@ func (st *replayState) apply(ev *clientv3.Event) {
 		}
 		h.writes = append(h.writes, termWrite{rev: rev, term: g.Term, what: "guard of " + g.Digest})
 		if ev.Kv.CreateRevision == rev {
+			h.deletions = append(h.deletions, deletion{rev: rev, pass: g.Pass, term: g.Term, what: "guard of " + g.Digest + " armed"})
 			arm := guardArm{rev: rev, term: g.Term, digest: g.Digest}
 			for k := range st.refsByDigest[g.Digest] {
 				arm.refsAlive = append(arm.refsAlive, k)
@@ -303,6 +377,8 @@ func (st *replayState) apply(ev *clientv3.Event) {
 		h.writes = append(h.writes, termWrite{rev: rev, term: t.Term, what: fmt.Sprintf("tombstone of %s: %s", t.Digest, t.State)})
 	case strings.HasPrefix(key, keys.AllSessions()):
 		st.applySession(ev, key, rev, put)
+	case strings.HasPrefix(key, keys.Cursor("")):
+		st.applyCursor(ev, key, rev, put)
 	}
 }
 
@@ -326,7 +402,11 @@ func (st *replayState) applySession(ev *clientv3.Event, key string, rev int64, p
 			continue
 		}
 		st.h.transitions[s.UploadID] = append(st.h.transitions[s.UploadID], tr)
+		st.h.trRevs[s.UploadID] = append(st.h.trRevs[s.UploadID], rev)
 		what := fmt.Sprintf("session %s/%s %s->%s by %s", s.Bucket, s.UploadID, tr.From, tr.To, tr.Actor)
+		if tr.From == etcdstore.StateExpired && tr.To == etcdstore.StateAborting && tr.Term > 0 {
+			st.h.deletions = append(st.h.deletions, deletion{rev: rev, pass: st.cursors[uploadCursor].Pass, term: tr.Term, what: "abort intent of " + s.UploadID})
+		}
 		if tr.Term > 0 {
 			st.h.writes = append(st.h.writes, termWrite{rev: rev, term: tr.Term, what: what})
 		}

@@ -20,6 +20,10 @@ type blob struct {
 	pushed time.Time // when the last push was answered
 }
 
+// push is a blob's PUT that succeeded: when its last attempt was sent and
+// answered.
+type push struct{ sent, recv time.Time }
+
 // manifestWrite is a manifest PUT that succeeded.
 type manifestWrite struct {
 	key        string
@@ -67,6 +71,7 @@ func (c *client) push(ctx context.Context, lib int, b *blob) error {
 		b.pushed = res.recv
 		c.w.mu.Lock()
 		c.w.lastWrite = time.Now()
+		c.w.pushes[b.digest] = append(c.w.pushes[b.digest], push{sent: res.sent, recv: res.recv})
 		c.w.mu.Unlock()
 	}
 	return err

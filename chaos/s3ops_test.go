@@ -233,7 +233,9 @@ func (m minioOps) get(ctx context.Context, key string) (string, int64, error) {
 // uploaded: a part deleted under a live upload.
 type partsMissing struct{ n int }
 
-func (p partsMissing) Error() string { return fmt.Sprintf("ListParts shows %d parts, want 1", p.n) }
+func (p partsMissing) Error() string {
+	return fmt.Sprintf("ListParts shows %d parts, want the client's 1 and those written around the gateway", p.n)
+}
 
 // gone says an answer means the upload, or a part of it, is no more.
 func gone(err error) bool {
@@ -269,7 +271,10 @@ func errInfo(err error) (status int, code string) {
 // OperationAborted (a complete of the upload in flight).
 func retryable(err error) bool {
 	status, code := errInfo(err)
-	return status == 0 || status >= 500 || status == http.StatusConflict && code == "OperationAborted"
+	// A gateway whose clock a fault offset may refuse the request's
+	// signature as too old or too new; the other one takes it.
+	return status == 0 || status >= 500 || status == http.StatusConflict && code == "OperationAborted" ||
+		status == http.StatusForbidden && code == "RequestTimeTooSkewed"
 }
 
 // describe is a short form of an error for the log.

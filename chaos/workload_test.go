@@ -82,6 +82,8 @@ type upload struct {
 	detail   string
 	ok       []activity
 	refusals []refusal
+	// direct are the parts written straight to MinIO during its pause.
+	direct []directPart
 }
 
 // workload is the campaign's clients.
@@ -93,6 +95,8 @@ type workload struct {
 	// gateway's client-side fault proxy.
 	eps   [][]endpoint
 	names []string
+	// around writes parts straight to MinIO (nil: none are).
+	around *aroundWriter
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -100,6 +104,7 @@ type workload struct {
 	mu         sync.Mutex
 	uploads    []*upload
 	writes     []manifestWrite
+	pushes     map[string][]push // by digest
 	deletes    []*manifestDelete
 	violations []string
 	anomalies  []string
@@ -114,7 +119,7 @@ type endpoint struct {
 }
 
 func newWorkload(cfg campaignConfig, bucket string, log *campaignLog, eps [][]endpoint, names []string) *workload {
-	return &workload{cfg: cfg, bucket: bucket, log: log, eps: eps, names: names, stop: make(chan struct{}), counts: map[string]int{}}
+	return &workload{cfg: cfg, bucket: bucket, log: log, eps: eps, names: names, stop: make(chan struct{}), counts: map[string]int{}, pushes: map[string][]push{}}
 }
 
 func (w *workload) start(ctx context.Context) {
@@ -442,7 +447,15 @@ func (c *client) pauseAndResume(ctx context.Context, u *upload, sizes []int64, o
 	// the time the reclaimer may delete, some well past it.
 	u.pause = time.Duration(1000+c.rng.IntN(int(2*reclaimable/time.Millisecond))) * time.Millisecond
 	c.w.log.printf("pause", "c%d %s up=%s pauses %s", c.id, u.key, u.id, u.pause)
-	if !c.sleep(ctx, u.pause) {
+	pauseEnd := time.Now().Add(u.pause)
+	// Some uploads get a part written around the gateway during the
+	// pause: right after their mark, or around the grace.
+	around, afterMark := c.rng.IntN(100) < 40, c.rng.IntN(100) < 60
+	after := grace - time.Second + time.Duration(c.rng.IntN(int((deleteAfter+2*time.Second)/time.Millisecond)))*time.Millisecond
+	if around {
+		c.writeAround(ctx, u, pauseEnd, afterMark, after)
+	}
+	if !c.sleep(ctx, time.Until(pauseEnd)) {
 		u.outcome, u.detail = outAbandoned, "workload stopped during the pause"
 		return errStopped
 	}
@@ -453,7 +466,7 @@ func (c *client) pauseAndResume(ctx context.Context, u *upload, sizes []int64, o
 	case c.rng.IntN(2) == 0:
 		err = c.uploadCall(ctx, u, "ListParts", func(ctx context.Context, o s3ops) error {
 			n, err := o.listParts(ctx, u.key, u.id)
-			if err == nil && n != 1 {
+			if err == nil && (n < 1 || n > 1+len(u.direct)) {
 				return partsMissing{n}
 			}
 			return err

@@ -122,6 +122,9 @@ type Digests struct {
 	// the backend; 0 rebuilds before every pass.
 	RebuildInterval    time.Duration
 	TombstoneRetention time.Duration
+	// GuardSettle is how long after a delete's deadline its guard stays
+	// armed, so that a delete the backend executes late finds no writer.
+	GuardSettle time.Duration
 }
 
 // DigestNamespace is one configured CAS namespace: a bucket prefix whose

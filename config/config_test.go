@@ -99,6 +99,7 @@ func TestDefaults(t *testing.T) {
 			MaxMark:            10000,
 			MaxMarkFraction:    0.5,
 			TombstoneRetention: 7 * 24 * time.Hour,
+			GuardSettle:        2 * time.Minute,
 		},
 		Admin: Admin{Listen: "127.0.0.1:9001"},
 		Log:   Log{Format: "text", Level: "info"},

@@ -19,6 +19,18 @@ const (
 	// says the picture of the references is wrong.
 	DefaultMaxMark         = int64(10000)
 	DefaultMaxMarkFraction = 0.5
+	// DefaultGuardSettle is how long a guard stays armed after the
+	// deadline of a delete whose outcome is not known: several times the
+	// reclaimer's default backend timeout and election TTL together.
+	DefaultGuardSettle = 2 * time.Minute
+)
+
+// Fallbacks for the reclaimer's settings the sweep measures guards with,
+// when the caller leaves them zero (the reclaimer always sets them).
+const (
+	fallbackBackendTimeout = 30 * time.Second
+	fallbackElectionTTL    = 15 * time.Second
+	fallbackClockSkew      = 5 * time.Minute
 )
 
 // Fault points of the digest sweep (see sweep.Run.Fault).
@@ -32,6 +44,9 @@ const (
 	// FaultGuarded: a batch's guards are armed; its bytes are not
 	// deleted yet.
 	FaultGuarded = "digest.guarded"
+	// FaultAttempted: a batch's delete attempt is recorded on its guards;
+	// the DeleteObjects request is not sent yet.
+	FaultAttempted = "digest.attempted"
 	// FaultCollected: a batch's deletes are done and recorded.
 	FaultCollected = "digest.collected"
 )
@@ -66,6 +81,19 @@ type SweepConfig struct {
 	// TombstoneRetention is how long terminal (skipped, deleted)
 	// tombstones are kept before they are pruned.
 	TombstoneRetention time.Duration
+	// GuardSettle is how long a guard whose delete was sent stays armed
+	// after that delete's deadline (plus ClockSkew) before a HEAD may
+	// release it; it must exceed BackendTimeout + ElectionTTL. Zero takes
+	// DefaultGuardSettle, or twice BackendTimeout + ElectionTTL when that
+	// is longer.
+	GuardSettle time.Duration
+	// BackendTimeout is the deadline of every DeleteObjects request the
+	// collector sends; ElectionTTL how long a lost leader may still be
+	// running; ClockSkew how far a successor's clock may differ from the
+	// sender's. The reclaimer sets them from its own settings.
+	BackendTimeout time.Duration
+	ElectionTTL    time.Duration
+	ClockSkew      time.Duration
 }
 
 // withDefaults returns a copy of c with the defaults filled in, or why c
@@ -101,6 +129,19 @@ func (c *SweepConfig) withDefaults() (*SweepConfig, error) {
 	}
 	if d.MaxMarkFraction <= 0 || d.MaxMarkFraction > 1 {
 		return nil, fmt.Errorf("reclaim: digest max_mark_fraction %g must be in (0, 1]", d.MaxMarkFraction)
+	}
+	def := func(v *time.Duration, f time.Duration) {
+		if *v <= 0 {
+			*v = f
+		}
+	}
+	def(&d.BackendTimeout, fallbackBackendTimeout)
+	def(&d.ElectionTTL, fallbackElectionTTL)
+	def(&d.ClockSkew, fallbackClockSkew)
+	floor := d.BackendTimeout + d.ElectionTTL
+	def(&d.GuardSettle, max(DefaultGuardSettle, 2*floor))
+	if d.GuardSettle <= floor {
+		return nil, fmt.Errorf("reclaim: digest guard_settle %v must be longer than the backend timeout and the election TTL together (%v)", d.GuardSettle, floor)
 	}
 	if d.RebuildInterval < 0 {
 		return nil, fmt.Errorf("reclaim: digest rebuild interval %v is negative", d.RebuildInterval)

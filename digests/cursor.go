@@ -65,17 +65,27 @@ type digestCursor struct {
 	Report  Report           `json:"report"`
 }
 
-// rebuildState is the rebuild's part of the cursor.
+// rebuildState is the rebuild's part of the cursor. Started is the etcd
+// revision the rebuild in progress started at, kept across a resume (its
+// pages done before the resume were read after it too). Proof is the
+// revision the last complete rebuild started at (math.MaxInt64 with no
+// reference source to read): the judgement lets a tombstone advance only
+// when its latest decision is older (rebuildOrder).
 type rebuildState struct {
-	Due    bool          `json:"due"`
-	Pos    RebuildPos    `json:"pos"`
-	Result RebuildResult `json:"result"`
+	Due     bool          `json:"due"`
+	Pos     RebuildPos    `json:"pos"`
+	Result  RebuildResult `json:"result"`
+	Started int64         `json:"started,omitempty"`
+	Proof   int64         `json:"proof,omitempty"`
 }
 
-// lastRebuild is the record of the last complete rebuild.
+// lastRebuild is the record of the last complete rebuild; Started is the
+// etcd revision it started at (0 in a record written before it was kept:
+// no tombstone advances until the next rebuild).
 type lastRebuild struct {
 	Version  int           `json:"v"`
 	Pass     int64         `json:"pass"`
+	Started  int64         `json:"started,omitempty"`
 	Finished time.Time     `json:"finished"`
 	Result   RebuildResult `json:"result"`
 }

@@ -20,17 +20,22 @@
 // (sweep.Run), in phases recorded in its own cursor so that a pass cut
 // short resumes where it stood:
 //
-//  1. Guards left armed by an earlier attempt are settled (every attempt).
+//  1. Guards left armed by an earlier attempt are settled (every attempt),
+//     except those whose recorded delete may still be executed by the
+//     backend: they stay armed until its deadline plus the guard settle
+//     time has passed (guards.go).
 //  2. rebuild: the reference sources on the backend are compared with the
 //     recorded references, when due, so references written around the
 //     gateway are retained too.
 //  3. tombstones: every stored blob is judged against the retained set
 //     (references, unexpired trash, placements, uploads in flight) at one
 //     etcd revision; blobs outside it move pending -> ready over passes,
+//     each step only once a rebuild started after the previous decision;
 //     blobs inside it make their tombstones skipped. The breaker then
 //     checks the deletions against its ceilings.
-//  4. collect: ready tombstones confirmed in this pass are guarded, their
-//     bytes deleted, and the guards released.
+//  4. collect: ready tombstones confirmed in this pass are guarded, each
+//     delete attempt recorded on its guards before it is sent, their bytes
+//     deleted, and the guards released once no delete can still land.
 //  5. prune: terminal tombstones, expired trash and stale placements are
 //     removed in bounded batches, and the tombstones counted.
 //

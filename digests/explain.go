@@ -203,6 +203,15 @@ type ExplainGuard struct {
 	Pass        int64     `json:"pass"`
 	At          time.Time `json:"at"`
 	ModRevision int64     `json:"mod_revision"`
+	// Undecodable: the guard's value does not decode; it stays armed for
+	// a person, since it may record a delete still in flight.
+	Undecodable bool `json:"undecodable,omitempty"`
+	// Attempt is the last delete of the blob sent under the guard, if
+	// any; SettledAfter when no such delete can still be executed (its
+	// deadline plus digests.guard_settle plus reclaim.clock_skew): the
+	// guard stays armed at least until then.
+	Attempt      *etcdstore.DeleteAttempt `json:"attempt,omitempty"`
+	SettledAfter *time.Time               `json:"settled_after,omitempty"`
 }
 
 // The digest rules the explanation adds before the inventories and judge.
@@ -411,7 +420,13 @@ func (sw *Sweep) explainJudgement(ctx context.Context, ex *DigestExplanation, cl
 		t = &etcdstore.Tombstone{Digest: ex.Digest, State: etcdstore.TombstoneState(tomb.State), Bucket: tomb.Bucket, Key: tomb.Key,
 			Size: tomb.Size, Frontier: tomb.Frontier, RefRev: tomb.RefRev, Term: tomb.Term, Pass: tomb.Pass, Attempts: tomb.Attempts, Since: tomb.Since}
 	}
-	j := judgeSteps(retainedBy != "", t, b, ex.NextPass, ex.ShardRefRevision, applied, false, cl)
+	var ord rebuildOrder
+	if tomb != nil {
+		if ord, err = s.explainOrder(ctx, tomb.ModRevision); err != nil {
+			return err
+		}
+	}
+	j := judgeSteps(retainedBy != "", t, b, ex.NextPass, ex.ShardRefRevision, ord, applied, false, cl)
 	ex.Steps = cl.Steps
 	ex.RequiredFrontier = asked
 	for _, name := range sw.cfg.Planes {
@@ -419,9 +434,7 @@ func (sw *Sweep) explainJudgement(ctx context.Context, ex *DigestExplanation, cl
 	}
 	ex.verdict(j.out, retainedBy, retainedWhy, asked)
 	if ex.Guard != nil {
-		ex.Notes = append(ex.Notes, fmt.Sprintf("its guard is armed (term %d, pass %d, since %s): a collector is deleting the bytes, or was cut short; "+
-			"the next pass looks at the blob and settles the guard, and writes naming the digest are refused until then",
-			ex.Guard.Term, ex.Guard.Pass, ex.Guard.At.Format(time.RFC3339)))
+		ex.Notes = append(ex.Notes, ex.Guard.note(ex.Now))
 	}
 	if len(copies) > 1 {
 		ex.Notes = append(ex.Notes, fmt.Sprintf("the digest is stored %d times; the checklist judged %s/%s, and each copy is judged on its own", len(copies), b.Bucket, b.Key))
@@ -462,4 +475,22 @@ func (ex *DigestExplanation) verdict(out outcome, retainedBy, retainedWhy string
 	case outReady:
 		ex.Verdict, ex.Reason = verdictDelete, decided.Detail
 	}
+}
+
+// note says what the guard means for the digest at now.
+func (g *ExplainGuard) note(now time.Time) string {
+	armed := fmt.Sprintf("its guard is armed (term %d, pass %d, since %s)", g.Term, g.Pass, g.At.Format(time.RFC3339))
+	switch {
+	case g.Undecodable:
+		return "its guard does not decode: it stays armed, as it may record a delete still in flight, until a person removes it; writes naming the digest are refused"
+	case g.Attempt != nil && now.Before(*g.SettledAfter):
+		return fmt.Sprintf("%s and a delete was sent at %s (term %d, pass %d) that the backend may still execute: the guard is settling and stays armed until %s, "+
+			"then a pass looks at the blob; writes naming the digest are refused and reads of the blob answer 404 until then",
+			armed, g.Attempt.Sent.Format(time.RFC3339), g.Attempt.Term, g.Attempt.Pass, g.SettledAfter.Format(time.RFC3339))
+	case g.Attempt != nil:
+		return fmt.Sprintf("%s; its delete sent at %s is settled (no longer executable since %s): the next pass looks at the blob and settles the guard, and writes naming the digest are refused until then",
+			armed, g.Attempt.Sent.Format(time.RFC3339), g.SettledAfter.Format(time.RFC3339))
+	}
+	return armed + ": a collector is deleting the bytes, or was cut short before sending a delete; " +
+		"the next pass looks at the blob and settles the guard, and writes naming the digest are refused until then"
 }

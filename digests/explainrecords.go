@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -211,9 +212,13 @@ func (sw *Sweep) explainGuard(ctx context.Context, ex *DigestExplanation, at cli
 	if len(resp.Kvs) == 0 {
 		return nil
 	}
-	var g etcdstore.Guard
-	_ = json.Unmarshal(resp.Kvs[0].Value, &g) // the key is what guards
-	ex.Guard = &ExplainGuard{Bucket: g.Bucket, Key: g.Key, Term: g.Term, Pass: g.Pass, At: g.At, ModRevision: resp.Kvs[0].ModRevision}
+	g, ok := decodeGuard(resp.Kvs[0])
+	ex.Guard = &ExplainGuard{Bucket: g.Bucket, Key: g.Key, Term: g.Term, Pass: g.Pass, At: g.At, ModRevision: resp.Kvs[0].ModRevision,
+		Undecodable: !ok, Attempt: g.Attempt}
+	if g.Attempt != nil {
+		until := g.Attempt.Deadline.Add(sw.cfg.GuardSettle + sw.cfg.ClockSkew)
+		ex.Guard.SettledAfter = &until
+	}
 	return nil
 }
 
@@ -348,4 +353,24 @@ func (sw *Sweep) scanNamespace(ctx context.Context, ns *cas.Namespace, digest st
 		after = page.Next
 	}
 	return Blob{}, false, fmt.Sprintf("namespace %s (the first %d pages of its listing)", ns.Name, maxLocatePages), nil
+}
+
+// explainOrder is the rebuild order the next pass judges a tombstone
+// decided at revision decided with: a pass that rebuilds before judging
+// (its rebuild is due) reads every source after the decision; otherwise
+// the last complete rebuild is the proof. As a plan does, it says what a
+// pass would do.
+func (s *digestSweep) explainOrder(ctx context.Context, decided int64) (rebuildOrder, error) {
+	ord := rebuildOrder{decided: decided, rebuilt: math.MaxInt64}
+	if len(s.cfg.Layout.Sources) == 0 {
+		return ord, nil
+	}
+	last, ok, err := s.lastRebuild(ctx)
+	if err != nil {
+		return ord, err
+	}
+	if !s.rebuildDueAt(last, ok, s.now) {
+		ord.rebuilt = last.Started
+	}
+	return ord, nil
 }

@@ -48,9 +48,19 @@ type judgement struct {
 //
 // A digest stored in two places has one tombstone, about one copy; the
 // other copy leaves it alone until it is settled.
-func judge(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev int64, applied func(int64) bool, noReady bool) judgement {
-	return judgeSteps(retained, t, b, pass, shardRev, applied, noReady, nil)
+func judge(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev int64, ord rebuildOrder, applied func(int64) bool, noReady bool) judgement {
+	return judgeSteps(retained, t, b, pass, shardRev, ord, applied, noReady, nil)
 }
+
+// rebuildOrder is what the rebuild rule compares: decided, the etcd
+// revision of the tombstone's latest pending or ready decision (its mod
+// revision), and rebuilt, the revision the last complete rebuild of every
+// reference source started at. A tombstone advances to ready, or is
+// confirmed ready again, only when rebuilt > decided: a rebuild that
+// started after the decision has read every reference written around the
+// gateway before it, so the verdict is not made on a stale picture of the
+// references, whatever digests.rebuild_interval says.
+type rebuildOrder struct{ decided, rebuilt int64 }
 
 // The rules of judge as an explanation names them (docs/admin-api.md), in
 // checklist order.
@@ -61,6 +71,7 @@ const (
 	ruleNoLiveTombstone    = "no_live_tombstone"
 	ruleWaitThisPass       = "waiting_this_pass"
 	ruleConfirmedThisPass  = "confirmed_this_pass"
+	ruleRebuildWait        = "rebuild_wait"
 	ruleFrontierApplied    = "frontier_applied"
 	ruleFrontierWait       = "frontier_wait"
 )
@@ -68,7 +79,7 @@ const (
 // judgeSteps is judge, recording every rule it tries on cl (nil records
 // nothing), so that the explanation of a digest runs the sweep's own
 // judgement rather than a description of it.
-func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev int64, applied func(int64) bool, noReady bool, cl *sweep.Checklist) judgement {
+func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev int64, ord rebuildOrder, applied func(int64) bool, noReady bool, cl *sweep.Checklist) judgement {
 	elsewhere := t != nil && t.Bucket != "" && (t.Bucket != b.Bucket || t.Key != b.Key)
 	live := t != nil && !t.State.Terminal()
 	state := func() sweep.Values {
@@ -129,15 +140,16 @@ func judgeSteps(retained bool, t *etcdstore.Tombstone, b Blob, pass, shardRev in
 	if !live {
 		return judgement{to: etcdstore.TombstonePending, fresh: true, out: outNew}
 	}
-	return judgeLive(t, pass, shardRev, applied, noReady, cl, state)
+	return judgeLive(t, pass, shardRev, ord, applied, noReady, cl, state)
 }
 
 // judgeLive is judgeSteps about a pending or ready tombstone t of the
 // copy judged: it waits (this pass made it pending, or the rebuild
-// failed), stays ready (this pass confirmed it), or goes ready once every
-// plane applied its frontier (raised to shardRev when the shard moved
-// after it was set). state gives the values every step shows.
-func judgeLive(t *etcdstore.Tombstone, pass, shardRev int64, applied func(int64) bool, noReady bool, cl *sweep.Checklist, state func() sweep.Values) judgement {
+// failed, or no rebuild started after its latest decision), stays ready
+// (this pass confirmed it), or goes ready once every plane applied its
+// frontier (raised to shardRev when the shard moved after it was set).
+// state gives the values every step shows.
+func judgeLive(t *etcdstore.Tombstone, pass, shardRev int64, ord rebuildOrder, applied func(int64) bool, noReady bool, cl *sweep.Checklist, state func() sweep.Values) judgement {
 	thisPass := t.State == etcdstore.TombstonePending && t.Pass >= pass
 	match := noReady || thisPass
 	cl.Step(ruleWaitThisPass, match, func() (string, sweep.Values) {
@@ -163,6 +175,19 @@ func judgeLive(t *etcdstore.Tombstone, pass, shardRev int64, applied func(int64)
 	})
 	if match {
 		return judgement{out: outReady} // confirmed in this pass already (resumed)
+	}
+	match = ord.rebuilt <= ord.decided
+	cl.Step(ruleRebuildWait, match, func() (string, sweep.Values) {
+		v := state()
+		v["decided_revision"], v["rebuilt_revision"] = ord.decided, ord.rebuilt
+		if match {
+			return fmt.Sprintf("its %s decision was written at revision %d, and the last complete rebuild started at revision %d: "+
+				"it waits, as it is, for a rebuild that starts after the decision", t.State, ord.decided, ord.rebuilt), v
+		}
+		return fmt.Sprintf("a rebuild of every reference source started after its %s decision (revision %d > %d)", t.State, ord.rebuilt, ord.decided), v
+	})
+	if match {
+		return judgement{out: outPending}
 	}
 	need, raised := t.Frontier, int64(0)
 	if shardRev > need {

@@ -53,8 +53,30 @@ func TestJudge(t *testing.T) {
 		{"pending, shard before the frontier", false, tomb(etcdstore.TombstonePending, pass-1, 10), false, 5, judgement{to: etcdstore.TombstoneReady, out: outReady}},
 		{"ready, shard moved, not applied", false, tomb(etcdstore.TombstoneReady, pass-1, 10), false, 150, judgement{to: etcdstore.TombstonePending, frontier: 150, out: outPending}},
 	} {
-		if got := judge(tt.retained, tt.tomb, b, pass, tt.shardRev, applied, tt.noReady); got != tt.want {
+		if got := judge(tt.retained, tt.tomb, b, pass, tt.shardRev, rebuildOrder{decided: 1, rebuilt: 2}, applied, tt.noReady); got != tt.want {
 			t.Errorf("%s: judge = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestJudgeRebuildOrder holds a live tombstone where it is until a rebuild
+// of every reference source started after its latest decision: a pending
+// one does not go ready and a ready one is not confirmed again, whatever
+// the planes applied.
+func TestJudgeRebuildOrder(t *testing.T) {
+	t.Parallel()
+	const pass = 5
+	b := Blob{Digest: "sha256:aa", Bucket: "cas", Key: "blobs/aa", Size: 3}
+	applied := func(int64) bool { return true }
+	for _, st := range []etcdstore.TombstoneState{etcdstore.TombstonePending, etcdstore.TombstoneReady} {
+		tomb := &etcdstore.Tombstone{Digest: b.Digest, State: st, Bucket: b.Bucket, Key: b.Key, Pass: pass - 1, Frontier: 10}
+		for _, ord := range []rebuildOrder{{decided: 40, rebuilt: 30}, {decided: 40, rebuilt: 40}, {decided: 40}} {
+			if got, want := judge(false, tomb, b, pass, 0, ord, applied, false), (judgement{out: outPending}); got != want {
+				t.Errorf("%s decided at %d, rebuilt at %d: judge = %+v, want %+v (waits as it is)", st, ord.decided, ord.rebuilt, got, want)
+			}
+		}
+		if got, want := judge(false, tomb, b, pass, 0, rebuildOrder{decided: 40, rebuilt: 41}, applied, false), (judgement{to: etcdstore.TombstoneReady, out: outReady}); got != want {
+			t.Errorf("%s with a rebuild after it: judge = %+v, want %+v", st, got, want)
 		}
 	}
 }

@@ -310,15 +310,18 @@ func (b *Rebuilder) logger() *slog.Logger {
 
 // rebuildDue reads the last complete rebuild and says whether another is
 // due.
-func (s *digestSweep) rebuildDue(ctx context.Context) (bool, time.Time, error) {
+func (s *digestSweep) rebuildDue(ctx context.Context) (bool, lastRebuild, error) {
 	last, ok, err := s.lastRebuild(ctx)
 	if err != nil {
-		return false, time.Time{}, err
+		return false, last, err
 	}
-	if !ok || s.cfg.RebuildInterval == 0 {
-		return true, last.Finished, nil
-	}
-	return s.now.Sub(last.Finished) >= s.cfg.RebuildInterval, last.Finished, nil
+	return s.rebuildDueAt(last, ok, s.now), last, nil
+}
+
+// rebuildDueAt says whether a rebuild is due at now after last (ok false:
+// none was ever completed).
+func (s *digestSweep) rebuildDueAt(last lastRebuild, ok bool, now time.Time) bool {
+	return !ok || s.cfg.RebuildInterval == 0 || now.Sub(last.Finished) >= s.cfg.RebuildInterval
 }
 
 func (s *digestSweep) lastRebuild(ctx context.Context) (lastRebuild, bool, error) {
@@ -367,6 +370,19 @@ func (s *digestSweep) runRebuild(ctx context.Context) error {
 		Backend: s.s3, Store: s.store, Sources: s.cfg.Layout.Sources, Batch: s.batch,
 		Logger: s.log, Now: s.run.Clock,
 	}
+	if s.cur.Rebuild.Started == 0 {
+		// The revision before the first listing: every decision written
+		// before it is older than anything this rebuild reads.
+		resp, err := s.cli().Get(ctx, s.keys().Cursor(rebuildStateName), clientv3.WithCountOnly())
+		if err != nil {
+			return fmt.Errorf("reclaim: read the etcd revision before the rebuild: %w", err)
+		}
+		s.cur.Rebuild.Started = resp.Header.Revision
+		s.cur.Rebuild.Pos, s.cur.Rebuild.Result = RebuildPos{}, RebuildResult{}
+		if err := s.save(ctx); err != nil {
+			return err
+		}
+	}
 	start := s.cur.Rebuild.Result
 	res, err := b.Run(ctx, s.cur.Rebuild.Pos, start, func(pos RebuildPos, res RebuildResult) error {
 		s.cur.Rebuild.Pos, s.cur.Rebuild.Result = pos, res
@@ -391,6 +407,7 @@ func (s *digestSweep) runRebuild(ctx context.Context) error {
 	}
 	finished := s.clock().UTC()
 	rep.Last = finished
-	b2, _ := json.Marshal(lastRebuild{Version: sweepCursorVersion, Pass: s.cur.Pass, Finished: finished, Result: res})
+	s.cur.Rebuild.Proof = s.cur.Rebuild.Started
+	b2, _ := json.Marshal(lastRebuild{Version: sweepCursorVersion, Pass: s.cur.Pass, Started: s.cur.Rebuild.Started, Finished: finished, Result: res})
 	return s.save(ctx, clientv3.OpPut(s.keys().Cursor(rebuildStateName), string(b2)))
 }

@@ -46,6 +46,11 @@ type Report struct {
 	// Unknown counts deletes whose outcome could not be learnt: their
 	// guards stay armed until a later pass finds out.
 	Unknown int64 `json:"unknown,omitempty"`
+	// Settling counts guards kept armed because a delete of their blob
+	// may still be executed by the backend (an unclear answer, or an
+	// attempt not past its deadline plus digests.guard_settle): while
+	// armed, the blob reads 404 and writes naming it are refused.
+	Settling int64 `json:"settling,omitempty"`
 	// Guards counts guards found armed when the sweep started (left by an
 	// interrupted collector; a resumed pass counts again those an earlier
 	// attempt took over); Released those released without a delete.
@@ -122,6 +127,7 @@ func (r *Report) plus(o Report) {
 	r.Duplicates += o.Duplicates
 	r.Failed += o.Failed
 	r.Unknown += o.Unknown
+	r.Settling += o.Settling
 	r.Released += o.Released
 	for k, v := range o.RetainedBy {
 		if r.RetainedBy == nil {

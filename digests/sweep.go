@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -155,8 +156,14 @@ func (s *digestSweep) begin(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.cur.Rebuild.Due = due
-	s.cur.Report.Rebuild.Last = last
+	s.cur.Rebuild.Due, s.cur.Rebuild.Proof = due, last.Started
+	if len(s.cfg.Layout.Sources) == 0 || s.dry && due {
+		// No source holds a reference: there is nothing a rebuild could
+		// find, so every decision is as good as rebuilt. A plan does not
+		// rebuild, but says what a pass would do, which rebuilds first.
+		s.cur.Rebuild.Proof = math.MaxInt64
+	}
+	s.cur.Report.Rebuild.Last = last.Finished
 	return s.save(ctx)
 }
 

@@ -198,7 +198,11 @@ func (s *digestSweep) page(ctx context.Context, ns *cas.Namespace, objs []s3clie
 		if cur != nil {
 			tomb = &cur.Value
 		}
-		j := judge(kept, tomb, b, s.cur.Pass, s.cur.Shards[etcdstore.RefShard(b.Digest)], s.applied, s.cur.Report.Rebuild.Failed != "")
+		var ord rebuildOrder
+		if cur != nil {
+			ord = rebuildOrder{decided: cur.ModRev, rebuilt: s.cur.Rebuild.Proof}
+		}
+		j := judge(kept, tomb, b, s.cur.Pass, s.cur.Shards[etcdstore.RefShard(b.Digest)], ord, s.applied, s.cur.Report.Rebuild.Failed != "")
 		if j.to == "" {
 			j.out.count(&t, b.Size)
 			continue

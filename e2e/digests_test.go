@@ -28,11 +28,12 @@ const (
 // digestReport is what the test reads of a pass report's digest section.
 type digestReport struct {
 	Digests *struct {
-		Pending int64  `json:"pending"`
-		Ready   int64  `json:"ready"`
-		Deleted int64  `json:"deleted"`
-		Bytes   int64  `json:"bytes"`
-		Refused string `json:"refused"`
+		Pending  int64  `json:"pending"`
+		Ready    int64  `json:"ready"`
+		Deleted  int64  `json:"deleted"`
+		Bytes    int64  `json:"bytes"`
+		Refused  string `json:"refused"`
+		Settling int64  `json:"settling"`
 	} `json:"digests"`
 }
 

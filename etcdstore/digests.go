@@ -150,6 +150,21 @@ type Guard struct {
 	Term    int64     `json:"term"`
 	Pass    int64     `json:"pass"`
 	At      time.Time `json:"at"`
+	// Attempt is the last delete of the blob that was, or may have been,
+	// sent while the guard was armed; nil when none was. It is recorded
+	// (fenced) before the request is sent, so a guard read without one
+	// proves that no delete of its blob can still be executed.
+	Attempt *DeleteAttempt `json:"attempt,omitempty"`
+}
+
+// DeleteAttempt is a delete of a guarded blob sent to the backend: when,
+// the deadline its sender gave it (on the sender's clock), and the term
+// and pass that sent it.
+type DeleteAttempt struct {
+	Sent     time.Time `json:"sent"`
+	Deadline time.Time `json:"deadline"`
+	Term     int64     `json:"term"`
+	Pass     int64     `json:"pass"`
 }
 
 // Frontier is the revision a replica or backup plane has applied.

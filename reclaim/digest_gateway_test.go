@@ -130,3 +130,26 @@ func TestDigestGuardRefusesProducers(t *testing.T) {
 		t.Fatal("the re-uploaded blob reads back wrong")
 	}
 }
+
+// wantGuardHolds checks that blob's guard holds producers off: a manifest
+// naming it pushed through the gateway is refused with the retryable
+// SlowDown and records nothing, and a HEAD of the blob answers 404.
+func (d *digestEnv) wantGuardHolds(t *testing.T, client *s3.Client, what, blob string) {
+	t.Helper()
+	ctx := context.Background()
+	key := dgManifests + "held/" + blob[len("sha256:"):][:12]
+	_, err := client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(dgBucket), Key: aws.String(key), Body: bytes.NewReader(dgManifest([]string{blob})),
+	})
+	if code := errorCode(err); code != "SlowDown" {
+		t.Errorf("%s: manifest push naming a guarded blob: %v (code %q), want SlowDown", what, err, code)
+	}
+	if _, err := d.store.GetRefSource(ctx, dgBucket, key); !errors.Is(err, etcdstore.ErrNotFound) {
+		t.Errorf("%s: the refused push recorded references: %v", what, err)
+	}
+	_, err = client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob))})
+	var nf interface{ ErrorCode() string }
+	if !errors.As(err, &nf) || nf.ErrorCode() != "NotFound" && nf.ErrorCode() != "NoSuchKey" {
+		t.Errorf("%s: HEAD of the guarded blob: %v, want 404", what, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,8 @@ const (
 	dgBlobs     = "blobs/sha256/"
 	dgManifests = "manifests/"
 	dgGrace     = 24 * time.Hour
+	// dgSettle is the tests' digests.guard_settle.
+	dgSettle = 3 * time.Minute
 )
 
 // digestBackend is the real backend client, counting the DeleteObjects
@@ -44,7 +47,11 @@ type digestBackend struct {
 	loseDelete atomic.Bool
 	// dropDelete: the request never reaches the backend, and the caller
 	// gets no answer.
-	dropDelete  atomic.Bool
+	dropDelete atomic.Bool
+	// late, when set, holds the next DeleteObjects until its client gave
+	// up, answers the client with that, and delivers the request to the
+	// backend once late.release is closed (late.done gets the outcome).
+	late        atomic.Pointer[lateDelete]
 	mu          sync.Mutex
 	onUploads   func()
 	afterDelete func()
@@ -54,6 +61,9 @@ func (b *digestBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 	q := req.URL.Query()
 	if req.Method == http.MethodPost && q.Has("delete") {
 		b.deletes.Add(1)
+		if l := b.late.Swap(nil); l != nil {
+			return l.hold(b.Backend, req)
+		}
 		if b.dropDelete.Load() {
 			return nil, errors.New("connection reset (request dropped by the test)")
 		}
@@ -79,6 +89,43 @@ func (b *digestBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return b.Backend.RoundTrip(req)
+}
+
+// lateDelete is a DeleteObjects request the backend executes after its
+// client gave up on it.
+type lateDelete struct {
+	release chan struct{}
+	done    chan error
+}
+
+func newLateDelete() *lateDelete {
+	return &lateDelete{release: make(chan struct{}), done: make(chan error, 1)}
+}
+
+// hold keeps req until its client gives up, then delivers it to next once
+// l.release is closed.
+func (l *lateDelete) hold(next http.RoundTripper, req *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	<-req.Context().Done()
+	late := req.Clone(context.Background())
+	late.Body = io.NopCloser(bytes.NewReader(body))
+	go func() {
+		<-l.release
+		resp, err := next.RoundTrip(late)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("late delete answered %s", resp.Status)
+			}
+		}
+		l.done <- err
+	}()
+	return nil, fmt.Errorf("client gave up on the request: %w", req.Context().Err())
 }
 
 func (b *digestBackend) setOnUploads(f func()) {
@@ -128,8 +175,16 @@ func (d *digestEnv) config() reclaim.Config {
 	cfg.Backend = d.be
 	cfg.Metrics = d.reg
 	cfg.Digests = &digests.SweepConfig{Layout: d.layout, PlacementGrace: dgGrace, MaxDelete: 1000, MaxDeleteFraction: 0.5,
-		MaxMarkFraction: 1}
+		MaxMarkFraction: 1, GuardSettle: dgSettle}
 	return cfg
+}
+
+// settle moves the injected clock past the time when a delete attempt
+// sent before the call can no longer be executed: its deadline (the
+// backend timeout) plus the guard settle time plus the clock skew of
+// config.
+func (d *digestEnv) settle() {
+	d.clock.Advance(reclaim.DefaultBackendTimeout + dgSettle + d.env.config().ClockSkew + time.Second)
 }
 
 // setClock sets the injected clock.

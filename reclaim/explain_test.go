@@ -244,7 +244,7 @@ var blobRules = []string{"not_stored", "reference_holds", "references", "trash",
 // judged is blobRules followed by the judgement's rules up to rule.
 func judged(rule string) []string {
 	all := []string{"retained_live_tombstone", "retained", "tombstone_elsewhere", "no_live_tombstone", "waiting_this_pass",
-		"confirmed_this_pass", "frontier_applied", "frontier_wait"}
+		"confirmed_this_pass", "rebuild_wait", "frontier_applied", "frontier_wait"}
 	for i, r := range all {
 		if r == rule {
 			return append(append([]string{}, blobRules...), all[:i+1]...)

@@ -160,8 +160,14 @@ func New(cfg Config) (*Reclaimer, error) {
 		dm = &digestMetrics{}
 	)
 	if cfg.Digests != nil {
+		dc := *cfg.Digests
+		dc.BackendTimeout, dc.ClockSkew = cfg.BackendTimeout, cfg.ClockSkew
+		dc.ElectionTTL = cfg.ElectionTTL
+		if dc.ElectionTTL <= 0 {
+			dc.ElectionTTL = DefaultElectionTTL
+		}
 		var err error
-		sw, err = digests.NewSweep(*cfg.Digests, digests.SweepDeps{
+		sw, err = digests.NewSweep(dc, digests.SweepDeps{
 			Store: cfg.Store, Backend: s3c, Logger: cfg.Logger, Metrics: dm,
 			BatchSize: cfg.BatchSize, Parallel: cfg.Parallel,
 		})

@@ -44,6 +44,9 @@ type DigestReport struct {
 	// Unknown counts deletes whose outcome could not be learnt: their
 	// guards stay armed until a later pass finds out.
 	Unknown int64 `json:"unknown,omitempty"`
+	// Settling counts guards kept armed because a delete of their blob may
+	// still be executed by the backend (docs/digests.md).
+	Settling int64 `json:"settling,omitempty"`
 	// Guards counts guards found armed when the sweep started (left by an
 	// interrupted collector; a resumed pass counts again those an earlier
 	// attempt took over); Released those released without a delete.
@@ -256,4 +259,19 @@ type ExplainGuard struct {
 	Pass        int64     `json:"pass"`
 	At          time.Time `json:"at"`
 	ModRevision int64     `json:"mod_revision"`
+	// Undecodable: the guard does not decode and stays armed for a person.
+	Undecodable bool `json:"undecodable,omitempty"`
+	// Attempt is the last delete sent under the guard; SettledAfter when
+	// it can no longer be executed (the guard stays armed until then).
+	Attempt      *GuardAttempt `json:"attempt,omitempty"`
+	SettledAfter *time.Time    `json:"settled_after,omitempty"`
+}
+
+// GuardAttempt is a delete of a guarded blob sent to the backend: when,
+// its deadline on the sender's clock, and the term and pass that sent it.
+type GuardAttempt struct {
+	Sent     time.Time `json:"sent"`
+	Deadline time.Time `json:"deadline"`
+	Term     int64     `json:"term"`
+	Pass     int64     `json:"pass"`
 }

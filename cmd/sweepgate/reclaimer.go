@@ -139,5 +139,6 @@ func reclaimDigests(cfg *config.Config, layout *cas.Layout) *digests.SweepConfig
 		MaxMarkFraction:    d.MaxMarkFraction,
 		RebuildInterval:    d.RebuildInterval,
 		TombstoneRetention: d.TombstoneRetention,
+		GuardSettle:        d.GuardSettle,
 	}
 }

@@ -40,6 +40,13 @@ const (
 	// response from the client until Rule.Until is closed: the target has
 	// acted, and the client does not know yet.
 	HoldResponse
+	// DeliverLate holds the request like HoldRequest, then delivers it
+	// even if the client gave up and closed its connection meanwhile, and
+	// keeps the connection to the target open until the target answered
+	// in full (the answer reaches the client if it is still there): a
+	// request its sender timed out on, executed afterwards. Its body must
+	// have been sent whole during the hold (a small one without Expect).
+	DeliverLate
 )
 
 func (f Fault) String() string {
@@ -54,6 +61,8 @@ func (f Fault) String() string {
 		return "hold-request"
 	case HoldResponse:
 		return "hold-response"
+	case DeliverLate:
+		return "deliver-late"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -80,8 +89,8 @@ type Rule struct {
 	// Times is how many matching requests get the fault; 0 means all of
 	// them until the injection is removed.
 	Times int
-	// Until releases what HoldRequest and HoldResponse hold, when it is
-	// closed. Closing the proxy releases them too.
+	// Until releases what HoldRequest, HoldResponse and DeliverLate hold,
+	// when it is closed. Closing the proxy releases them too.
 	Until <-chan struct{}
 }
 
@@ -323,6 +332,9 @@ type exchange struct {
 	method string
 	fault  Fault
 	until  <-chan struct{}
+	// answered, for DeliverLate, is closed once the target's answer has
+	// been read in full.
+	answered chan struct{}
 }
 
 // maxHead bounds a request or response head.
@@ -359,14 +371,14 @@ func (p *FaultProxy) serve(client net.Conn) {
 		defer shutdown()
 		p.responses(upstream, client, pending)
 	}()
-	p.requests(client, upstream, pending, shutdown)
+	p.requests(client, upstream, pending, respDone, shutdown)
 	close(pending)
 	<-respDone
 }
 
 // requests forwards the client's requests, applying faults, until the client
 // closes or a fault ends the connection.
-func (p *FaultProxy) requests(client, upstream net.Conn, pending chan<- exchange, shutdown func()) {
+func (p *FaultProxy) requests(client, upstream net.Conn, pending chan<- exchange, respDone <-chan struct{}, shutdown func()) {
 	br := bufio.NewReaderSize(client, 64<<10)
 	for {
 		head, err := readHead(br)
@@ -393,10 +405,14 @@ func (p *FaultProxy) requests(client, upstream net.Conn, pending chan<- exchange
 			shutdown()
 			return
 		}
-		if fault == HoldRequest {
+		if fault == HoldRequest || fault == DeliverLate {
 			p.hold(until)
 		}
-		pending <- exchange{idx: idx, method: req.Method, fault: fault, until: until}
+		ex := exchange{idx: idx, method: req.Method, fault: fault, until: until}
+		if fault == DeliverLate {
+			ex.answered = make(chan struct{})
+		}
+		pending <- ex
 		if _, err := upstream.Write(head); err != nil {
 			shutdown()
 			return
@@ -404,6 +420,17 @@ func (p *FaultProxy) requests(client, upstream net.Conn, pending chan<- exchange
 		if err := copyBody(upstream, br, req.ContentLength, chunked); err != nil {
 			shutdown()
 			return
+		}
+		if ex.answered != nil {
+			// Whether or not the client is still there, the connection to
+			// the target is not closed before its answer is read.
+			select {
+			case <-ex.answered:
+			case <-respDone:
+				return
+			case <-p.done:
+				return
+			}
 		}
 	}
 }
@@ -454,6 +481,18 @@ func (p *FaultProxy) responses(upstream, client net.Conn, pending <-chan exchang
 		if cur.fault == HoldResponse {
 			p.hold(cur.until)
 		}
+		if cur.fault == DeliverLate {
+			// The answer is read in full from the target even when the
+			// client has gone.
+			w := &lenientWriter{w: client}
+			_, _ = w.Write(head)
+			err := copyBody(w, br, length, chunked)
+			close(cur.answered)
+			if err != nil || w.err != nil || length < 0 && !chunked {
+				return
+			}
+			continue
+		}
 		if _, err := client.Write(head); err != nil {
 			return
 		}
@@ -461,6 +500,20 @@ func (p *FaultProxy) responses(upstream, client net.Conn, pending <-chan exchang
 			return
 		}
 	}
+}
+
+// lenientWriter writes to w until a write fails (err), then swallows the
+// rest, so a message is read in full even when its destination has gone.
+type lenientWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (l *lenientWriter) Write(b []byte) (int, error) {
+	if l.err == nil {
+		_, l.err = l.w.Write(b)
+	}
+	return len(b), nil
 }
 
 // readHead reads a message head, up to and including the empty line, as it

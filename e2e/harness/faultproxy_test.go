@@ -260,3 +260,72 @@ func TestFaultProxyHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultProxyDeliverLate: a request held until its client gave up is
+// delivered afterwards, and the target executes it with its connection
+// open (its request context is not cancelled) until it has answered.
+func TestFaultProxyDeliverLate(t *testing.T) {
+	entered := make(chan string, 1)
+	cancelled := make(chan struct{})
+	answer := make(chan struct{})
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		entered <- string(b)
+		select {
+		case <-answer:
+		case <-r.Context().Done():
+			close(cancelled)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(target.Close)
+	p := StartFaultProxy(t, target.URL)
+	release := make(chan struct{})
+	in := p.Inject(Rule{Match: func(r ProxiedRequest) bool { return r.Query.Has("delete") }, Fault: DeliverLate, Until: release})
+
+	c := &http.Client{Timeout: 300 * time.Millisecond}
+	resp, err := c.Post(p.URL+"/bucket?delete", "application/xml", strings.NewReader("<Delete/>"))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("the held request was answered before its release")
+	}
+	if in.Hits() != 1 {
+		t.Fatalf("hits %d, want 1", in.Hits())
+	}
+	select {
+	case <-entered:
+		t.Fatal("the target saw the request before its release")
+	default:
+	}
+	// The client has given up and closed its connection; the request
+	// still reaches the target, whole.
+	close(release)
+	select {
+	case body := <-entered:
+		if body != "<Delete/>" {
+			t.Fatalf("target read body %q", body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request was not delivered after its release")
+	}
+	// The proxy keeps the target's connection while the target works: a
+	// proxy that closed it would cancel the request at once.
+	select {
+	case <-cancelled:
+		t.Fatal("the target's request was cancelled: the proxy closed its connection before the answer")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(answer)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		reqs := p.Find(func(r ProxiedRequest) bool { return r.Fault == DeliverLate })
+		if len(reqs) == 1 && reqs[0].Status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the target's answer was not read: %+v", reqs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +92,9 @@ type Gateway struct {
 	bin  string
 	args []string
 	env  []string
+	// extraEnv is added to env by RestartWith, for that start and the
+	// ones after it.
+	extraEnv []string
 
 	mu   sync.Mutex
 	proc *process
@@ -367,7 +371,10 @@ func mergeConfig(dst, src map[string]any) {
 // start runs the binary with the current configuration and waits for
 // readiness.
 func (g *Gateway) start() error {
-	proc, err := startProcess("sweepgate", g.LogFile, g.bin, g.args, g.env)
+	g.mu.Lock()
+	env := append(slices.Clone(g.env), g.extraEnv...)
+	g.mu.Unlock()
+	proc, err := startProcess("sweepgate", g.LogFile, g.bin, g.args, env)
 	if err != nil {
 		return err
 	}
@@ -439,6 +446,17 @@ func (g *Gateway) Restart() {
 	if err := g.start(); err != nil {
 		g.t.Fatalf("harness: restart sweepgate: %v", err)
 	}
+}
+
+// RestartWith restarts the gateway like Restart, with env added to its
+// environment (KEY=VALUE each) for this start and later ones until the
+// next RestartWith; RestartWith() restarts it with its own environment.
+func (g *Gateway) RestartWith(env ...string) {
+	g.t.Helper()
+	g.mu.Lock()
+	g.extraEnv = slices.Clone(env)
+	g.mu.Unlock()
+	g.Restart()
 }
 
 // PID returns the gateway's process id.

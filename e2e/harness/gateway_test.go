@@ -61,6 +61,9 @@ func runFakeGateway() int {
 		return 1
 	}
 	fmt.Println("fake gateway serving on", cfg.Listen)
+	if v := os.Getenv("SWEEPGATE_TEST_CLOCK_OFFSET"); v != "" {
+		fmt.Println("fake gateway clock offset", v)
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
 	<-sig
@@ -128,6 +131,18 @@ func TestStartGatewayWithFake(t *testing.T) {
 		t.Fatalf("after Kill and Restart: %v", err)
 	}
 	if log := g.Log(); strings.Count(log, "fake gateway serving") != 3 || !strings.Contains(log, "fake gateway stopping") {
+		t.Fatalf("log:\n%s", log)
+	}
+	// RestartWith adds to the environment for that start and later ones,
+	// until the next RestartWith.
+	const offset = "fake gateway clock offset 2h"
+	g.RestartWith("SWEEPGATE_TEST_CLOCK_OFFSET=2h")
+	g.Restart()
+	g.RestartWith()
+	if err := get(); err != nil {
+		t.Fatalf("after RestartWith: %v", err)
+	}
+	if log := g.Log(); strings.Count(log, "fake gateway serving") != 6 || strings.Count(log, offset) != 2 {
 		t.Fatalf("log:\n%s", log)
 	}
 }

@@ -1,0 +1,174 @@
+package digests
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/audit"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3client"
+)
+
+// blobFate is what became of a guarded blob's delete.
+type blobFate int
+
+const (
+	// blobGone: the backend said the key is deleted, or a HEAD after a
+	// complete answer found it gone. The guard is released.
+	blobGone blobFate = iota
+	// blobGoneSettling: the answer was not clear and a HEAD found the blob
+	// gone. The bytes are gone, so the tombstone is recorded deleted; the
+	// request may still be on its way, and would delete a blob uploaded
+	// again, so the guard stays armed until the attempt is settled.
+	blobGoneSettling
+	// blobPresent: a complete answer named the key failed (the request has
+	// finished) and a HEAD found the blob. The guard is released.
+	blobPresent
+	// blobSettling: the answer was not clear and a HEAD found the blob: the
+	// request may still be executed, so the guard stays armed.
+	blobSettling
+	// blobUnknown: nothing could tell; the guard stays armed.
+	blobUnknown
+)
+
+// deleteGuarded deletes the guarded blobs, at most 1000 to a request and
+// one bucket to a request. Before each request the attempt is recorded on
+// the guards of its batch (fenced: a term known to be over sends nothing),
+// and the request carries the deadline recorded. Each blob is then settled
+// from the backend's answer: a key whose delete failed, or every key of a
+// request with no clear answer, is looked at with a HEAD; nothing is
+// deleted twice blindly.
+func (s *digestSweep) deleteGuarded(ctx context.Context, guarded []armed) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	slices.SortFunc(guarded, func(a, b armed) int {
+		return cmp.Or(cmp.Compare(a.tomb.Bucket, b.tomb.Bucket), cmp.Compare(a.tomb.Key, b.tomb.Key))
+	})
+	for start := 0; start < len(guarded); {
+		end := start + 1
+		for end < len(guarded) && end-start < 1000 && guarded[end].tomb.Bucket == guarded[start].tomb.Bucket {
+			end++
+		}
+		batch, err := s.recordAttempt(ctx, guarded[start:end])
+		if err != nil {
+			return err
+		}
+		start = end
+		if len(batch) == 0 {
+			continue
+		}
+		s.run.Fire(FaultAttempted)
+		fates := make([]blobFate, len(batch))
+		why := make([]string, len(batch))
+		s.deleteBatch(ctx, batch, fates, why)
+		if err := s.settle(context.WithoutCancel(ctx), batch, fates, why); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteBatch deletes the blobs of one bucket in one request, which gives
+// up after the backend timeout (the deadline recordAttempt recorded is
+// that long after the attempt was recorded, so it is no earlier), and
+// decides each one's fate.
+func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, fates []blobFate, why []string) {
+	bucket := batch[0].tomb.Bucket
+	keys := make([]string, len(batch))
+	for i, a := range batch {
+		keys[i] = a.tomb.Key
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.BackendTimeout)
+	failed, err := s.s3.DeleteObjects(dctx, bucket, keys)
+	cancel()
+	// Looking again is finished even when the pass is cancelled, so that
+	// the guards are settled with what the backend holds.
+	hctx := context.WithoutCancel(ctx)
+	for i, a := range batch {
+		code, bad := failed[a.tomb.Key]
+		if err == nil && !bad {
+			fates[i] = blobGone
+			continue
+		}
+		cause := fmt.Sprintf("delete failed with %s", code)
+		if err != nil {
+			cause = fmt.Sprintf("delete outcome unclear (%v)", err)
+		}
+		_, herr := s.s3.Head(hctx, bucket, a.tomb.Key)
+		switch {
+		case errors.Is(herr, s3client.ErrNoSuchKey) && err == nil:
+			fates[i], why[i] = blobGone, cause+"; looking again found the blob gone"
+		case errors.Is(herr, s3client.ErrNoSuchKey):
+			fates[i], why[i] = blobGoneSettling, cause+"; looking again found the blob gone; its guard stays armed until the delete is settled"
+		case herr == nil && err == nil:
+			fates[i], why[i] = blobPresent, cause+"; looking again found the blob still there"
+		case herr == nil:
+			fates[i], why[i] = blobSettling, cause+"; looking again found the blob still there, but the delete may still be executed: its guard stays armed until it is settled"
+		default:
+			fates[i], why[i] = blobUnknown, fmt.Sprintf("%s; looking again failed too (%v)", cause, herr)
+		}
+		s.log.Warn("blob delete not clear; looked again", "pass", s.cur.Pass, "bucket", bucket, "key", a.tomb.Key, "outcome", why[i])
+	}
+}
+
+// settle records each guarded blob's fate: gone, its tombstone is deleted
+// (with its bytes counted) and, once the request has finished, the guard
+// released; present after a finished request, the guard is released and
+// the tombstone stays ready with one more attempt; otherwise the guard
+// stays armed, with its attempt, for a later pass to settle once no delete
+// can still land.
+func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobFate, why []string) error {
+	keys := s.keys()
+	writes := make([]digestWrite, 0, len(guarded))
+	for i, a := range guarded {
+		d := a.tomb.Digest
+		guardCmp := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(keys.Guard(d)), "=", a.guardRev)}
+		switch fates[i] {
+		case blobGone:
+			writes = append(writes, digestWrite{cmps: guardCmp, delta: &Report{Deleted: 1, Bytes: a.tomb.Size}, ops: []clientv3.Op{
+				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why[i]))),
+				clientv3.OpDelete(keys.Guard(d)),
+			}})
+		case blobGoneSettling:
+			writes = append(writes, digestWrite{cmps: guardCmp, delta: &Report{Deleted: 1, Bytes: a.tomb.Size, Settling: 1}, ops: []clientv3.Op{
+				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why[i]))),
+			}})
+		case blobPresent:
+			t := a.tomb
+			t.Attempts++
+			t.Term, t.Reason = s.term.N, why[i]
+			writes = append(writes, digestWrite{cmps: guardCmp, delta: &Report{Failed: 1}, ops: []clientv3.Op{
+				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(t)),
+				clientv3.OpDelete(keys.Guard(d)),
+			}})
+		case blobSettling:
+			writes = append(writes, digestWrite{delta: &Report{Settling: 1}})
+		default:
+			writes = append(writes, digestWrite{delta: &Report{Unknown: 1, Settling: 1}})
+		}
+	}
+	landed, _, err := s.commit(ctx, writes)
+	for i, ok := range landed {
+		if fates[i] != blobGone && fates[i] != blobGoneSettling {
+			continue
+		}
+		if ok {
+			s.metrics.Deleted(1, guarded[i].tomb.Size)
+		}
+		// The bytes are gone whatever became of the tombstone's record.
+		t := guarded[i].tomb
+		reason := fmt.Sprintf("unreferenced at reference revision %d, and every plane has applied revision %d", t.RefRev, t.Frontier)
+		if why[i] != "" {
+			reason += "; " + why[i]
+		}
+		audit.Record(s.log, audit.DeleteBlob, t.Digest, reason,
+			"pass", s.cur.Pass, "term", s.term.N, "bucket", t.Bucket, "key", t.Key, "bytes", t.Size, "recorded", ok)
+	}
+	return err
+}

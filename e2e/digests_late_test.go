@@ -1,0 +1,124 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sweepgate/sweepgate/e2e/harness"
+)
+
+// TestDigestLateDelete has MinIO execute the reclaimer's DeleteObjects
+// after the reclaimer gave up on it: the fault proxy between the gateway
+// process and MinIO holds the request past reclaim.backend_timeout and
+// forwards it once the test says so. Until the guard is settled (the
+// delete's deadline plus digests.guard_settle plus reclaim.clock_skew),
+// a producer's push of a manifest naming the blob is refused with the
+// retryable 503 and the blob reads 404, before and after the delete
+// lands; afterwards the producer uploads the blob again and pushes, and
+// no manifest names a missing blob.
+func TestDigestLateDelete(t *testing.T) {
+	t.Parallel()
+	bucket := harness.BucketName(t)
+	e, proxy := harness.StartWithFaultProxy(t, harness.Options{Config: map[string]any{
+		"digests": map[string]any{
+			"namespaces":          []string{bucket + "/blobs/sha256/"},
+			"sources":             []string{bucket + "/manifests/"},
+			"placement_grace":     digestPlacementGrace.String(),
+			"max_delete_fraction": 1,
+			"guard_settle":        "4s",
+		},
+		"reclaim": map[string]any{"interval": "1h", "backend_timeout": "2s", "election_ttl": "1s", "clock_skew": "1s"},
+	}})
+	e.RequireGateway(t)
+	admin := e.Gateway.AdminEndpoint
+	awaitLeading(t, e.Gateway)
+	sdk, direct := e.SDK(t), e.DirectSDK(t)
+	ctx := t.Context()
+	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	blobs := pushLayers(t, sdk, bucket, 2)
+	put := func(key string, ids ...int) error {
+		_, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(ociManifest(blobs, ids...))})
+		return err
+	}
+	if err := put("manifests/app/v1", 0); err != nil {
+		t.Fatal(err)
+	}
+	// Passes until blob 1, older than the placement grace, is pending.
+	deadline := time.Now().Add(30 * time.Second)
+	for digestPassReport(t, admin).Digests.Pending != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("blob 1 not pending within 30s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	release := make(chan struct{})
+	held := proxy.Inject(harness.Rule{
+		Match: func(r harness.ProxiedRequest) bool { return r.Method == http.MethodPost && r.Query.Has("delete") },
+		Fault: harness.HoldRequest, Times: 1, Until: release,
+	})
+	if rep := digestPassReport(t, admin); rep.Digests.Settling != 1 || rep.Digests.Deleted != 0 {
+		t.Errorf("pass whose delete is held: %+v, want the guard kept settling", *rep.Digests)
+	}
+	if held.Hits() != 1 {
+		t.Fatalf("the proxy held %d deletes, want 1", held.Hits())
+	}
+	requireGuardHolds(t, sdk, bucket, blobs, "while the delete is held")
+	close(release)
+	deadline = time.Now().Add(30 * time.Second)
+	for layerPresent(t, direct, bucket, blobs, 1) {
+		if time.Now().After(deadline) {
+			t.Fatal("the held delete did not land within 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	requireGuardHolds(t, sdk, bucket, blobs, "after the late delete landed")
+
+	// Passes settle the guard once the delete can no longer be executed;
+	// then the producer uploads the blob again and pushes.
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		digestPassReport(t, admin)
+		_, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(blobs[1].key), Body: bytes.NewReader(blobs[1].body)})
+		if err == nil {
+			break
+		}
+		if apiErrorCode(err) != "SlowDown" || time.Now().After(deadline) {
+			t.Fatalf("re-upload of the blob: %v, want SlowDown until the guard is settled, within 60s", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := put("manifests/app/v2", 0, 1); err != nil {
+		t.Fatalf("push after the guard was settled: %v", err)
+	}
+	digestPassReport(t, admin)
+	requireLayersPresent(t, direct, bucket, blobs, "at the end: every blob a manifest names", 0, 1)
+}
+
+// requireGuardHolds checks that blobs[1]'s guard holds producers off: a
+// manifest naming it is refused with the retryable SlowDown and not
+// stored, and a HEAD of the blob answers 404.
+func requireGuardHolds(t *testing.T, sdk *s3.Client, bucket string, blobs []layerBlob, when string) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("manifests/held"), Body: bytes.NewReader(ociManifest(blobs, 1))})
+	if apiErrorCode(err) != "SlowDown" {
+		t.Fatalf("%s: push naming the guarded blob: %v, want SlowDown", when, err)
+	}
+	_, err = sdk.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(blobs[1].key)})
+	if code := apiErrorCode(err); code != "NotFound" && code != "NoSuchKey" {
+		t.Fatalf("%s: HEAD of the guarded blob: %v, want 404", when, err)
+	}
+	if _, err := sdk.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("manifests/held")}); err == nil {
+		t.Fatalf("%s: the refused manifest is stored", when)
+	}
+}

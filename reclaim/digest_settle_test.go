@@ -1,0 +1,359 @@
+package reclaim_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/minio/minio-go/v7"
+
+	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// TestDigestLateDelete has the backend execute a DeleteObjects after its
+// client gave up on it. The HEAD that follows the timeout finds the blobs
+// still there; their guards must stay armed (a producer's push naming
+// them is refused with the retryable SlowDown) until the delete can no
+// longer be executed, so that when it lands no manifest names a blob it
+// deletes. Once settled, the guards go and the producer, having uploaded
+// the blob again, pushes its manifest.
+func TestDigestLateDelete(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	unref := d.putBlobs("u", 2)
+	d.ageBlobs()
+	cfg := d.config()
+	cfg.BatchSize = 1000
+	cfg.BackendTimeout = 2 * time.Second
+	r := d.start(cfg)
+	client := d.gatewayClient()
+	wantCounts(t, "first pass", d.digestPass(r), 2, 0, 0, 0)
+
+	late := newLateDelete()
+	d.be.late.Store(late)
+	rep := d.digestPass(r)
+	if rep.Settling != 2 || rep.Deleted != 0 || rep.Failed != 0 {
+		t.Errorf("pass whose delete timed out: settling %d deleted %d failed %d; want the two guards kept settling", rep.Settling, rep.Deleted, rep.Failed)
+	}
+	d.wantPresent("delete held", true, unref...)
+	d.wantGuardHolds(t, client, "delete held", unref[0])
+
+	d.clock.Advance(dgSettle)
+	if rep := d.digestPass(r); rep.Settling != 2 || rep.Deleted != 0 {
+		t.Errorf("pass inside the settle time: settling %d deleted %d; want the guards kept", rep.Settling, rep.Deleted)
+	}
+	close(late.release)
+	if err := <-late.done; err != nil {
+		t.Fatalf("late delete: %v", err)
+	}
+	d.wantPresent("late delete landed", false, unref...)
+	d.wantGuardHolds(t, client, "late delete landed", unref[1])
+
+	d.settle()
+	d.digestPass(r)
+	if n := d.count(d.store.Keys().Guards()); n != 0 {
+		t.Errorf("%d guards left after the settle time", n)
+	}
+	d.wantStates("settled", etcdstore.TombstoneDeleted, unref...)
+	d.wantPresent("settled", true, refd...)
+	d.wantProducerAgain(t, r, client, unref[0])
+}
+
+// wantProducerAgain uploads blob again through the gateway and pushes a
+// manifest naming it, as a registry client does after a 404, and checks
+// that it stays.
+func (d *digestEnv) wantProducerAgain(t *testing.T, r *reclaim.Reclaimer, client *s3.Client, blob string) {
+	t.Helper()
+	ctx := context.Background()
+	content := blobContent("u0")
+	if digestOf(content) != blob {
+		t.Fatal("wantProducerAgain: blob is not u0")
+	}
+	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob)), Body: bytes.NewReader(content),
+	}); err != nil {
+		t.Fatalf("re-upload: %v", err)
+	}
+	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(dgBucket), Key: aws.String(dgManifests + "again"), Body: bytes.NewReader(dgManifest([]string{blob})),
+	}); err != nil {
+		t.Fatalf("manifest push after the guard was settled: %v", err)
+	}
+	d.ageBlobs()
+	for range 2 {
+		d.digestPass(r)
+	}
+	d.wantPresent("named again", true, blob)
+}
+
+// TestDigestFormerLeaderHeld holds a leader between recording its delete
+// attempt on the guards and sending the delete, and ends its term. The
+// next leader's pass must keep the guards armed (the held delete may
+// still be sent and executed), and writes naming the digests stay
+// refused. Released, the former leader's delete is sent or not; either
+// way the guards stay until it is settled, and then the next leader
+// settles the blobs from what the backend holds.
+func TestDigestFormerLeaderHeld(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	unref := d.putBlobs("u", 2)
+	d.ageBlobs()
+	reached, hold := make(chan struct{}), make(chan struct{})
+	cfgA := d.config()
+	cfgA.ID = "a"
+	cfgA.BatchSize = 1000
+	held := false
+	cfgA.Fault = func(point string) {
+		if point == digests.FaultAttempted && !held {
+			held = true
+			close(reached)
+			<-hold
+		}
+	}
+	a := d.start(cfgA)
+	cfgB := d.config()
+	cfgB.ID = "b"
+	cfgB.Metrics = nil
+	b := d.run(cfgB)
+	d.digestPass(a)
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := a.Trigger(context.Background())
+		errc <- err
+	}()
+	<-reached
+	d.revokeLeader()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := b.Elector().AwaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep := d.digestPass(b)
+	if rep.Settling != 2 || rep.Deleted != 0 || d.count(d.store.Keys().Guards()) != 2 {
+		t.Errorf("next leader while the former is held: settling %d deleted %d guards %d; want both guards kept", rep.Settling, rep.Deleted, d.count(d.store.Keys().Guards()))
+	}
+	d.wantPresent("former leader held", true, unref...)
+	if err := d.writeManifest("during", unref[0]); !errors.Is(err, etcdstore.ErrGuarded) {
+		t.Errorf("manifest naming a guarded digest while the former leader is held: %v, want ErrGuarded", err)
+	}
+
+	close(hold)
+	if err := <-errc; err == nil {
+		t.Error("the former leader's pass ended without an error after its term ended")
+	}
+	if n := d.count(d.store.Keys().Guards()); n != 2 {
+		t.Errorf("%d guards armed after the former leader went on, want 2", n)
+	}
+	d.settle()
+	d.digestPass(b)
+	if n := d.count(d.store.Keys().Guards()); n != 0 {
+		t.Errorf("%d guards left after the settle time", n)
+	}
+	d.digestPass(b)
+	d.wantStates("settled", etcdstore.TombstoneDeleted, unref...)
+	d.wantPresent("settled", false, unref...)
+	d.wantPresent("settled", true, refd...)
+}
+
+// TestDigestRebuildOrder writes a manifest directly to MinIO, around the
+// gateway, naming a blob whose tombstone is already pending, with a
+// rebuild interval of an hour. The passes before the next rebuild must
+// not make the tombstone ready (the picture of the references is older
+// than the decision); the next rebuild finds the manifest and the blob
+// stays. A blob nothing names waits for that rebuild too, and goes in its
+// pass.
+func TestDigestRebuildOrder(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	named := d.putBlob("named")
+	free := d.putBlob("free")
+	d.ageBlobs()
+	cfg := d.config()
+	cfg.Digests.RebuildInterval = time.Hour
+	r := d.start(cfg)
+	if rep := d.digestPass(r); !rep.Rebuild.Ran || rep.NewPending != 2 {
+		t.Fatalf("first pass: rebuild %+v, new pending %d; want a rebuild and two pending", rep.Rebuild, rep.NewPending)
+	}
+	body := dgManifest([]string{named})
+	if _, err := d.direct.Client.PutObject(t.Context(), dgBucket, dgManifests+"around", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		d.clock.Advance(10 * time.Minute)
+		rep := d.digestPass(r)
+		if rep.Rebuild.Ran || rep.Ready != 0 || rep.Deleted != 0 {
+			t.Errorf("pass %d before the next rebuild: rebuild ran %v, ready %d, deleted %d; want nothing advanced", i, rep.Rebuild.Ran, rep.Ready, rep.Deleted)
+		}
+		d.wantStates("before the next rebuild", etcdstore.TombstonePending, named, free)
+	}
+	d.wantPresent("before the next rebuild", true, named, free)
+	ex, err := r.ExplainDigest(t.Context(), free)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := ex.Steps[len(ex.Steps)-1]; ex.Verdict != "pending" || last.Rule != "rebuild_wait" || !last.Matched {
+		t.Errorf("explanation before the next rebuild: verdict %q, last step %+v; want pending by rebuild_wait", ex.Verdict, last)
+	}
+
+	d.clock.Advance(time.Hour)
+	rep := d.digestPass(r)
+	if !rep.Rebuild.Ran || rep.Rebuild.Result == nil || rep.Rebuild.Result.Unknown != 1 {
+		t.Errorf("pass after the interval: rebuild %+v, want it to find the manifest written around the gateway", rep.Rebuild)
+	}
+	wantCounts(t, "pass after the rebuild", rep, 0, 1, 1, 1)
+	d.wantStates("after the rebuild", etcdstore.TombstoneSkipped, named)
+	d.wantStates("after the rebuild", etcdstore.TombstoneDeleted, free)
+	d.wantPresent("after the rebuild", true, append(refd, named)...)
+	d.wantPresent("after the rebuild", false, free)
+}
+
+// TestDigestUnclearDelete loses the answer to a delete (the blob is gone)
+// and drops another (the blob stays): each is looked at once, never sent
+// again blindly, and its guard stays armed, with the blob reading 404 to
+// producers, until the delete can no longer be executed; only then does a
+// pass release it (gone) or delete the blob again (present).
+func TestDigestUnclearDelete(t *testing.T) {
+	t.Parallel()
+	for _, lost := range []bool{true, false} {
+		name := "answer lost"
+		if !lost {
+			name = "request dropped"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			refd := d.putBlobs("r", 6)
+			d.putManifest("m", refd...)
+			unref := d.putBlobs("u", 2)
+			d.ageBlobs()
+			cfg := d.config()
+			cfg.BatchSize = 1000
+			r := d.start(cfg)
+			client := d.gatewayClient()
+			d.digestPass(r)
+
+			if lost {
+				d.be.loseDelete.Store(true)
+			} else {
+				d.be.dropDelete.Store(true)
+			}
+			rep := d.digestPass(r)
+			d.be.loseDelete.Store(false)
+			d.be.dropDelete.Store(false)
+			if n := d.be.deletes.Load(); n != 1 {
+				t.Errorf("%d deletes sent, want one", n)
+			}
+			d.wantUnclearKept(t, client, name, rep, lost, unref)
+
+			// Inside the settle time no pass releases the guards or sends
+			// the delete again.
+			d.clock.Advance(dgSettle)
+			rep = d.digestPass(r)
+			if rep.Settling != 2 || rep.Deleted != 0 || d.count(d.store.Keys().Guards()) != 2 || d.be.deletes.Load() != 1 {
+				t.Errorf("inside the settle time: settling %d deleted %d guards %d deletes sent %d; want the two guards kept and nothing sent",
+					rep.Settling, rep.Deleted, d.count(d.store.Keys().Guards()), d.be.deletes.Load())
+			}
+			d.wantGuardHolds(t, client, "inside the settle time", unref[0])
+
+			d.settle()
+			rep = d.digestPass(r)
+			if n := d.count(d.store.Keys().Guards()); n != 0 {
+				t.Errorf("after the settle time: %d guards left", n)
+			}
+			want := int64(2) // dropped: deleted now
+			if lost {
+				want = 0 // counted when the blobs were found gone
+			}
+			if rep.Deleted != want || rep.Settling != 0 {
+				t.Errorf("after the settle time: deleted %d settling %d, want %d and 0", rep.Deleted, rep.Settling, want)
+			}
+			d.wantPresent("after the settle time", false, unref...)
+			d.wantPresent("after the settle time", true, refd...)
+			d.wantStates("after the settle time", etcdstore.TombstoneDeleted, unref...)
+		})
+	}
+}
+
+// wantUnclearKept checks the pass whose delete of unref had no clear
+// answer: the guards stay armed and are counted settling; a lost answer's
+// blobs are recorded deleted (a HEAD found them gone), a dropped request's
+// stay ready, with no attempt counted as failed.
+func (d *digestEnv) wantUnclearKept(t *testing.T, client *s3.Client, name string, rep digests.Report, lost bool, unref []string) {
+	t.Helper()
+	if n := d.count(d.store.Keys().Guards()); n != 2 || rep.Settling != 2 {
+		t.Errorf("%s: %d guards armed, %d settling; want both kept while the delete may still be executed", name, n, rep.Settling)
+	}
+	d.wantGuardHolds(t, client, name, unref[1])
+	tb, _, _ := d.tombstone(unref[0])
+	if lost {
+		wantCounts(t, name, rep, 0, 2, 0, 2)
+		d.wantPresent(name, false, unref...)
+		if tb.State != etcdstore.TombstoneDeleted || !contains(tb.Reason, "unclear", "gone") {
+			t.Errorf("%s: tombstone %+v, want deleted with the doubt recorded", name, tb)
+		}
+		return
+	}
+	if rep.Failed != 0 || rep.Deleted != 0 {
+		t.Errorf("%s: failed %d deleted %d, want neither: the delete may still land", name, rep.Failed, rep.Deleted)
+	}
+	if tb.State != etcdstore.TombstoneReady || tb.Attempts != 1 {
+		t.Errorf("%s: tombstone %+v, want ready as it was", name, tb)
+	}
+	d.wantPresent(name, true, unref...)
+}
+
+// TestDigestLeftoverGuardWaitsForRebuild finds a guard left by a leader
+// cut short before it sent any delete, on a ready tombstone decided after
+// the last rebuild, with an hour between rebuilds. Taking the guard over
+// does not make the tombstone ready for this pass: the pass releases the
+// guard and the blob waits for the next rebuild, in whose pass it goes.
+func TestDigestLeftoverGuardWaitsForRebuild(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	d.ageBlobs()
+	cfg := d.config()
+	cfg.Digests.RebuildInterval = time.Hour
+	r := d.start(cfg)
+	d.digestPass(r) // the rebuild runs
+
+	dg := d.putBlob("guarded")
+	d.ageBlobs()
+	keys := d.store.Keys()
+	tomb := etcdstore.Tombstone{Digest: dg, State: etcdstore.TombstoneReady, Bucket: dgBucket, Key: blobKey(dg),
+		Size: int64(len(blobContent("guarded"))), Frontier: 1, Term: 1, Pass: 1, Attempts: 1, Since: d.clock.Now()}
+	guard := etcdstore.Guard{Digest: dg, Bucket: dgBucket, Key: blobKey(dg), Term: 1, Pass: 1, At: d.clock.Now()}
+	for k, v := range map[string]string{keys.Tombstone(dg): etcdstore.MarshalRecord(tomb), keys.Guard(dg): etcdstore.MarshalRecord(guard)} {
+		if _, err := d.cli.Put(t.Context(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.clock.Advance(10 * time.Minute)
+	rep := d.digestPass(r)
+	if rep.Rebuild.Ran || rep.Deleted != 0 || rep.Released != 1 {
+		t.Errorf("pass before the next rebuild: rebuild ran %v, deleted %d, released %d; want the guard released and nothing deleted", rep.Rebuild.Ran, rep.Deleted, rep.Released)
+	}
+	d.wantPresent("before the next rebuild", true, dg)
+	d.wantStates("before the next rebuild", etcdstore.TombstoneReady, dg)
+
+	d.clock.Advance(time.Hour)
+	if rep := d.digestPass(r); !rep.Rebuild.Ran || rep.Deleted != 1 {
+		t.Errorf("pass after the rebuild: rebuild ran %v, deleted %d; want the blob deleted", rep.Rebuild.Ran, rep.Deleted)
+	}
+	d.wantPresent("after the rebuild", false, dg)
+	d.wantPresent("after the rebuild", true, refd...)
+}

@@ -28,6 +28,7 @@ func fromDigestReport(in digests.Report) adminapi.DigestReport {
 		Failed:          in.Failed,
 		Unknown:         in.Unknown,
 		Settling:        in.Settling,
+		FutureTimes:     in.FutureTimes,
 		Guards:          in.Guards,
 		Released:        in.Released,
 		StalePlacements: in.StalePlacements,

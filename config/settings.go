@@ -227,7 +227,7 @@ func Settings() []Setting {
 			"A pass flags a session completing for longer than this as stuck, for a person; it is never deleted or reverted. (The reconciler that serve runs between passes uses sessions.stuck_limit.)",
 			func(c *Config) any { return &c.Reclaim.StuckLimit }),
 		setting("reclaim.clock_skew", "DURATION", duration(reclaim.DefaultClockSkew),
-			"A live gateway's published clock or the backend's Date further from the reclaimer's clock than this, or a recorded time (session, trash, tombstone) further in the future, stops the pass with nothing marked or deleted: a clock that jumped must not make live uploads or trashed references look old.",
+			"A live gateway's published clock or the backend's Date further from the reclaimer's clock than this stops the pass with nothing marked or deleted: a clock that jumped must not make live uploads or trashed references look old. A recorded time (session, trash, tombstone) further in the future keeps its record (an upload is kept, trash expires later) and is reported.",
 			func(c *Config) any { return &c.Reclaim.ClockSkew }),
 		setting("reclaim.max_delete", "PARTS", strconv.FormatInt(reclaim.DefaultMaxDelete, 10),
 			"Circuit breaker: a pass whose plan deletes more parts than this is refused (nothing marked or deleted, reported, logged as an error, counted in metrics). -1 sets no absolute limit; reclaim.max_delete_fraction still applies.",

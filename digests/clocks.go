@@ -40,19 +40,37 @@ func trashExpired(expires time.Time, expiresElapsed *time.Duration, now time.Tim
 	return !expires.After(now) && expiresElapsed != nil && elapsed >= *expiresElapsed
 }
 
-// checkTimes stops the sweep (for good: its decision clock is fixed) when a
-// trash entry or a tombstone records a time beyond now plus the clock skew
-// allowance, and stamps every trash entry no pass has seen yet with the
-// elapsed clock its window ends at. A dry run only checks.
+// checkTimes finds the trash entries and tombstones that record a time
+// beyond now plus the clock skew allowance, and stamps every trash entry no
+// pass has seen yet with the elapsed clock its window ends at. A dry run
+// only checks. A future time only makes its record last longer (trash
+// expires later, a tombstone is pruned later), so such records are counted
+// and logged, not a reason to stop: a clock that ran ahead for a while
+// must not stop every pass until its times come. A clock that is wrong now
+// is found by the pass's own clock check.
 func (s *digestSweep) checkTimes(ctx context.Context) error {
 	keys := s.keys()
 	limit := s.now.Add(s.run.ClockSkew)
+	var (
+		futures int64
+		first   *FutureTimeError
+	)
 	future := func(record, field string, at time.Time) error {
 		if s.run.ClockSkew > 0 && at.After(limit) {
-			return sweep.Abandon(&FutureTimeError{Record: record, Field: field, At: at, Now: s.now, Skew: s.run.ClockSkew})
+			futures++
+			if first == nil {
+				first = &FutureTimeError{Record: record, Field: field, At: at, Now: s.now, Skew: s.run.ClockSkew}
+			}
 		}
 		return nil
 	}
+	defer func() {
+		if first != nil {
+			s.cur.Report.FutureTimes = futures
+			s.log.Warn("digest records with a time in the future: a clock ran ahead when they were written; they are kept longer, never shorter",
+				"pass", s.cur.Pass, "records", futures, "first", first.Error())
+		}
+	}()
 	var writes []digestWrite
 	err := sweepScan(ctx, s.cli(), keys.AllTrash(), clientv3.GetPrefixRangeEnd(keys.AllTrash()), sweepRangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
 		var tr etcdstore.TrashRecord

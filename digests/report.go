@@ -51,6 +51,10 @@ type Report struct {
 	// attempt not past its deadline plus digests.guard_settle): while
 	// armed, the blob reads 404 and writes naming it are refused.
 	Settling int64 `json:"settling,omitempty"`
+	// FutureTimes counts trash entries and tombstones whose recorded time
+	// lies beyond now plus the clock skew allowance (kept longer, never
+	// shorter).
+	FutureTimes int64 `json:"future_times,omitempty"`
 	// Guards counts guards found armed when the sweep started (left by an
 	// interrupted collector; a resumed pass counts again those an earlier
 	// attempt took over); Released those released without a delete.

@@ -52,10 +52,13 @@ type Decision struct {
 	Since time.Time
 	// LastActivity is the latest activity the decision saw.
 	LastActivity time.Time
+	// FutureTime is set on an upload kept because a recorded time lies
+	// beyond now plus the clock skew allowance.
+	FutureTime bool
 }
 
 // ErrFutureTime says a recorded time lies beyond now plus the allowed clock
-// skew. Some clock is wrong, so idleness cannot be judged: the pass stops.
+// skew. Some clock is or was wrong, so idleness cannot be judged from it.
 var ErrFutureTime = sweep.ErrFutureTime
 
 // FutureTimeError names the record and time that lie in the future.
@@ -86,9 +89,13 @@ func (e *FutureTimeError) Is(target error) bool { return target == ErrFutureTime
 //     cleanup_pending, completed: the reconciler's to settle).
 //
 // Before any rule, every recorded time is checked against now plus
-// ClockSkew; a later one is an error (ErrFutureTime) and the pass must stop,
-// since an idle time computed from it would be wrong in an unknown way.
-func Classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity) (Decision, error) {
+// ClockSkew: an upload with a later one is kept (FutureTime is set), since
+// an idle time computed from it would be wrong in an unknown way. The
+// upload alone is kept, not the pass stopped: a clock that ran ahead for a
+// while leaves such records behind, and they must not stop every pass
+// until their time comes. A clock that is wrong now is found by the pass's
+// own clock check (the gateways' published clocks, the backend's Date).
+func Classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity) Decision {
 	return classify(p, now, sess, act, nil)
 }
 
@@ -107,11 +114,11 @@ const (
 // classify is Classify, recording every rule it tries on cl (nil records
 // nothing). The explanation of an upload runs this same code, so that what
 // an operator is told is what the sweep decides, never a copy of its rules.
-func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity, cl *sweep.Checklist) (Decision, error) {
+func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.Activity, cl *sweep.Checklist) Decision {
 	if sess == nil {
 		d := Decision{Verdict: Hold, Reason: "no session: nobody known owns this upload"}
 		cl.Step(ruleNoSession, true, func() (string, sweep.Values) { return d.Reason, sweep.Values{} })
-		return d, nil
+		return d
 	}
 	cl.Step(ruleNoSession, false, func() (string, sweep.Values) {
 		return fmt.Sprintf("a session records the upload, in state %s", sess.State), sweep.Values{"state": sess.State}
@@ -120,12 +127,12 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 	cl.Step(ruleFutureTime, err != nil, func() (string, sweep.Values) {
 		v := sweep.Values{"now": now, "clock_skew": p.ClockSkew.String(), "latest_allowed": now.Add(p.ClockSkew)}
 		if err != nil {
-			return err.Error() + ": the pass stops and decides nothing", v
+			return err.Error() + ": kept until that time has passed", v
 		}
 		return "no recorded time lies beyond now plus the clock skew allowance", v
 	})
 	if err != nil {
-		return Decision{}, err
+		return Decision{Verdict: Keep, Reason: err.Error() + ": kept until that time has passed", FutureTime: true}
 	}
 	last := lastActivity(sess, act)
 	d := Decision{LastActivity: last}
@@ -133,7 +140,7 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 
 	var completing bool
 	if d, completing = classifyCompleting(p, now, sess, d, cl); completing {
-		return d, nil
+		return d
 	}
 
 	within := idle <= p.Grace
@@ -149,7 +156,7 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 		return fmt.Sprintf("idle for %s, past the grace period %s", idle.Round(time.Second), p.Grace), v
 	})
 	if within {
-		return d, nil
+		return d
 	}
 
 	active := sess.State == etcdstore.StateActive
@@ -164,7 +171,7 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 		return fmt.Sprintf("state %s, not active", sess.State), sweep.Values{"state": sess.State}
 	})
 	if active {
-		return d, nil
+		return d
 	}
 
 	expired := sess.State == etcdstore.StateExpired
@@ -178,13 +185,13 @@ func classify(p Policy, now time.Time, sess *etcdstore.Session, act *etcdstore.A
 		return d.Reason, expiredValues(p, now, sess, last)
 	})
 	if expired {
-		return d, nil
+		return d
 	}
 
 	d.Verdict = Keep
 	d.Reason = fmt.Sprintf("state %s: settled by the reconciler, not the sweep", sess.State)
 	cl.Step(ruleReconcilerState, true, func() (string, sweep.Values) { return d.Reason, sweep.Values{"state": sess.State} })
-	return d, nil
+	return d
 }
 
 // classifyCompleting applies rule 2, recording it on cl: a completing

@@ -1,7 +1,7 @@
 package reclaim_test
 
 import (
-	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,12 +34,13 @@ func TestClassify(t *testing.T) {
 	}
 
 	tests := []struct {
-		name    string
-		sess    *etcdstore.Session
-		act     *etcdstore.Activity
-		want    reclaim.Verdict
-		stuck   bool
-		wantErr error
+		name  string
+		sess  *etcdstore.Session
+		act   *etcdstore.Activity
+		want  reclaim.Verdict
+		stuck bool
+		// future: kept because a recorded time lies in the future.
+		future bool
 	}{
 		{name: "no session is held", want: reclaim.Hold},
 		{name: "active, recent activity on the session", sess: session(etcdstore.StateActive, ago(2*time.Hour), ago(10*time.Minute), time.Time{}), want: reclaim.Keep},
@@ -102,33 +103,23 @@ func TestClassify(t *testing.T) {
 		{name: "cleanup_pending is the reconciler's", sess: session(etcdstore.StateCleanupPending, ago(40*time.Hour), ago(30*time.Hour), ago(30*time.Hour)), want: reclaim.Keep},
 		{name: "completed with an upload left is kept", sess: session(etcdstore.StateCompleted, ago(40*time.Hour), ago(30*time.Hour), ago(30*time.Hour)), want: reclaim.Keep},
 		{name: "activity within the skew allowance", sess: session(etcdstore.StateActive, ago(40*time.Hour), now.Add(4*time.Minute), time.Time{}), want: reclaim.Keep},
-		{name: "future activity key stops the pass",
+		{name: "future activity key",
 			sess: session(etcdstore.StateActive, ago(40*time.Hour), ago(30*time.Hour), time.Time{}),
-			act:  &etcdstore.Activity{At: now.Add(time.Hour), What: "UploadPart"}, wantErr: reclaim.ErrFutureTime},
-		{name: "future last activity stops the pass", sess: session(etcdstore.StateActive, ago(40*time.Hour), now.Add(6*time.Minute), time.Time{}), wantErr: reclaim.ErrFutureTime},
-		{name: "future creation stops the pass", sess: session(etcdstore.StateActive, now.Add(time.Hour), time.Time{}, time.Time{}), wantErr: reclaim.ErrFutureTime},
-		{name: "future mark stops the pass even when it would be kept", sess: func() *etcdstore.Session {
+			act:  &etcdstore.Activity{At: now.Add(time.Hour), What: "UploadPart"}, want: reclaim.Keep, future: true},
+		{name: "future last activity", sess: session(etcdstore.StateActive, ago(40*time.Hour), now.Add(6*time.Minute), time.Time{}), want: reclaim.Keep, future: true},
+		{name: "future creation", sess: session(etcdstore.StateActive, now.Add(time.Hour), time.Time{}, time.Time{}), want: reclaim.Keep, future: true},
+		{name: "future mark", sess: func() *etcdstore.Session {
 			s := expired(13*time.Hour, 37*time.Hour)
 			s.ExpiredAt = ptr(now.Add(time.Hour))
 			return s
-		}(), wantErr: reclaim.ErrFutureTime},
-		{name: "future transition of a completing session", sess: session(etcdstore.StateCompleting, ago(40*time.Hour), ago(30*time.Hour), now.Add(time.Hour)), wantErr: reclaim.ErrFutureTime},
+		}(), want: reclaim.Keep, future: true},
+		{name: "future transition of a completing session", sess: session(etcdstore.StateCompleting, ago(40*time.Hour), ago(30*time.Hour), now.Add(time.Hour)), want: reclaim.Keep, future: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := reclaim.Classify(policy, now, tt.sess, tt.act)
-			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("Classify error = %v, want %v", err, tt.wantErr)
-				}
-				var fe *reclaim.FutureTimeError
-				if !errors.As(err, &fe) || fe.Bucket != "b" || fe.UploadID != "u" {
-					t.Errorf("error %v does not name the record", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Classify: %v", err)
+			d := reclaim.Classify(policy, now, tt.sess, tt.act)
+			if d.FutureTime != tt.future || (tt.future && !strings.Contains(d.Reason, "in the future: upload u in bucket b")) {
+				t.Errorf("Classify = future %v (%q), want future %v naming the record", d.FutureTime, d.Reason, tt.future)
 			}
 			if d.Verdict != tt.want || d.Stuck != tt.stuck {
 				t.Errorf("Classify = %s (stuck %v, %q), want %s (stuck %v)", d.Verdict, d.Stuck, d.Reason, tt.want, tt.stuck)
@@ -149,10 +140,7 @@ func TestClassifyAgeAloneNeverDeletes(t *testing.T) {
 	s := &etcdstore.Session{Bucket: "b", UploadID: "u", Created: created, LastActivity: created}
 	s.Transition(etcdstore.StateActive, created, "gateway", "created")
 	for _, idle := range []time.Duration{0, time.Hour, 48 * time.Hour, 5 * 365 * 24 * time.Hour} {
-		d, err := reclaim.Classify(policy, created.Add(idle), s, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := reclaim.Classify(policy, created.Add(idle), s, nil)
 		if d.Verdict == reclaim.Delete {
 			t.Fatalf("idle %s: an active session was classified Delete", idle)
 		}

@@ -210,19 +210,12 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 		ex.Steps = cl.Steps
 		return ex, nil
 	}
-	d, err := classify(p, now, sess, act, &cl)
+	d := classify(p, now, sess, act, &cl)
 	ex.Steps = cl.Steps
-	switch {
-	case errors.Is(err, ErrFutureTime):
-		// The pass stops at this upload: nothing is decided, so nothing is
-		// deleted.
-		ex.Verdict, ex.Reason = string(Keep), err.Error()+": a pass stops here, deciding nothing"
-	case err != nil:
-		return ex, err
-	default:
+	if !d.FutureTime {
 		r.explainActivity(&ex, &d, p, now, sess)
-		ex.Verdict, ex.Reason, ex.Stuck = string(d.Verdict), d.Reason, d.Stuck
 	}
+	ex.Verdict, ex.Reason, ex.Stuck = string(d.Verdict), d.Reason, d.Stuck
 	r.explainNotes(&ex, d, p)
 	return ex, nil
 }

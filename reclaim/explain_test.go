@@ -173,13 +173,13 @@ func TestExplainUploads(t *testing.T) {
 		t.Errorf("unknown bucket: %v, want ErrNotKnown", err)
 	}
 
-	// A recorded time beyond the skew allowance stops a pass: kept, and
-	// the step says so.
+	// A recorded time beyond the skew allowance keeps the upload, and the
+	// step says so.
 	id := e.upload(inv.bucket, "future/object", 1)
 	e.session(inv.bucket, "future/object", id, etcdstore.StateActive, now, now.Add(time.Hour))
 	ex = e.explainUpload(r, inv.bucket, id, "")
 	wantSteps(t, "future", ex.Steps, uploadRules[:3])
-	if ex.Verdict != "keep" || !contains(ex.Reason, "in the future", "a pass stops here") {
+	if ex.Verdict != "keep" || !contains(ex.Reason, "in the future", "kept until that time has passed") {
 		t.Errorf("future = %+v", ex)
 	}
 }

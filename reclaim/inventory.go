@@ -278,9 +278,9 @@ func (inv *inventory) judge(ctx context.Context, u Upload) (item, error) {
 			return it, err
 		}
 	}
-	it.Decision, err = Classify(inv.policy, inv.now, sp, ap)
-	if err != nil || sp == nil {
-		return it, err
+	it.Decision = Classify(inv.policy, inv.now, sp, ap)
+	if sp == nil || it.FutureTime {
+		return it, nil
 	}
 	n, since, err := inv.store.InFlightAt(ctx, u.UploadID, inv.rev)
 	if err != nil {

@@ -128,9 +128,6 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 			if sweep.IsCompacted(err) {
 				err = sweep.Abandon(fmt.Errorf("etcd revision %d, which this pass reads sessions at, was compacted; the next pass starts over: %w", p.cur.Rev, err))
 			}
-			if errors.Is(err, ErrFutureTime) {
-				err = sweep.Abandon(err)
-			}
 			return p.stop(ctx, started, err, rec), err
 		}
 	}
@@ -239,6 +236,9 @@ func (p *pass) page(ctx context.Context, items []item, pos position, final bool)
 		}
 		if it.Unlisted {
 			t.Totals.Unlisted++
+		}
+		if it.FutureTime {
+			p.r.log.Warn("upload kept: a recorded time lies in the future", "pass", p.cur.Pass, "bucket", it.Bucket, "upload_id", it.UploadID, "reason", it.Reason)
 		}
 		t.Uploads.of(it.Verdict).add(it.Parts, it.Bytes)
 		switch {

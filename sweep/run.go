@@ -29,7 +29,7 @@ type Run struct {
 	// Elapsed), for a record stamped with it.
 	ElapsedNow func() time.Duration
 	// ClockSkew is how far in the future a recorded time may lie before
-	// the run stops (ErrFutureTime).
+	// it is counted as written by a clock that ran ahead (ErrFutureTime).
 	ClockSkew time.Duration
 	// DryRun makes the run decide and count, and write nothing anywhere.
 	DryRun bool
@@ -39,7 +39,8 @@ type Run struct {
 }
 
 // ErrFutureTime says a recorded time lies beyond now plus the allowed
-// clock skew. Some clock is wrong, so no age can be judged: the pass stops.
+// clock skew. A clock that ran ahead wrote it, so no age can be judged from
+// it: its record is kept (longer, never shorter).
 var ErrFutureTime = errors.New("reclaim: recorded time in the future")
 
 // Fire calls the fault hook at point, if there is one.

@@ -47,6 +47,10 @@ type DigestReport struct {
 	// Settling counts guards kept armed because a delete of their blob may
 	// still be executed by the backend (docs/digests.md).
 	Settling int64 `json:"settling,omitempty"`
+	// FutureTimes counts trash entries and tombstones whose recorded time
+	// lies beyond now plus the clock skew allowance: kept longer, never
+	// shorter.
+	FutureTimes int64 `json:"future_times,omitempty"`
 	// Guards counts guards found armed when the sweep started (left by an
 	// interrupted collector; a resumed pass counts again those an earlier
 	// attempt took over); Released those released without a delete.

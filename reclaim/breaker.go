@@ -5,7 +5,7 @@ import "github.com/sweepgate/sweepgate/sweep"
 // Defaults of the breaker's limits.
 const (
 	// DefaultMaxDelete is the most parts one pass deletes.
-	DefaultMaxDelete int64 = 10000
+	DefaultMaxDelete = int64(10000)
 	// DefaultMaxDeleteFraction is the largest share of all stored parts one
 	// pass deletes: a plan to delete more says more about the picture the
 	// pass had (a wrong clock, a lost etcd) than about abandoned uploads.
@@ -13,13 +13,13 @@ const (
 	// DefaultMaxDeleteUploads and DefaultMaxDeleteUploadsFraction are the
 	// same ceilings in uploads, so that uploads with few or no parts
 	// cannot all go at once.
-	DefaultMaxDeleteUploads         int64 = 1000
-	DefaultMaxDeleteUploadsFraction       = 0.25
+	DefaultMaxDeleteUploads         = int64(1000)
+	DefaultMaxDeleteUploadsFraction = 0.25
 	// DefaultMaxMark and DefaultMaxMarkFraction bound the uploads one pass
 	// marks expired: a mark is undone by the next part, but a plan to mark
 	// most uploads at once says the picture is wrong.
-	DefaultMaxMark         int64 = 10000
-	DefaultMaxMarkFraction       = 0.5
+	DefaultMaxMark         = int64(10000)
+	DefaultMaxMarkFraction = 0.5
 )
 
 // breaker checks a whole plan against the ceilings before anything is done

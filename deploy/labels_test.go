@@ -31,6 +31,7 @@ var allowedLabels = map[string]string{
 	"verdict":      "keep, mark, delete, hold",
 	"outcome":      "mark, aborted, cleanup_pending",
 	"sweep":        "uploads, digests",
+	"clock":        "gateway, backend",
 }
 
 // TestMetricLabels wires everything serve registers and checks every

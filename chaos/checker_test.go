@@ -261,17 +261,47 @@ func (c *checker) path(id string) string {
 	return strings.Join(steps, ", ")
 }
 
-// sessionState returns an upload's session state in etcd ("" when none).
-func (c *checker) sessionState(ctx context.Context, id string) (etcdstore.SessionState, error) {
+// sessionState returns an upload's session state in etcd ("" when none),
+// and whether its session or activity records a time beyond now plus
+// clockSkew: written by a gateway whose clock ran ahead, such an upload is
+// kept until that time has passed.
+func (c *checker) sessionState(ctx context.Context, id string) (etcdstore.SessionState, bool, error) {
 	resp, err := c.cli.Get(ctx, c.keys.Session(c.d.bucket, id))
 	if err != nil || len(resp.Kvs) == 0 {
-		return "", err
+		return "", false, err
 	}
 	var s etcdstore.Session
 	if err := json.Unmarshal(resp.Kvs[0].Value, &s); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return s.State, nil
+	limit := time.Now().Add(clockSkew)
+	future := s.Created.After(limit) || s.LastActivity.After(limit)
+	for _, h := range s.History {
+		future = future || h.At.After(limit)
+	}
+	act, err := c.cli.Get(ctx, c.keys.Activity(id))
+	if err != nil {
+		return "", false, err
+	}
+	if len(act.Kvs) > 0 {
+		var a etcdstore.Activity
+		if json.Unmarshal(act.Kvs[0].Value, &a) == nil && a.At.After(limit) {
+			future = true
+		}
+	}
+	return s.State, future, nil
+}
+
+// offsetAhead reports whether a gateway ran with its clock ahead by more
+// than clockSkew during the campaign: only then may a session record a time
+// in the future.
+func (c *checker) offsetAhead() bool {
+	for _, o := range c.f.offsetsOf() {
+		if o.offset > clockSkew {
+			return true
+		}
+	}
+	return false
 }
 
 // leftovers lists the uploads MinIO still holds that should be gone after
@@ -289,7 +319,7 @@ func (c *checker) leftovers(ctx context.Context) (leaks, kept []string, err erro
 		}
 	}
 	for _, l := range listed {
-		state, err := c.sessionState(ctx, l.id)
+		state, future, err := c.sessionState(ctx, l.id)
 		if err != nil {
 			return nil, nil, fmt.Errorf("session of %s: %w", l.id, err)
 		}
@@ -305,6 +335,8 @@ func (c *checker) leftovers(ctx context.Context) (leaks, kept []string, err erro
 			kept = append(kept, "orphan, held for a person: "+what)
 		case state == etcdstore.StateCompleting:
 			kept = append(kept, "completing, kept until its client retries the complete: "+what)
+		case future && c.offsetAhead():
+			kept = append(kept, "kept until a time in the future that a gateway whose clock ran ahead recorded has passed: "+what)
 		default:
 			leaks = append(leaks, what)
 		}

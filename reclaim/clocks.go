@@ -26,8 +26,9 @@ import (
 // a write, a read and a lease expiry take beyond the lease's TTL.
 const gatewayAgeSlack = 2 * time.Second
 
+
 // gatewayLeaseRefreshes is a published clock's lease TTL in refreshes: a
-// record stands at most that long after its last refresh.
+// record outlives a gateway that stopped by at most that long.
 const gatewayLeaseRefreshes = 3
 
 // backendDateResolution is the resolution of an HTTP Date: a backend clock
@@ -84,7 +85,8 @@ func (r *Reclaimer) checkClocks(ctx context.Context) error {
 
 // checkGatewayClocks compares the clock of every gateway whose record
 // stands (its lease is alive) with now: a record refreshed every R is up to
-// its lease's TTL old, so it may lie that much behind.
+// R old (plus the slack of a write and a read), so it may lie that much
+// behind; a gateway that missed a refresh stops the pass.
 func (r *Reclaimer) checkGatewayClocks(ctx context.Context) error {
 	resp, err := r.cli().Get(ctx, r.keys().Gateways(), clientv3.WithPrefix())
 	if err != nil {
@@ -98,7 +100,10 @@ func (r *Reclaimer) checkGatewayClocks(ctx context.Context) error {
 		if err := json.Unmarshal(kv.Value, &g); err != nil {
 			return fmt.Errorf("reclaim: gateway clock record %s: %w", kv.Key, err)
 		}
-		age := gatewayLeaseRefreshes*g.Refresh + gatewayAgeSlack
+		// A live gateway rewrites its record every refresh; one older
+		// than that missed a refresh, and stopping the pass is the safe
+		// side, so the lease's TTL is not allowed for.
+		age := g.Refresh + gatewayAgeSlack
 		var off time.Duration
 		switch {
 		case g.At.After(now.Add(skew)):

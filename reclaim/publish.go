@@ -14,7 +14,9 @@ import (
 )
 
 // DefaultClockRefresh is how often a gateway rewrites its published clock.
-const DefaultClockRefresh = 5 * time.Second
+// The leader allows a record one refresh of age, so this bounds how far
+// beyond reclaim.clock_skew a gateway behind can go unseen.
+const DefaultClockRefresh = time.Second
 
 // PublishConfig is what PublishClock needs.
 type PublishConfig struct {

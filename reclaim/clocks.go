@@ -22,14 +22,18 @@ import (
 // an elapsed clock that only monotonic time advances, so that no wall clock
 // jump shortens them (docs/architecture.md, "Clocks").
 
-// gatewayAgeSlack is added to the age a published clock may have: the time
-// a write, a read and a lease expiry take beyond the lease's TTL.
+// gatewayAgeSlack is the age a freshly written gateway record may have
+// when it is judged: the time its write and its delivery to the reclaimer
+// take.
 const gatewayAgeSlack = 2 * time.Second
-
 
 // gatewayLeaseRefreshes is a published clock's lease TTL in refreshes: a
 // record outlives a gateway that stopped by at most that long.
 const gatewayLeaseRefreshes = 3
+
+// gatewayRefreshWait is how many refreshes the reclaimer waits for a
+// fresh record of a gateway whose stored record looks behind.
+const gatewayRefreshWait = 2
 
 // backendDateResolution is the resolution of an HTTP Date: a backend clock
 // reading t sends t rounded down to the second.
@@ -84,43 +88,130 @@ func (r *Reclaimer) checkClocks(ctx context.Context) error {
 }
 
 // checkGatewayClocks compares the clock of every gateway whose record
-// stands (its lease is alive) with now: a record refreshed every R is up to
-// R old (plus the slack of a write and a read), so it may lie that much
-// behind; a gateway that missed a refresh stops the pass.
+// stands (its lease is alive) with now. A stored record was written up to
+// one refresh ago, so one that looks behind may only be old: the reclaimer
+// then waits for that gateway's next write and judges the fresh record, as
+// it arrives, with only gatewayAgeSlack of age. A gateway that writes no
+// fresh record within gatewayRefreshWait refreshes is judged by its stored
+// record as if it were fresh: it stops the pass, the safe side. A record
+// ahead of now cannot be explained by age and stops the pass at once.
 func (r *Reclaimer) checkGatewayClocks(ctx context.Context) error {
 	resp, err := r.cli().Get(ctx, r.keys().Gateways(), clientv3.WithPrefix())
 	if err != nil {
 		return fmt.Errorf("reclaim: read the gateways' clocks: %w", err)
 	}
 	now := r.now()
-	skew := r.cfg.ClockSkew
 	var worst *ClockSkewError
+	behind := map[string]*ClockSkewError{}
+	var wait time.Duration
 	for _, kv := range resp.Kvs {
 		var g etcdstore.GatewayClock
 		if err := json.Unmarshal(kv.Value, &g); err != nil {
 			return fmt.Errorf("reclaim: gateway clock record %s: %w", kv.Key, err)
 		}
-		// A live gateway rewrites its record every refresh; one older
-		// than that missed a refresh, and stopping the pass is the safe
-		// side, so the lease's TTL is not allowed for.
-		age := g.Refresh + gatewayAgeSlack
-		var off time.Duration
+		cs := r.judgeGatewayClock(g, now, 0)
 		switch {
-		case g.At.After(now.Add(skew)):
-			off = g.At.Sub(now)
-		case g.At.Before(now.Add(-skew - age)):
-			off = g.At.Sub(now) + age
+		case cs == nil:
+		case cs.Off > 0:
+			worst = worse(worst, cs)
 		default:
-			continue
-		}
-		if worst == nil || abs(off) > abs(worst.Off) {
-			worst = &ClockSkewError{Clock: "gateway " + g.ID, Off: off, Skew: skew}
+			behind[string(kv.Key)] = cs
+			wait = max(wait, gatewayRefreshWait*g.Refresh+gatewayAgeSlack)
 		}
 	}
-	if worst != nil {
-		return worst
+	if worst != nil || len(behind) == 0 {
+		return errorOrNil(worst)
 	}
-	return nil
+	fresh, err := r.awaitGatewayRecords(ctx, resp.Header.Revision, behind, wait)
+	if err != nil {
+		return err
+	}
+	for key, stale := range behind {
+		switch g, ok := fresh[key]; {
+		case ok && g.gone:
+			// The gateway stopped: its clock stamps nothing any more.
+			stale = nil
+		case ok:
+			stale = r.judgeGatewayClock(g.clock, g.received, gatewayAgeSlack)
+		}
+		worst = worse(worst, stale)
+	}
+	return errorOrNil(worst)
+}
+
+// judgeGatewayClock compares a gateway's record with now, allowing the
+// record age. It returns nil when the record is within the skew allowance.
+func (r *Reclaimer) judgeGatewayClock(g etcdstore.GatewayClock, now time.Time, age time.Duration) *ClockSkewError {
+	skew := r.cfg.ClockSkew
+	var off time.Duration
+	switch {
+	case g.At.After(now.Add(skew)):
+		off = g.At.Sub(now)
+	case g.At.Before(now.Add(-skew - age)):
+		off = g.At.Sub(now) + age
+	default:
+		return nil
+	}
+	return &ClockSkewError{Clock: "gateway " + g.ID, Off: off, Skew: skew}
+}
+
+// freshRecord is a gateway record as a watch delivered it.
+type freshRecord struct {
+	clock    etcdstore.GatewayClock
+	received time.Time
+	gone     bool
+}
+
+// awaitGatewayRecords watches the gateways' records written after rev
+// until every key in want has been written (or deleted) again, or wait has
+// passed, and returns what it saw, each record with the reclaimer's clock
+// at its arrival.
+func (r *Reclaimer) awaitGatewayRecords(ctx context.Context, rev int64, want map[string]*ClockSkewError, wait time.Duration) (map[string]freshRecord, error) {
+	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), wait)
+	defer cancel()
+	seen := map[string]freshRecord{}
+	for wr := range r.cli().Watch(wctx, r.keys().Gateways(), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if err := wr.Err(); err != nil {
+			break
+		}
+		received := r.now()
+		for _, ev := range wr.Events {
+			key := string(ev.Kv.Key)
+			if _, ok := want[key]; !ok {
+				continue
+			}
+			if ev.Type == clientv3.EventTypeDelete {
+				seen[key] = freshRecord{gone: true}
+				continue
+			}
+			var g etcdstore.GatewayClock
+			if err := json.Unmarshal(ev.Kv.Value, &g); err != nil {
+				return nil, fmt.Errorf("reclaim: gateway clock record %s: %w", key, err)
+			}
+			seen[key] = freshRecord{clock: g, received: received}
+		}
+		if len(seen) == len(want) {
+			break
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return seen, nil
+}
+
+func worse(a, b *ClockSkewError) *ClockSkewError {
+	if a == nil || (b != nil && abs(b.Off) > abs(a.Off)) {
+		return b
+	}
+	return a
+}
+
+func errorOrNil(cs *ClockSkewError) error {
+	if cs == nil {
+		return nil
+	}
+	return cs
 }
 
 // checkBackendClock compares the backend's Date with now: the backend read

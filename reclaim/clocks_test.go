@@ -225,10 +225,9 @@ func TestClockOfANewLeaderCountsNothing(t *testing.T) {
 // passes go on.
 func TestClockOfAGatewayBehindStopsThePass(t *testing.T) {
 	t.Parallel()
-	// Days behind, and just past what a record refreshed every second may
-	// lag (the skew, one refresh and the slack): a record is never allowed
-	// its lease's whole TTL of age.
-	for _, off := range []time.Duration{-72 * time.Hour, -(5*time.Minute + 4*time.Second)} {
+	// Days behind, and just past what a fresh record may lag (the skew and
+	// the slack of its write and delivery).
+	for _, off := range []time.Duration{-72 * time.Hour, -(5*time.Minute + 3*time.Second)} {
 		t.Run(off.String(), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
@@ -255,6 +254,33 @@ func TestClockOfAGatewayBehindStopsThePass(t *testing.T) {
 				t.Errorf("with the late gateway gone: stopped %q, marked %+v", rep.Stopped, rep.Acted.Marked)
 			}
 		})
+	}
+}
+
+// TestClockOfAGatewayRecordOnlyOldDoesNotStop moves the world's clock past
+// the skew allowance while a gateway's stored record still holds the time
+// of its last refresh: the record looks behind only because it is old, so
+// the pass waits for the gateway's next refresh, finds it in step, and
+// goes on. A gateway whose fresh record is behind still stops it.
+func TestClockOfAGatewayRecordOnlyOldDoesNotStop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("gw-1", 0)
+	reg := prometheus.NewRegistry()
+	cfg := e.config()
+	cfg.Metrics = reg
+	r := e.start(cfg)
+	inv := e.scenarioInventory()
+
+	e.clock.Advance(10 * time.Minute)
+	if rep := e.mustPass(r); rep.Stopped != "" || rep.Acted.Marked.Sessions != 1 {
+		t.Errorf("with an old but true record: stopped %q, marked %+v", rep.Stopped, rep.Acted.Marked)
+	}
+	if got := metric(t, reg, "sweepgate_reclaim_clock_skew_stops_total", "clock", "gateway"); got != 0 {
+		t.Errorf("clock_skew_stops_total{clock=gateway} = %v, want 0", got)
+	}
+	if s := e.getSession(inv.bucket, inv.s3); s.State != etcdstore.StateExpired {
+		t.Errorf("the idle session is %s, want it marked", s.State)
 	}
 }
 

@@ -59,6 +59,11 @@ type Namespace struct {
 	// Verify makes the gateway refuse (BadDigest) a blob whose content does
 	// not hash to the digest in its key.
 	Verify bool
+	// Content, when set (ContentManifests), says the namespace's blobs may
+	// name further digests in their bodies: the gateway records what a
+	// blob names as it is written, and the rebuild reads blobs written
+	// around it (see ContentSource).
+	Content string
 }
 
 // Source is a bucket prefix whose objects name digests in their bodies.
@@ -78,6 +83,11 @@ type Source struct {
 	// Prefix it matches (a registry keeps upload data next to its link
 	// files, for example); other keys under Prefix are plain objects.
 	Keys *regexp.Regexp
+	// Kind is KindRoot (its objects keep what they name), KindCache (they
+	// keep nothing) or KindContent (a content namespace's own blobs).
+	Kind string
+	// namespace is the content namespace a KindContent source reads.
+	namespace *Namespace
 }
 
 // SetKeys narrows the source to the keys whose part after Prefix matches
@@ -133,7 +143,7 @@ func NewSource(name, bucket, prefix, pattern string, maxBody int64) (Source, err
 	if name == "" {
 		name = bucket + "/" + prefix
 	}
-	return Source{Name: name, Bucket: bucket, Prefix: prefix, Pattern: re, Algorithm: DefaultAlgorithm, MaxBody: maxBody}, nil
+	return Source{Name: name, Bucket: bucket, Prefix: prefix, Pattern: re, Algorithm: DefaultAlgorithm, MaxBody: maxBody, Kind: KindRoot}, nil
 }
 
 func compile(pattern string) (*regexp.Regexp, error) {
@@ -218,8 +228,13 @@ func (n *Namespace) Digest(key string) (string, bool) {
 func (n *Namespace) Contains(key string) bool { return strings.HasPrefix(key, n.Prefix) }
 
 // Contains reports whether key is an object of the source: under its
-// prefix and, when Keys is set, matching it.
+// prefix and, when Keys is set, matching it; for a content source, a blob
+// of its namespace.
 func (s *Source) Contains(key string) bool {
+	if s.namespace != nil {
+		_, ok := s.namespace.Digest(key)
+		return ok
+	}
 	rest, ok := strings.CutPrefix(key, s.Prefix)
 	return ok && (s.Keys == nil || s.Keys.MatchString(rest))
 }
@@ -228,6 +243,10 @@ func (s *Source) Contains(key string) bool {
 // It fails with ErrTooManyDigests past MaxDigestsPerObject, so that a
 // caller never records part of an object's references.
 func (s *Source) Extract(body []byte) ([]string, error) {
+	if s.Kind == KindContent {
+		digests, _, err := ParseManifest(body)
+		return digests, err
+	}
 	var out []string
 	seen := make(map[string]bool)
 	for _, m := range s.Pattern.FindAllSubmatchIndex(body, -1) {
@@ -284,7 +303,9 @@ func (l *Layout) Namespace(bucket, key string) (ns *Namespace, digest string, ok
 	return nil, "", false
 }
 
-// Source returns the reference source that key of bucket lies in, or nil.
+// Source returns the reference source that keeps what key of bucket
+// names, or nil. Sources are matched in order; a key whose first match is
+// a cache is a plain object.
 func (l *Layout) Source(bucket, key string) *Source {
 	if l == nil {
 		return nil
@@ -292,6 +313,9 @@ func (l *Layout) Source(bucket, key string) *Source {
 	for i := range l.Sources {
 		s := &l.Sources[i]
 		if s.Bucket == bucket && s.Contains(key) {
+			if s.Kind == KindCache {
+				return nil
+			}
 			return s
 		}
 	}
@@ -318,18 +342,36 @@ func (l *Layout) HasBucket(bucket string) bool {
 
 // Validate refuses a layout in which one key could belong to two places: a
 // namespace and a source, or two of either, whose prefixes overlap in one
-// bucket.
+// bucket. Sources that each narrow their keys (Keys) may share a prefix:
+// they are matched in order (Layout.Source).
 func (l *Layout) Validate() error {
-	type place struct{ name, bucket, prefix string }
+	type place struct {
+		name, bucket, prefix string
+		keyed                bool
+	}
 	var all []place
 	for _, n := range l.Namespaces {
-		all = append(all, place{"namespace " + n.Name, n.Bucket, n.Prefix})
+		all = append(all, place{"namespace " + n.Name, n.Bucket, n.Prefix, false})
 	}
 	for _, s := range l.Sources {
-		all = append(all, place{"source " + s.Name, s.Bucket, s.Prefix})
+		if s.Kind != "" && s.Kind != KindRoot && s.Kind != KindCache {
+			return fmt.Errorf("cas: source %s: kind %q, want %s or %s", s.Name, s.Kind, KindRoot, KindCache)
+		}
+		all = append(all, place{"source " + s.Name, s.Bucket, s.Prefix, s.Keys != nil})
+	}
+	for _, n := range l.Namespaces {
+		if n.Content != "" && n.Content != ContentManifests {
+			return fmt.Errorf("cas: namespace %s: content %q, want %s or none", n.Name, n.Content, ContentManifests)
+		}
+		if n.Content != "" && !n.Verify {
+			return fmt.Errorf("cas: namespace %s has content, so it must verify its blobs: a manifest's references hold only for the content its digest names", n.Name)
+		}
 	}
 	for i, a := range all {
 		for _, b := range all[i+1:] {
+			if a.keyed && b.keyed {
+				continue
+			}
 			if a.bucket == b.bucket && (strings.HasPrefix(a.prefix, b.prefix) || strings.HasPrefix(b.prefix, a.prefix)) {
 				return fmt.Errorf("cas: %s and %s overlap in bucket %s (prefixes %q and %q)", a.name, b.name, a.bucket, a.prefix, b.prefix)
 			}

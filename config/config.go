@@ -96,6 +96,10 @@ type Reclaim struct {
 type Digests struct {
 	Namespaces []DigestNamespace
 	Sources    []DigestSource
+	// Preset names a layout (cas.Preset) added to the namespaces and
+	// sources, for the storage at PresetStorage (BUCKET[/ROOT]).
+	Preset        string
+	PresetStorage string
 	// Verify is the digest verification of namespaces that do not set
 	// their own.
 	Verify bool
@@ -136,6 +140,9 @@ type DigestNamespace struct {
 	Prefix  string
 	Pattern string
 	Verify  *bool
+	// Content is cas.ContentManifests when the namespace's blobs may be
+	// manifests that name further blobs, or empty.
+	Content string
 }
 
 // DigestSource is one configured reference source: a bucket prefix whose
@@ -149,6 +156,8 @@ type DigestSource struct {
 	// Keys narrows the source to keys whose part after Prefix matches it.
 	Keys    string
 	MaxBody int64
+	// Kind is cas.KindRoot (the default) or cas.KindCache.
+	Kind string
 }
 
 // String writes the namespace as BUCKET/PREFIX, with the fields that the
@@ -164,6 +173,9 @@ func (n DigestNamespace) String() string {
 	}
 	if n.Verify != nil {
 		extra = append(extra, fmt.Sprintf("verify=%t", *n.Verify))
+	}
+	if n.Content != "" {
+		extra = append(extra, "content="+n.Content)
 	}
 	if len(extra) > 0 {
 		s += "{" + strings.Join(extra, " ") + "}"
@@ -187,6 +199,9 @@ func (s DigestSource) String() string {
 	}
 	if s.MaxBody != 0 {
 		extra = append(extra, fmt.Sprintf("max_body=%d", s.MaxBody))
+	}
+	if s.Kind != "" {
+		extra = append(extra, "kind="+s.Kind)
 	}
 	if len(extra) > 0 {
 		out += "{" + strings.Join(extra, " ") + "}"

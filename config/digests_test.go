@@ -253,7 +253,7 @@ func TestDigestsInputErrors(t *testing.T) {
 		{"item is a list", "digests:\n  namespaces: [[reg/b/]]\n", "each item must be a string BUCKET/PREFIX or a mapping"},
 		{"item is null", "digests:\n  sources: [~]\n", "each item must be a string"},
 		{"short form without bucket", "digests:\n  namespaces: [/b/]\n", "test.yaml:2:16: digests.namespaces: \"/b/\": want BUCKET/PREFIX"},
-		{"unknown key", "digests:\n  namespaces: [{bucket: reg, max_body: 1}]\n", "unknown key max_body (want name, bucket, prefix, pattern, verify)"},
+		{"unknown key", "digests:\n  namespaces: [{bucket: reg, max_body: 1}]\n", "unknown key max_body (want name, bucket, prefix, pattern, verify, content)"},
 		{"source unknown key", "digests:\n  sources: [{bucket: reg, verify: true}]\n", "unknown key verify"},
 		{"missing bucket", "digests:\n  sources: [{prefix: m/}]\n", "digests.sources: bucket is required"},
 		{"verify not a bool", "digests:\n  namespaces: [{bucket: reg, verify: sometimes}]\n", `verify: "sometimes" is not a boolean`},

@@ -547,7 +547,7 @@ func fieldText(fields map[string]*yaml.Node, name string) string {
 }
 
 func (w *yamlWalker) namespace(key string, n *yaml.Node) (DigestNamespace, bool) {
-	spec, fields, ok := w.casItem(key, n, []string{"name", "bucket", "prefix", "pattern", "verify"})
+	spec, fields, ok := w.casItem(key, n, []string{"name", "bucket", "prefix", "pattern", "verify", "content"})
 	if !ok {
 		return DigestNamespace{}, false
 	}
@@ -559,7 +559,7 @@ func (w *yamlWalker) namespace(key string, n *yaml.Node) (DigestNamespace, bool)
 		}
 		return DigestNamespace{Bucket: bucket, Prefix: prefix}, true
 	}
-	ns := DigestNamespace{Name: fieldText(fields, "name"), Bucket: fieldText(fields, "bucket"), Prefix: fieldText(fields, "prefix"), Pattern: fieldText(fields, "pattern")}
+	ns := DigestNamespace{Name: fieldText(fields, "name"), Bucket: fieldText(fields, "bucket"), Prefix: fieldText(fields, "prefix"), Pattern: fieldText(fields, "pattern"), Content: fieldText(fields, "content")}
 	if v := fields["verify"]; v != nil {
 		b, err := strconv.ParseBool(v.Value)
 		if err != nil {
@@ -572,7 +572,7 @@ func (w *yamlWalker) namespace(key string, n *yaml.Node) (DigestNamespace, bool)
 }
 
 func (w *yamlWalker) source(key string, n *yaml.Node) (DigestSource, bool) {
-	spec, fields, ok := w.casItem(key, n, []string{"name", "bucket", "prefix", "pattern", "keys", "max_body"})
+	spec, fields, ok := w.casItem(key, n, []string{"name", "bucket", "prefix", "pattern", "keys", "max_body", "kind"})
 	if !ok {
 		return DigestSource{}, false
 	}
@@ -584,7 +584,7 @@ func (w *yamlWalker) source(key string, n *yaml.Node) (DigestSource, bool) {
 		}
 		return DigestSource{Bucket: bucket, Prefix: prefix}, true
 	}
-	src := DigestSource{Name: fieldText(fields, "name"), Bucket: fieldText(fields, "bucket"), Prefix: fieldText(fields, "prefix"), Pattern: fieldText(fields, "pattern"), Keys: fieldText(fields, "keys")}
+	src := DigestSource{Name: fieldText(fields, "name"), Bucket: fieldText(fields, "bucket"), Prefix: fieldText(fields, "prefix"), Pattern: fieldText(fields, "pattern"), Keys: fieldText(fields, "keys"), Kind: fieldText(fields, "kind")}
 	if v := fields["max_body"]; v != nil {
 		mb, err := strconv.ParseInt(strings.TrimSpace(v.Value), 10, 64)
 		if err != nil {

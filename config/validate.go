@@ -292,7 +292,7 @@ func (c *Config) validateDigests() []error {
 		// unreferenced: a configuration mistake, not an intent.
 		bad("digests.sources", "empty while digests.namespaces is set: every blob would count as unreferenced; name the reference sources that keep blobs")
 	}
-	if (len(d.Namespaces) > 0 || len(d.Sources) > 0) && !c.Sessions.Enabled {
+	if (len(d.Namespaces) > 0 || len(d.Sources) > 0 || d.Preset != "") && !c.Sessions.Enabled {
 		bad("digests.namespaces", "digest reclamation needs sessions.enabled: its records live in etcd next to the sessions, and in-flight multipart uploads into a namespace are placements")
 	}
 	if d.MaxBody < 1 {
@@ -375,6 +375,7 @@ func (c *Config) buildLayout() (*cas.Layout, []error) {
 			verify = *n.Verify
 		}
 		ns, err := cas.NewNamespace(n.Name, n.Bucket, n.Prefix, n.Pattern, verify)
+		ns.Content = n.Content
 		if err != nil {
 			bad(key, "%s: %v", where, err)
 			continue
@@ -401,6 +402,9 @@ func (c *Config) buildLayout() (*cas.Layout, []error) {
 		if err == nil {
 			err = src.SetKeys(s.Keys)
 		}
+		if s.Kind != "" {
+			src.Kind = s.Kind
+		}
 		if err != nil {
 			bad(key, "%s: %v", where, err)
 			continue
@@ -408,11 +412,12 @@ func (c *Config) buildLayout() (*cas.Layout, []error) {
 		named(key, where, s.Name)
 		l.Sources = append(l.Sources, src)
 	}
+	errs = append(errs, c.addPreset(l)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	if err := l.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("digests.namespaces and digests.sources: %w", err))
+		errs = append(errs, fmt.Errorf("digests.namespaces and digests.sources (with digests.preset): %w", err))
 		return nil, errs
 	}
 	return l, nil
@@ -567,5 +572,33 @@ func checkEtcdEndpoint(ep string) error {
 	if u.Host == "" && u.Path == "" {
 		return errors.New("no host")
 	}
+	return nil
+}
+
+// addPreset adds the layout digests.preset names, for the storage
+// digests.preset_storage gives, to l.
+func (c *Config) addPreset(l *cas.Layout) []error {
+	d := c.Digests
+	switch {
+	case d.Preset == "" && d.PresetStorage == "":
+		return nil
+	case d.Preset == "":
+		return []error{fmt.Errorf("%s: is set, but digests.preset is not", describe("digests.preset_storage"))}
+	case d.PresetStorage == "":
+		return []error{fmt.Errorf("%s: names %q, which needs digests.preset_storage (the registry's BUCKET, or BUCKET/ROOTDIRECTORY)", describe("digests.preset"), d.Preset)}
+	}
+	bucket, root, err := cas.ParseSpec(d.PresetStorage)
+	if err == nil {
+		err = checkBucket(bucket)
+	}
+	if err != nil {
+		return []error{fmt.Errorf("%s: %v", describe("digests.preset_storage"), err)}
+	}
+	p, err := cas.Preset(d.Preset, bucket, root, d.MaxBody)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %v", describe("digests.preset"), err)}
+	}
+	l.Namespaces = append(l.Namespaces, p.Namespaces...)
+	l.Sources = append(l.Sources, p.Sources...)
 	return nil
 }

@@ -129,16 +129,24 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 	for i, a := range guarded {
 		d := a.tomb.Digest
 		guardCmp := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(keys.Guard(d)), "=", a.guardRev)}
+		var releaseCmps []clientv3.Cmp
+		var release []clientv3.Op
+		if fates[i] == blobGone || fates[i] == blobGoneSettling {
+			var err error
+			if releaseCmps, release, err = s.contentRelease(ctx, a.tomb); err != nil {
+				return err
+			}
+		}
 		switch fates[i] {
 		case blobGone:
-			writes = append(writes, digestWrite{cmps: guardCmp, delta: &Report{Deleted: 1, Bytes: a.tomb.Size}, ops: []clientv3.Op{
+			writes = append(writes, digestWrite{cmps: append(guardCmp, releaseCmps...), delta: &Report{Deleted: 1, Bytes: a.tomb.Size}, ops: append([]clientv3.Op{
 				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why[i]))),
 				clientv3.OpDelete(keys.Guard(d)),
-			}})
+			}, release...)})
 		case blobGoneSettling:
-			writes = append(writes, digestWrite{cmps: guardCmp, delta: &Report{Deleted: 1, Bytes: a.tomb.Size, Settling: 1}, ops: []clientv3.Op{
+			writes = append(writes, digestWrite{cmps: append(guardCmp, releaseCmps...), delta: &Report{Deleted: 1, Bytes: a.tomb.Size, Settling: 1}, ops: append([]clientv3.Op{
 				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why[i]))),
-			}})
+			}, release...)})
 		case blobPresent:
 			t := a.tomb
 			t.Attempts++

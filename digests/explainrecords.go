@@ -362,7 +362,7 @@ func (sw *Sweep) scanNamespace(ctx context.Context, ns *cas.Namespace, digest st
 // pass would do.
 func (s *digestSweep) explainOrder(ctx context.Context, decided int64) (rebuildOrder, error) {
 	ord := rebuildOrder{decided: decided, rebuilt: math.MaxInt64}
-	if len(s.cfg.Layout.Sources) == 0 {
+	if len(s.cfg.Layout.RebuildSources()) == 0 {
 		return ord, nil
 	}
 	last, ok, err := s.lastRebuild(ctx)

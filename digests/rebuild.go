@@ -196,6 +196,9 @@ func (b *Rebuilder) check(ctx context.Context, src *cas.Source, o s3client.Objec
 		if rec != nil && !rec.Dirty && rec.ETag == o.ETag {
 			return d, nil // the recorded body is the one listed
 		}
+		if o.Size > limit && src.Kind == cas.KindContent {
+			return d, nil // too large to be a manifest: it names nothing
+		}
 		if o.Size > limit {
 			return d, fmt.Errorf("reference object %s/%s is %d bytes, over the parse limit of %d: its references cannot be known", src.Bucket, o.Key, o.Size, limit)
 		}
@@ -348,7 +351,7 @@ func (s *digestSweep) rebuild(ctx context.Context) error {
 	switch {
 	case !s.cur.Rebuild.Due:
 		rep.NotRun = "not due: the last rebuild is more recent than the rebuild interval"
-	case len(s.cfg.Layout.Sources) == 0:
+	case len(s.cfg.Layout.RebuildSources()) == 0:
 		rep.NotRun = "no reference sources are configured"
 	case s.dry:
 		rep.NotRun = "a dry run does not rebuild (it would record references); the plan judges by the recorded ones"
@@ -367,7 +370,7 @@ func (s *digestSweep) runRebuild(ctx context.Context) error {
 	rep := &s.cur.Report.Rebuild
 	rep.Ran = true
 	b := &Rebuilder{
-		Backend: s.s3, Store: s.store, Sources: s.cfg.Layout.Sources, Batch: s.batch,
+		Backend: s.s3, Store: s.store, Sources: s.cfg.Layout.RebuildSources(), Batch: s.batch,
 		Logger: s.log, Now: s.run.Clock,
 	}
 	if s.cur.Rebuild.Started == 0 {

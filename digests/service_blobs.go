@@ -55,6 +55,10 @@ func (s *Service) putBlob(ctx context.Context, w http.ResponseWriter, q *Request
 		q.Pass(w, nil)
 		return
 	}
+	if contentSized(ns, q.DecodedLength) {
+		s.putContentBlob(ctx, w, q, digest)
+		return
+	}
 	h, _ := cas.NewHash(digest) // Namespace.Digest returns valid digests only
 	_, hexs, _ := strings.Cut(digest, ":")
 	want, _ := hex.DecodeString(hexs)
@@ -171,7 +175,8 @@ func (s *Service) writeBlob(ctx context.Context, w http.ResponseWriter, q *Reque
 	case !ns.Verify:
 		q.Pass(w, nil)
 	case q.Op == OpCopyObject:
-		s.copyBlob(ctx, w, q, digest)
+		s.copyBlob(ctx, w, q, ns, digest)
+	case ns.Content != "" && s.refuseSmallComplete(ctx, w, q):
 	default:
 		s.completeBlob(ctx, w, q, digest)
 	}
@@ -218,6 +223,12 @@ func (s *Service) deleteBlob(ctx context.Context, w http.ResponseWriter, q *Requ
 		}
 		audit.Record(s.log, audit.DeleteBlob, digest, "an admin principal deletes a blob that is still referenced",
 			"principal", q.Principal, "id", q.RequestID, "bucket", q.Bucket, "key", q.Key)
+	}
+	if s.layout.HasReferences(q.Bucket, q.Key) {
+		// What a manifest names goes to the trash, like a reference
+		// object's references.
+		s.deleteRef(ctx, w, q)
+		return
 	}
 	q.Pass(w, nil)
 }

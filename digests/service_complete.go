@@ -71,7 +71,7 @@ func (s *Service) checkCompleted(ctx context.Context, w http.ResponseWriter, q *
 	if versionID != "" {
 		query = url.Values{"versionId": {versionID}}
 	}
-	got, err := s.hashObject(ctx, bucket, key, query, http.Header{"If-Match": {`"` + etag + `"`}}, digest)
+	got, err := s.hashObject(ctx, bucket, key, query, http.Header{"If-Match": {`"` + etag + `"`}}, digest, 0)
 	var refused *s3client.Answer
 	switch {
 	case errors.As(err, &refused) && refused.Status == http.StatusNotFound:
@@ -140,7 +140,7 @@ func (s *Service) removeCompleted(ctx context.Context, q *Request, etag, version
 // written around the gateway: the client hears so, and nothing is changed.
 func (s *Service) completeOntoStored(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
 	bucket, key := q.Bucket, q.Key
-	got, err := s.hashObject(ctx, bucket, key, nil, nil, digest)
+	got, err := s.hashObject(ctx, bucket, key, nil, nil, digest, 0)
 	switch {
 	case err != nil:
 		s.log.Warn("object at a blob's key not verified", "id", q.RequestID, "bucket", bucket, "key", key, "err", err)

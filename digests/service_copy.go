@@ -1,6 +1,7 @@
 package digests
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,11 @@ var copySourceHeaders = [][2]string{
 // source still having the ETag of the bytes that were hashed, so the copy
 // stores exactly those bytes or nothing: a source replaced after the read
 // makes the backend refuse the copy (PreconditionFailed).
-func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+//
+// In a content namespace, a source within the content limit is kept as it
+// is hashed, and what it names is recorded before the copy goes
+// (copyContent).
+func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Request, ns *cas.Namespace, digest string) {
 	cs := q.CopySource
 	var query url.Values
 	if cs.VersionID != "" {
@@ -47,7 +52,11 @@ func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Reques
 			header.Set(h[1], v)
 		}
 	}
-	src, err := s.hashObject(ctx, cs.Bucket, cs.Key, query, header, digest)
+	var keep int64
+	if ns.Content != "" {
+		keep = cas.DefaultContentLimit
+	}
+	src, err := s.hashObject(ctx, cs.Bucket, cs.Key, query, header, digest, keep)
 	var refused *s3client.Answer
 	switch {
 	case errors.As(err, &refused) && refused.Status == http.StatusNotModified:
@@ -71,6 +80,13 @@ func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Reques
 		return
 	}
 	out.Header.Set("X-Amz-Copy-Source-If-Match", `"`+src.etag+`"`)
+	if digests, _, err := cas.ParseManifest(src.body); err != nil {
+		s.writeError(w, q, errDigests(err))
+		return
+	} else if len(digests) > 0 {
+		s.copyContent(ctx, w, q, out, src.body, digests)
+		return
+	}
 	a, err := s.send(out)
 	if err != nil {
 		s.backendFailed(ctx, w, q, err)
@@ -89,13 +105,17 @@ type hashedObject struct {
 	etag, versionID string
 	// match reports whether the content hashes to the digest asked for.
 	match bool
+	// body is the content, when it was asked to be kept and is within
+	// that limit.
+	body []byte
 }
 
 // hashObject reads bucket/key from the backend (the version query names,
 // with header's conditions and keys) and streams its body through a hash of
-// digest's algorithm: nothing is buffered, whatever its size. A backend
+// digest's algorithm. Up to keep bytes are kept (body, when the whole
+// content fits); nothing else is buffered, whatever its size. A backend
 // refusal is returned as an *s3client.Answer error.
-func (s *Service) hashObject(ctx context.Context, bucket, key string, query url.Values, header http.Header, digest string) (hashedObject, error) {
+func (s *Service) hashObject(ctx context.Context, bucket, key string, query url.Values, header http.Header, digest string, keep int64) (hashedObject, error) {
 	h, ok := cas.NewHash(digest)
 	if !ok {
 		return hashedObject{}, fmt.Errorf("digest %s: unknown algorithm", digest)
@@ -123,12 +143,35 @@ func (s *Service) hashObject(ctx context.Context, bucket, key string, query url.
 	if etag == "" {
 		return hashedObject{}, fmt.Errorf("GET %s/%s: the backend's answer has no ETag", bucket, key)
 	}
-	if _, err := io.Copy(h, resp.Body); err != nil {
+	kept := &limitedBuffer{max: keep}
+	if _, err := io.Copy(io.MultiWriter(h, kept), resp.Body); err != nil {
 		return hashedObject{}, fmt.Errorf("GET %s/%s: %w", bucket, key, err)
 	}
-	return hashedObject{
+	o := hashedObject{
 		etag:      etag,
 		versionID: resp.Header.Get("X-Amz-Version-Id"),
 		match:     hashDigest(digest, h) == digest,
-	}, nil
+	}
+	if !kept.over {
+		o.body = kept.buf.Bytes()
+	}
+	return o, nil
+}
+
+// limitedBuffer keeps what is written to it up to max bytes; past that it
+// keeps nothing more and says so (over). It never fails a write.
+type limitedBuffer struct {
+	buf  bytes.Buffer
+	max  int64
+	over bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if !b.over && int64(b.buf.Len()+len(p)) <= b.max {
+		b.buf.Write(p)
+	} else if !b.over {
+		b.over = true
+		b.buf = bytes.Buffer{}
+	}
+	return len(p), nil
 }

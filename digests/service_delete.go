@@ -105,7 +105,7 @@ func (s *Service) trashSources(ctx context.Context, bucket, principal string, ob
 	expires := now.Add(s.trashWindow)
 	for _, i := range keep {
 		o := objs[i]
-		if s.layout.Source(bucket, o.Key) == nil {
+		if !s.layout.HasReferences(bucket, o.Key) {
 			send = append(send, i)
 			continue
 		}

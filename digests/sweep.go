@@ -157,7 +157,7 @@ func (s *digestSweep) begin(ctx context.Context) error {
 		return err
 	}
 	s.cur.Rebuild.Due, s.cur.Rebuild.Proof = due, last.Started
-	if len(s.cfg.Layout.Sources) == 0 || s.dry && due {
+	if len(s.cfg.Layout.RebuildSources()) == 0 || s.dry && due {
 		// No source holds a reference: there is nothing a rebuild could
 		// find, so every decision is as good as rebuilt. A plan does not
 		// rebuild, but says what a pass would do, which rebuilds first.

@@ -132,8 +132,8 @@ type ExplainBlob struct {
 type ExplainRef struct {
 	Bucket string `json:"bucket"`
 	Key    string `json:"key"`
-	// Source is the reference source the object lies in ("" when none does
-	// any more).
+	// Source is the reference source the object lies in, or "content of"
+	// the namespace whose blob (a manifest) it is ("" when none any more).
 	Source string    `json:"source"`
 	At     time.Time `json:"at"`
 	// The object's record: a write in flight (pending), a write of unknown

@@ -116,6 +116,10 @@ func (sw *Sweep) explainRefs(ctx context.Context, ex *DigestExplanation, at clie
 		}
 		if src := sw.cfg.Layout.Source(ref.Bucket, ref.Key); src != nil {
 			ref.Source = src.Name
+		} else if ns, _, ok := sw.cfg.Layout.Namespace(ref.Bucket, ref.Key); ok && ns.Content != "" {
+			// A manifest stored as a blob: it keeps what it names while
+			// it is stored itself.
+			ref.Source = "content of " + ns.Name
 		}
 		switch rec, err := sw.store.GetRefSource(ctx, ref.Bucket, ref.Key); {
 		case err == nil:

@@ -11,7 +11,8 @@
 #   make lint    gofmt, go vet, staticcheck (with every build tag), and the
 #                file and function size check (scripts/sizecheck)
 #   make run     MinIO and sweepgate on loopback, for trying it out
-#   make bench   gateway vs direct MinIO benchmarks
+#   make bench   gateway vs direct MinIO benchmarks, and sweepgate's passes vs
+#                `registry garbage-collect` on a real registry
 #   make fuzz    each Fuzz target for FUZZTIME (default 30s), then the
 #                differential suite for SWEEPGATE_DIFFERENTIAL_REQUESTS
 #                (default 50000) generated requests

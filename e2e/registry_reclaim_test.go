@@ -4,7 +4,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +127,48 @@ func (r *registryUnderTest) waitWindows() {
 	time.Sleep(max(registryTrashWindow, registryPlacementGrace) + 500*time.Millisecond)
 }
 
+// passesInBackground runs passes back to back until the returned function
+// is called, which waits for the last one and fails the test if a pass
+// failed: exit 0 and exit 4 (a pass that stopped or was refused, which the
+// passes after it make up for) are fine.
+func (r *registryUnderTest) passesInBackground() (stop func()) {
+	admin := r.e.Gateway.AdminEndpoint
+	bin := harness.BuildSweepgate(r.t)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SWEEPGATE_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, adminTokenEnv(admin)...)
+	done, finished := make(chan struct{}), make(chan string, 1)
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				finished <- ""
+				return
+			default:
+			}
+			cmd := exec.Command(bin, "reclaim", "run", "--json", "--admin", admin)
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 4) {
+				finished <- fmt.Sprintf("background pass %d: %v\n%s", n, err, out)
+				return
+			}
+		}
+	}()
+	return func() {
+		r.t.Helper()
+		close(done)
+		if msg := <-finished; msg != "" {
+			r.t.Fatal(msg)
+		}
+	}
+}
+
 // converge runs passes until two in a row delete nothing and leave nothing
 // pending or ready.
 func (r *registryUnderTest) converge() {
@@ -236,7 +283,7 @@ func TestRegistryReclaimIndex(t *testing.T) {
 // TestRegistryReclaimPushDuringPass: after a deleted image's private layer
 // is pending deletion, a new tag reusing that layer is pushed into the same
 // repository (crane finds the layer there and uploads only the new one and
-// the manifest). Further passes keep the layer; they delete the rest of
+// the manifest) while passes run back to back. Further passes keep the layer; they delete the rest of
 // what garbage-collect found before the push, and the new tag pulls intact.
 func TestRegistryReclaimPushDuringPass(t *testing.T) {
 	t.Parallel()
@@ -262,7 +309,10 @@ func TestRegistryReclaimPushDuringPass(t *testing.T) {
 	if !registryBlobs(t, r.direct, r.oracle)[privateDigest] {
 		t.Fatalf("the private layer %s was deleted before the push that reuses it", privateDigest)
 	}
+	// Passes run back to back while c is pushed.
+	stop := r.passesInBackground()
 	c := r.push("c", false, private, r.layer(34, 50<<10))
+	stop()
 	r.converge()
 	if !gc[privateDigest] {
 		t.Fatalf("garbage-collect before the push did not find the private layer %s", privateDigest)

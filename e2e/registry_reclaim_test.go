@@ -254,6 +254,29 @@ func TestRegistryReclaimSharedLayers(t *testing.T) {
 	r.requireReclaimed(gc, b, c)
 }
 
+// TestRegistryReclaimMovedTag: a tag pushed again points to a new manifest;
+// the registry keeps the old one as a revision and in the tag's index (its
+// history). Once the old manifest is deleted by digest, its revision link
+// is gone but the tag's index link to it stays: garbage-collect, whose
+// roots are the revisions, finds the old manifest, its config and its
+// private layer eligible, and so must sweepgate.
+func TestRegistryReclaimMovedTag(t *testing.T) {
+	t.Parallel()
+	r := startRegistryUnderTest(t, "")
+	base := r.layer(41, 300<<10)
+	old := r.push("app", false, base, r.layer(42, 200<<10))
+	current := r.push("app", false, base, r.layer(43, 100<<10))
+	if old.Digest == current.Digest {
+		t.Fatal("the two pushes of the tag made one manifest")
+	}
+	r.crane.Delete(old.ByDigest())
+	gc := r.garbage(minus(old.Digests(), current.Digests()))
+	if len(gc) != 3 {
+		t.Fatalf("garbage-collect finds %d blobs, want the old manifest, its config and its private layer", len(gc))
+	}
+	r.requireReclaimed(gc, current)
+}
+
 // TestRegistryReclaimIndex: a multi-platform index is deleted with the
 // child that only it named (pushed under a tag that was then removed); the
 // child tagged elsewhere, and every layer another image shares, stay. The

@@ -216,19 +216,30 @@ func (r *registryUnderTest) requireDeleted(before, gc map[string]bool, remaining
 }
 
 // TestRegistryReclaimPrivateLayer: two tags share a base layer, one tag's
-// manifest is deleted through the registry API. sweepgate deletes what
-// garbage-collect finds: that manifest, its config and its private layer
-// (the registry's _layers link to it notwithstanding).
+// manifest is deleted through the registry API. While the trash window
+// lasts, passes delete nothing; then sweepgate deletes what garbage-collect
+// finds: that manifest, its config and its private layer (the registry's
+// _layers link to it notwithstanding).
 func TestRegistryReclaimPrivateLayer(t *testing.T) {
 	t.Parallel()
 	r := startRegistryUnderTest(t, "")
 	base := r.layer(1, 300<<10)
 	a := r.push("a", false, base, r.layer(2, 200<<10))
 	b := r.push("b", false, base, r.layer(3, 100<<10))
+	time.Sleep(registryPlacementGrace)
 	r.crane.Delete(a.ByDigest())
 	gc := r.garbage(minus(a.Digests(), b.Digests()))
 	if len(gc) != 3 {
 		t.Fatalf("garbage-collect finds %d blobs, want a's manifest, config and private layer", len(gc))
+	}
+	// Past the placement grace, within the trash window: the deleted
+	// manifest's links are in the trash, which keeps everything.
+	before := registryBlobs(t, r.direct, r.oracle)
+	r.pass()
+	requireDigests(t, "blobs after a pass within the trash window", registryBlobs(t, r.direct, r.oracle), before)
+	out := mustSweepgate(t, 0, r.e.Gateway.AdminEndpoint, "trash", "list", "--bucket", r.oracle.Bucket, "--json")
+	if !strings.Contains(out, strings.TrimPrefix(a.Digest, "sha256:")) {
+		t.Fatalf("trash list does not name the deleted manifest %s:\n%s", a.Digest, out)
 	}
 	r.requireReclaimed(gc, b)
 }

@@ -345,13 +345,34 @@ func TestRegistryReclaimPushDuringPass(t *testing.T) {
 	}
 	// Passes run back to back while c is pushed.
 	stop := r.passesInBackground()
-	c := r.push("c", false, private, r.layer(34, 50<<10))
+	c := r.pushRacingDeletion("c", private, r.layer(34, 50<<10))
 	stop()
 	r.converge()
 	if !gc[privateDigest] {
 		t.Fatalf("garbage-collect before the push did not find the private layer %s", privateDigest)
 	}
 	r.requireDeleted(before, minus(gc, c.Digests()), b, c)
+}
+
+// pushRacingDeletion pushes an image of the layers to app:TAG. crane finds
+// a layer the repository links to and does not upload it; if a pass deleted
+// it before the manifest arrived, the registry refuses the manifest
+// (MANIFEST_BLOB_UNKNOWN) and the push is repeated, as a client would,
+// uploading the layer again. Either way nothing is lost: the manifest was
+// not stored.
+func (r *registryUnderTest) pushRacingDeletion(tag string, layers ...string) harness.Pushed {
+	r.t.Helper()
+	deadline := time.Now().Add(registryConvergeTimeout)
+	for {
+		p, err := r.crane.TryPushImage(r.reg.Ref("app", ":"+tag), false, layers...)
+		if err == nil {
+			return p
+		}
+		if !strings.Contains(err.Error(), "BLOB_UNKNOWN") || time.Now().After(deadline) {
+			r.t.Fatalf("push %s: %v", tag, err)
+		}
+		r.t.Logf("push %s raced with a deletion, pushing again: %v", tag, err)
+	}
 }
 
 // layerDigest returns the digest of the layer p pushed from tarball.

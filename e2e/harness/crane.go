@@ -129,6 +129,17 @@ func (p Pushed) ByDigest() string {
 // OCI ones. A tarball pushed before gives the same layer blob.
 func (c *Crane) PushImage(ref string, oci bool, layerTars ...string) Pushed {
 	c.t.Helper()
+	p, err := c.TryPushImage(ref, oci, layerTars...)
+	if err != nil {
+		c.t.Fatalf("harness: %v", err)
+	}
+	return p
+}
+
+// TryPushImage is PushImage returning crane's error instead of failing the
+// test, for a push that may race with a deletion.
+func (c *Crane) TryPushImage(ref string, oci bool, layerTars ...string) (Pushed, error) {
+	c.t.Helper()
 	args := []string{"append", "-t", ref}
 	if oci {
 		args = append(args, "--oci-empty-base")
@@ -136,7 +147,9 @@ func (c *Crane) PushImage(ref string, oci bool, layerTars ...string) Pushed {
 	for _, l := range layerTars {
 		args = append(args, "-f", l)
 	}
-	c.Must(args...)
+	if _, err := c.Run(args...); err != nil {
+		return Pushed{}, err
+	}
 	p := c.Describe(ref)
 	var m manifestJSON
 	if err := json.Unmarshal(p.Blobs[p.Digest].Bytes, &m); err != nil || len(m.Layers) != len(layerTars) {
@@ -145,7 +158,7 @@ func (c *Crane) PushImage(ref string, oci bool, layerTars ...string) Pushed {
 	for i, l := range m.Layers {
 		p.Blobs[l.Digest] = PushedBlob{LayerTar: layerTars[i]}
 	}
-	return p
+	return p, nil
 }
 
 // PushIndex pushes an OCI index of the children's manifests to ref with

@@ -2,7 +2,8 @@
 #
 #   make build   bin/sweepgate
 #   make test    unit and integration tests (race detector), then the e2e
-#                tests against a real MinIO (builds bin/minio once), then
+#                tests against a real MinIO, CNCF distribution registry and
+#                crane (builds bin/minio, bin/registry, bin/crane once), then
 #                one short seeded chaos campaign, then every fuzz target for
 #                TEST_FUZZTIME
 #   make chaos   seeded chaos campaigns for CHAOS_TIME (default 30m),
@@ -10,7 +11,8 @@
 #   make lint    gofmt, go vet, staticcheck (with every build tag), and the
 #                file and function size check (scripts/sizecheck)
 #   make run     MinIO and sweepgate on loopback, for trying it out
-#   make bench   gateway vs direct MinIO benchmarks
+#   make bench   gateway vs direct MinIO benchmarks, and sweepgate's passes vs
+#                `registry garbage-collect` on a real registry
 #   make fuzz    each Fuzz target for FUZZTIME (default 30s), then the
 #                differential suite for SWEEPGATE_DIFFERENTIAL_REQUESTS
 #                (default 50000) generated requests
@@ -33,6 +35,18 @@ GO ?= go
 MINIO_MODULE := github.com/minio/minio
 MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
 STATICCHECK_VERSION := v0.8.2
+
+# The CNCF distribution registry (S3 storage driver) and crane that the
+# registry e2e tests and benchmark run in front of sweepgate; the registry
+# also runs `registry garbage-collect`, the oracle the digest sweep is
+# compared with. The registry takes about six minutes to build on two cores,
+# crane half a minute, once.
+REGISTRY_MODULE := github.com/distribution/distribution/v3/cmd/registry
+REGISTRY_VERSION := v3.1.2
+CRANE_MODULE := github.com/google/go-containerregistry/cmd/crane
+CRANE_VERSION := v0.22.1
+# The tools the e2e tests and benchmarks run as processes.
+TEST_TOOLS := bin/minio bin/registry bin/crane
 
 # The race detector makes the e2e tests' 100 MiB transfers slow on two
 # cores, and their servers are separate processes anyway: unit and
@@ -72,6 +86,13 @@ bin/minio:
 	@echo "Building MinIO $(MINIO_VERSION) into bin/ (once; about four minutes on two cores)..."
 	GOBIN=$(CURDIR)/bin $(GO) install $(MINIO_MODULE)@$(MINIO_VERSION)
 
+bin/registry:
+	@echo "Building the distribution registry $(REGISTRY_VERSION) into bin/ (once; about six minutes on two cores)..."
+	GOBIN=$(CURDIR)/bin $(GO) install $(REGISTRY_MODULE)@$(REGISTRY_VERSION)
+
+bin/crane:
+	GOBIN=$(CURDIR)/bin $(GO) install $(CRANE_MODULE)@$(CRANE_VERSION)
+
 bin/staticcheck:
 	GOBIN=$(CURDIR)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
@@ -79,11 +100,11 @@ bin/staticcheck:
 # the target fails if either did. TestMakeRun (e2e) runs bin/sweepgate, which
 # is why test builds it.
 .PHONY: test
-test: build bin/minio
+test: build $(TEST_TOOLS)
 	@status=0; \
 	echo "== unit and integration tests (-race)"; \
 	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./... || status=1; \
-	echo "== e2e tests (real MinIO, sweepgate binary, real clients)"; \
+	echo "== e2e tests (real MinIO, sweepgate binary, real clients, registry and crane)"; \
 	$(GO) test -tags $(E2E_TAGS) -count=1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) ./e2e/ || status=1; \
 	echo "== chaos campaign ($(CHAOS_TEST_DURATION) of workload under faults; its seed is printed) and the cases campaigns found"; \
 	CHAOS_DURATION=$(CHAOS_TEST_DURATION) SWEEPGATE_BIN=$(CURDIR)/bin/sweepgate \
@@ -97,7 +118,7 @@ test-unit: bin/minio
 	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./...
 
 .PHONY: test-e2e
-test-e2e: build bin/minio
+test-e2e: build $(TEST_TOOLS)
 	$(GO) test -tags $(E2E_TAGS) -count=1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) ./e2e/
 
 # Seeded chaos campaigns one after another for CHAOS_TIME, stopping at the
@@ -119,7 +140,7 @@ lint: bin/staticcheck
 	$(GO) run ./scripts/sizecheck
 
 .PHONY: bench
-bench: build bin/minio
+bench: build $(TEST_TOOLS)
 	$(GO) test -tags $(BENCH_TAGS) -run '^$$' -bench . -timeout 60m ./bench/...
 
 .PHONY: run

@@ -4,7 +4,8 @@
 // the gateway's resident memory growth while a 1 GiB object streams through
 // and the etcd writes the gateway makes per UploadPart (from its
 // sweepgate_etcd_request_duration_seconds counts, scraped between the phases
-// of an upload).
+// of an upload), and sweepgate's passes against distribution's `registry
+// garbage-collect` on a registry of 1,000 images (bin/registry).
 //
 // Run them with `make bench` (go test -tags bench -run '^$' -bench .
 // ./bench/...). They start one MinIO (bin/minio) and one sweepgate through

@@ -1,8 +1,10 @@
 // Package harness starts the real processes that sweepgate's end-to-end tests
 // and benchmarks run against: a MinIO server on a free loopback port with its
 // data in a temporary directory, and the sweepgate binary (built once per test
-// process) with embedded etcd in front of it. It hands tests configured S3
-// clients and cleans everything up through t.Cleanup.
+// process) with embedded etcd in front of it; for the registry tests, a CNCF
+// distribution registry on S3 storage, crane, and distribution's
+// garbage-collect as an oracle. It hands tests configured S3 clients and
+// cleans everything up through t.Cleanup.
 //
 // Missing prerequisites (the MinIO binary, a command-line client) are test
 // failures that say how to install them, never skips: a suite that silently
@@ -11,6 +13,8 @@
 // Environment variables read here:
 //
 //	SWEEPGATE_MINIO_BIN     path of the MinIO binary (default: bin/minio at the module root)
+//	SWEEPGATE_REGISTRY_BIN  path of the CNCF distribution registry (default: bin/registry)
+//	SWEEPGATE_CRANE_BIN     path of crane (default: bin/crane)
 //	SWEEPGATE_BIN           path of a prebuilt sweepgate binary (default: built from ./cmd/sweepgate)
 //	SWEEPGATE_E2E_RACE=1    build sweepgate with the race detector
 //	SWEEPGATE_E2E_LOG_LEVEL the gateway's log level (default info)

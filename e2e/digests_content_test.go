@@ -105,41 +105,8 @@ func TestDigestContentThroughTheGateway(t *testing.T) {
 		}
 	}
 
-	// What the manifests name is recorded on their own keys.
-	var ex struct {
-		References []struct {
-			Key    string `json:"key"`
-			Source string `json:"source"`
-		} `json:"references"`
-	}
-	if err := json.Unmarshal([]byte(mustSweepgate(t, 0, admin, "explain", private.digest, "--json")), &ex); err != nil {
-		t.Fatal(err)
-	}
-	if len(ex.References) != 1 || ex.References[0].Key != one.key || ex.References[0].Source != "content of registry-blobs" {
-		t.Errorf("the private layer's references = %+v, want manifest one's blob, as content", ex.References)
-	}
-
-	// Refused, nothing stored: a manifest that does not hash to its key,
-	// and a multipart complete small enough to be a manifest.
-	wrong := newRegistryBlob([]byte("not this body"))
-	requireAPIError(t, put(wrong.key, one.body), "BadDigest")
-	requireAbsent(t, direct, bucket, wrong.key)
-	small := newRegistryBlob(bytes.Repeat([]byte("s"), 4096))
-	mp, err := sdk.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(small.key)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	part, err := sdk.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String(small.key), UploadId: mp.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader(small.body)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = sdk.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(small.key), UploadId: mp.UploadId,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: part.ETag, PartNumber: aws.Int32(1)}}}})
-	requireAPIError(t, err, "InvalidRequest")
-	requireAbsent(t, direct, bucket, small.key)
-	if _, err := sdk.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(small.key), UploadId: mp.UploadId}); err != nil {
-		t.Fatal(err)
-	}
+	requireNamedAsContent(t, admin, private.digest, one.key)
+	requireContentRefusals(t, sdk, direct, bucket, one.body)
 
 	// Manifest one's revision link goes: one, then its private layer.
 	if _, err := sdk.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(revisionLink("app", one.digest))}); err != nil {
@@ -171,5 +138,51 @@ func TestDigestContentThroughTheGateway(t *testing.T) {
 	}
 	if !sawPrivateOutliveManifest {
 		t.Error("the private layer went in the same pass as the manifest naming it; it must outlive the manifest")
+	}
+}
+
+// requireNamedAsContent checks that explain shows digest named by exactly
+// one reference, the manifest blob at key, as content.
+func requireNamedAsContent(t *testing.T, admin, digest, key string) {
+	t.Helper()
+	var ex struct {
+		References []struct {
+			Key    string `json:"key"`
+			Source string `json:"source"`
+		} `json:"references"`
+	}
+	if err := json.Unmarshal([]byte(mustSweepgate(t, 0, admin, "explain", digest, "--json")), &ex); err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.References) != 1 || ex.References[0].Key != key || ex.References[0].Source != "content of registry-blobs" {
+		t.Errorf("%s's references = %+v, want the manifest blob %s, as content", digest, ex.References, key)
+	}
+}
+
+// requireContentRefusals checks that a manifest (body) that does not hash
+// to its key, and a multipart complete small enough to be a manifest, are
+// refused with nothing stored.
+func requireContentRefusals(t *testing.T, sdk, direct *s3.Client, bucket string, body []byte) {
+	t.Helper()
+	ctx := t.Context()
+	wrong := newRegistryBlob([]byte("not this body"))
+	_, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(wrong.key), Body: bytes.NewReader(body)})
+	requireAPIError(t, err, "BadDigest")
+	requireAbsent(t, direct, bucket, wrong.key)
+	small := newRegistryBlob(bytes.Repeat([]byte("s"), 4096))
+	mp, err := sdk.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(small.key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := sdk.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String(small.key), UploadId: mp.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader(small.body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sdk.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(small.key), UploadId: mp.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: part.ETag, PartNumber: aws.Int32(1)}}}})
+	requireAPIError(t, err, "InvalidRequest")
+	requireAbsent(t, direct, bucket, small.key)
+	if _, err := sdk.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(small.key), UploadId: mp.UploadId}); err != nil {
+		t.Fatal(err)
 	}
 }

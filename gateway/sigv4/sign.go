@@ -36,8 +36,12 @@ var signerIgnored = map[string]bool{
 // signBuf is a signing's scratch space, recycled across requests.
 type signBuf struct {
 	buf   []byte
-	names []string
+	names []headerName
 }
+
+// headerName is a header of the request: its key in the Header map and the
+// lower-case name it is signed under.
+type headerName struct{ lower, key string }
 
 var signBufs = sync.Pool{New: func() any { return &signBuf{buf: make([]byte, 0, 1024)} }}
 
@@ -67,26 +71,39 @@ func (s *Signer) Sign(r *http.Request, payloadHash string, t time.Time) {
 	b = append(b, '\n')
 	b = append(b, query...)
 	b = append(b, '\n')
-	for _, name := range names {
-		b = append(b, name...)
+	for i, h := range names {
+		if i > 0 && names[i-1].lower == h.lower {
+			continue // its values went with the first key of the name
+		}
+		b = append(b, h.lower...)
 		b = append(b, ':')
-		switch name {
-		case "host":
-			b = append(b, stripExcessSpaces(host)...)
-		case "content-length":
-			b = strconv.AppendInt(b, r.ContentLength, 10)
+		switch h.key {
+		case "":
+			if h.lower == "host" {
+				b = append(b, stripExcessSpaces(host)...)
+			} else {
+				b = strconv.AppendInt(b, r.ContentLength, 10)
+			}
 		default:
-			b = appendHeaderValues(b, r.Header, name)
+			for j := i; j < len(names) && names[j].lower == h.lower; j++ {
+				if j > i {
+					b = append(b, ',')
+				}
+				b = appendHeaderValues(b, r.Header[names[j].key])
+			}
 		}
 		b = append(b, '\n')
 	}
 	b = append(b, '\n')
 	signedStart := len(b)
-	for i, name := range names {
+	for i, h := range names {
+		if i > 0 && names[i-1].lower == h.lower {
+			continue
+		}
 		if i > 0 {
 			b = append(b, ';')
 		}
-		b = append(b, name...)
+		b = append(b, h.lower...)
 	}
 	signedHeaders := string(b[signedStart:])
 	b = append(b, '\n')
@@ -159,29 +176,51 @@ func isDefaultPort(scheme, port string) bool {
 	return scheme == "http" && port == "80" || scheme == "https" && port == "443"
 }
 
-// signedHeaderNames appends the sorted lower-case names of the headers the
-// SDK signs to names.
-func signedHeaderNames(r *http.Request, names []string) []string {
-	names = append(names, "host")
+// signedHeaderNames appends the headers the SDK signs to names, sorted by
+// lower-case name: host and a positive content-length (with no key: their
+// values are not read from the Header map), then every header but the
+// ignored ones and Content-Length. Keys differing only in case share a
+// name; their order is the map's, as in the SDK.
+func signedHeaderNames(r *http.Request, names []headerName) []headerName {
+	names = append(names, headerName{lower: "host"})
 	if r.ContentLength > 0 {
-		names = append(names, "content-length")
+		names = append(names, headerName{lower: "content-length"})
 	}
 	for k := range r.Header {
 		if signerIgnored[k] || strings.EqualFold(k, "content-length") {
 			continue
 		}
-		lower := lowerASCII(k)
-		if !slices.Contains(names, lower) {
-			names = append(names, lower)
-		}
+		names = append(names, headerName{lowerHeaderName(k), k})
 	}
-	slices.Sort(names)
+	slices.SortStableFunc(names, func(a, b headerName) int { return strings.Compare(a.lower, b.lower) })
 	return names
 }
 
-// lowerASCII is strings.ToLower for the header names net/http produces,
-// without allocating for names already in lower case.
-func lowerASCII(s string) string {
+// lowerNames holds the lower-case form of the header names a proxied S3
+// request usually carries, so that signing them allocates nothing.
+var lowerNames = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{
+		"Accept", "Accept-Encoding", "Amz-Sdk-Invocation-Id", "Amz-Sdk-Request", "Cache-Control",
+		"Content-Disposition", "Content-Encoding", "Content-Language", "Content-Md5", "Content-Type",
+		"Expires", "If-Match", "If-Modified-Since", "If-None-Match", "If-Unmodified-Since", "Range",
+		"X-Amz-Acl", "X-Amz-Checksum-Crc32", "X-Amz-Checksum-Crc32c", "X-Amz-Checksum-Crc64nvme",
+		"X-Amz-Checksum-Sha1", "X-Amz-Checksum-Sha256", "X-Amz-Checksum-Mode", "X-Amz-Content-Sha256",
+		"X-Amz-Copy-Source", "X-Amz-Date", "X-Amz-Decoded-Content-Length", "X-Amz-Meta-Sweepgate",
+		"X-Amz-Sdk-Checksum-Algorithm", "X-Amz-Storage-Class", "X-Amz-Tagging", "X-Amz-Trailer",
+		"X-Amz-User-Agent", "X-Sweepgate-Request-Id",
+	} {
+		m[n] = strings.ToLower(n)
+	}
+	return m
+}()
+
+// lowerHeaderName is strings.ToLower, without allocating for names already
+// in lower case or in lowerNames.
+func lowerHeaderName(s string) string {
+	if l, ok := lowerNames[s]; ok {
+		return l
+	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; 'A' <= c && c <= 'Z' || c >= 0x80 {
 			return strings.ToLower(s)
@@ -190,29 +229,14 @@ func lowerASCII(s string) string {
 	return s
 }
 
-// appendHeaderValues appends the values of every header whose lower-case
-// name is name, trimmed and joined with ',' as the SDK does. Map order
-// decides the order of values from keys differing only in case, as it does
-// in the SDK.
-func appendHeaderValues(b []byte, h http.Header, name string) []byte {
-	first := true
-	add := func(vs []string) {
-		for _, v := range vs {
-			if !first {
-				b = append(b, ',')
-			}
-			first = false
-			b = append(b, strings.TrimSpace(stripExcessSpaces(v))...)
+// appendHeaderValues appends values trimmed and joined with ',' as the SDK
+// does.
+func appendHeaderValues(b []byte, values []string) []byte {
+	for i, v := range values {
+		if i > 0 {
+			b = append(b, ',')
 		}
-	}
-	canonical := http.CanonicalHeaderKey(name)
-	if vs, ok := h[canonical]; ok && lowerASCII(canonical) == name {
-		add(vs)
-	}
-	for k, vs := range h {
-		if k != canonical && lowerASCII(k) == name {
-			add(vs)
-		}
+		b = append(b, strings.TrimSpace(stripExcessSpaces(v))...)
 	}
 	return b
 }

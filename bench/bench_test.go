@@ -71,6 +71,10 @@ func BenchmarkGateway(b *testing.B) {
 	direct := side{"direct", env.DirectSDK(b)}
 	gateway := side{"gateway", env.SDK(b)}
 	rep := newReport()
+	var procs *cpuProcs
+	if pid := pidOf(env.MinIO.DataDir); pid != 0 {
+		procs = &cpuProcs{gateway: env.Gateway.PID, minio: pid}
+	}
 
 	// One 64 MiB buffer serves every large upload (and, in 16 MiB slices,
 	// the parts), so the client spends no time generating data.
@@ -121,7 +125,7 @@ func BenchmarkGateway(b *testing.B) {
 	b.Run("PUT_4KiB_x16", func(b *testing.B) {
 		compare(b, rep, workload{
 			name: "put_4kib_16_clients", title: "PUT 4 KiB, 16 clients (ops/s)", unit: "ops/s", target: targetSmallRatio,
-			rounds: smallRounds,
+			rounds: smallRounds, cpu: procs,
 			detail: fmt.Sprintf("PutObject of 4 KiB from %d goroutines sharing one client for %v", smallClients, smallRoundTime),
 			run: func(ctx context.Context, s side) (float64, time.Duration, error) {
 				return concurrentOps(ctx, smallClients, smallRoundTime, func(ctx context.Context, worker, i int) error {
@@ -146,7 +150,7 @@ func BenchmarkGateway(b *testing.B) {
 		}
 		compare(b, rep, workload{
 			name: "get_4kib_16_clients", title: "GET 4 KiB, 16 clients (ops/s)", unit: "ops/s", target: targetSmallRatio,
-			rounds: smallRounds,
+			rounds: smallRounds, cpu: procs,
 			detail: fmt.Sprintf("GetObject of 4 KiB from %d goroutines sharing one client for %v", smallClients, smallRoundTime),
 			run: func(ctx context.Context, s side) (float64, time.Duration, error) {
 				return concurrentOps(ctx, smallClients, smallRoundTime, func(ctx context.Context, worker, i int) error {
@@ -208,6 +212,9 @@ type workload struct {
 	// framework's b.N raises it when -benchtime asks for more, and fast
 	// workloads take more until minWorkloadTime has passed.
 	rounds int
+	// cpu, when set, measures the CPU time of the gateway and MinIO per
+	// request over the rounds (not the warm-up).
+	cpu *cpuProcs
 	// run performs one sample against s and returns the amount of work
 	// (bytes for MB/s, operations for ops/s) and the time it took.
 	run func(ctx context.Context, s side) (amount float64, elapsed time.Duration, err error)
@@ -225,6 +232,10 @@ func compare(b *testing.B, rep *report, w workload, direct, gateway side) {
 	}
 	rounds := max(b.N, w.rounds)
 	samples := map[string][]float64{}
+	var tally *cpuTally
+	if w.cpu != nil {
+		tally = &cpuTally{procs: w.cpu}
+	}
 	b.ResetTimer()
 	start := time.Now()
 	for r := 0; r < rounds || (r < maxRounds && time.Since(start) < minWorkloadTime); r++ {
@@ -233,7 +244,12 @@ func compare(b *testing.B, rep *report, w workload, direct, gateway side) {
 			order = []side{gateway, direct}
 		}
 		for _, s := range order {
-			amount, elapsed, err := w.run(ctx, s)
+			var elapsed time.Duration
+			amount, err := tally.sample(s.name, func() (float64, error) {
+				amount, d, err := w.run(ctx, s)
+				elapsed = d
+				return amount, err
+			})
 			if err != nil {
 				b.Fatalf("%s round %d against %s: %v", w.name, r, s.name, err)
 			}
@@ -246,6 +262,7 @@ func compare(b *testing.B, rep *report, w workload, direct, gateway side) {
 	}
 	b.StopTimer()
 	c := newComparison(w.name, w.title, w.unit, w.detail, w.target, samples[direct.name], samples[gateway.name])
+	c.CPU = tally.result()
 	rep.addComparison(c)
 	// ns/op would be the time of a round over both sides: meaningless here.
 	b.ReportMetric(0, "ns/op")
@@ -254,6 +271,10 @@ func compare(b *testing.B, rep *report, w workload, direct, gateway side) {
 	b.ReportMetric(c.Ratio, "ratio")
 	b.Logf("%s: direct %.1f %s, gateway %.1f %s, ratio %.3f (target >= %.2f) %s",
 		w.title, c.Direct, w.unit, c.Gateway, w.unit, c.Ratio, w.target, c.Status)
+	if c.CPU != nil {
+		b.ReportMetric(c.CPU.Ratio, "cpu_ratio")
+		b.Logf("%s CPU: %v", w.title, c.CPU)
+	}
 }
 
 // getDiscard GETs an object and reads its body to the end.

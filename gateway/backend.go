@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/sweepgate/sweepgate/gateway/sigv4"
 )
 
 // emptySHA256 is the hex SHA-256 of an empty payload.
@@ -23,9 +24,7 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // X-Amz-Content-Sha256 header.
 type signingTransport struct {
 	base   http.RoundTripper
-	signer *v4.Signer
-	creds  aws.Credentials
-	region string
+	signer *sigv4.Signer
 	now    func() time.Time
 }
 
@@ -47,12 +46,7 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	// X-Amz-Date and Authorization are the signer's to set.
 	req.Header.Del("Authorization")
 	req.Header.Del("X-Amz-Date")
-	if err := t.signer.SignHTTP(req.Context(), t.creds, req, payloadHash, "s3", t.region, t.now()); err != nil {
-		if req.Body != nil {
-			req.Body.Close()
-		}
-		return nil, fmt.Errorf("sign backend request: %w", err)
-	}
+	t.signer.Sign(req, payloadHash, t.now())
 	return t.base.RoundTrip(req)
 }
 
@@ -79,10 +73,9 @@ func newBackendTransport(creds aws.Credentials, region string, now func() time.T
 	return &signingTransport{
 		base: base,
 		// The proxy hands the signer a path that is already escaped the way S3
-		// wants it; escaping it again would sign a different path.
-		signer: v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }),
-		creds:  creds,
-		region: region,
+		// wants it, and the signer signs it as it is. Its derived key is
+		// cached per day.
+		signer: &sigv4.Signer{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, Region: region, Service: "s3"},
 		now:    now,
 	}
 }

@@ -212,18 +212,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = 499 // the client went away before any answer
 		}
 		g.metrics.observe(req.route.Operation, status, elapsed)
-		attrs := []any{
-			"id", req.id, "op", req.route.Operation, "method", r.Method,
-			"bucket", req.route.Bucket, "status", status, "bytes_out", rec.bytes,
-			"duration_ms", elapsed.Milliseconds(), "remote", r.RemoteAddr,
-		}
-		if req.auth != nil {
-			attrs = append(attrs, "principal", req.auth.Principal)
-		}
-		if req.backendRequestID != "" {
-			attrs = append(attrs, "backend_id", req.backendRequestID)
-		}
-		g.log.Info("request", attrs...)
+		g.logRequest(r, req, rec, status, elapsed)
 	}()
 
 	route, routeErr := resolveRoute(r, g.domains)
@@ -256,6 +245,27 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.dispatch(rec, r, req)
+}
+
+// logRequest writes the request's log line (when info is enabled), its
+// attributes built in place rather than boxed one by one.
+func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorder, status int, elapsed time.Duration) {
+	ctx := context.Background() // as Logger.Info uses
+	if !g.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	var buf [10]slog.Attr
+	attrs := append(buf[:0],
+		slog.String("id", req.id), slog.Any("op", req.route.Operation), slog.String("method", r.Method),
+		slog.String("bucket", req.route.Bucket), slog.Int("status", status), slog.Int64("bytes_out", rec.bytes),
+		slog.Int64("duration_ms", elapsed.Milliseconds()), slog.String("remote", r.RemoteAddr))
+	if req.auth != nil {
+		attrs = append(attrs, slog.String("principal", req.auth.Principal))
+	}
+	if req.backendRequestID != "" {
+		attrs = append(attrs, slog.String("backend_id", req.backendRequestID))
+	}
+	g.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
 
 // dispatch sends an authenticated request to the handler for its operation:

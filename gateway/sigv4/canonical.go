@@ -194,10 +194,9 @@ func trimHeaderValue(v string) string {
 	return b.String()
 }
 
-// canonicalHeaders writes "name:value\n" for each signed header, in the
-// order the client listed them; multiple values are joined with ','.
-func canonicalHeaders(r *http.Request, signed []string) string {
-	var b strings.Builder
+// writeCanonicalHeaders writes "name:value\n" for each signed header, in
+// the order the client listed them; multiple values are joined with ','.
+func writeCanonicalHeaders(b *strings.Builder, r *http.Request, signed []string) {
 	for _, name := range signed {
 		b.WriteString(name)
 		b.WriteByte(':')
@@ -209,22 +208,30 @@ func canonicalHeaders(r *http.Request, signed []string) string {
 		}
 		b.WriteByte('\n')
 	}
-	return b.String()
 }
 
 // canonicalRequest builds the SigV4 canonical request for r. skipQuery names
-// the query parameter left out (X-Amz-Signature for presigned URLs).
+// the query parameter left out (X-Amz-Signature for presigned URLs). It is
+// written into one builder sized for a typical request.
 func canonicalRequest(r *http.Request, pairs []queryPair, signed []string, payloadHash, skipQuery string) string {
 	var b strings.Builder
+	b.Grow(512 + len(r.URL.Path) + len(r.URL.RawQuery))
 	b.WriteString(r.Method)
 	b.WriteByte('\n')
 	b.WriteString(canonicalURI(r.URL))
 	b.WriteByte('\n')
-	b.WriteString(canonicalQuery(pairs, skipQuery))
+	if len(pairs) > 0 {
+		b.WriteString(canonicalQuery(pairs, skipQuery))
+	}
 	b.WriteByte('\n')
-	b.WriteString(canonicalHeaders(r, signed))
+	writeCanonicalHeaders(&b, r, signed)
 	b.WriteByte('\n')
-	b.WriteString(strings.Join(signed, ";"))
+	for i, name := range signed {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(name)
+	}
 	b.WriteByte('\n')
 	b.WriteString(payloadHash)
 	return b.String()

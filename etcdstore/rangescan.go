@@ -15,7 +15,7 @@ import (
 // one fixed end therefore visits about M²/(2·page) index entries, and a
 // scan of a million sessions spends most of its time counting.
 //
-// rangeScan instead bounds each request's end: it estimates, from the keys
+// ScanRange instead bounds each request's end: it estimates, from the keys
 // the last page held, how wide a stretch of the key space holds one page,
 // and asks for that stretch only. Keys are treated as base-256 fractions;
 // a stretch is a width in that space (its log2, span, 0 being the whole
@@ -30,12 +30,19 @@ import (
 // maxGrowth is the most (as log2) a stretch widens after an empty one.
 const maxGrowth = 4
 
-// rangeScan reads the keys in [start, end) in key order, at most pageSize
-// per request, at revision rev (0: the revision of its first request),
-// calling fn for each until fn says stop. It returns the revision read.
-// Consecutive requests cover adjacent stretches, so no key is missed or
-// read twice, and memory holds one page.
+// rangeScan is ScanRange through the store's client.
 func (s *Store) rangeScan(ctx context.Context, start, end string, rev, pageSize int64, fn func(*mvccpb.KeyValue) bool) (int64, error) {
+	return ScanRange(ctx, s.cli.KV, start, end, rev, pageSize, fn)
+}
+
+// ScanRange reads the keys in [start, end) through kv in key order, at
+// most pageSize (500 when zero or less) per request, at revision rev (0:
+// the revision of its first request), calling fn for each until fn says
+// stop. It returns the revision read. Consecutive requests cover adjacent
+// stretches, so no key is missed or read twice, and memory holds one page;
+// etcd counts a bounded number of keys per key read (see above), where
+// paging with one fixed end counts the rest of the range every page.
+func ScanRange(ctx context.Context, kv clientv3.KV, start, end string, rev, pageSize int64, fn func(*mvccpb.KeyValue) bool) (int64, error) {
 	if pageSize <= 0 {
 		pageSize = defaultScanPage
 	}
@@ -51,7 +58,7 @@ func (s *Store) rangeScan(ctx context.Context, start, end string, rev, pageSize 
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := s.cli.Get(ctx, from, opts...)
+		resp, err := kv.Get(ctx, from, opts...)
 		if err != nil {
 			return 0, fmt.Errorf("scan %q: %w", start, err)
 		}
@@ -90,7 +97,7 @@ func (s *Store) rangeScan(ctx context.Context, start, end string, rev, pageSize 
 	}
 	if rev == 0 {
 		// Nothing was asked (an empty range): still report a revision.
-		resp, err := s.cli.Get(ctx, start, clientv3.WithCountOnly())
+		resp, err := kv.Get(ctx, start, clientv3.WithCountOnly())
 		if err != nil {
 			return 0, fmt.Errorf("scan %q: %w", start, err)
 		}

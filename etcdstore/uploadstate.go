@@ -3,7 +3,9 @@ package etcdstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -30,41 +32,58 @@ type UploadState struct {
 	Bytes int64
 }
 
-// uploadStateOps is how many reads UploadStatesAt makes per upload.
-const uploadStateOps = 4
+// uploadStateOps is how many reads UploadStatesAt makes per upload, and
+// uploadStateTxns how many of its transactions are in flight at once.
+const (
+	uploadStateOps  = 4
+	uploadStateTxns = 4
+)
 
 // UploadStatesAt reads the records of each upload as they were at
 // revision rev, in read-only transactions of up to maxTxnOps reads
-// (uploadStateOps per upload) rather than several requests per upload:
-// the state a pass classifies uploads by. A record that does not decode
-// fails the read.
+// (uploadStateOps per upload), uploadStateTxns at once, rather than
+// several requests per upload: the state a pass classifies uploads by.
+// States come in the order of uploads. A record that does not decode fails
+// the read.
 func (s *Store) UploadStatesAt(ctx context.Context, rev int64, uploads []UploadRef) ([]UploadState, error) {
-	out := make([]UploadState, 0, len(uploads))
+	out := make([]UploadState, len(uploads))
 	per := maxTxnOps / uploadStateOps
-	for len(uploads) > 0 {
-		batch := uploads[:min(len(uploads), per)]
-		uploads = uploads[len(batch):]
-		ops := make([]clientv3.Op, 0, uploadStateOps*len(batch))
-		for _, u := range batch {
-			ops = append(ops,
-				clientv3.OpGet(s.keys.Session(u.Bucket, u.UploadID), clientv3.WithRev(rev)),
-				clientv3.OpGet(s.keys.Activity(u.UploadID), clientv3.WithRev(rev)),
-				clientv3.OpGet(s.keys.InFlight(u.UploadID), clientv3.WithPrefix(), clientv3.WithLimit(100), clientv3.WithRev(rev)),
-				clientv3.OpGet(s.keys.Parts(u.UploadID), clientv3.WithPrefix(), clientv3.WithRev(rev)))
-		}
-		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
-		if err != nil {
-			return nil, fmt.Errorf("read uploads at revision %d: %w", rev, err)
-		}
-		for i := range batch {
-			st, err := uploadState(resp.Responses[uploadStateOps*i : uploadStateOps*(i+1)])
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, st)
+	errs := make([]error, (len(uploads)+per-1)/per)
+	sem := make(chan struct{}, uploadStateTxns)
+	var wg sync.WaitGroup
+	for i := range errs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			first := i * per
+			batch := uploads[first:min(first+per, len(uploads))]
+			errs[i] = s.uploadStates(ctx, rev, batch, out[first:first+len(batch)])
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// uploadStates reads batch's records at rev in one transaction into out.
+func (s *Store) uploadStates(ctx context.Context, rev int64, batch []UploadRef, out []UploadState) error {
+	ops := make([]clientv3.Op, 0, uploadStateOps*len(batch))
+	for _, u := range batch {
+		ops = append(ops,
+			clientv3.OpGet(s.keys.Session(u.Bucket, u.UploadID), clientv3.WithRev(rev)),
+			clientv3.OpGet(s.keys.Activity(u.UploadID), clientv3.WithRev(rev)),
+			clientv3.OpGet(s.keys.InFlight(u.UploadID), clientv3.WithPrefix(), clientv3.WithLimit(100), clientv3.WithRev(rev)),
+			clientv3.OpGet(s.keys.Parts(u.UploadID), clientv3.WithPrefix(), clientv3.WithRev(rev)))
+	}
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("read uploads at revision %d: %w", rev, err)
+	}
+	for i := range batch {
+		if out[i], err = uploadState(resp.Responses[uploadStateOps*i : uploadStateOps*(i+1)]); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // uploadState decodes one upload's reads, in the order UploadStatesAt

@@ -55,9 +55,14 @@ const (
 	uploadPartSize = 1024
 	// The session scan's memory passes when the peak at M is below twice
 	// the peak at M/10, or below targetScanHeapMiB whatever the ratio.
-	targetScanRatio   = 2.0
-	targetScanHeapMiB = 64
-	heapSampleEvery   = 10 * time.Millisecond
+	targetScanRatio = 2.0
+	// A plan costs at most targetPlanRatio times a bare listing of its
+	// uploads plus a bare range read of their sessions; the session scan's
+	// time per session at M is within targetScanTimeRatio of that at M/10.
+	targetPlanRatio     = 2.0
+	targetScanTimeRatio = 1.5
+	targetScanHeapMiB   = 64
+	heapSampleEvery     = 10 * time.Millisecond
 	// etcdChildEnv makes this test binary an etcd server (see init).
 	etcdChildEnv = "SWEEPGATE_BENCH_ETCD_CHILD"
 )
@@ -84,17 +89,34 @@ type reclaimPass struct {
 	SetupSeconds float64 `json:"setup_seconds"`
 	// Plan figures, as the pass reported them.
 	Report map[string]int64 `json:"report"`
+	// Uploads: a bare listing of the uploads on MinIO and a bare range read
+	// of their sessions in etcd, measured after the plan in the same run,
+	// and the plan's time over their sum.
+	ListSeconds  float64 `json:"list_seconds,omitempty"`
+	RangeSeconds float64 `json:"range_seconds,omitempty"`
+	Ratio        float64 `json:"ratio,omitempty"`
+	TargetRatio  float64 `json:"target_ratio,omitempty"`
+	Status       string  `json:"status,omitempty"`
+	// Sessions: one scan of every session (etcdstore.ScanSessions) after
+	// the plan, and its time per session.
+	ScanSeconds          float64 `json:"scan_seconds,omitempty"`
+	ScanMicrosPerSession float64 `json:"scan_us_per_session,omitempty"`
 }
 
 type reclaimResult struct {
 	Uploads  *reclaimPass  `json:"uploads,omitempty"`
 	Sessions []reclaimPass `json:"sessions,omitempty"`
 	// ScanRatio is peak heap at M over peak heap at M/10.
-	ScanRatio       float64  `json:"scan_ratio,omitempty"`
-	TargetScanRatio float64  `json:"target_scan_ratio"`
-	TargetScanMiB   float64  `json:"target_scan_mib"`
-	ScanStatus      string   `json:"scan_status,omitempty"`
-	Notes           []string `json:"notes,omitempty"`
+	ScanRatio float64 `json:"scan_ratio,omitempty"`
+	// ScanTimeRatio is the session scan's time per session at M over that
+	// at M/10.
+	ScanTimeRatio       float64  `json:"scan_time_ratio,omitempty"`
+	TargetScanTimeRatio float64  `json:"target_scan_time_ratio"`
+	ScanTimeStatus      string   `json:"scan_time_status,omitempty"`
+	TargetScanRatio     float64  `json:"target_scan_ratio"`
+	TargetScanMiB       float64  `json:"target_scan_mib"`
+	ScanStatus          string   `json:"scan_status,omitempty"`
+	Notes               []string `json:"notes,omitempty"`
 }
 
 // runEtcdChild turns this test binary into an embedded etcd server when the
@@ -317,10 +339,10 @@ func benchSession(bucket, key, id string, created, last time.Time) (string, erro
 	return etcdstore.MarshalSession(s)
 }
 
-// putSessions writes n sessions through store's keys, sessionTxn puts per
-// transaction, sessionWriters transactions at once. rec returns the i-th
-// session's upload id and record.
-func putSessions(ctx context.Context, store *etcdstore.Store, bucket string, n int, rec func(i int) (id, val string, err error)) error {
+// putSessions writes n records (sessions, or part records) through store,
+// sessionTxn puts per transaction, sessionWriters transactions at once. rec
+// returns the i-th record's key and value.
+func putSessions(ctx context.Context, store *etcdstore.Store, n int, rec func(i int) (key, val string, err error)) error {
 	batches := make(chan int)
 	errs := make(chan error, sessionWriters)
 	var wg sync.WaitGroup
@@ -329,12 +351,12 @@ func putSessions(ctx context.Context, store *etcdstore.Store, bucket string, n i
 			for first := range batches {
 				ops := make([]clientv3.Op, 0, sessionTxn)
 				for i := first; i < min(first+sessionTxn, n); i++ {
-					id, val, err := rec(i)
+					key, val, err := rec(i)
 					if err != nil {
 						errs <- err
 						return
 					}
-					ops = append(ops, clientv3.OpPut(store.Keys().Session(bucket, id), val))
+					ops = append(ops, clientv3.OpPut(key, val))
 				}
 				if _, err := store.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
 					errs <- fmt.Errorf("write sessions %d..%d: %w", first, first+len(ops)-1, err)
@@ -369,7 +391,7 @@ func BenchmarkReclaimPass(b *testing.B) {
 	nUploads := envCount(b, uploadsEnv, defaultUploads)
 	nSessions := envCount(b, sessionsEnv, defaultSessions)
 	cli := startEtcdChild(b)
-	res := reclaimResult{TargetScanRatio: targetScanRatio, TargetScanMiB: targetScanHeapMiB}
+	res := reclaimResult{TargetScanRatio: targetScanRatio, TargetScanMiB: targetScanHeapMiB, TargetScanTimeRatio: targetScanTimeRatio}
 	res.Notes = append(res.Notes,
 		"passes are dry runs (Reclaimer.Plan): the inventory and classification of a real pass, no writes",
 		"etcd runs embedded in a child process; the heap figures are the benchmark process's: the reclaimer and its etcd and S3 clients")
@@ -401,6 +423,11 @@ func BenchmarkReclaimPass(b *testing.B) {
 		if small.PeakHeapBytes > 0 {
 			res.ScanRatio = float64(large.PeakHeapBytes) / float64(small.PeakHeapBytes)
 		}
+		res.ScanTimeRatio = large.ScanMicrosPerSession / small.ScanMicrosPerSession
+		res.ScanTimeStatus = statusBelow
+		if res.ScanTimeRatio <= targetScanTimeRatio {
+			res.ScanTimeStatus = statusPass
+		}
 		res.ScanStatus = statusBelow
 		if large.PeakHeapBytes < int64(targetScanRatio*float64(small.PeakHeapBytes)) || large.PeakHeapMiB < targetScanHeapMiB {
 			res.ScanStatus = statusPass
@@ -426,7 +453,7 @@ func benchUploads(b *testing.B, w *reclaimWorld, n int) reclaimPass {
 	}
 	store := w.store(b, "/bench-uploads/")
 	setup := time.Now()
-	ids := make([]string, n)
+	ids, etags := make([]string, n), make([]string, n)
 	part := bytes.Repeat([]byte{0xab}, uploadPartSize)
 	var next atomic.Int64
 	var failed atomic.Value
@@ -441,7 +468,9 @@ func benchUploads(b *testing.B, w *reclaimWorld, n int) reclaimPass {
 				key := fmt.Sprintf("obj/%06d", i)
 				id, err := w.direct.NewMultipartUpload(ctx, bucket, key, minio.PutObjectOptions{})
 				if err == nil {
-					_, err = w.direct.PutObjectPart(ctx, bucket, key, id, 1, bytes.NewReader(part), uploadPartSize, minio.PutObjectPartOptions{})
+					var op minio.ObjectPart
+					op, err = w.direct.PutObjectPart(ctx, bucket, key, id, 1, bytes.NewReader(part), uploadPartSize, minio.PutObjectPartOptions{})
+					etags[i] = op.ETag
 				}
 				if err != nil {
 					failed.CompareAndSwap(nil, fmt.Errorf("upload %s: %w", key, err))
@@ -456,13 +485,20 @@ func benchUploads(b *testing.B, w *reclaimWorld, n int) reclaimPass {
 		b.Fatal(err)
 	}
 	now := time.Now().UTC()
-	if err := putSessions(ctx, store, bucket, n, func(i int) (string, string, error) {
+	if err := putSessions(ctx, store, n, func(i int) (string, string, error) {
 		last := now.Add(-time.Minute)
 		if i%2 == 0 {
 			last = now.Add(-30 * time.Hour)
 		}
 		val, err := benchSession(bucket, fmt.Sprintf("obj/%06d", i), ids[i], now.Add(-31*time.Hour), last)
-		return ids[i], val, err
+		return store.Keys().Session(bucket, ids[i]), val, err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	// The part record the gateway writes for each part it passes on.
+	if err := putSessions(ctx, store, n, func(i int) (string, string, error) {
+		val, err := json.Marshal(etcdstore.Part{Number: 1, ETag: etags[i], Size: uploadPartSize, At: now.Add(-31 * time.Hour)})
+		return store.Keys().Part(ids[i], 1), string(val), err
 	}); err != nil {
 		b.Fatal(err)
 	}
@@ -471,7 +507,45 @@ func benchUploads(b *testing.B, w *reclaimWorld, n int) reclaimPass {
 	if got := rep.Uploads.Keep.Sessions + rep.Uploads.Mark.Sessions + rep.Uploads.Delete.Sessions + rep.Uploads.Hold.Sessions; got != int64(n) {
 		b.Fatalf("the pass counted %d uploads, want %d (report %+v)", got, n, p.Report)
 	}
+	w.bareUploads(b, store, bucket, n, &p)
 	return p
+}
+
+// bareUploads measures, after the plan, what the plan cannot do with less:
+// one listing of bucket's uploads on MinIO, page by page, and one range
+// read of their sessions in etcd; p.Ratio is the plan's time over theirs.
+func (w *reclaimWorld) bareUploads(b *testing.B, store *etcdstore.Store, bucket string, n int, p *reclaimPass) {
+	ctx := b.Context()
+	start := time.Now()
+	listed := 0
+	var km, um string
+	for {
+		res, err := w.direct.ListMultipartUploads(ctx, bucket, "", km, um, "", 1000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		listed += len(res.Uploads)
+		if !res.IsTruncated {
+			break
+		}
+		km, um = res.NextKeyMarker, res.NextUploadIDMarker
+	}
+	p.ListSeconds = time.Since(start).Seconds()
+	start = time.Now()
+	resp, err := store.Client().Get(ctx, store.Keys().Sessions(bucket), clientv3.WithPrefix())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.RangeSeconds = time.Since(start).Seconds()
+	if listed != n || len(resp.Kvs) != n {
+		b.Fatalf("bare reads: %d uploads listed, %d sessions read; want %d", listed, len(resp.Kvs), n)
+	}
+	p.Ratio = p.Seconds / (p.ListSeconds + p.RangeSeconds)
+	p.TargetRatio = targetPlanRatio
+	p.Status = statusBelow
+	if p.Ratio <= targetPlanRatio {
+		p.Status = statusPass
+	}
 }
 
 // benchSessions writes n active sessions in an (empty) bucket on MinIO that
@@ -488,10 +562,10 @@ func benchSessions(b *testing.B, w *reclaimWorld, prefix string, n int) reclaimP
 	store := w.store(b, prefix)
 	setup := time.Now()
 	now := time.Now().UTC()
-	if err := putSessions(ctx, store, bucket, n, func(i int) (string, string, error) {
+	if err := putSessions(ctx, store, n, func(i int) (string, string, error) {
 		id := fmt.Sprintf("upload-%08d", i)
 		val, err := benchSession(bucket, fmt.Sprintf("obj/%08d", i), id, now.Add(-2*time.Hour), now.Add(-time.Hour))
-		return id, val, err
+		return store.Keys().Session(bucket, id), val, err
 	}); err != nil {
 		b.Fatal(err)
 	}
@@ -500,71 +574,13 @@ func benchSessions(b *testing.B, w *reclaimWorld, prefix string, n int) reclaimP
 	if got := rep.Totals.Missing + rep.Totals.MissingUnverified; got != int64(n) {
 		b.Fatalf("the pass went through %d sessions, want %d (report %+v)", got, n, p.Report)
 	}
+	// The session scan alone, as the pass and the reconciler make it.
+	start := time.Now()
+	var scanned int
+	if _, err := store.ScanSessions(ctx, bucket, 0, func(etcdstore.Versioned[etcdstore.Session]) error { scanned++; return nil }); err != nil || scanned != n {
+		b.Fatalf("scan: %d sessions, %v; want %d", scanned, err, n)
+	}
+	p.ScanSeconds = time.Since(start).Seconds()
+	p.ScanMicrosPerSession = 1e6 * p.ScanSeconds / float64(n)
 	return p
-}
-
-func printReclaim(out io.Writer, res *reclaimResult) {
-	fmt.Fprintf(out, "\nreclaim pass (%s, %d CPUs, GOMAXPROCS %d)\n", runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
-	fmt.Fprintf(out, "Peak heap: highest Go heap in use during the pass minus the heap after a GC before it (live: GC-marked live heap).\n")
-	fmt.Fprintf(out, "%-*s %14s %14s %14s %9s\n", titleWidth, "pass", "rate", "peak heap", "peak live", "setup")
-	line := func(p *reclaimPass) {
-		fmt.Fprintf(out, "%-*s %14s %14s %14s %9s\n", titleWidth, p.Title,
-			fmt.Sprintf("%.0f %s/s", p.PerSec, p.Unit), fmt.Sprintf("+%.1f MiB", p.PeakHeapMiB),
-			fmt.Sprintf("+%.1f MiB", p.PeakLiveMiB), fmt.Sprintf("%.0fs", p.SetupSeconds))
-		keys := []string{"keep", "mark", "delete", "hold", "missing", "missing_unverified"}
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s %d", k, p.Report[k]))
-		}
-		fmt.Fprintf(out, "    %.1fs; plan: %s\n", p.Seconds, strings.Join(parts, ", "))
-	}
-	if res.Uploads != nil {
-		line(res.Uploads)
-	}
-	for i := range res.Sessions {
-		line(&res.Sessions[i])
-	}
-	if len(res.Sessions) == 2 {
-		fmt.Fprintf(out, "%-*s %14s %14s %14s %9s  %s\n", titleWidth,
-			fmt.Sprintf("session scan peak heap, %d vs %d", res.Sessions[1].Items, res.Sessions[0].Items), "",
-			fmt.Sprintf("x%.2f", res.ScanRatio), "", "",
-			fmt.Sprintf("< x%.0f or < %d MiB  %s", targetScanRatio, targetScanHeapMiB, res.ScanStatus))
-	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(out, "    note: %s\n", n)
-	}
-}
-
-// mergeResults adds res under name to the results file (written by
-// BenchmarkGateway when it ran first), keeping what it holds.
-func mergeResults(name string, res any) (string, error) {
-	path := os.Getenv(resultsEnv)
-	if path == "" {
-		path = defaultResults
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", fmt.Errorf("results path %s: %w", path, err)
-	}
-	all := map[string]json.RawMessage{}
-	if old, err := os.ReadFile(abs); err == nil {
-		if err := json.Unmarshal(old, &all); err != nil {
-			return "", fmt.Errorf("results %s: %w", abs, err)
-		}
-	} else if !os.IsNotExist(err) {
-		return "", err
-	}
-	body, err := json.Marshal(res)
-	if err != nil {
-		return "", err
-	}
-	all[name] = body
-	b, err := json.MarshalIndent(all, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return "", err
-	}
-	return abs, os.WriteFile(abs, append(b, '\n'), 0o644)
 }

@@ -51,7 +51,7 @@ func (s *Store) ScanSessions(ctx context.Context, bucket string, pageSize int64,
 		bad   *UndecodableError
 		fnErr error
 	)
-	rev, err := s.scan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), pageSize, func(kv *mvccpb.KeyValue) bool {
+	rev, err := s.rangeScan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), 0, pageSize, func(kv *mvccpb.KeyValue) bool {
 		var sess Session
 		if err := json.Unmarshal(kv.Value, &sess); err != nil {
 			if bad == nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -176,29 +177,20 @@ func (s *Store) ScanSessionsAt(ctx context.Context, bucket string, rev, pageSize
 	if bucket != "" {
 		prefix = s.keys.Sessions(bucket)
 	}
-	if pageSize <= 0 {
-		pageSize = 500
+	var fnErr error
+	_, err := s.rangeScan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), rev, pageSize, func(kv *mvccpb.KeyValue) bool {
+		var sess Session
+		if err := json.Unmarshal(kv.Value, &sess); err != nil {
+			fnErr = fmt.Errorf("decode session %s: %w", kv.Key, err)
+			return false
+		}
+		fnErr = fn(Versioned[Session]{Value: sess, ModRev: kv.ModRevision})
+		return fnErr == nil
+	})
+	if err != nil {
+		return fmt.Errorf("scan sessions at revision %d: %w", rev, err)
 	}
-	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
-	for {
-		resp, err := s.cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(pageSize), clientv3.WithRev(rev))
-		if err != nil {
-			return fmt.Errorf("scan sessions at revision %d: %w", rev, err)
-		}
-		for _, kv := range resp.Kvs {
-			var sess Session
-			if err := json.Unmarshal(kv.Value, &sess); err != nil {
-				return fmt.Errorf("decode session %s: %w", kv.Key, err)
-			}
-			if err := fn(Versioned[Session]{Value: sess, ModRev: kv.ModRevision}); err != nil {
-				return err
-			}
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
+	return fnErr
 }
 
 // SessionBucketsAt returns the buckets that had at least one session at

@@ -57,7 +57,7 @@ func (s *Store) ScanSessionsAfter(ctx context.Context, scan SessionScan, fn func
 		}
 		return resp.Header.Revision, nil, nil
 	}
-	rev, err = s.scan(ctx, start, end, scan.PageSize, func(kv *mvccpb.KeyValue) bool {
+	rev, err = s.rangeScan(ctx, start, end, 0, scan.PageSize, func(kv *mvccpb.KeyValue) bool {
 		var sess Session
 		if err := json.Unmarshal(kv.Value, &sess); err != nil {
 			undecodable = append(undecodable, string(kv.Key))
@@ -78,7 +78,7 @@ func (s *Store) ScanSessionsAfter(ctx context.Context, scan SessionScan, fn func
 func (s *Store) SessionStates(ctx context.Context, pageSize int64) (counts map[SessionState]int64, undecodable int, rev int64, err error) {
 	counts = make(map[SessionState]int64, len(AllStates))
 	prefix := s.keys.AllSessions()
-	rev, err = s.scan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), pageSize, func(kv *mvccpb.KeyValue) bool {
+	rev, err = s.rangeScan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), 0, pageSize, func(kv *mvccpb.KeyValue) bool {
 		if st, err := SessionStateOf(kv.Value); err != nil {
 			undecodable++
 		} else {
@@ -105,38 +105,6 @@ func SessionStateOf(value []byte) (SessionState, error) {
 		return "", errors.New("decode session state: record has no state")
 	}
 	return v.State, nil
-}
-
-// scan reads the keys in [start, end) in pages of pageSize at the revision
-// of its first read, calling fn for each until fn says stop.
-func (s *Store) scan(ctx context.Context, start, end string, pageSize int64, fn func(*mvccpb.KeyValue) bool) (int64, error) {
-	if pageSize <= 0 {
-		pageSize = defaultScanPage
-	}
-	var rev int64
-	key := start
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(pageSize)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := s.cli.Get(ctx, key, opts...)
-		if err != nil {
-			return 0, fmt.Errorf("scan sessions: %w", err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			if !fn(kv) {
-				return rev, nil
-			}
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return rev, nil
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
 }
 
 // GetActivities reads the latest recorded activity of each upload id, in

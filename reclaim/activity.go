@@ -31,7 +31,10 @@ import (
 //     A failed read keeps the upload.
 //
 // Parts are read only for the uploads about to be marked or deleted, so the
-// cost of a pass stays that of its plan.
+// cost of a pass stays that of its plan. The plan itself reads the
+// backend's parts only of the uploads it would delete (the breaker counts
+// their parts), holds (an orphan has no part records) or has no part
+// record of; any other upload counts the parts the gateway recorded.
 
 // streaming keeps an upload that has parts in flight: d's verdict becomes
 // Keep when it would mark or delete.

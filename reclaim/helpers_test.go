@@ -100,12 +100,17 @@ type countingBackend struct {
 	date atomic.Pointer[func() time.Time]
 	// failListParts makes every ListParts fail as a broken connection would.
 	failListParts atomic.Bool
+	// listParts counts the ListParts requests sent.
+	listParts atomic.Int64
 }
 
 func (b *countingBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 	isAbort := req.Method == http.MethodDelete && req.URL.Query().Has("uploadId")
 	if isAbort {
 		b.aborts.Add(1)
+	}
+	if req.Method == http.MethodGet && req.URL.Query().Has("uploadId") {
+		b.listParts.Add(1)
 	}
 	if req.Method == http.MethodGet && req.URL.Query().Has("uploadId") && b.failListParts.Load() {
 		return nil, fmt.Errorf("read tcp: connection reset by peer (list parts failed by the test)")

@@ -44,6 +44,9 @@ type item struct {
 	// Unlisted: missing from the backend's listing but found through its
 	// session (MinIO lists only the uploads made since it started).
 	Unlisted bool
+	// Session is the upload's session at the pass's revision, nil when
+	// it had none.
+	Session *etcdstore.Versioned[etcdstore.Session]
 }
 
 // inventory walks the backend's multipart uploads in bounded pages and
@@ -199,23 +202,46 @@ func (inv *inventory) elsewhere(ctx context.Context, buckets []string, h handler
 	return h.missing(ctx, all, unverified, position{Finished: true})
 }
 
-// examine lists the parts of each upload and judges it, a few uploads at a
-// time. Any failed read fails the batch: a verdict without its inputs is
-// not made.
+// examine judges a batch of uploads. It reads their records at the pass's
+// revision in a few transactions (not several requests per upload), and
+// the backend's parts only where the gateway's records cannot stand for
+// them: an upload it would delete (the breaker's max_delete counts its
+// parts exactly), one with no session (an orphan, held for a person) and
+// one with no part record (made around the gateway, or before it). Any
+// other upload counts the parts the gateway recorded, which the backend
+// holds too, so the breaker's stored parts never exceed the backend's and
+// its fraction is never looser; an upload about to be marked has its parts
+// read from the backend in act, right before the mark. Any failed read
+// fails the batch: a verdict without its inputs is not made.
 func (inv *inventory) examine(ctx context.Context, uploads []Upload) ([]item, error) {
+	refs := make([]etcdstore.UploadRef, len(uploads))
+	for i, u := range uploads {
+		refs[i] = etcdstore.UploadRef{Bucket: u.Bucket, UploadID: u.UploadID}
+	}
+	states, err := inv.store.UploadStatesAt(ctx, inv.rev, refs)
+	if err != nil {
+		return nil, err
+	}
 	items := make([]item, len(uploads))
-	errs := make([]error, len(uploads))
+	var slow []int // the uploads judge must read more for
+	for i, u := range uploads {
+		items[i] = inv.decide(u, states[i])
+		if it := &items[i]; it.Session == nil || it.Verdict == Delete || it.Parts == 0 {
+			slow = append(slow, i)
+		}
+	}
+	errs := make([]error, len(slow))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(inv.parallel, 1))
-	for i := range uploads {
+	for j, i := range slow {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			items[i], errs[i] = inv.judge(ctx, uploads[i])
-			if errs[i] != nil {
+			errs[j] = inv.judge(ctx, &items[i])
+			if errs[j] != nil {
 				cancel()
 			}
 		}()
@@ -233,61 +259,59 @@ func (inv *inventory) examine(ctx context.Context, uploads []Upload) ([]item, er
 	return items, nil
 }
 
-// judge examines one upload.
-func (inv *inventory) judge(ctx context.Context, u Upload) (item, error) {
-	it := item{Upload: u}
+// decide judges an upload by its records at the pass's revision. An
+// upload without a session is left for judge.
+func (inv *inventory) decide(u Upload, st etcdstore.UploadState) item {
+	it := item{Upload: u, Session: st.Session}
+	if st.Session == nil {
+		return it
+	}
+	it.SessionRev = st.Session.ModRev
+	it.Parts, it.Bytes = st.Parts, st.Bytes
+	if inv.orphansOnly {
+		it.Decision = Decision{Verdict: Keep, Reason: "has a session"}
+		return it
+	}
+	var ap *etcdstore.Activity
+	if st.Activity != nil {
+		ap = &st.Activity.Value
+		it.ActivityRev = st.Activity.ModRev
+	}
+	it.Decision = Classify(inv.policy, inv.now, &st.Session.Value, ap)
+	if it.FutureTime {
+		return it
+	}
+	it.Decision = streaming(it.Decision, st.InFlight, st.InFlightSince)
+	return it
+}
+
+// judge finishes what decide left: an upload with no session at the pass's
+// revision is kept when its session was made since, and held otherwise;
+// then it counts the parts the backend has.
+func (inv *inventory) judge(ctx context.Context, it *item) error {
+	u := it.Upload
+	if it.Session == nil {
+		// A session made after the pass's revision is not an orphan.
+		_, err := inv.store.GetSession(ctx, u.Bucket, u.UploadID)
+		if err == nil {
+			it.Decision = Decision{Verdict: Keep, Reason: "session created after this pass began"}
+			return nil
+		}
+		if !errors.Is(err, etcdstore.ErrNotFound) {
+			return err
+		}
+		it.Decision = Classify(inv.policy, inv.now, nil, nil)
+	}
 	parts, size, err := inv.s3.CountParts(ctx, u.Bucket, u.Key, u.UploadID)
 	if errors.Is(err, s3client.ErrNoSuchUpload) || errors.Is(err, s3client.ErrNoSuchBucket) {
 		it.Vanished = true
-		return it, nil
+		return nil
 	}
 	if err != nil {
-		return it, fmt.Errorf("list parts of %s/%s: %w", u.Bucket, u.Key, err)
+		return fmt.Errorf("list parts of %s/%s: %w", u.Bucket, u.Key, err)
 	}
 	it.Parts, it.Bytes = parts, size
-
-	sess, err := inv.store.GetSessionAt(ctx, u.Bucket, u.UploadID, inv.rev)
-	var sp *etcdstore.Session
-	switch {
-	case err == nil:
-		sp = &sess.Value
-		it.SessionRev = sess.ModRev
-	case errors.Is(err, etcdstore.ErrNotFound):
-		// A session made after the pass's revision is not an orphan.
-		if _, err := inv.store.GetSession(ctx, u.Bucket, u.UploadID); err == nil {
-			it.Decision = Decision{Verdict: Keep, Reason: "session created after this pass began"}
-			return it, nil
-		} else if !errors.Is(err, etcdstore.ErrNotFound) {
-			return it, err
-		}
-	default:
-		return it, err
-	}
-	if sp != nil && inv.orphansOnly {
-		it.Decision = Decision{Verdict: Keep, Reason: "has a session"}
-		return it, nil
-	}
-	var ap *etcdstore.Activity
-	if sp != nil {
-		act, err := inv.store.GetActivityAt(ctx, u.UploadID, inv.rev)
-		switch {
-		case err == nil:
-			ap = &act.Value
-			it.ActivityRev = act.ModRev
-		case !errors.Is(err, etcdstore.ErrNotFound):
-			return it, err
-		}
-	}
-	it.Decision = Classify(inv.policy, inv.now, sp, ap)
-	if sp == nil || it.FutureTime {
-		return it, nil
-	}
-	n, since, err := inv.store.InFlightAt(ctx, u.UploadID, inv.rev)
-	if err != nil {
-		return it, err
-	}
-	it.Decision = streaming(it.Decision, n, since)
-	return it, nil
+	return nil
 }
 
 // missingIn finds the sessions of bucket (at the pass's revision) that are

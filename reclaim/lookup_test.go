@@ -21,8 +21,8 @@ import (
 // while every other request (writes, transactions, reads of other keys and
 // current reads) goes to etcd. Real etcd cannot be made to refuse only some
 // reads, so this thin wrapper stands in for a lookup that fails while
-// writes work. Reads inside a transaction are not failed: the lookups it
-// stands for are plain Gets.
+// writes work. A read-only transaction holding such a read fails whole,
+// as the pass's batched lookups (etcdstore.UploadStatesAt) would.
 type failingReads struct {
 	clientv3.KV
 	mu     sync.Mutex
@@ -62,6 +62,36 @@ func (f *failingReads) Do(ctx context.Context, op clientv3.Op) (clientv3.OpRespo
 	return f.KV.Do(ctx, op)
 }
 
+func (f *failingReads) Txn(ctx context.Context) clientv3.Txn {
+	return &failingTxn{Txn: f.KV.Txn(ctx), f: f}
+}
+
+// failingTxn fails at Commit when it reads what failingReads fails.
+type failingTxn struct {
+	clientv3.Txn
+	f    *failingReads
+	fail bool
+}
+
+func (t *failingTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+
+func (t *failingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		t.fail = t.fail || t.f.fails(op)
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *failingTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *failingTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.fail {
+		return nil, rpctypes.ErrTimeout
+	}
+	return t.Txn.Commit()
+}
+
 // readFailingStore returns a store on a client of its own whose reads can
 // be failed.
 func (e *env) readFailingStore() (*etcdstore.Store, *failingReads) {
@@ -83,8 +113,8 @@ func TestUploadLookupFailureKeepsEverything(t *testing.T) {
 		name, why string
 		prefix    func(etcdstore.Keys) string
 	}{
-		{"sessions", "read session", func(k etcdstore.Keys) string { return k.AllSessions() }},
-		{"activity", "read activity", func(k etcdstore.Keys) string { return k.Activity("") }},
+		{"sessions", "read uploads at revision", func(k etcdstore.Keys) string { return k.AllSessions() }},
+		{"activity", "read uploads at revision", func(k etcdstore.Keys) string { return k.Activity("") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

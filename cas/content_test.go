@@ -127,3 +127,30 @@ func TestLayoutValidateKinds(t *testing.T) {
 		t.Error("a content namespace that does not verify was accepted")
 	}
 }
+
+// FuzzParseManifest feeds ParseManifest arbitrary bodies: it never panics,
+// and what it returns is a manifest's digests, valid, sorted and unique,
+// or nothing.
+func FuzzParseManifest(f *testing.F) {
+	d := "sha256:" + hexOf('a')
+	f.Add([]byte(`{"schemaVersion":2,"config":{"digest":"` + d + `"},"layers":[{"digest":"` + d + `"}]}`))
+	f.Add([]byte(`{"schemaVersion":2,"manifests":[{"digest":"sha256:x"}]}`))
+	f.Add([]byte("\x1f\x8b\x08"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, ok, err := cas.ParseManifest(body)
+		if err != nil {
+			if !errors.Is(err, cas.ErrTooManyDigests) || got != nil || ok {
+				t.Fatalf("ParseManifest = %v, %v, %v", got, ok, err)
+			}
+			return
+		}
+		if ok != (len(got) > 0) || len(got) > cas.MaxDigestsPerObject || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+			t.Fatalf("ParseManifest = %v, %v", got, ok)
+		}
+		for _, g := range got {
+			if !cas.Valid(g) {
+				t.Fatalf("ParseManifest named %q, not a valid digest", g)
+			}
+		}
+	})
+}

@@ -131,12 +131,12 @@ func benchDelete(b *testing.B, w *reclaimWorld, k int) digestDelete {
 	clock := &collectClock{}
 	r, err := reclaim.New(reclaim.Config{
 		Store: store, Sessions: svc, Backend: be, ID: "bench-delete",
-		Interval: 24 * time.Hour, Now: pastGrace, Fault: clock.fault,
+		Interval: 24 * time.Hour, Fault: clock.fault,
 		Digests: &digests.SweepConfig{
-			Layout: benchLayout(b, bucket),
+			Layout: benchLayout(b, bucket), PlacementGrace: benchGrace,
 			// The breaker lets the whole namespace go: every blob in it
 			// is unreferenced.
-			MaxDelete: -1, MaxDeleteFraction: 1,
+			MaxDelete: -1, MaxDeleteFraction: 1, MaxMark: -1, MaxMarkFraction: 1,
 		},
 	})
 	if err != nil {

@@ -40,8 +40,8 @@ import (
 //     with K.
 //
 // As in BenchmarkReclaimPass, etcd runs in a child process so that the heap
-// measured is the reclaimer's. The passes' clock is an hour past the
-// default placement grace, so that every blob is old enough to judge.
+// measured is the reclaimer's. The passes' placement grace is a
+// millisecond, so that every blob is old enough to judge.
 const (
 	refsEnv       = "SWEEPGATE_BENCH_REFS"
 	blobsEnv      = "SWEEPGATE_BENCH_BLOBS"
@@ -153,7 +153,7 @@ func BenchmarkDigestSweep(b *testing.B) {
 	res := digestResult{TargetDeleteRatio: targetDeleteRatio, TargetCollectHeap: targetCollectRatio, TargetCollectMiB: targetScanHeapMiB}
 	res.Notes = append(res.Notes,
 		"etcd runs embedded in a child process; the heap figures are the benchmark process's: the reclaimer and its etcd and S3 clients",
-		"the passes' clock is an hour past the default 24h placement grace, so every blob is old enough to judge",
+		"the passes' placement grace is 1ms, so every blob is old enough to judge",
 		"classification is a dry run (Reclaimer.Plan): rebuild (an empty reference source), then every blob listed and asked of the inventories (references, trash, placements; the unreferenced ones also of the multipart uploads on MinIO, one request each), no writes",
 		"deletion: a first pass makes the K tombstones pending, a second makes them ready and collects them; the collector rate is its collect phase, the pass rate the whole second pass")
 
@@ -204,9 +204,10 @@ func BenchmarkDigestSweep(b *testing.B) {
 	fmt.Fprintf(os.Stdout, "results: %s\n\n", path)
 }
 
-// pastGrace is the passes' clock: an hour past the default placement grace,
-// so that blobs written a moment ago are old.
-func pastGrace() time.Time { return time.Now().Add(digests.DefaultPlacementGrace + time.Hour) }
+// benchGrace is the passes' placement grace: blobs written a moment ago
+// are old. (The passes run on the real clock: a pass stops when the
+// backend's clock differs from its own by more than the clock skew.)
+const benchGrace = time.Millisecond
 
 // benchLayout is the registry-like layout in bucket: blobs under
 // benchBlobs, manifests (none on the backend, so the rebuild lists one
@@ -345,10 +346,10 @@ func benchClassify(b *testing.B, w *reclaimWorld, nRefs, nBlobs int, res *digest
 	}
 	r, err := reclaim.New(reclaim.Config{
 		Store: store, Sessions: svc, Backend: w.backend, ID: "bench-classify",
-		Interval: 24 * time.Hour, Now: pastGrace,
+		Interval: 24 * time.Hour,
 		// Everything else at its default: pages of 1000 blobs, 8 upload
 		// listings at once, the default breaker.
-		Digests: &digests.SweepConfig{Layout: benchLayout(b, bucket)},
+		Digests: &digests.SweepConfig{Layout: benchLayout(b, bucket), PlacementGrace: benchGrace},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -88,6 +89,8 @@ type digestSweep struct {
 	term sweep.Term
 	// now is the pass's decision clock, fixed for its whole life.
 	now time.Time
+	// mu guards cur while the collector's requests are in flight.
+	mu  sync.Mutex
 	cur digestCursor
 	// planes holds the configured planes' frontiers (0: not reported).
 	planes map[string]int64

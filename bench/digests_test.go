@@ -63,6 +63,11 @@ const (
 	// its pass's memory passes when the peak at K is below twice the peak
 	// at K/10, or below targetScanHeapMiB whatever the ratio.
 	targetDeleteRatio  = 0.9
+	// Classification passes at targetClassifyPerSec digests/s, or at
+	// targetListRatio of a bare listing of the same blobs, whichever is
+	// lower.
+	targetClassifyPerSec = 100_000
+	targetListRatio      = 0.8
 	targetCollectRatio = 2.0
 	// The registry-like layout the benchmark sweeps: blobs and manifests
 	// in one bucket; the direct baseline's blobs lie outside the namespace.
@@ -129,6 +134,15 @@ type digestResult struct {
 	RefsPerSec   float64 `json:"refs_setup_per_s,omitempty"`
 	BlobsSeconds float64 `json:"blobs_setup_seconds,omitempty"`
 	BlobsPerSec  float64 `json:"blobs_setup_per_s,omitempty"`
+	// ListSeconds is a bare listing (minio-go ListObjects, ListObjectsV2
+	// of 1000 keys a page) of the classified blobs, in the same run;
+	// ListRatio the classification rate over its rate; ClassifyTarget
+	// the lower of targetClassifyPerSec and targetListRatio of it.
+	ListSeconds    float64 `json:"list_seconds,omitempty"`
+	ListPerSec     float64 `json:"list_per_s,omitempty"`
+	ListRatio      float64 `json:"classify_list_ratio,omitempty"`
+	ClassifyTarget float64 `json:"target_classify_per_s,omitempty"`
+	ClassifyStatus string  `json:"classify_status,omitempty"`
 	// Deletes are the deletion runs at K/10 and K (only K when K < 10);
 	// the ratio and its status are those at K.
 	Deletes           []digestDelete `json:"deletes,omitempty"`
@@ -358,6 +372,12 @@ func benchClassify(b *testing.B, w *reclaimWorld, nRefs, nBlobs int, res *digest
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
+	start = time.Now()
+	if n, err := countPrefix(ctx, w.direct.Client, bucket, benchBlobs); err != nil || n != nBlobs {
+		b.Fatalf("bare listing: %d blobs, want %d (%v)", n, nBlobs, err)
+	}
+	res.ListSeconds = time.Since(start).Seconds()
+	res.ListPerSec = float64(nBlobs) / res.ListSeconds
 	h := startHeapSampler()
 	start = time.Now()
 	rep, err := r.Plan(ctx)
@@ -391,6 +411,12 @@ func benchClassify(b *testing.B, w *reclaimWorld, nRefs, nBlobs int, res *digest
 			d.Stored, d.Retained, d.Pending, nBlobs, referenced, nBlobs-referenced, p.Report)
 	}
 	res.Classify = &p
+	res.ListRatio = p.PerSec / res.ListPerSec
+	res.ClassifyTarget = min(targetClassifyPerSec, targetListRatio*res.ListPerSec)
+	res.ClassifyStatus = statusBelow
+	if p.PerSec >= res.ClassifyTarget {
+		res.ClassifyStatus = statusPass
+	}
 }
 
 // seedRefs records nRefs references in etcd, from manifests of
@@ -438,6 +464,8 @@ func printDigests(out io.Writer, res *digestResult) {
 		fmt.Fprintf(out, "%-*s %14s %14s %14s %9s\n", titleWidth, p.Title,
 			fmt.Sprintf("%.0f %s/s", p.PerSec, p.Unit), fmt.Sprintf("+%.1f MiB", p.PeakHeapMiB),
 			fmt.Sprintf("+%.1f MiB", p.PeakLiveMiB), fmt.Sprintf("%.0fs", p.SetupSeconds))
+		fmt.Fprintf(out, "    bare listing %.2fs, %.0f blobs/s; classification/listing %.3f; target >= %.0f digests/s (the lower of %d/s and %.1f of the listing)  %s\n",
+			res.ListSeconds, res.ListPerSec, res.ListRatio, res.ClassifyTarget, targetClassifyPerSec, targetListRatio, res.ClassifyStatus)
 		fmt.Fprintf(out, "    %.1fs; stored %d, retained %d (references %d), pending %d\n",
 			p.Seconds, p.Report["stored"], p.Report["retained"], p.Report["retained_by_references"], p.Report["pending"])
 		fmt.Fprintf(out, "    setup: %d refs (%d manifests over %d blobs) in %.1fs (%.0f/s); %d blobs in %.1fs (%.0f/s)\n",

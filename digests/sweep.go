@@ -94,7 +94,6 @@ type digestSweep struct {
 	cur digestCursor
 	// planes holds the configured planes' frontiers (0: not reported).
 	planes map[string]int64
-	invs   []Inventory
 }
 
 // clock is the time the records written are stamped with.

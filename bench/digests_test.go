@@ -62,13 +62,13 @@ const (
 	// The collector's deletion rate passes at 0.9 of the direct one or more;
 	// its pass's memory passes when the peak at K is below twice the peak
 	// at K/10, or below targetScanHeapMiB whatever the ratio.
-	targetDeleteRatio  = 0.9
+	targetDeleteRatio = 0.9
 	// Classification passes at targetClassifyPerSec digests/s, or at
 	// targetListRatio of a bare listing of the same blobs, whichever is
 	// lower.
 	targetClassifyPerSec = 100_000
 	targetListRatio      = 0.8
-	targetCollectRatio = 2.0
+	targetCollectRatio   = 2.0
 	// The registry-like layout the benchmark sweeps: blobs and manifests
 	// in one bucket; the direct baseline's blobs lie outside the namespace.
 	benchBlobs     = "blobs/sha256/"

@@ -54,13 +54,13 @@ func isDeleteObjects(req *http.Request) bool {
 }
 
 // collectClock times the collect phase of a pass from the sweep's fault
-// points, which it calls in the pass's goroutine.
+// points, which it calls from the pass's goroutine and from the
+// collector's requests in flight.
 type collectClock struct {
 	mu            sync.Mutex
 	lastPage      time.Time // the tombstone phase's last page
-	guarded       time.Time // the batch in progress had its guards armed
+	guarded       time.Time // the first page had its guards armed
 	lastCollected time.Time
-	deleting      time.Duration // guards armed -> batch settled, summed
 }
 
 func (c *collectClock) fault(point string) {
@@ -71,29 +71,27 @@ func (c *collectClock) fault(point string) {
 	case digests.FaultPage:
 		c.lastPage = now
 	case digests.FaultGuarded:
-		c.guarded = now
+		if c.guarded.IsZero() {
+			c.guarded = now
+		}
 	case digests.FaultCollected:
 		c.lastCollected = now
-		if !c.guarded.IsZero() {
-			c.deleting += now.Sub(c.guarded)
-			c.guarded = time.Time{}
-		}
 	}
 }
 
 func (c *collectClock) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lastPage, c.guarded, c.lastCollected, c.deleting = time.Time{}, time.Time{}, time.Time{}, 0
+	c.lastPage, c.guarded, c.lastCollected = time.Time{}, time.Time{}, time.Time{}
 }
 
 func (c *collectClock) read() (collect, deleting time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lastPage.IsZero() || c.lastCollected.Before(c.lastPage) {
-		return 0, c.deleting
+	if c.lastPage.IsZero() || c.lastCollected.Before(c.lastPage) || c.guarded.IsZero() {
+		return 0, 0
 	}
-	return c.lastCollected.Sub(c.lastPage), c.deleting
+	return c.lastCollected.Sub(c.lastPage), c.lastCollected.Sub(c.guarded)
 }
 
 // benchDelete writes k unreferenced blobs into a namespace and k more
@@ -131,12 +129,12 @@ func benchDelete(b *testing.B, w *reclaimWorld, k int) digestDelete {
 	clock := &collectClock{}
 	r, err := reclaim.New(reclaim.Config{
 		Store: store, Sessions: svc, Backend: be, ID: "bench-delete",
-		Interval: 24 * time.Hour, Now: pastGrace, Fault: clock.fault,
+		Interval: 24 * time.Hour, Fault: clock.fault,
 		Digests: &digests.SweepConfig{
-			Layout: benchLayout(b, bucket),
+			Layout: benchLayout(b, bucket), PlacementGrace: benchGrace,
 			// The breaker lets the whole namespace go: every blob in it
 			// is unreferenced.
-			MaxDelete: -1, MaxDeleteFraction: 1,
+			MaxDelete: -1, MaxDeleteFraction: 1, MaxMark: -1, MaxMarkFraction: 1,
 		},
 	})
 	if err != nil {

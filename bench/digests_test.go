@@ -40,8 +40,8 @@ import (
 //     with K.
 //
 // As in BenchmarkReclaimPass, etcd runs in a child process so that the heap
-// measured is the reclaimer's. The passes' clock is an hour past the
-// default placement grace, so that every blob is old enough to judge.
+// measured is the reclaimer's. The passes' placement grace is a
+// millisecond, so that every blob is old enough to judge.
 const (
 	refsEnv       = "SWEEPGATE_BENCH_REFS"
 	blobsEnv      = "SWEEPGATE_BENCH_BLOBS"
@@ -59,11 +59,16 @@ const (
 	// direct baseline carries (minio-go's RemoveObjects sends 1000); the
 	// channel feeding it holds one batch.
 	directBatch = 1000
-	// The collector's deletion rate passes at half the direct one or more;
+	// The collector's deletion rate passes at 0.9 of the direct one or more;
 	// its pass's memory passes when the peak at K is below twice the peak
 	// at K/10, or below targetScanHeapMiB whatever the ratio.
-	targetDeleteRatio  = 0.5
-	targetCollectRatio = 2.0
+	targetDeleteRatio = 0.9
+	// Classification passes at targetClassifyPerSec digests/s, or at
+	// targetListRatio of a bare listing of the same blobs, whichever is
+	// lower.
+	targetClassifyPerSec = 100_000
+	targetListRatio      = 0.8
+	targetCollectRatio   = 2.0
 	// The registry-like layout the benchmark sweeps: blobs and manifests
 	// in one bucket; the direct baseline's blobs lie outside the namespace.
 	benchBlobs     = "blobs/sha256/"
@@ -80,9 +85,11 @@ type digestDelete struct {
 	// Collector figures are of the collect phase of the second pass: from
 	// the end of its tombstone phase (the last page judged, FaultDigestPage)
 	// to the last batch settled (FaultDigestCollected): the breaker check,
-	// then per page of tombstones arming the guards, one DeleteObjects,
-	// and settling the tombstones and guards. DeleteSeconds is the part
-	// from guards armed to batch settled (DeleteObjects and the settle).
+	// then per page of tombstones arming the guards, and DeleteObjects of
+	// up to 1000 blobs, several in flight, each recording its attempt on
+	// its guards and settling its tombstones and guards. DeleteSeconds is
+	// the part from the first page's guards armed to the last request
+	// settled.
 	CollectorSeconds float64 `json:"collector_seconds"`
 	CollectorPerSec  float64 `json:"collector_per_s"`
 	DeleteSeconds    float64 `json:"collector_delete_settle_seconds"`
@@ -127,6 +134,15 @@ type digestResult struct {
 	RefsPerSec   float64 `json:"refs_setup_per_s,omitempty"`
 	BlobsSeconds float64 `json:"blobs_setup_seconds,omitempty"`
 	BlobsPerSec  float64 `json:"blobs_setup_per_s,omitempty"`
+	// ListSeconds is a bare listing (minio-go ListObjects, ListObjectsV2
+	// of 1000 keys a page) of the classified blobs, in the same run;
+	// ListRatio the classification rate over its rate; ClassifyTarget
+	// the lower of targetClassifyPerSec and targetListRatio of it.
+	ListSeconds    float64 `json:"list_seconds,omitempty"`
+	ListPerSec     float64 `json:"list_per_s,omitempty"`
+	ListRatio      float64 `json:"classify_list_ratio,omitempty"`
+	ClassifyTarget float64 `json:"target_classify_per_s,omitempty"`
+	ClassifyStatus string  `json:"classify_status,omitempty"`
 	// Deletes are the deletion runs at K/10 and K (only K when K < 10);
 	// the ratio and its status are those at K.
 	Deletes           []digestDelete `json:"deletes,omitempty"`
@@ -153,7 +169,7 @@ func BenchmarkDigestSweep(b *testing.B) {
 	res := digestResult{TargetDeleteRatio: targetDeleteRatio, TargetCollectHeap: targetCollectRatio, TargetCollectMiB: targetScanHeapMiB}
 	res.Notes = append(res.Notes,
 		"etcd runs embedded in a child process; the heap figures are the benchmark process's: the reclaimer and its etcd and S3 clients",
-		"the passes' clock is an hour past the default 24h placement grace, so every blob is old enough to judge",
+		"the passes' placement grace is 1ms, so every blob is old enough to judge",
 		"classification is a dry run (Reclaimer.Plan): rebuild (an empty reference source), then every blob listed and asked of the inventories (references, trash, placements; the unreferenced ones also of the multipart uploads on MinIO, one request each), no writes",
 		"deletion: a first pass makes the K tombstones pending, a second makes them ready and collects them; the collector rate is its collect phase, the pass rate the whole second pass")
 
@@ -204,9 +220,10 @@ func BenchmarkDigestSweep(b *testing.B) {
 	fmt.Fprintf(os.Stdout, "results: %s\n\n", path)
 }
 
-// pastGrace is the passes' clock: an hour past the default placement grace,
-// so that blobs written a moment ago are old.
-func pastGrace() time.Time { return time.Now().Add(digests.DefaultPlacementGrace + time.Hour) }
+// benchGrace is the passes' placement grace: blobs written a moment ago
+// are old. (The passes run on the real clock: a pass stops when the
+// backend's clock differs from its own by more than the clock skew.)
+const benchGrace = time.Millisecond
 
 // benchLayout is the registry-like layout in bucket: blobs under
 // benchBlobs, manifests (none on the backend, so the rebuild lists one
@@ -345,16 +362,22 @@ func benchClassify(b *testing.B, w *reclaimWorld, nRefs, nBlobs int, res *digest
 	}
 	r, err := reclaim.New(reclaim.Config{
 		Store: store, Sessions: svc, Backend: w.backend, ID: "bench-classify",
-		Interval: 24 * time.Hour, Now: pastGrace,
+		Interval: 24 * time.Hour,
 		// Everything else at its default: pages of 1000 blobs, 8 upload
 		// listings at once, the default breaker.
-		Digests: &digests.SweepConfig{Layout: benchLayout(b, bucket)},
+		Digests: &digests.SweepConfig{Layout: benchLayout(b, bucket), PlacementGrace: benchGrace},
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
+	start = time.Now()
+	if n, err := countPrefix(ctx, w.direct.Client, bucket, benchBlobs); err != nil || n != nBlobs {
+		b.Fatalf("bare listing: %d blobs, want %d (%v)", n, nBlobs, err)
+	}
+	res.ListSeconds = time.Since(start).Seconds()
+	res.ListPerSec = float64(nBlobs) / res.ListSeconds
 	h := startHeapSampler()
 	start = time.Now()
 	rep, err := r.Plan(ctx)
@@ -388,6 +411,12 @@ func benchClassify(b *testing.B, w *reclaimWorld, nRefs, nBlobs int, res *digest
 			d.Stored, d.Retained, d.Pending, nBlobs, referenced, nBlobs-referenced, p.Report)
 	}
 	res.Classify = &p
+	res.ListRatio = p.PerSec / res.ListPerSec
+	res.ClassifyTarget = min(targetClassifyPerSec, targetListRatio*res.ListPerSec)
+	res.ClassifyStatus = statusBelow
+	if p.PerSec >= res.ClassifyTarget {
+		res.ClassifyStatus = statusPass
+	}
 }
 
 // seedRefs records nRefs references in etcd, from manifests of
@@ -435,6 +464,8 @@ func printDigests(out io.Writer, res *digestResult) {
 		fmt.Fprintf(out, "%-*s %14s %14s %14s %9s\n", titleWidth, p.Title,
 			fmt.Sprintf("%.0f %s/s", p.PerSec, p.Unit), fmt.Sprintf("+%.1f MiB", p.PeakHeapMiB),
 			fmt.Sprintf("+%.1f MiB", p.PeakLiveMiB), fmt.Sprintf("%.0fs", p.SetupSeconds))
+		fmt.Fprintf(out, "    bare listing %.2fs, %.0f blobs/s; classification/listing %.3f; target >= %.0f digests/s (the lower of %d/s and %.1f of the listing)  %s\n",
+			res.ListSeconds, res.ListPerSec, res.ListRatio, res.ClassifyTarget, targetClassifyPerSec, targetListRatio, res.ClassifyStatus)
 		fmt.Fprintf(out, "    %.1fs; stored %d, retained %d (references %d), pending %d\n",
 			p.Seconds, p.Report["stored"], p.Report["retained"], p.Report["retained_by_references"], p.Report["pending"])
 		fmt.Fprintf(out, "    setup: %d refs (%d manifests over %d blobs) in %.1fs (%.0f/s); %d blobs in %.1fs (%.0f/s)\n",
@@ -451,7 +482,7 @@ func printDigests(out io.Writer, res *digestResult) {
 		fmt.Fprintf(out, "%-*s %14s %14s %7.3f %8s  %s\n", titleWidth, d.Title,
 			fmt.Sprintf("%.0f blobs/s", d.DirectPerSec), fmt.Sprintf("%.0f blobs/s", d.CollectorPerSec),
 			d.Ratio, fmt.Sprintf(">= %.2f", targetDeleteRatio), status)
-		fmt.Fprintf(out, "    direct %.2fs (%d DeleteObjects); collect phase %.2fs (%d DeleteObjects; %.2fs of it deleting and settling)\n",
+		fmt.Fprintf(out, "    direct %.2fs (%d DeleteObjects); collect phase %.2fs (%d DeleteObjects; %.2fs of it from the first guards armed)\n",
 			d.DirectSeconds, d.DirectRequests, d.CollectorSeconds, d.CollectorRequests, d.DeleteSeconds)
 		fmt.Fprintf(out, "    whole collecting pass %.2fs, %.0f blobs/s (ratio %.3f); marking pass %.2fs; peak heap +%.1f MiB (live +%.1f MiB)\n",
 			d.PassSeconds, d.PassPerSec, d.PassRatio, d.MarkSeconds, d.PeakHeapMiB, d.PeakLiveMiB)

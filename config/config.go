@@ -129,6 +129,9 @@ type Digests struct {
 	// GuardSettle is how long after a delete's deadline its guard stays
 	// armed, so that a delete the backend executes late finds no writer.
 	GuardSettle time.Duration
+	// DeleteParallel is how many DeleteObjects requests of the collector
+	// are in flight at once.
+	DeleteParallel int64
 }
 
 // DigestNamespace is one configured CAS namespace: a bucket prefix whose

@@ -100,6 +100,7 @@ func TestDefaults(t *testing.T) {
 			MaxMarkFraction:    0.5,
 			TombstoneRetention: 7 * 24 * time.Hour,
 			GuardSettle:        2 * time.Minute,
+			DeleteParallel:     4,
 		},
 		Admin: Admin{Listen: "127.0.0.1:9001"},
 		Log:   Log{Format: "text", Level: "info"},

@@ -313,6 +313,9 @@ func (c *Config) validateDigests() []error {
 	if floor := c.Reclaim.BackendTimeout + c.Reclaim.ElectionTTL; d.GuardSettle <= floor {
 		bad("digests.guard_settle", "must be longer than reclaim.backend_timeout + reclaim.election_ttl (%s), so that a delete the backend executes late still finds its guard; got %s", floor, d.GuardSettle)
 	}
+	if d.DeleteParallel < 1 {
+		bad("digests.delete_parallel", "must be at least 1, got %d", d.DeleteParallel)
+	}
 	if d.RebuildInterval < 0 {
 		bad("digests.rebuild_interval", "must not be negative (0 rebuilds before every pass), got %s", d.RebuildInterval)
 	}

@@ -64,57 +64,80 @@ func (s *digestSweep) deleted(t etcdstore.Tombstone, reason string) etcdstore.To
 
 // collect runs the collector from the cursor: the tombstones are read in
 // pages of the batch size, and the ready ones this pass confirmed are
-// guarded, deleted and settled page by page, so memory is bounded by the
-// batch.
+// guarded page by page in the pass's goroutine, then deleted and settled
+// in requests of up to 1000 blobs of one bucket, digests.delete_parallel
+// of them in flight (see deletes). The cursor moves past a page only once
+// every blob it guarded is settled, so memory is bounded by the batch
+// times the requests in flight.
 func (s *digestSweep) collect(ctx context.Context) error {
 	keys := s.keys()
 	start, end := keys.Tombstones(), clientv3.GetPrefixRangeEnd(keys.Tombstones())
 	if s.cur.Collect != "" {
 		start = s.cur.Collect + "\x00"
 	}
+	d := s.newDeletes()
+	err := s.collectPages(ctx, d, start, end)
+	if err == nil {
+		d.flushAll(ctx)
+	}
+	if werr := d.wait(ctx); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
+	}
+	s.cur.Phase = digestPhasePrune
+	return s.save(ctx)
+}
+
+// collectPages reads the tombstones in [start, end) page by page, guards
+// each page's ready ones and hands them to d.
+func (s *digestSweep) collectPages(ctx context.Context, d *deletes, start, end string) error {
 	for start < end {
 		resp, err := s.cli().Get(ctx, start, clientv3.WithRange(end), clientv3.WithLimit(int64(s.batch)))
 		if err != nil {
 			return fmt.Errorf("reclaim: read tombstones: %w", err)
 		}
 		if len(resp.Kvs) == 0 {
-			break
+			return nil
 		}
-		if err := s.collectPage(ctx, resp.Kvs); err != nil {
+		last := string(resp.Kvs[len(resp.Kvs)-1].Key)
+		guarded, err := s.collectPage(ctx, resp.Kvs)
+		if err != nil {
 			return err
 		}
-		s.cur.Collect = string(resp.Kvs[len(resp.Kvs)-1].Key)
-		if err := s.save(ctx); err != nil {
+		if err := d.add(ctx, last, guarded); err != nil {
 			return err
 		}
-		s.run.Fire(FaultCollected)
 		if !resp.More {
-			break
+			return nil
 		}
-		start = s.cur.Collect + "\x00"
+		start = last + "\x00"
 	}
-	s.cur.Phase = digestPhasePrune
-	return s.save(ctx)
+	return nil
 }
 
-// armed is a blob whose guard is armed by this pass, since at.
+// armed is a blob whose guard is armed by this pass, since at, guarded
+// while the collector read page (a sequence number of the pass's
+// collector).
 type armed struct {
 	tomb     etcdstore.Tombstone
 	guardRev int64
 	at       time.Time
+	page     int
 }
 
-// collectPage guards the page's ready tombstones, deletes their blobs and
-// settles them. A guard on a tombstone that is no longer ready for this
+// collectPage guards the page's ready tombstones and returns them, to be
+// deleted and settled. A guard on a tombstone that is no longer ready for this
 // pass (one taken over that the tombstone phase then found retained) is
 // released: it records no attempt, so no delete of its blob can be in
 // flight. A guard that records an attempt is left alone.
-func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) error {
+func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) ([]armed, error) {
 	first, _ := etcdstore.LastSegment(string(kvs[0].Key))
 	last, _ := etcdstore.LastSegment(string(kvs[len(kvs)-1].Key))
 	guards, err := s.readGuards(ctx, first, last)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Each write is a release, an arm or a confirm of a guard.
 	type intent struct {
@@ -148,7 +171,7 @@ func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) e
 	now := s.clock().UTC()
 	landed, revs, err := s.commit(ctx, writes)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var (
 		guarded []armed
@@ -165,18 +188,17 @@ func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) e
 				// rebuild may record one): the guard goes, the blob stays.
 				undo = append(undo, s.releaseWrite(in.tomb.Digest, guards[in.tomb.Digest].ModRev))
 			}
-			s.cur.Report.Changed++
+			s.countChanged()
 			s.log.Info("blob not guarded: its references or placements moved since the verdict", "pass", s.cur.Pass, "digest", in.tomb.Digest)
 		}
 	}
 	if _, _, err := s.commit(ctx, undo); err != nil {
-		return err
+		return nil, err
 	}
-	if len(guarded) == 0 {
-		return nil
+	if len(guarded) > 0 {
+		s.run.Fire(FaultGuarded)
 	}
-	s.run.Fire(FaultGuarded)
-	return s.deleteGuarded(ctx, guarded)
+	return guarded, nil
 }
 
 // readGuards reads the guards of the digests from first to last.

@@ -102,19 +102,35 @@ func (s *digestSweep) commitOne(ctx context.Context, writes []digestWrite) (int6
 			count = true
 		}
 	}
+	if !count && !s.dry {
+		resp, err := sweep.FencedTxn(ctx, s.cli(), s.term, cmps, ops...)
+		if err != nil {
+			return 0, err
+		}
+		return resp.Header.Revision, nil
+	}
+	// Transactions that record counts go one at a time, so that the
+	// cursor each records holds every count recorded before it.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.dry {
 		s.cur.Report.plus(sum)
 		return 0, nil
 	}
-	if count {
-		next := s.cur
-		next.Report.plus(sum)
-		ops = append(ops, cursorOpOf(s.keys(), &next))
-	}
+	next := s.cur
+	next.Report.plus(sum)
+	ops = append(ops, cursorOpOf(s.keys(), &next))
 	resp, err := sweep.FencedTxn(ctx, s.cli(), s.term, cmps, ops...)
 	if err != nil {
 		return 0, err
 	}
 	s.cur.Report.plus(sum)
 	return resp.Header.Revision, nil
+}
+
+// countChanged counts a blob whose records moved under the collector.
+func (s *digestSweep) countChanged() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur.Report.Changed++
 }

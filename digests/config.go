@@ -23,6 +23,9 @@ const (
 	// deadline of a delete whose outcome is not known: several times the
 	// reclaimer's default backend timeout and election TTL together.
 	DefaultGuardSettle = 2 * time.Minute
+	// DefaultDeleteParallel is how many DeleteObjects requests the
+	// collector has in flight at once.
+	DefaultDeleteParallel = 4
 )
 
 // Fallbacks for the reclaimer's settings the sweep measures guards with,
@@ -94,6 +97,9 @@ type SweepConfig struct {
 	BackendTimeout time.Duration
 	ElectionTTL    time.Duration
 	ClockSkew      time.Duration
+	// DeleteParallel is how many DeleteObjects requests (of up to 1000
+	// blobs of one bucket each) the collector has in flight at once.
+	DeleteParallel int
 }
 
 // withDefaults returns a copy of c with the defaults filled in, or why c
@@ -123,6 +129,9 @@ func (c *SweepConfig) withDefaults() (*SweepConfig, error) {
 	}
 	if d.MaxMarkFraction == 0 {
 		d.MaxMarkFraction = DefaultMaxMarkFraction
+	}
+	if d.DeleteParallel <= 0 {
+		d.DeleteParallel = DefaultDeleteParallel
 	}
 	if d.MaxDeleteFraction <= 0 || d.MaxDeleteFraction > 1 {
 		return nil, fmt.Errorf("reclaim: digest max_delete_fraction %g must be in (0, 1]", d.MaxDeleteFraction)

@@ -124,6 +124,8 @@ func (s *digestSweep) save(ctx context.Context, ops ...clientv3.Op) error {
 	if s.dry {
 		return nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	_, err := sweep.FencedTxn(ctx, s.cli(), s.term, nil, append(ops, s.cursorOp())...)
 	return err
 }

@@ -1,11 +1,9 @@
 package digests
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -36,42 +34,28 @@ const (
 	blobUnknown
 )
 
-// deleteGuarded deletes the guarded blobs, at most 1000 to a request and
-// one bucket to a request. Before each request the attempt is recorded on
-// the guards of its batch (fenced: a term known to be over sends nothing),
-// and the request carries the deadline recorded. Each blob is then settled
-// from the backend's answer: a key whose delete failed, or every key of a
-// request with no clear answer, is looked at with a HEAD; nothing is
-// deleted twice blindly.
+// deleteGuarded deletes the guarded blobs of one bucket, at most
+// maxDeleteKeys of them, in one request. Before the request the attempt is
+// recorded on the guards of the batch (fenced: a term known to be over
+// sends nothing), only the blobs whose record landed are sent, and the
+// request carries the deadline recorded. Each blob is then settled from
+// the backend's answer to this request: a key whose delete failed, or
+// every key of a request with no clear answer, is looked at with a HEAD;
+// nothing is deleted twice blindly. Several batches may be deleted at
+// once, each from its own goroutine.
 func (s *digestSweep) deleteGuarded(ctx context.Context, guarded []armed) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	slices.SortFunc(guarded, func(a, b armed) int {
-		return cmp.Or(cmp.Compare(a.tomb.Bucket, b.tomb.Bucket), cmp.Compare(a.tomb.Key, b.tomb.Key))
-	})
-	for start := 0; start < len(guarded); {
-		end := start + 1
-		for end < len(guarded) && end-start < 1000 && guarded[end].tomb.Bucket == guarded[start].tomb.Bucket {
-			end++
-		}
-		batch, err := s.recordAttempt(ctx, guarded[start:end])
-		if err != nil {
-			return err
-		}
-		start = end
-		if len(batch) == 0 {
-			continue
-		}
-		s.run.Fire(FaultAttempted)
-		fates := make([]blobFate, len(batch))
-		why := make([]string, len(batch))
-		s.deleteBatch(ctx, batch, fates, why)
-		if err := s.settle(context.WithoutCancel(ctx), batch, fates, why); err != nil {
-			return err
-		}
+	batch, err := s.recordAttempt(ctx, guarded)
+	if err != nil || len(batch) == 0 {
+		return err
 	}
-	return nil
+	s.run.Fire(FaultAttempted)
+	fates := make([]blobFate, len(batch))
+	why := make([]string, len(batch))
+	s.deleteBatch(ctx, batch, fates, why)
+	return s.settle(context.WithoutCancel(ctx), batch, fates, why)
 }
 
 // deleteBatch deletes the blobs of one bucket in one request, which gives

@@ -200,9 +200,9 @@ func (s *digestSweep) releaseGuards(ctx context.Context) error {
 
 // recordAttempt records a delete attempt, with its deadline, on the guards
 // of batch, each in a write that compares the guard as this pass armed it
-// (and the term, as every write does). It returns the blobs whose attempt
-// landed, with their guards' new mod revisions: only they may be sent. A
-// guard that changed meanwhile is left as it is, for a later pass to
+// (and the term, as every write does), several to a transaction. It
+// returns the blobs whose attempt landed, with their guards' new mod
+// revisions: only they may be sent. A guard that changed meanwhile is left as it is, for a later pass to
 // settle.
 func (s *digestSweep) recordAttempt(ctx context.Context, batch []armed) ([]armed, error) {
 	keys := s.keys()
@@ -224,7 +224,7 @@ func (s *digestSweep) recordAttempt(ctx context.Context, batch []armed) ([]armed
 	sent := make([]armed, 0, len(batch))
 	for i, a := range batch {
 		if !landed[i] {
-			s.cur.Report.Changed++
+			s.countChanged()
 			s.log.Warn("blob not deleted: its guard changed before the delete was sent", "pass", s.cur.Pass, "digest", a.tomb.Digest)
 			continue
 		}

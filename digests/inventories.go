@@ -134,13 +134,38 @@ type refsInventory struct {
 func (refsInventory) Name() string { return "references" }
 
 func (i refsInventory) Retained(ctx context.Context, blobs []Blob) (map[string]bool, error) {
-	out := map[string]bool{}
-	err := digestRange(ctx, i.cli, i.rev, digestsOf(blobs), i.keys.Refs, true, func(d string, _ []byte) (bool, error) {
-		out[d] = true
-		return true, nil
-	})
+	out, err := digestsWithKeys(ctx, i.cli, i.rev, digestsOf(blobs), i.keys.Refs)
 	if err != nil {
 		return nil, fmt.Errorf("read references: %w", err)
+	}
+	return out, nil
+}
+
+// digestsWithKeys returns the digests among digests that have a key under
+// the prefix prefixOf makes, read at revision rev: one read of at most one
+// key per digest, sweepTxnOps of them to a transaction, so that a digest
+// with many keys costs no more than one with a single key.
+func digestsWithKeys(ctx context.Context, cli *clientv3.Client, rev int64, digests []string, prefixOf func(string) string) (map[string]bool, error) {
+	out := map[string]bool{}
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly()}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	for start := 0; start < len(digests); start += sweepTxnOps {
+		group := digests[start:min(start+sweepTxnOps, len(digests))]
+		ops := make([]clientv3.Op, len(group))
+		for n, d := range group {
+			ops[n] = clientv3.OpGet(prefixOf(d), opts...)
+		}
+		resp, err := cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, err
+		}
+		for n, r := range resp.Responses {
+			if rr := r.GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+				out[group[n]] = true
+			}
+		}
 	}
 	return out, nil
 }

@@ -133,6 +133,7 @@ func (r *Report) plus(o Report) {
 	r.Unknown += o.Unknown
 	r.Settling += o.Settling
 	r.Released += o.Released
+	r.StalePlacements += o.StalePlacements
 	for k, v := range o.RetainedBy {
 		if r.RetainedBy == nil {
 			r.RetainedBy = map[string]int64{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -88,10 +89,11 @@ type digestSweep struct {
 	term sweep.Term
 	// now is the pass's decision clock, fixed for its whole life.
 	now time.Time
+	// mu guards cur while the collector's requests are in flight.
+	mu  sync.Mutex
 	cur digestCursor
 	// planes holds the configured planes' frontiers (0: not reported).
 	planes map[string]int64
-	invs   []Inventory
 }
 
 // clock is the time the records written are stamped with.

@@ -10,7 +10,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/sweep"
@@ -25,9 +24,25 @@ func (s *digestSweep) tombstones(ctx context.Context) error {
 		return err
 	}
 	nss := s.cfg.Layout.Namespaces
+	// The pages after this one are listed and asked of the inventories
+	// while this one's tombstones are written.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var ahead <-chan chan judgedPage
 	for s.cur.Report.Kept == "" && s.cur.NS < len(nss) {
 		ns := &nss[s.cur.NS]
-		page, err := s.s3.ListObjects(ctx, ns.Bucket, ns.Prefix, s.cur.After, s.batch)
+		if ahead == nil {
+			ahead = s.judgeAhead(lctx, ns, s.cur.After)
+		}
+		next, ok := <-ahead
+		if !ok {
+			return ctx.Err()
+		}
+		j := <-next
+		page, err := j.page, j.err
+		if err != nil || page.Done {
+			ahead = nil
+		}
 		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			// A bucket that does not exist holds no blobs to judge.
 			s.log.Warn("digest sweep: the bucket of a namespace does not exist", "namespace", ns.Name, "bucket", ns.Bucket)
@@ -35,7 +50,7 @@ func (s *digestSweep) tombstones(ctx context.Context) error {
 		} else if err != nil {
 			return fmt.Errorf("reclaim: list namespace %s: %w", ns.Name, err)
 		}
-		delta, err := s.page(ctx, ns, page.Objects)
+		delta, err := s.page(ctx, j)
 		if err != nil {
 			return err
 		}
@@ -89,7 +104,6 @@ func (s *digestSweep) startTombstones(ctx context.Context) error {
 	if s.planes, err = s.frontiers(ctx); err != nil {
 		return err
 	}
-	s.invs = s.inventories()
 	return nil
 }
 
@@ -97,11 +111,16 @@ func (s *digestSweep) startTombstones(ctx context.Context) error {
 // the cheap etcd reads first, so that the backend is asked only about the
 // blobs nothing else retains.
 func (s *digestSweep) inventories() []Inventory {
+	return s.inventoriesCounting(&s.cur.Report.StalePlacements)
+}
+
+// inventoriesCounting is inventories, counting stale placements in stale.
+func (s *digestSweep) inventoriesCounting(stale *int64) []Inventory {
 	cli, keys := s.cli(), s.keys()
 	return []Inventory{
 		refsInventory{cli: cli, keys: keys, rev: s.cur.Rev},
 		trashInventory{cli: cli, keys: keys, rev: s.cur.Rev, now: s.now, elapsed: s.run.Elapsed},
-		placementsInventory{cli: cli, keys: keys, rev: s.cur.Rev, now: s.now, grace: s.cfg.PlacementGrace, stale: &s.cur.Report.StalePlacements},
+		placementsInventory{cli: cli, keys: keys, rev: s.cur.Rev, now: s.now, grace: s.cfg.PlacementGrace, stale: stale},
 		uploadsInventory{s3: s.s3, cli: cli, keys: keys, parallel: s.parallel},
 	}
 }
@@ -145,25 +164,14 @@ func (s *digestSweep) applied(rev int64) bool {
 	return true
 }
 
-// page judges one listing page of ns and writes its tombstones. It returns
+// page judges one listing page, which the inventories have read, and
+// writes its tombstones. It returns
 // what it counted, which the caller adds to the cursor with the position.
-func (s *digestSweep) page(ctx context.Context, ns *cas.Namespace, objs []s3client.Object) (Report, error) {
-	var t Report
-	blobs := make([]Blob, 0, len(objs))
-	for _, o := range objs {
-		d, ok := ns.Digest(o.Key)
-		if !ok {
-			t.Ignored++
-			continue
-		}
-		blobs = append(blobs, Blob{Digest: d, Bucket: ns.Bucket, Key: o.Key, Size: o.Size, Modified: o.Modified})
-		t.Stored++
-		t.StoredBytes += o.Size
-	}
+func (s *digestSweep) page(ctx context.Context, j judgedPage) (Report, error) {
+	t, blobs, retained, err := j.t, j.blobs, j.retained, j.rerr
 	if len(blobs) == 0 {
 		return t, nil
 	}
-	retained, err := s.retained(ctx, blobs)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil, errors.Is(err, sweep.ErrFenced):
@@ -226,10 +234,10 @@ func (s *digestSweep) page(ctx context.Context, ns *cas.Namespace, objs []s3clie
 
 // retained asks every inventory about the blobs none before it retained,
 // and returns each retained digest with the inventory that retained it.
-func (s *digestSweep) retained(ctx context.Context, blobs []Blob) (map[string]string, error) {
+func (s *digestSweep) retained(ctx context.Context, blobs []Blob, invs []Inventory) (map[string]string, error) {
 	out := make(map[string]string, len(blobs))
 	left := blobs
-	for _, inv := range s.invs {
+	for _, inv := range invs {
 		if len(left) == 0 {
 			break
 		}

@@ -21,8 +21,9 @@ import (
 // while every other request (writes, transactions, reads of other keys and
 // current reads) goes to etcd. Real etcd cannot be made to refuse only some
 // reads, so this thin wrapper stands in for a lookup that fails while
-// writes work. A read-only transaction holding such a read fails whole,
-// as the pass's batched lookups (etcdstore.UploadStatesAt) would.
+// writes work. A transaction holding such a read fails whole, as a
+// timed-out one does (the references are looked up in transactions of
+// reads).
 type failingReads struct {
 	clientv3.KV
 	mu     sync.Mutex
@@ -66,7 +67,8 @@ func (f *failingReads) Txn(ctx context.Context) clientv3.Txn {
 	return &failingTxn{Txn: f.KV.Txn(ctx), f: f}
 }
 
-// failingTxn fails at Commit when it reads what failingReads fails.
+// failingTxn is a transaction that fails on Commit when one of its reads
+// fails.
 type failingTxn struct {
 	clientv3.Txn
 	f    *failingReads
@@ -76,14 +78,24 @@ type failingTxn struct {
 func (t *failingTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
 
 func (t *failingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
-	for _, op := range ops {
-		t.fail = t.fail || t.f.fails(op)
-	}
+	t.check(ops)
 	t.Txn = t.Txn.Then(ops...)
 	return t
 }
 
-func (t *failingTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+func (t *failingTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.check(ops)
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+
+func (t *failingTxn) check(ops []clientv3.Op) {
+	for _, op := range ops {
+		if t.f.fails(op) {
+			t.fail = true
+		}
+	}
+}
 
 func (t *failingTxn) Commit() (*clientv3.TxnResponse, error) {
 	if t.fail {

@@ -140,5 +140,6 @@ func reclaimDigests(cfg *config.Config, layout *cas.Layout) *digests.SweepConfig
 		RebuildInterval:    d.RebuildInterval,
 		TombstoneRetention: d.TombstoneRetention,
 		GuardSettle:        d.GuardSettle,
+		DeleteParallel:     int(d.DeleteParallel),
 	}
 }

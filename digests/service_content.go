@@ -1,16 +1,12 @@
 package digests
 
 import (
-	"bytes"
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"io"
 	"net/http"
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
-	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // A content namespace's blob may be a manifest that names further blobs
@@ -63,28 +59,7 @@ func (s *Service) putContentBlob(ctx context.Context, w http.ResponseWriter, q *
 		s.forwardRequest(ctx, w, q, out)
 		return
 	}
-	sent := &sentReader{r: bytes.NewReader(body), total: int64(len(body))}
-	out.Body = io.NopCloser(sent)
-	sum := md5.Sum(body)
-	s.writeRef(ctx, w, q, out, refWrite{
-		bucket: q.Bucket, key: q.Key, digests: digests,
-		md5:  hex.EncodeToString(sum[:]),
-		sent: sent.done,
-		etag: func(a *s3client.Answer) string { return unquoteETag(a.Header.Get("ETag")) },
-	})
-}
-
-// copyContent sends a verified CopyObject onto a content namespace's blob
-// key whose source body (read whole, as it is within the content limit)
-// names digests: they are recorded before the copy goes, as writeRef does.
-func (s *Service) copyContent(ctx context.Context, w http.ResponseWriter, q *Request, out *http.Request, body []byte, digests []string) {
-	sum := md5.Sum(body)
-	s.writeRef(ctx, w, q, out, refWrite{
-		bucket: q.Bucket, key: q.Key, digests: digests,
-		md5:  hex.EncodeToString(sum[:]),
-		sent: func() bool { return true },
-		etag: func(a *s3client.Answer) string { e, _ := s3client.ResultETag(a.Body); return e },
-	})
+	s.writePut(ctx, w, q, out, body, digests)
 }
 
 // refuseSmallComplete refuses a CompleteMultipartUpload onto a content

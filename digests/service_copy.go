@@ -39,7 +39,7 @@ var copySourceHeaders = [][2]string{
 //
 // In a content namespace, a source within the content limit is kept as it
 // is hashed, and what it names is recorded before the copy goes
-// (copyContent).
+// (writeCopy).
 func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Request, ns *cas.Namespace, digest string) {
 	cs := q.CopySource
 	var query url.Values
@@ -84,7 +84,7 @@ func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Reques
 		s.writeError(w, q, errDigests(err))
 		return
 	} else if len(digests) > 0 {
-		s.copyContent(ctx, w, q, out, src.body, digests)
+		s.writeCopy(ctx, w, q, out, src.body, digests)
 		return
 	}
 	a, err := s.send(out)

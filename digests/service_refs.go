@@ -59,6 +59,12 @@ func (s *Service) putRef(ctx context.Context, w http.ResponseWriter, q *Request,
 		s.writeError(w, q, err)
 		return
 	}
+	s.writePut(ctx, w, q, out, body, digests)
+}
+
+// writePut sends out, a PutObject carrying body, as a write of an object
+// that names digests (writeRef).
+func (s *Service) writePut(ctx context.Context, w http.ResponseWriter, q *Request, out *http.Request, body []byte, digests []string) {
 	sent := &sentReader{r: bytes.NewReader(body), total: int64(len(body))}
 	if len(body) > 0 {
 		out.Body = io.NopCloser(sent)
@@ -69,6 +75,18 @@ func (s *Service) putRef(ctx context.Context, w http.ResponseWriter, q *Request,
 		md5:  hex.EncodeToString(sum[:]),
 		sent: sent.done,
 		etag: func(a *s3client.Answer) string { return unquoteETag(a.Header.Get("ETag")) },
+	})
+}
+
+// writeCopy sends out, a CopyObject of a source whose body was read, as a
+// write of an object that names digests (writeRef).
+func (s *Service) writeCopy(ctx context.Context, w http.ResponseWriter, q *Request, out *http.Request, body []byte, digests []string) {
+	sum := md5.Sum(body)
+	s.writeRef(ctx, w, q, out, refWrite{
+		bucket: q.Bucket, key: q.Key, digests: digests,
+		md5:  hex.EncodeToString(sum[:]),
+		sent: func() bool { return true },
+		etag: func(a *s3client.Answer) string { e, _ := s3client.ResultETag(a.Body); return e },
 	})
 }
 
@@ -122,13 +140,7 @@ func (s *Service) copyRef(ctx context.Context, w http.ResponseWriter, q *Request
 	}
 	// The copy stores the body whose digests were recorded, or nothing.
 	out.Header.Set("X-Amz-Copy-Source-If-Match", `"`+etag+`"`)
-	sum := md5.Sum(body)
-	s.writeRef(ctx, w, q, out, refWrite{
-		bucket: q.Bucket, key: q.Key, digests: digests,
-		md5:  hex.EncodeToString(sum[:]),
-		sent: func() bool { return true },
-		etag: func(a *s3client.Answer) string { e, _ := s3client.ResultETag(a.Body); return e },
-	})
+	s.writeCopy(ctx, w, q, out, body, digests)
 }
 
 // writeRef records the write rw of a reference object, sends out to the

@@ -164,7 +164,21 @@ func driveReclaim(ctx context.Context, env *harness.Env, bin string, admin *s3.C
 // reclaimRunCLI runs `sweepgate reclaim run --json` against the admin API,
 // as an operator would. A refused or stopped pass (exit 4) is an error.
 func reclaimRunCLI(ctx context.Context, bin, admin string) (loadRun, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	begin := time.Now()
+	rep, stderr, err := reclaimRunReport(ctx, bin, admin, 5*time.Minute)
+	run := loadRun{Seconds: math.Round(time.Since(begin).Seconds()*100) / 100, Pass: rep.Pass}
+	if err != nil && rep.Pass != 0 {
+		return run, fmt.Errorf("pass %d: %v (refused %q, stopped %q) %s", rep.Pass, err, rep.Refused, rep.Stopped, stderr)
+	}
+	return run, err
+}
+
+// reclaimRunReport runs `sweepgate reclaim run --json` against the admin
+// API within timeout and returns the pass report it printed, its standard
+// error, and the command's failure. A report that does not decode is an
+// error naming both outputs, with Pass left 0.
+func reclaimRunReport(ctx context.Context, bin, admin string, timeout time.Duration) (reclaim.Report, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "reclaim", "run", "--json", "--admin", admin)
 	for _, kv := range os.Environ() {
@@ -175,18 +189,12 @@ func reclaimRunCLI(ctx context.Context, bin, admin string) (loadRun, error) {
 	cmd.Env = append(cmd.Env, "SWEEPGATE_ADMIN_TOKEN="+harness.AdminTokenOf(admin))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	begin := time.Now()
 	err := cmd.Run()
-	run := loadRun{Seconds: math.Round(time.Since(begin).Seconds()*100) / 100}
 	var rep reclaim.Report
 	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
-		return run, fmt.Errorf("%v: %s%s", errors.Join(err, jerr), out.Bytes(), errOut.Bytes())
+		return reclaim.Report{}, errOut.Bytes(), fmt.Errorf("%v: %s%s", errors.Join(err, jerr), out.Bytes(), errOut.Bytes())
 	}
-	run.Pass = rep.Pass
-	if err != nil {
-		return run, fmt.Errorf("pass %d: %v (refused %q, stopped %q) %s", rep.Pass, err, rep.Refused, rep.Stopped, errOut.Bytes())
-	}
-	return run, nil
+	return rep, errOut.Bytes(), err
 }
 
 // passReports reads the stored pass reports (GET /admin/v1/reclaim/reports)

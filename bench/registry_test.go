@@ -13,8 +13,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -22,7 +20,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -217,21 +214,9 @@ func registryPasses(b *testing.B, admin string) []registryPass {
 
 // runPassCLI runs `sweepgate reclaim run --json` and returns its report.
 func runPassCLI(ctx context.Context, bin, admin string) (reclaim.Report, error) {
-	var rep reclaim.Report
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "reclaim", "run", "--json", "--admin", admin)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SWEEPGATE_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "SWEEPGATE_ADMIN_TOKEN="+harness.AdminTokenOf(admin))
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if jerr := json.Unmarshal(out.Bytes(), &rep); err != nil || jerr != nil {
-		return rep, fmt.Errorf("sweepgate reclaim run: %v: %s%s", errors.Join(err, jerr), out.Bytes(), errOut.Bytes())
+	rep, stderr, err := reclaimRunReport(ctx, bin, admin, 10*time.Minute)
+	if err != nil {
+		return rep, fmt.Errorf("sweepgate reclaim run: %w %s", err, stderr)
 	}
 	return rep, nil
 }

@@ -5,7 +5,8 @@
 // and the etcd writes the gateway makes per UploadPart (from its
 // sweepgate_etcd_request_duration_seconds counts, scraped between the phases
 // of an upload), and sweepgate's passes against distribution's `registry
-// garbage-collect` on a registry of 1,000 images (bin/registry).
+// garbage-collect` on a registry of 1,000 images (bin/registry), and what
+// one etcd cluster carries, embedded and of three members (docs/envelope.md).
 //
 // Run them with `make bench` (go test -tags bench -run '^$' -bench .
 // ./bench/...). They start one MinIO (bin/minio) and one sweepgate through

@@ -54,6 +54,7 @@ type Config struct {
 	Digests  Digests
 	Admin    Admin
 	Log      Log
+	Shutdown Shutdown
 }
 
 // Reclaim configures the elected reclaimer that marks and later deletes
@@ -294,6 +295,25 @@ type Admin struct {
 	// environment.
 	TokenFile string
 }
+
+// Shutdown configures how serve stops on SIGINT or SIGTERM.
+type Shutdown struct {
+	// DrainDelay is how long the listeners go on serving, new requests
+	// included, after /readyz turns 503, so that load balancers stop
+	// sending before the listeners close.
+	DrainDelay time.Duration
+	// Timeout bounds the wait for in-flight requests once the listeners
+	// stop accepting; requests still running then are cut off.
+	Timeout time.Duration
+}
+
+// Default shutdown timings: a drain a little longer than a load
+// balancer's usual probe interval, and Kubernetes' default termination
+// grace period for the whole stop.
+const (
+	DefaultDrainDelay      = 5 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+)
 
 // Log configures the process log.
 type Log struct {

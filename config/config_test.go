@@ -102,8 +102,9 @@ func TestDefaults(t *testing.T) {
 			GuardSettle:        2 * time.Minute,
 			DeleteParallel:     4,
 		},
-		Admin: Admin{Listen: "127.0.0.1:9001"},
-		Log:   Log{Format: "text", Level: "info"},
+		Admin:    Admin{Listen: "127.0.0.1:9001"},
+		Log:      Log{Format: "text", Level: "info"},
+		Shutdown: Shutdown{DrainDelay: 5 * time.Second, Timeout: 30 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %s\nwant %s", c, want)
@@ -340,6 +341,8 @@ func TestValidation(t *testing.T) {
 			[]string{"reclaim.delete_after", "reclaim.stuck_limit", "reclaim.clock_skew", "reclaim.interval", "reclaim.backend_timeout"}},
 		{"reclaim fraction zero", []string{"--reclaim-max-delete-fraction=0"}, []string{"reclaim.max_delete_fraction", "greater than 0 and at most 1", "got 0"}},
 		{"reclaim fraction above one", []string{"--reclaim-max-delete-fraction=1.5"}, []string{"reclaim.max_delete_fraction", "got 1.5"}},
+		{"negative drain delay", []string{"--shutdown-drain-delay=-1s"}, []string{"shutdown.drain_delay", "must not be negative"}},
+		{"zero shutdown timeout", []string{"--shutdown-timeout=0s"}, []string{"shutdown.timeout", "must be positive"}},
 		{"reclaim fraction negative", []string{"--reclaim-max-delete-fraction=-0.1"}, []string{"reclaim.max_delete_fraction"}},
 		{"reclaim max delete zero", []string{"--reclaim-max-delete=0"}, []string{"reclaim.max_delete", "reclaim.dry_run", "-1 for no absolute limit"}},
 		{"reclaim max delete negative", []string{"--reclaim-max-delete=-2"}, []string{"reclaim.max_delete", "got -2"}},

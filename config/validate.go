@@ -68,6 +68,13 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateDigests()...)
 	errs = append(errs, c.validateAdmin()...)
 
+	if c.Shutdown.DrainDelay < 0 {
+		bad("shutdown.drain_delay", "must not be negative, got %s", c.Shutdown.DrainDelay)
+	}
+	if c.Shutdown.Timeout <= 0 {
+		bad("shutdown.timeout", "must be positive, got %s", c.Shutdown.Timeout)
+	}
+
 	switch c.Log.Format {
 	case "text", "json":
 	default:

@@ -229,6 +229,9 @@ etcd:
     peer_url: $(yaml_str "$etcd_peer_url")
 admin:
   listen: $(yaml_str "$admin_listen")
+# One local gateway has no load balancer to drain from: Ctrl-C stops it now.
+shutdown:
+  drain_delay: 0s
 EOF
 umask "$umask_old"
 

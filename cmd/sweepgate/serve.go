@@ -14,10 +14,6 @@ import (
 )
 
 const (
-	// shutdownTimeout bounds how long in-flight requests may finish after a
-	// signal. It matches Kubernetes' default termination grace period;
-	// requests still running then are cut off.
-	shutdownTimeout = 30 * time.Second
 	// readHeaderTimeout bounds a client that opens a connection and sends
 	// headers slowly. There is deliberately no ReadTimeout or WriteTimeout:
 	// they would cut off a multi-gigabyte part upload or download that is
@@ -53,8 +49,10 @@ and 'explain' use. Upload sessions and digest references are kept in etcd:
 an embedded single-node etcd unless etcd.endpoints names a cluster. Unless
 reclaim.enabled is off, it also campaigns for the reclaimer's lead and,
 while leading, reclaims abandoned uploads and, with digests.namespaces set,
-unreferenced blobs. SIGINT or SIGTERM stops it gracefully (a leading
-reclaimer hands over at once).
+unreferenced blobs. SIGINT or SIGTERM stops it gracefully: a leading
+reclaimer hands over at once, /readyz answers 503, the listeners serve on
+for shutdown.drain_delay, then stop accepting and let in-flight requests
+finish for up to shutdown.timeout. A second signal ends it at once.
 
 `)
 	config.WriteHelp(w)

@@ -109,6 +109,7 @@ func baseArgs(t *testing.T, b *backend) []string {
 		"--backend-access-key=AKBACKEND",
 		"--backend-secret-key=backend-secret-value",
 		"--log-format=json",
+		"--shutdown-drain-delay=0s",
 	}
 }
 

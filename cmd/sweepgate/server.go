@@ -304,7 +304,8 @@ func (s *server) run(ctx context.Context, onServing func(serving)) error {
 	var cause error
 	select {
 	case <-ctx.Done():
-		s.logger.Info("shutting down: signal received; finishing in-flight requests", "timeout", shutdownTimeout.String())
+		s.logger.Info("shutting down: signal received; /readyz answers 503",
+			"drain_delay", s.cfg.Shutdown.DrainDelay.String(), "timeout", s.cfg.Shutdown.Timeout.String())
 	case cause = <-serveErr:
 		s.logger.Error("shutting down: a listener failed", "err", cause)
 	case cause = <-s.etcdDied:
@@ -312,7 +313,7 @@ func (s *server) run(ctx context.Context, onServing func(serving)) error {
 		s.logger.Error("shutting down: embedded etcd failed", "err", cause)
 	}
 	s.draining.Store(true)
-	// The reclaimer stops alongside the listeners: its pass ends and it
+	// The reclaimer stops at once, before the drain: its pass ends and it
 	// resigns, so that another process leads at once instead of after the
 	// election TTL, and an admin request waiting for a pass gets its
 	// answer instead of holding up the shutdown.
@@ -321,7 +322,10 @@ func (s *server) run(ctx context.Context, onServing func(serving)) error {
 		defer close(reclaimerStopped)
 		stopReclaimer()
 	}()
-	if err := shutdown(s.servers, s.names, s.logger); err != nil && cause == nil {
+	if cause == nil {
+		cause = s.drain(serveErr)
+	}
+	if err := shutdown(s.servers, s.names, s.cfg.Shutdown.Timeout, s.logger); err != nil && cause == nil {
 		cause = err
 	}
 	<-reclaimerStopped
@@ -361,10 +365,38 @@ func (s *server) close() {
 	s.closers = nil
 }
 
+// drain keeps every listener serving for the drain delay while /readyz
+// answers 503, so that load balancers take the process out of rotation
+// before it stops accepting. Responses meanwhile close their connections
+// (no keep-alive), so that clients reconnect, through the balancer, to
+// another process. A listener or the embedded etcd failing ends the drain
+// early with its error.
+func (s *server) drain(serveErr <-chan error) error {
+	if s.cfg.Shutdown.DrainDelay <= 0 {
+		return nil
+	}
+	for _, srv := range s.servers {
+		srv.SetKeepAlivesEnabled(false)
+	}
+	t := time.NewTimer(s.cfg.Shutdown.DrainDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		s.logger.Info("drain delay over; no longer accepting, finishing in-flight requests")
+		return nil
+	case err := <-serveErr:
+		s.logger.Error("drain ended early: a listener failed", "err", err)
+		return err
+	case err := <-s.etcdDied:
+		s.logger.Error("drain ended early: embedded etcd failed", "err", err)
+		return fmt.Errorf("embedded etcd failed: %w", err)
+	}
+}
+
 // shutdown stops all servers at once, letting in-flight requests finish for
-// up to shutdownTimeout, then closes what is left.
-func shutdown(servers []*http.Server, names []string, logger *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+// up to timeout, then closes what is left.
+func shutdown(servers []*http.Server, names []string, timeout time.Duration, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var (
 		wg   sync.WaitGroup

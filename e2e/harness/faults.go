@@ -2,7 +2,9 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -60,4 +62,24 @@ func (g *Gateway) WaitExit(ctx context.Context, timeout time.Duration) error {
 	case <-time.After(timeout):
 		return fmt.Errorf("sweepgate (pid %d) still running after %v", p.pid(), timeout)
 	}
+}
+
+// Terminate sends SIGTERM to the gateway and returns at once, so that a test
+// can watch the shutdown from outside; WaitExit and Exited tell how it ends.
+func (g *Gateway) Terminate() error {
+	p := g.current()
+	if p == nil {
+		return errors.New("sweepgate is not running")
+	}
+	return p.cmd.Process.Signal(syscall.SIGTERM)
+}
+
+// Exited reports whether the gateway process has ended and, if so, its
+// wait error (nil for exit status 0).
+func (g *Gateway) Exited() (bool, error) {
+	p := g.current()
+	if p == nil {
+		return true, nil
+	}
+	return p.exited()
 }

@@ -280,6 +280,9 @@ func (g *Gateway) writeConfig(m *MinIO, opts Options) error {
 		"etcd":                       etcd,
 		"admin":                      map[string]any{"listen": strings.TrimPrefix(g.AdminEndpoint, "http://")},
 		"log":                        map[string]any{"format": "json", "level": level},
+		// Tests stop gateways often and have no load balancer to drain
+		// from; a test of the drain sets its own in Options.Config.
+		"shutdown": map[string]any{"drain_delay": "0s"},
 	}
 	if opts.MaxClockSkew > 0 {
 		cfg["max_clock_skew"] = opts.MaxClockSkew.String()

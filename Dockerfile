@@ -9,7 +9,11 @@ COPY go.mod go.sum ./
 RUN go mod download
 
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/sweepgate ./cmd/sweepgate
+# The version `sweepgate version` and sweepgate_build_info report; `make
+# image` passes the one `make build` stamps (git describe). The build
+# context has no .git, so without it the binary says "devel".
+ARG VERSION=devel
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/sweepgate ./cmd/sweepgate
 
 # The embedded etcd needs a writable data directory owned by the runtime user
 # (distroless "nonroot" is uid/gid 65532).
@@ -32,5 +36,9 @@ VOLUME ["/data"]
 
 # 9000: S3 API; 9001: admin (/metrics, /healthz, /readyz).
 EXPOSE 9000 9001
+# Liveness of the admin listener (SWEEPGATE_ADMIN_LISTEN above); the image
+# has no shell or curl, so the binary probes itself.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["/sweepgate", "healthcheck", "--timeout", "4s"]
 ENTRYPOINT ["/sweepgate"]
 CMD ["serve"]

@@ -1,6 +1,7 @@
 # sweepgate: build, test, lint, run.
 #
-#   make build   bin/sweepgate
+#   make build   bin/sweepgate, stamped with VERSION (git describe)
+#   make image   the container image sweepgate:VERSION (needs Docker)
 #   make test    unit and integration tests (race detector), then the e2e
 #                tests against a real MinIO, CNCF distribution registry and
 #                crane (builds bin/minio, bin/registry, bin/crane once), then
@@ -29,6 +30,12 @@ SHELL := bash
 .DELETE_ON_ERROR:
 
 GO ?= go
+
+# The version stamped into bin/sweepgate and the image (`sweepgate version`,
+# sweepgate_build_info): the nearest tag, commits since and the commit, from
+# git; "devel" outside a checkout.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X main.version=$(VERSION)
 
 # The MinIO the e2e tests and `make run` use. It serves the S3 API the tests
 # need; building it takes about four minutes on two cores, once.
@@ -80,7 +87,12 @@ LINT_TAGS := $(E2E_TAGS),$(CHAOS_TAGS),$(BENCH_TAGS)
 
 .PHONY: build
 build:
-	$(GO) build -o bin/sweepgate ./cmd/sweepgate
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/sweepgate ./cmd/sweepgate
+
+# The container image, stamped with the same version.
+.PHONY: image
+image:
+	docker build --build-arg VERSION=$(VERSION) -t sweepgate:$(VERSION) .
 
 bin/minio:
 	@echo "Building MinIO $(MINIO_VERSION) into bin/ (once; about four minutes on two cores)..."

@@ -30,8 +30,9 @@ type compose struct {
 type composeService struct {
 	Image string `yaml:"image"`
 	Build *struct {
-		Context    string `yaml:"context"`
-		Dockerfile string `yaml:"dockerfile"`
+		Context    string            `yaml:"context"`
+		Dockerfile string            `yaml:"dockerfile"`
+		Args       map[string]string `yaml:"args"`
 	} `yaml:"build"`
 	Hostname    string            `yaml:"hostname"`
 	Command     []string          `yaml:"command"`
@@ -211,6 +212,7 @@ func TestCompose(t *testing.T) {
 	if !ok {
 		t.Fatal("no service minio")
 	}
+	checkMinIOBuild(t, minio)
 
 	// Two replicas of one image and one configuration.
 	replicas := []string{"sweepgate1", "sweepgate2"}
@@ -428,5 +430,30 @@ func checkGrafana(t *testing.T, c compose) {
 	u, err := url.Parse(datasources.Datasources[0].URL)
 	if _, ok := c.Services[u.Hostname()]; err != nil || !ok || u.Hostname() != "prometheus" {
 		t.Errorf("grafana's data source %s is not the prometheus service", datasources.Datasources[0].URL)
+	}
+}
+
+// checkMinIOBuild checks that the compose file's MinIO is built from the
+// module version the tests run (the Makefile's MINIO_VERSION), not an image
+// that no longer receives updates.
+func checkMinIOBuild(t *testing.T, s composeService) {
+	t.Helper()
+	makefile, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^MINIO_VERSION := (\S+)$`).FindSubmatch(makefile)
+	if m == nil {
+		t.Fatal("the Makefile sets no MINIO_VERSION")
+	}
+	if s.Build == nil || s.Build.Args["MINIO_VERSION"] != string(m[1]) {
+		t.Fatalf("service minio is not built with MINIO_VERSION %s, the version the tests run: %+v", m[1], s.Build)
+	}
+	dockerfile, err := os.ReadFile(filepath.Join(s.Build.Context, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dockerfile), "go install -trimpath github.com/minio/minio@${MINIO_VERSION}") {
+		t.Errorf("%s/Dockerfile does not build github.com/minio/minio at MINIO_VERSION", s.Build.Context)
 	}
 }

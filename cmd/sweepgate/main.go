@@ -102,6 +102,7 @@ func commands() []command {
 		{"frontier", "report or list how far replica and backup planes have come", (*cli).frontierCmd, (*cli).frontierHelp},
 		{"trash", "list deleted reference objects' digests, or restore them", (*cli).trashCmd, (*cli).trashHelp},
 		{"explain", "why the reclaimer keeps, marks, holds or would delete an upload or a blob", (*cli).explainCmd, (*cli).explainHelp},
+		{"healthcheck", "probe a running gateway's /healthz or /readyz (for HEALTHCHECK)", (*cli).healthcheckCmd, (*cli).healthcheckHelp},
 		{"version", "print the version and build information", (*cli).versionCmd, (*cli).versionHelp},
 		{"help", "show help for a command", (*cli).helpCmd, (*cli).helpHelp},
 	}
@@ -145,7 +146,7 @@ Usage:
 Commands:
 `)
 	for _, cmd := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", cmd.name, cmd.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", cmd.name, cmd.summary)
 	}
 	fmt.Fprint(w, "\nRun 'sweepgate <command> --help' for a command's flags.\n")
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// defaultHealthcheckTimeout bounds one probe: below Docker's default
+// HEALTHCHECK timeout of 30s, above /readyz's own bound on its checks.
+const defaultHealthcheckTimeout = 10 * time.Second
+
+// healthcheckCmd probes a running gateway's admin listener, /healthz or,
+// with --ready, /readyz, and exits 0 when it answers 200 and 1 otherwise:
+// what a container's HEALTHCHECK runs in an image with no shell or curl.
+func (c *cli) healthcheckCmd(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var admin string
+	fs.StringVar(&admin, "admin", "", "")
+	fs.StringVar(&c.adminConfig, "config", "", "")
+	ready := fs.Bool("ready", false, "")
+	timeout := fs.Duration("timeout", defaultHealthcheckTimeout, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.healthcheckHelp(c.stdout)
+			return exitOK
+		}
+		return c.usageError("healthcheck", err)
+	}
+	if fs.NArg() > 0 {
+		return c.usageError("healthcheck", fmt.Errorf("unexpected argument %q", strings.Join(fs.Args(), " ")))
+	}
+	if *timeout <= 0 {
+		return c.usageError("healthcheck", fmt.Errorf("--timeout must be positive, got %v", *timeout))
+	}
+	base, err := c.adminURL(admin)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate healthcheck: %v\n", err)
+		return exitUsage
+	}
+	path := "/healthz"
+	if *ready {
+		path = "/readyz"
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate healthcheck: %v\n", err)
+		return exitUsage
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sweepgate healthcheck: %s: %v\n", base+path, err)
+		return exitError
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	answer := strings.TrimSpace(string(body))
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(c.stderr, "sweepgate healthcheck: %s: %s %s\n", base+path, resp.Status, answer)
+		return exitError
+	}
+	fmt.Fprintf(c.stdout, "%s: %s\n", base+path, answer)
+	return exitOK
+}
+
+func (c *cli) healthcheckHelp(w io.Writer) {
+	fmt.Fprint(w, `Usage: sweepgate healthcheck [--ready] [--admin URL] [--config FILE] [--timeout D]
+
+Asks a running gateway whether it is alive (/healthz) or, with --ready,
+ready to serve (/readyz: etcd and the backend answer and it is not shutting
+down), and exits 0 when it answers 200, 1 otherwise. The container image's
+HEALTHCHECK runs it, as the image has no shell or curl.
+
+  --ready         probe /readyz instead of /healthz
+  --admin URL     the gateway's admin listener (default $SWEEPGATE_ADMIN_URL,
+                  else admin.listen of the configuration, as serve reads it,
+                  reached on loopback when it listens on every address)
+  --config FILE   the gateway's YAML configuration (default $SWEEPGATE_CONFIG)
+  --timeout D     give up after D (default 10s)
+`)
+}

@@ -264,7 +264,15 @@ type Etcd struct {
 	Endpoints   []string
 	Prefix      string
 	DialTimeout time.Duration
-	Embedded    EmbeddedEtcd
+	// CAFile verifies the cluster's certificates (https:// endpoints);
+	// CertFile and KeyFile are the client certificate a cluster that
+	// checks client certificates asks for.
+	CAFile, CertFile, KeyFile string
+	// Username signs in to a cluster with authentication on, with the
+	// password in PasswordFile.
+	Username     string
+	PasswordFile string
+	Embedded     EmbeddedEtcd
 }
 
 // EmbeddedEtcd configures the in-process etcd used when Etcd.Endpoints is

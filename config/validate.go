@@ -63,6 +63,7 @@ func (c *Config) Validate() error {
 	if c.UsesEmbeddedEtcd() {
 		errs = append(errs, c.validateEmbedded()...)
 	}
+	errs = append(errs, c.validateEtcdSecurity()...)
 
 	errs = append(errs, c.validateReclaim()...)
 	errs = append(errs, c.validateDigests()...)

@@ -47,7 +47,8 @@ const (
 )
 
 // TestMultiNode runs the multi-node deployment without containers: one
-// MinIO, a three-member etcd cluster of separate processes, and two
+// MinIO, a three-member etcd cluster of separate processes (TLS with
+// client certificates and authentication on), and two
 // sweepgate processes sharing it, with S3 clients spread over both
 // gateways doing multipart uploads. Mid-workload the etcd raft leader is
 // killed, then the sweepgate that leads the reclaimer; clients that lose
@@ -63,10 +64,15 @@ func TestMultiNode(t *testing.T) {
 		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
 	}
 	m := harness.StartMinIO(t)
-	cluster := harness.StartEtcdCluster(t, 3)
+	// Secured as a production cluster is: TLS with client certificates,
+	// and the gateways signed in as a user that may touch only their
+	// prefix.
+	cluster := harness.StartSecureEtcdCluster(t, 3)
+	user, passwordFile := cluster.AddUser(t, etcdPrefix)
 	opts := harness.Options{
 		EtcdEndpoints: cluster.Endpoints(),
 		Config: map[string]any{
+			"etcd": cluster.GatewayEtcdConfig(user, passwordFile),
 			"reclaim": map[string]any{
 				"grace":        mnGrace.String(),
 				"delete_after": mnDeleteAfter.String(),

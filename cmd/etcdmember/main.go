@@ -68,6 +68,9 @@ type options struct {
 	startTimeout   time.Duration
 	logLevel       string
 	noFsync        bool
+	// Client TLS: the member's certificate and key for an https client
+	// URL, and the CA whose client certificates it requires.
+	certFile, keyFile, trustedCAFile string
 }
 
 // run is the whole command, apart from the process's signals and exit, so
@@ -142,6 +145,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		"raft election timeout: how long followers wait for a dead leader before electing another")
 	fs.DurationVar(&o.startTimeout, "start-timeout", time.Minute, "how long to wait for the member to serve clients before giving up")
 	fs.StringVar(&o.logLevel, "log-level", "info", "etcd's log level: debug, info, warn or error")
+	fs.StringVar(&o.certFile, "cert-file", "", "PEM certificate served to clients on an https --listen-client-url")
+	fs.StringVar(&o.keyFile, "key-file", "", "PEM private key of --cert-file")
+	fs.StringVar(&o.trustedCAFile, "trusted-ca-file", "", "PEM CA whose client certificates the member requires (client certificate authentication); empty asks for none")
 	fs.BoolVar(&o.noFsync, "unsafe-no-fsync", false,
 		"skip fsync: a killed process loses nothing (the kernel keeps its writes), a machine crash may; for tests on slow disks only")
 	fs.Usage = func() {
@@ -175,6 +181,9 @@ Flags:
 		if req.value == "" {
 			return o, fmt.Errorf("--%s is required (see --help)", req.flag)
 		}
+	}
+	if strings.HasPrefix(o.clientURL, "https://") != (o.certFile != "" && o.keyFile != "") {
+		return o, errors.New("an https --listen-client-url needs --cert-file and --key-file, and they need one")
 	}
 	if o.clusterState != embed.ClusterStateFlagNew && o.clusterState != embed.ClusterStateFlagExisting {
 		return o, fmt.Errorf("--initial-cluster-state %q: want new or existing", o.clusterState)
@@ -211,6 +220,12 @@ func embedConfig(o options) (*embed.Config, error) {
 	cfg.TickMs = uint(o.heartbeat / time.Millisecond)
 	cfg.ElectionMs = uint(o.election / time.Millisecond)
 	cfg.UnsafeNoFsync = o.noFsync
+	cfg.ClientTLSInfo.CertFile = o.certFile
+	cfg.ClientTLSInfo.KeyFile = o.keyFile
+	if o.trustedCAFile != "" {
+		cfg.ClientTLSInfo.TrustedCAFile = o.trustedCAFile
+		cfg.ClientTLSInfo.ClientCertAuth = true
+	}
 	cfg.LogLevel = o.logLevel
 	cfg.LogOutputs = []string{"stderr"}
 	// embed.NewConfig leaves this at zero, which logs every request as

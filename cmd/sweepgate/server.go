@@ -108,16 +108,29 @@ func (s *server) openStore(ctx context.Context) error {
 		s.endpoints = embedded.Endpoints()
 		s.etcdDied = embedded.Err()
 	}
-	etcdClient, err := etcdstore.ConnectLogged(ctx, s.endpoints, cfg.Etcd.DialTimeout, s.logger)
+	var creds etcdstore.Credentials
+	if s.embedded == nil {
+		c, err := cfg.EtcdCredentials()
+		if err != nil {
+			return err
+		}
+		creds = c
+	}
+	etcdClient, err := etcdstore.ConnectSecure(ctx, s.endpoints, cfg.Etcd.DialTimeout, creds, s.logger)
 	if err != nil {
 		return err
 	}
 	s.etcd = etcdClient
 	s.closers = append(s.closers, func() { etcdClient.Close() })
+	keys, _ := etcdstore.NewKeys(cfg.Etcd.Prefix) // config validated the prefix
+	actx, cancel := context.WithTimeout(ctx, cfg.Etcd.DialTimeout)
+	defer cancel()
+	if err := etcdstore.CheckAccess(actx, etcdClient, keys); err != nil {
+		return err
+	}
 	// One store for everything that reads or writes the session records,
 	// so that its etcd requests are timed in one histogram.
 	if cfg.Sessions.Enabled {
-		keys, _ := etcdstore.NewKeys(cfg.Etcd.Prefix) // config validated the prefix
 		s.store = etcdstore.NewStore(etcdClient, keys).WithMetrics(s.reg)
 	}
 	return nil

@@ -27,6 +27,7 @@ type EtcdCluster struct {
 	bin     string
 	initial string // --initial-cluster
 	members []*etcdMember
+	sec     *etcdSecurity // nil: clients in the clear, no authentication
 }
 
 // etcdMember is one member: its fixed identity and the process currently
@@ -111,10 +112,19 @@ func buildEtcdMember(t testing.TB) string {
 // fails.
 func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 	t.Helper()
+	return startEtcdCluster(t, n, nil)
+}
+
+func startEtcdCluster(t testing.TB, n int, sec *etcdSecurity) *EtcdCluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("harness: an etcd cluster needs at least one member, not %d", n)
 	}
-	c := &EtcdCluster{t: t, bin: buildEtcdMember(t)}
+	c := &EtcdCluster{t: t, bin: buildEtcdMember(t), sec: sec}
+	scheme := "http"
+	if sec != nil {
+		scheme = "https"
+	}
 	dir := t.TempDir()
 	for i := range n {
 		name := fmt.Sprintf("m%d", i)
@@ -131,7 +141,7 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 		peers := make([]string, 0, n)
 		for i, m := range c.members {
 			m.dataDir = filepath.Join(dir, fmt.Sprintf("data-%d", attempt), m.name)
-			m.clientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[2*i])
+			m.clientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2*i])
 			m.peerURL = fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
 			peers = append(peers, m.name+"="+m.peerURL)
 		}
@@ -198,6 +208,9 @@ func (c *EtcdCluster) startMember(m *etcdMember, state string) error {
 		// kernel keeps whatever they wrote; fsync would only make a
 		// loaded two-core machine miss heartbeats.
 		"--unsafe-no-fsync",
+	}
+	if c.sec != nil {
+		args = append(args, "--cert-file", c.sec.serverCert, "--key-file", c.sec.serverKey, "--trusted-ca-file", c.sec.caFile)
 	}
 	proc, err := startProcess("etcdmember "+m.name, m.logFile, c.bin, args, childEnv([]string{"ETCD_"}))
 	if err != nil {
@@ -398,7 +411,7 @@ func (c *EtcdCluster) clientFor(t testing.TB, endpoints []string) *clientv3.Clie
 // newClient opens a client without waiting for the cluster: clientv3
 // connects lazily, and the callers wait in their own way.
 func (c *EtcdCluster) newClient(endpoints []string) (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: etcdClusterOpTimeout,
 		Logger:      zap.NewNop(),
@@ -406,7 +419,14 @@ func (c *EtcdCluster) newClient(endpoints []string) (*clientv3.Client, error) {
 		// rather than by a request timing out.
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
-	})
+	}
+	if c.sec != nil {
+		cfg.TLS = c.sec.clientTLS
+		if c.sec.rootPassword != "" {
+			cfg.Username, cfg.Password = "root", c.sec.rootPassword
+		}
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(endpoints, ","), err)
 	}

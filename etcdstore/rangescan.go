@@ -22,13 +22,14 @@ import (
 // the scan has seen in its keys so far (so sha256 digests count in hex,
 // upload ids in their own characters, and no stretch's width is spent on
 // bytes no key holds); a stretch is a width in that space (its log2, span,
-// 0 being the whole range). A page that came back full (More) sets the width to the
-// stretch its own keys covered; a stretch that came back short widens the
-// next one, at most 16-fold. The first request of a scan covers the whole
-// range (nothing is known yet) and a request reaching into a denser
-// stretch than the last may count more than a page, but each key is
-// counted by a bounded number of requests, so a scan costs etcd time in
-// proportion to the keys it reads, not to their square.
+// 0 being the whole range). A page that came back full (More) sets the
+// width to the stretch its own keys covered; a stretch that came back
+// short widens the next one, at most 16-fold. The first request of a
+// scan covers the whole range (nothing is known yet) and a request
+// reaching into a denser stretch than the last may count more than a
+// page, but each key is counted by a bounded number of requests, so a
+// scan costs etcd time in proportion to the keys it reads, not to their
+// square.
 
 // maxGrowth is the most (as log2) a stretch widens after an empty one.
 const maxGrowth = 4

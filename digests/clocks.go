@@ -71,7 +71,17 @@ func (s *digestSweep) checkTimes(ctx context.Context) error {
 				"pass", s.cur.Pass, "records", futures, "first", first.Error())
 		}
 	}()
+	// The stamps are committed as they gather, sweepTxnOps at a time, so
+	// that memory holds a page of records however many are unstamped.
 	var writes []digestWrite
+	stamp := func() error {
+		_, _, err := s.commit(ctx, writes)
+		writes = writes[:0]
+		if err != nil && !errors.Is(err, sweep.ErrChanged) {
+			return fmt.Errorf("reclaim: stamp trash with the elapsed clock: %w", err)
+		}
+		return nil
+	}
 	err := sweepScan(ctx, s.cli(), keys.AllTrash(), clientv3.GetPrefixRangeEnd(keys.AllTrash()), sweepRangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
 		var tr etcdstore.TrashRecord
 		if json.Unmarshal(kv.Value, &tr) != nil {
@@ -82,26 +92,25 @@ func (s *digestSweep) checkTimes(ctx context.Context) error {
 		}
 		if tr.ExpiresElapsed == nil && !s.dry {
 			writes = append(writes, s.stampTrash(kv, tr))
+			if len(writes) == sweepTxnOps {
+				return stamp()
+			}
 		}
 		return nil
 	})
+	if err == nil {
+		err = stamp()
+	}
 	if err != nil {
 		return err
 	}
-	err = sweepScan(ctx, s.cli(), keys.Tombstones(), clientv3.GetPrefixRangeEnd(keys.Tombstones()), sweepRangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
+	return sweepScan(ctx, s.cli(), keys.Tombstones(), clientv3.GetPrefixRangeEnd(keys.Tombstones()), sweepRangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
 		var ts etcdstore.Tombstone
 		if json.Unmarshal(kv.Value, &ts) != nil {
 			return nil
 		}
 		return future("tombstone of "+ts.Digest, "since", ts.Since)
 	})
-	if err != nil {
-		return err
-	}
-	if _, _, err := s.commit(ctx, writes); err != nil && !errors.Is(err, sweep.ErrChanged) {
-		return fmt.Errorf("reclaim: stamp trash with the elapsed clock: %w", err)
-	}
-	return nil
 }
 
 // stampTrash is the write that records on a trash entry, and on its trash

@@ -90,31 +90,27 @@ func (s *digestSweep) collect(ctx context.Context) error {
 	return s.save(ctx)
 }
 
-// collectPages reads the tombstones in [start, end) page by page, guards
-// each page's ready ones and hands them to d.
+// collectPages reads the tombstones in [start, end) page by page, at most
+// a batch each, a bounded stretch at the latest revision a request (see
+// sweepScan), guards each page's ready ones and hands them to d.
 func (s *digestSweep) collectPages(ctx context.Context, d *deletes, start, end string) error {
-	for start < end {
-		resp, err := s.cli().Get(ctx, start, clientv3.WithRange(end), clientv3.WithLimit(int64(s.batch)))
+	p := etcdstore.NewRangePager(s.cli().KV, start, end, etcdstore.LatestRev, int64(s.batch))
+	for {
+		kvs, _, err := p.Next(ctx)
 		if err != nil {
 			return fmt.Errorf("reclaim: read tombstones: %w", err)
 		}
-		if len(resp.Kvs) == 0 {
+		if len(kvs) == 0 {
 			return nil
 		}
-		last := string(resp.Kvs[len(resp.Kvs)-1].Key)
-		guarded, err := s.collectPage(ctx, resp.Kvs)
+		guarded, err := s.collectPage(ctx, kvs)
 		if err != nil {
 			return err
 		}
-		if err := d.add(ctx, last, guarded); err != nil {
+		if err := d.add(ctx, string(kvs[len(kvs)-1].Key), guarded); err != nil {
 			return err
 		}
-		if !resp.More {
-			return nil
-		}
-		start = last + "\x00"
 	}
-	return nil
 }
 
 // armed is a blob whose guard is armed by this pass, since at, guarded

@@ -48,11 +48,14 @@ var errRetired = errors.New("reclaim: inventory retired for this pass")
 // sweepRangeLimit is how many keys one ranged read of an inventory asks for.
 const sweepRangeLimit = 1000
 
-// digestRange reads, at revision rev, the keys of every digest among
-// digests under the per-digest prefixes that prefixOf makes, in pages of
-// sweepRangeLimit keys, and calls fn for each key of one of digests. When fn
-// answers done, the rest of that digest's keys are skipped. Memory is
-// bounded by the page and the digests given.
+// digestRange reads, at revision rev (the latest when 0), the keys of
+// every digest among digests under the per-digest prefixes that prefixOf
+// makes, and calls fn for each key of one of digests. When fn answers
+// done, the rest of that digest's keys are skipped. The keys from the
+// first digest's prefix to the last's are read a bounded stretch a
+// request (etcdstore.RangePager), at most sweepRangeLimit keys each, so
+// that no request counts more than about a page of them past the first.
+// Memory is bounded by the page and the digests given.
 func digestRange(ctx context.Context, cli *clientv3.Client, rev int64, digests []string, prefixOf func(string) string,
 	keysOnly bool, fn func(digest string, value []byte) (done bool, err error)) error {
 	if len(digests) == 0 {
@@ -63,22 +66,21 @@ func digestRange(ctx context.Context, cli *clientv3.Client, rev int64, digests [
 	for _, d := range sorted {
 		want[d] = true
 	}
-	start := prefixOf(sorted[0])
-	end := clientv3.GetPrefixRangeEnd(prefixOf(sorted[len(sorted)-1]))
-	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(sweepRangeLimit)}
-	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev))
+	if rev <= 0 {
+		rev = etcdstore.LatestRev
 	}
+	end := clientv3.GetPrefixRangeEnd(prefixOf(sorted[len(sorted)-1]))
+	p := etcdstore.NewRangePager(cli.KV, prefixOf(sorted[0]), end, rev, sweepRangeLimit)
 	if keysOnly {
-		opts = append(opts, clientv3.WithKeysOnly())
+		p.KeysOnly()
 	}
 	for {
-		resp, err := cli.Get(ctx, start, opts...)
-		if err != nil {
+		kvs, _, err := p.Next(ctx)
+		if err != nil || len(kvs) == 0 {
 			return err
 		}
 		skip := ""
-		for _, kv := range resp.Kvs {
+		for _, kv := range kvs {
 			d, ok := digestOfKey(string(kv.Key), prefixOf)
 			if !ok || !want[d] || d == skip {
 				continue
@@ -91,16 +93,8 @@ func digestRange(ctx context.Context, cli *clientv3.Client, rev int64, digests [
 				skip = d
 			}
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
-		}
-		last := string(resp.Kvs[len(resp.Kvs)-1].Key)
-		start = last + "\x00"
-		if d, ok := digestOfKey(last, prefixOf); ok && d == skip {
-			start = clientv3.GetPrefixRangeEnd(prefixOf(d))
-		}
-		if start >= end {
-			return nil
+		if d, ok := digestOfKey(string(kvs[len(kvs)-1].Key), prefixOf); ok && d == skip {
+			p.SkipTo(clientv3.GetPrefixRangeEnd(prefixOf(d)))
 		}
 	}
 }

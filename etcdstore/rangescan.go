@@ -17,15 +17,19 @@ import (
 //
 // ScanRange instead bounds each request's end: it estimates, from the keys
 // the last page held, how wide a stretch of the key space holds one page,
-// and asks for that stretch only. Keys are treated as base-256 fractions;
-// a stretch is a width in that space (its log2, span, 0 being the whole
-// key space). A page that came back full (More) sets the width to the
-// stretch its own keys covered; a stretch that came back short widens the
-// next one, at most 16-fold. The first request of a scan covers the whole
-// range (nothing is known yet) and a request reaching into a denser
-// stretch than the last may count more than a page, but each key is
-// counted by a bounded number of requests, so a scan costs etcd time in
-// proportion to the keys it reads, not to their square.
+// and asks for that stretch only. Past the prefix that the range's start
+// and end share, keys are treated as fractions whose digits are the bytes
+// the scan has seen in its keys so far (so sha256 digests count in hex,
+// upload ids in their own characters, and no stretch's width is spent on
+// bytes no key holds); a stretch is a width in that space (its log2, span,
+// 0 being the whole range). A page that came back full (More) sets the
+// width to the stretch its own keys covered; a stretch that came back
+// short widens the next one, at most 16-fold. The first request of a
+// scan covers the whole range (nothing is known yet) and a request
+// reaching into a denser stretch than the last may count more than a
+// page, but each key is counted by a bounded number of requests, so a
+// scan costs etcd time in proportion to the keys it reads, not to their
+// square.
 
 // maxGrowth is the most (as log2) a stretch widens after an empty one.
 const maxGrowth = 4
@@ -35,47 +39,151 @@ func (s *Store) rangeScan(ctx context.Context, start, end string, rev, pageSize 
 	return ScanRange(ctx, s.cli.KV, start, end, rev, pageSize, fn)
 }
 
+// LatestRev, as the revision of a scan, reads each of its requests at the
+// revision etcd is at when it answers, instead of the whole scan at one.
+const LatestRev int64 = -1
+
 // ScanRange reads the keys in [start, end) through kv in key order, at
 // most pageSize (500 when zero or less) per request, at revision rev (0:
-// the revision of its first request), calling fn for each until fn says
-// stop. It returns the revision read. Consecutive requests cover adjacent
-// stretches, so no key is missed or read twice, and memory holds one page;
-// etcd counts a bounded number of keys per key read (see above), where
-// paging with one fixed end counts the rest of the range every page.
+// the revision of its first request; LatestRev: see RangePager), calling
+// fn for each until fn says stop. It returns the revision read (for
+// LatestRev, that of its last request). Consecutive requests cover
+// adjacent stretches, so no key is missed or read twice, and memory holds
+// one page; etcd counts a bounded number of keys per key read (see above),
+// where paging with one fixed end counts the rest of the range every page.
 func ScanRange(ctx context.Context, kv clientv3.KV, start, end string, rev, pageSize int64, fn func(*mvccpb.KeyValue) bool) (int64, error) {
+	p := NewRangePager(kv, start, end, rev, pageSize)
+	for {
+		kvs, at, err := p.Next(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if len(kvs) == 0 {
+			break
+		}
+		for _, kv := range kvs {
+			if !fn(kv) {
+				return at, nil
+			}
+		}
+	}
+	if rev := p.Rev(); rev > 0 {
+		return rev, nil
+	}
+	// Nothing was asked (an empty range): still report a revision.
+	resp, err := kv.Get(ctx, start, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("scan %q: %w", start, err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// A RangePager reads the keys in [start, end) in key order as ScanRange
+// does, a response at a time, for a caller that works page by page or
+// skips keys. At a revision (given, or that of its first request) it
+// returns exactly the keys of that revision. At LatestRev each request
+// reads the latest revision: the stretches still follow one another, so
+// a key that exists throughout the scan is returned exactly once, and one
+// written or deleted during it at most once, as when paging with one
+// fixed end at the latest revision.
+type RangePager struct {
+	kv         clientv3.KV
+	start, end string
+	from       string
+	rev, read  int64
+	latest     bool
+	pageSize   int64
+	keysOnly   bool
+	span       float64 // the next stretch's log2 width (0: the whole range)
+	empty      int     // consecutive requests that found no key
+	// base is the prefix start and end share, which every key of the
+	// range holds; num numbers what follows it, in the bytes seen (seen)
+	// in the keys read so far.
+	base string
+	seen [256]bool
+	num  *numbering
+}
+
+// NewRangePager returns a pager over [start, end) of pageSize keys (500
+// when zero or less) a request, at revision rev (0: that of its first
+// request; LatestRev: each request's own).
+func NewRangePager(kv clientv3.KV, start, end string, rev, pageSize int64) *RangePager {
 	if pageSize <= 0 {
 		pageSize = defaultScanPage
 	}
-	from := start
-	span := 0.0 // the whole key space: the first request covers [start, end)
-	empty := 0  // consecutive requests that found no key
-	for from < end {
-		to, ok := stretchEnd(from, span)
-		if !ok || to > end {
-			to = end
+	p := &RangePager{kv: kv, start: start, end: end, from: start, rev: rev, pageSize: pageSize, num: escapedKeys}
+	l := 0
+	for l < len(start) && l < len(end) && start[l] == end[l] {
+		l++
+	}
+	p.base = start[:l]
+	// The lowest byte makes the key after a page's last exact; the highest
+	// makes any byte not seen yet read as a byte above it, never below.
+	p.seen[0], p.seen[255] = true, true
+	if rev < 0 {
+		p.rev, p.latest = 0, true
+	}
+	return p
+}
+
+// KeysOnly makes the pager read keys without their values.
+func (p *RangePager) KeysOnly() *RangePager {
+	p.keysOnly = true
+	return p
+}
+
+// SkipTo moves the pager to key: the keys it returns next are at or after
+// key. A key at or before where it stands changes nothing.
+func (p *RangePager) SkipTo(key string) {
+	if key > p.from {
+		p.from = key
+	}
+}
+
+// Rev returns the revision the pager reads at; for LatestRev, the one its
+// last request read. It is 0 while no request was made and none was given.
+func (p *RangePager) Rev() int64 {
+	if p.rev > 0 {
+		return p.rev
+	}
+	return p.read
+}
+
+// Next returns the next keys of the range, at most the page size, and the
+// revision they were read at; no keys once the range is read. A request
+// covers one stretch: a stretch that holds no key is passed over within
+// the call.
+func (p *RangePager) Next(ctx context.Context) ([]*mvccpb.KeyValue, int64, error) {
+	for p.from < p.end {
+		to, ok := p.stretchEnd()
+		if !ok || to > p.end {
+			to = p.end
 		}
-		opts := []clientv3.OpOption{clientv3.WithRange(to), clientv3.WithLimit(pageSize)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
+		opts := []clientv3.OpOption{clientv3.WithRange(to), clientv3.WithLimit(p.pageSize)}
+		if p.rev > 0 {
+			opts = append(opts, clientv3.WithRev(p.rev))
 		}
-		resp, err := kv.Get(ctx, from, opts...)
+		if p.keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		resp, err := p.kv.Get(ctx, p.from, opts...)
 		if err != nil {
-			return 0, fmt.Errorf("scan %q: %w", start, err)
+			return nil, 0, fmt.Errorf("scan %q: %w", p.start, err)
 		}
-		if rev == 0 {
-			rev = resp.Header.Revision
+		p.read = resp.Header.Revision
+		if p.rev > 0 {
+			p.read = p.rev
+		} else if !p.latest {
+			p.rev = p.read
 		}
-		for _, kv := range resp.Kvs {
-			if !fn(kv) {
-				return rev, nil
-			}
-		}
-		if resp.More && len(resp.Kvs) > 0 {
+		kvs := resp.Kvs
+		p.learn(kvs)
+		if resp.More && len(kvs) > 0 {
 			// A full page: the next stretch is as wide as this page's keys.
-			first, last := resp.Kvs[0].Key, resp.Kvs[len(resp.Kvs)-1].Key
-			span, empty = escapedKeys.extent(string(first), string(last)), 0
-			from = string(last) + "\x00"
-			continue
+			first, last := string(kvs[0].Key), string(kvs[len(kvs)-1].Key)
+			p.span, p.empty = p.num.extent(first[len(p.base):], last[len(p.base):]), 0
+			p.from = last + "\x00"
+			return kvs, p.read, nil
 		}
 		// [from, to) is read whole. Widen the next stretch: at most
 		// twofold after a short page, and after empty ones by a factor
@@ -83,27 +191,22 @@ func ScanRange(ctx context.Context, kv clientv3.KV, start, end string, rev, page
 		// the keys is crossed in few requests without leaping far into
 		// the keys beyond it.
 		growth := 0.0
-		switch n := len(resp.Kvs); {
+		switch n := len(kvs); {
 		case n == 0:
-			empty++
-			growth = float64(min(empty, maxGrowth))
-		case 2*int64(n) < pageSize:
-			empty, growth = 0, 1
+			p.empty++
+			growth = float64(min(p.empty, maxGrowth))
+		case 2*int64(n) < p.pageSize:
+			p.empty, growth = 0, 1
 		default:
-			empty = 0
+			p.empty = 0
 		}
-		span = min(0, span+growth)
-		from = to
-	}
-	if rev == 0 {
-		// Nothing was asked (an empty range): still report a revision.
-		resp, err := kv.Get(ctx, start, clientv3.WithCountOnly())
-		if err != nil {
-			return 0, fmt.Errorf("scan %q: %w", start, err)
+		p.span = min(0, p.span+growth)
+		p.from = to
+		if len(kvs) > 0 {
+			return kvs, p.read, nil
 		}
-		rev = resp.Header.Revision
 	}
-	return rev, nil
+	return nil, p.Rev(), nil
 }
 
 // A numbering reads keys as fractions in some base: digit maps a byte to
@@ -129,8 +232,8 @@ func newNumbering(alphabet string) *numbering {
 }
 
 // escapedKeys numbers keys made of path-escaped parts and '/' (every
-// sweepgate key past its prefix), so that a stretch's width counts only
-// the bytes such keys hold; rawKeys numbers any bytes.
+// sweepgate key past its prefix): a pager's numbering until it has read a
+// key; rawKeys numbers any bytes.
 var (
 	escapedKeys = newNumbering("$%&+-./0123456789:=@ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz~")
 	rawKeys     = func() *numbering {
@@ -198,12 +301,42 @@ func (n *numbering) keyAfter(from string, span float64) (string, bool) {
 	return string(key), true
 }
 
-// stretchEnd returns where a stretch of log2 width span past from ends,
-// in the numbering of escaped keys when that gives a key past from, else
-// in raw bytes.
-func stretchEnd(from string, span float64) (string, bool) {
-	if to, ok := escapedKeys.keyAfter(from, span); !ok || to > from {
-		return to, ok
+// learn adds the bytes that kvs hold past the base to those the pager
+// numbers keys in.
+func (p *RangePager) learn(kvs []*mvccpb.KeyValue) {
+	grew := false
+	for _, kv := range kvs {
+		if len(kv.Key) < len(p.base) {
+			continue // not in the range: etcd returns none such
+		}
+		for _, b := range kv.Key[len(p.base):] {
+			if !p.seen[b] {
+				p.seen[b], grew = true, true
+			}
+		}
 	}
-	return rawKeys.keyAfter(from, span)
+	if grew {
+		var alphabet []byte
+		for b, ok := range p.seen {
+			if ok {
+				alphabet = append(alphabet, byte(b))
+			}
+		}
+		p.num = newNumbering(string(alphabet))
+	}
+}
+
+// stretchEnd returns where a stretch of log2 width span past from ends,
+// in the pager's numbering when that gives a key past from, else in raw
+// bytes; ok is false when the stretch runs to the end of the range.
+func (p *RangePager) stretchEnd() (string, bool) {
+	if len(p.from) < len(p.base) || p.from[:len(p.base)] != p.base {
+		return "", false // not in the range: the rest of it is asked for
+	}
+	from := p.from[len(p.base):]
+	to, ok := p.num.keyAfter(from, p.span)
+	if ok && to <= from {
+		to, ok = rawKeys.keyAfter(from, p.span)
+	}
+	return p.base + to, ok
 }

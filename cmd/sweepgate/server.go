@@ -122,6 +122,7 @@ func (s *server) openStore(ctx context.Context) error {
 	}
 	s.etcd = etcdClient
 	s.closers = append(s.closers, func() { etcdClient.Close() })
+	s.reg.MustRegister(etcdstore.NewStatusCollector(etcdClient, s.endpoints))
 	keys, _ := etcdstore.NewKeys(cfg.Etcd.Prefix) // config validated the prefix
 	actx, cancel := context.WithTimeout(ctx, cfg.Etcd.DialTimeout)
 	defer cancel()

@@ -1,7 +1,8 @@
 // Package audit writes the one log line that every destructive action in
 // sweepgate leaves: a client's abort, the reclaimer's mark or delete, an
 // operator's adoption, restore or confirmed delete. Every such line has the
-// message "audit" at INFO with the same attribute names, so one query over
+// message "audit" at INFO with the same attribute names (KeepAudit keeps them
+// whatever the log level), so one query over
 // the logs selects every destructive action and says what was acted on and
 // why.
 package audit
@@ -45,7 +46,7 @@ const (
 // attrs, which name who acted (a principal, or a term and pass). log should
 // carry the request's id when a client's request caused the action.
 func Record(log *slog.Logger, action Action, what, why string, attrs ...any) {
-	log.Info("audit", append([]any{"action", string(action), "what", what, "why", why}, attrs...)...)
+	log.Info(message, append([]any{"action", string(action), "what", what, "why", why}, attrs...)...)
 }
 
 // Upload names an upload in audit lines the way the CLI takes it back:

@@ -353,7 +353,7 @@ func Settings() []Setting {
 			"Log format: text or json.",
 			func(c *Config) any { return &c.Log.Format }),
 		setting("log.level", "LEVEL", "info",
-			"Least severe level logged: debug, info, warn or error.",
+			"Least severe level logged: debug, info, warn or error. Audit lines (message \"audit\": every deletion, abort, mark, adoption, restore and resume) are written at every level.",
 			func(c *Config) any { return &c.Log.Level }),
 	}
 }

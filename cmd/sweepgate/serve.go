@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/config"
 )
 
@@ -89,12 +90,15 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 	return exitOK
 }
 
+// newLogger returns serve's logger: cfg's format, and cfg's level for
+// every line but the audit lines, which no level drops.
 func newLogger(w io.Writer, cfg *config.Config) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.LogLevel()}
+	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(audit.KeepAudit(h, cfg.LogLevel()))
 }
 
 // runServe runs the gateway until ctx is done or something it depends on

@@ -48,6 +48,11 @@ type digestSlice struct {
 	CyclePass    int64     `json:"cycle_pass"`
 	// Prev is the coverage record as the sweep found it.
 	Prev etcdstore.Coverage `json:"prev"`
+	// Wrapped: the sweep completed the cycle with budget left and went on
+	// from the first namespace, beginning the next cycle (see wrapSlice);
+	// Before is what it listed before.
+	Wrapped bool  `json:"wrapped,omitempty"`
+	Before  int64 `json:"before,omitempty"`
 }
 
 // digestPos is a position in the namespaces: after key After of the
@@ -124,6 +129,42 @@ func (s *digestSweep) advances() bool {
 	return s.cur.Slice != nil && !s.dry && !kept && s.cur.Phase == digestPhasePrune
 }
 
+// wrapSlice goes on from the first namespace when the tombstone phase
+// of a bounded sweep reached the end of the last one with budget left, so
+// that every sweep but the first of all judges a full slice (the breaker
+// judges a slice on its own): the cycle is complete, and the rest of the
+// budget begins the next one. It does not wrap when the rest could reach
+// back to where the sweep started (the cycle's earlier sweeps listed no
+// more than the rest), which would judge the same blobs twice.
+func (s *digestSweep) wrapSlice() bool {
+	sl := s.cur.Slice
+	if sl == nil || sl.Wrapped || sl.From == (digestPos{}) || sl.Prev.CycleListed <= sl.Budget-sl.Listed {
+		return false
+	}
+	sl.Wrapped, sl.Before = true, sl.Listed
+	s.cur.NS, s.cur.After = 0, ""
+	return true
+}
+
+// coverage is the coverage record after the sweep, which stands at pos
+// (end: past the last namespace).
+func (s *digestSweep) coverage(pos digestPos, end bool) etcdstore.Coverage {
+	sl := s.cur.Slice
+	next, _ := json.Marshal(pos) // plain data always marshals
+	step := etcdstore.CoverageStep{Next: next, CycleStarted: sl.CycleStarted, CyclePass: sl.CyclePass, Completed: end,
+		Listed: sl.Listed, Pass: s.cur.Pass, Term: s.term.N, At: s.clock().UTC()}
+	c := sl.Prev
+	if sl.Wrapped {
+		first := step
+		first.Completed = true
+		c = c.Advanced(first)
+		step.CycleStarted, step.CyclePass, step.Listed = s.now, s.cur.Pass, sl.Listed-sl.Before
+	}
+	c = c.Advanced(step)
+	c.Sweep = CursorName
+	return c
+}
+
 // endSlice records the sweep's slice in its report and, when the sweep
 // advances, moves the coverage record with the cursor.
 func (s *digestSweep) endSlice(ctx context.Context) error {
@@ -134,16 +175,17 @@ func (s *digestSweep) endSlice(ctx context.Context) error {
 	pos, end := s.at()
 	adv := s.advances()
 	rep := &sweep.Slice{Budget: sl.Budget, Listed: sl.Listed, From: sl.From.String(), To: pos.String(),
-		CompletedCycle: end, CycleStarted: sl.CycleStarted, Covered: sl.Prev.Covered, Cycles: sl.Prev.Cycles, Advanced: adv}
-	if end && (adv || s.dry) {
-		rep.Covered, rep.Cycles = sl.CycleStarted, sl.Prev.Cycles+1
+		CompletedCycle: end || sl.Wrapped, CycleStarted: sl.CycleStarted, Covered: sl.Prev.Covered, Cycles: sl.Prev.Cycles, Advanced: adv}
+	if sl.Wrapped {
+		rep.CycleStarted = s.now
+	}
+	cov := s.coverage(pos, end)
+	if adv || s.dry {
+		rep.Covered, rep.Cycles = cov.Covered, cov.Cycles
 	}
 	s.cur.Report.Slice = rep
 	if !adv {
 		return s.save(ctx)
 	}
-	next, _ := json.Marshal(pos) // plain data always marshals
-	cov := sl.Prev.Advanced(next, end, sl.CycleStarted, sl.CyclePass, s.cur.Pass, s.term.N, s.clock().UTC())
-	cov.Sweep = CursorName
 	return s.save(ctx, s.keys().CoverageOp(cov))
 }

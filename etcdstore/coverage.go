@@ -42,6 +42,8 @@ type Coverage struct {
 	Covered     time.Time `json:"covered,omitzero"`
 	CoveredPass int64     `json:"covered_pass,omitempty"`
 	Cycles      int64     `json:"cycles,omitempty"`
+	// CycleListed counts what the passes of the cycle in progress listed.
+	CycleListed int64 `json:"cycle_listed,omitempty"`
 	// Pass, Term and At are those of the pass that wrote the record.
 	Pass int64     `json:"pass"`
 	Term int64     `json:"term"`
@@ -76,18 +78,32 @@ func (s *Store) GetCoverage(ctx context.Context, sweep string) (c Coverage, ok b
 	return c, true, nil
 }
 
-// Advanced is the record a bounded pass writes once it ran to its end: it
-// started the cycle at cycleStarted (pass cyclePass) and stopped at next,
-// or completed the cycle (next is then ignored: the next pass starts at
-// the start of the keyspace).
-func (c Coverage) Advanced(next json.RawMessage, completed bool, cycleStarted time.Time, cyclePass, pass, term int64, at time.Time) Coverage {
-	c.Pass, c.Term, c.At = pass, term, at
-	if completed {
-		c.Next, c.CycleStarted, c.CyclePass = nil, time.Time{}, 0
-		c.Covered, c.CoveredPass = cycleStarted, pass
-		c.Cycles++
+// CoverageStep is what one bounded pass did of its sweep's keyspace.
+type CoverageStep struct {
+	// Next is where the next pass starts (nil: the start of the keyspace).
+	Next json.RawMessage
+	// CycleStarted and CyclePass are those of the cycle the pass worked
+	// in (it began, or went on with); Completed says it reached the end.
+	CycleStarted time.Time
+	CyclePass    int64
+	Completed    bool
+	// Listed counts what the pass listed in the cycle it ends in.
+	Listed int64
+	// Pass, Term and At are the pass's.
+	Pass, Term int64
+	At         time.Time
+}
+
+// Advanced is the record after step.
+func (c Coverage) Advanced(step CoverageStep) Coverage {
+	c.Pass, c.Term, c.At = step.Pass, step.Term, step.At
+	if !step.Completed {
+		c.Next, c.CycleStarted, c.CyclePass = step.Next, step.CycleStarted, step.CyclePass
+		c.CycleListed += step.Listed
 		return c
 	}
-	c.Next, c.CycleStarted, c.CyclePass = next, cycleStarted, cyclePass
+	c.Covered, c.CoveredPass = step.CycleStarted, step.Pass
+	c.Cycles++
+	c.Next, c.CycleStarted, c.CyclePass, c.CycleListed = nil, time.Time{}, 0, 0
 	return c
 }

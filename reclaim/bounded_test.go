@@ -97,10 +97,11 @@ func (e *env) cycle(r *reclaim.Reclaimer, maxPasses int) ([]reclaim.Report, []st
 }
 
 // TestBoundedPassesCoverTheKeyspace runs passes of at most five uploads
-// over twelve in two buckets, none with a session, so that each pass holds
-// exactly what it listed: each cycle lists every upload exactly once, and
-// the time the keyspace was last covered moves only when a cycle
-// completes, to the clock of the pass that began it.
+// over thirteen in two buckets, none with a session, so that each pass
+// holds exactly what it listed: the passes list the keyspace in order, five
+// each, the pass that reaches the end going on from the start (every
+// upload once per cycle), and the time the keyspace was last covered moves
+// only when a cycle completes, to the clock of the pass that began it.
 func TestBoundedPassesCoverTheKeyspace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -118,38 +119,49 @@ func TestBoundedPassesCoverTheKeyspace(t *testing.T) {
 	cfg.Metrics = reg
 	r := e.start(cfg)
 
-	one, listed := e.cycle(r, 5)
-	if !slices.Equal(listed, all) {
-		t.Fatalf("cycle one listed %v, the backend holds %v", listed, all)
+	var reps []reclaim.Report
+	var seq []string
+	for i := range 6 {
+		rep := e.mustPass(r)
+		got, s := orphansOf(rep), rep.Slice
+		if s == nil || s.Listed != 5 || int64(len(got)) != s.Listed || !s.Advanced {
+			t.Fatalf("pass %d held %v, slice %+v; want five uploads", rep.Pass, got, s)
+		}
+		if i > 0 && s.From != reps[i-1].Slice.To {
+			t.Fatalf("pass %d started at %q, the pass before stopped at %q", rep.Pass, s.From, reps[i-1].Slice.To)
+		}
+		for j, u := range got {
+			if want := all[(len(seq)+j)%len(all)]; u != want {
+				t.Fatalf("pass %d listed %s as its upload %d, want %s: every cycle lists the keyspace once, in order", rep.Pass, u, j, want)
+			}
+		}
+		ended := (len(seq)+len(got))/len(all) > len(seq)/len(all)
+		seq = append(seq, got...)
+		if s.CompletedCycle != ended {
+			t.Errorf("pass %d completed a cycle: %v, want %v", rep.Pass, s.CompletedCycle, ended)
+		}
+		reps = append(reps, rep)
+		e.clock.Advance(time.Minute)
 	}
-	if len(one) != 3 {
-		t.Errorf("cycle one took %d passes, want 3 (5 + 5 + 3 uploads)", len(one))
+	// Cycles: passes 1 to 3 (which goes on from the start), then 3 to 6.
+	for i, want := range []time.Time{{}, {}, reps[0].Clock, reps[0].Clock, reps[0].Clock, reps[2].Clock} {
+		if got := reps[i].Slice.Covered; !got.Equal(want) {
+			t.Errorf("pass %d says the keyspace was covered %s, want %s", reps[i].Pass, got, want)
+		}
 	}
-	last := one[len(one)-1].Slice
-	if !last.Covered.Equal(one[0].Clock) || last.Cycles != 1 || !one[0].Slice.Covered.IsZero() {
-		t.Errorf("after cycle one covered %s (cycles %d), want the clock of its first pass %s", last.Covered, last.Cycles, one[0].Clock)
-	}
-	if got := metric(t, reg, "sweepgate_reclaim_covered_timestamp_seconds", "sweep", "uploads"); got != float64(one[0].Clock.Unix()) {
-		t.Errorf("covered_timestamp_seconds = %v, want %d", got, one[0].Clock.Unix())
-	}
-	e.clock.Advance(time.Hour)
-	two, listed := e.cycle(r, 5)
-	if !slices.Equal(listed, all) {
-		t.Fatalf("cycle two listed %v, the backend holds %v", listed, all)
-	}
-	if c := two[len(two)-1].Slice; !c.Covered.Equal(two[0].Clock) || c.Cycles != 2 || !two[0].Slice.Covered.Equal(one[0].Clock) {
-		t.Errorf("cycle two: first pass covered %s, last %s (cycles %d); want %s then %s", two[0].Slice.Covered, c.Covered, c.Cycles, one[0].Clock, two[0].Clock)
+	if got := metric(t, reg, "sweepgate_reclaim_covered_timestamp_seconds", "sweep", "uploads"); got != float64(reps[2].Clock.Unix()) {
+		t.Errorf("covered_timestamp_seconds = %v, want %d", got, reps[2].Clock.Unix())
 	}
 	cov, ok, err := e.store.GetCoverage(t.Context(), "uploads")
-	if err != nil || !ok || !cov.Covered.Equal(two[0].Clock) || len(cov.Next) != 0 || cov.Cycles != 2 {
-		t.Errorf("coverage record %+v (%v, %v) after two cycles", cov, ok, err)
+	if err != nil || !ok || !cov.Covered.Equal(reps[2].Clock) || cov.Cycles != 2 || !cov.CycleStarted.Equal(reps[5].Clock) || cov.CycleListed != 4 {
+		t.Errorf("coverage record %+v (%v, %v) after six passes", cov, ok, err)
 	}
 }
 
 // TestBoundedPassesReclaimEverySlice runs passes of at most five uploads
-// over abandoned, live and ownerless uploads in two buckets: the abandoned
-// ones of every slice are marked in the first cycle and deleted in the
-// second, and nothing live or held is deleted.
+// over abandoned, live and ownerless uploads in two buckets: every
+// abandoned upload is marked once and then deleted, whatever slice it is
+// in, and nothing live or held is deleted.
 func TestBoundedPassesReclaimEverySlice(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -172,23 +184,21 @@ func TestBoundedPassesReclaimEverySlice(t *testing.T) {
 		}
 	}
 	r := e.start(e.boundedConfig(5))
-	passes := func() (marked, deleted, held int64) {
-		for {
-			rep := e.mustPass(r)
-			marked += rep.Acted.Marked.Sessions
-			deleted += rep.Acted.Deleted.Sessions
-			held += rep.Totals.Orphans
-			if rep.Slice.CompletedCycle {
-				return marked, deleted, held
+	var marked, deleted int64
+	for i := range 9 {
+		rep := e.mustPass(r)
+		marked += rep.Acted.Marked.Sessions
+		deleted += rep.Acted.Deleted.Sessions
+		if i == 2 {
+			// A cycle is complete: every abandoned upload is marked.
+			if marked != 4 || deleted != 0 {
+				t.Fatalf("after the first cycle %d marked and %d deleted, want 4 and 0", marked, deleted)
 			}
+			e.clock.Advance(13 * time.Hour)
 		}
 	}
-	if m, d, h := passes(); m != 4 || d != 0 || h != 4 {
-		t.Errorf("cycle one marked %d, deleted %d and held %d uploads; want 4, 0 and 4", m, d, h)
-	}
-	e.clock.Advance(13 * time.Hour)
-	if m, d, h := passes(); m != 0 || d != 4 || h != 4 {
-		t.Errorf("cycle two marked %d, deleted %d and held %d uploads; want 0, 4 and 4", m, d, h)
+	if marked != 4 || deleted != 4 {
+		t.Errorf("nine passes marked %d and deleted %d uploads, want 4 and 4", marked, deleted)
 	}
 	for _, u := range ups {
 		gone := e.partsOnMinIO(u.bucket, u.key, u.id) == -1

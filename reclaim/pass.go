@@ -124,7 +124,7 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 	// the pause and the breaker again, with the settings of now, before it
 	// acts on the rest of its plan.
 	if p.cur.Phase == phaseInventory {
-		if err := p.sliceWalked(p.inv.walk(ctx, p.cur.Pos, p)); err != nil {
+		if err := p.walkSlice(ctx); err != nil {
 			if sweep.IsCompacted(err) {
 				err = sweep.Abandon(fmt.Errorf("etcd revision %d, which this pass reads sessions at, was compacted; the next pass starts over: %w", p.cur.Rev, err))
 			}

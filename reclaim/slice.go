@@ -41,6 +41,11 @@ type slice struct {
 	CyclePass    int64     `json:"cycle_pass"`
 	// Prev is the coverage record as the pass found it.
 	Prev etcdstore.Coverage `json:"prev"`
+	// Wrapped: the pass completed the cycle with budget left and went on
+	// from the start, beginning the next cycle at its own clock (see
+	// wrap); Before is what it listed before.
+	Wrapped bool  `json:"wrapped,omitempty"`
+	Before  int64 `json:"before,omitempty"`
 }
 
 // errSliceFull stops the inventory of a bounded pass: it listed its
@@ -91,7 +96,57 @@ func (p *pass) advances(refused, stopped string) bool {
 func (p *pass) coverage() etcdstore.Coverage {
 	s := p.cur.Slice
 	next, _ := json.Marshal(p.cur.Pos) // plain data always marshals
-	return s.Prev.Advanced(next, p.cur.Pos.Finished, s.CycleStarted, s.CyclePass, p.cur.Pass, p.term.N, p.r.now().UTC())
+	done := p.cur.Pos.Finished
+	step := etcdstore.CoverageStep{Next: next, CycleStarted: s.CycleStarted, CyclePass: s.CyclePass, Completed: done,
+		Listed: p.cur.Tally.Listed, Pass: p.cur.Pass, Term: p.term.N, At: p.r.now().UTC()}
+	if !s.Wrapped {
+		return s.Prev.Advanced(step)
+	}
+	// The cycle it found was completed before the wrap; the one it began
+	// is completed too only if the rest of the budget reached the end.
+	first := step
+	first.Completed = true
+	c := s.Prev.Advanced(first)
+	step.CycleStarted, step.CyclePass, step.Listed = p.cur.Now, p.cur.Pass, p.cur.Tally.Listed-s.Before
+	return c.Advanced(step)
+}
+
+// wrap goes on from the start of the keyspace when a bounded pass
+// reached its end with budget left, so that every pass but the first of
+// all judges a full slice (the breaker judges a slice on its own): the
+// cycle is complete, and the rest of the budget begins the next one. It
+// does not wrap when the rest could reach back to where the pass started
+// (the cycle's earlier passes listed no more than the rest of the budget),
+// which would list the same uploads twice in one pass.
+func (p *pass) wrap(ctx context.Context) (bool, error) {
+	s := p.cur.Slice
+	if s == nil || s.Wrapped || !p.cur.Pos.Finished || s.From == (position{}) {
+		return false, nil
+	}
+	if left := s.Budget - p.cur.Tally.Listed; left <= 0 || s.Prev.CycleListed <= left {
+		return false, nil
+	}
+	s.Wrapped, s.Before = true, p.cur.Tally.Listed
+	p.cur.Pos = position{}
+	if p.dry {
+		return true, nil
+	}
+	_, err := fencedTxn(ctx, p.r.cli(), p.term, nil, cursorOp(p.r.keys(), &p.cur))
+	return err == nil, err
+}
+
+// walkSlice runs the inventory from the cursor and, when the pass wraps,
+// once more from the start.
+func (p *pass) walkSlice(ctx context.Context) error {
+	err := p.sliceWalked(p.inv.walk(ctx, p.cur.Pos, p))
+	if err != nil {
+		return err
+	}
+	wrapped, err := p.wrap(ctx)
+	if err != nil || !wrapped {
+		return err
+	}
+	return p.sliceWalked(p.inv.walk(ctx, p.cur.Pos, p))
 }
 
 // coverageOps is the write of the coverage record that goes with the
@@ -110,17 +165,21 @@ func (p *pass) sliceReport(refused, stopped string) *sweep.Slice {
 	if s == nil {
 		return nil
 	}
-	done := p.cur.Pos.Finished
+	done := p.cur.Pos.Finished || s.Wrapped
 	out := &sweep.Slice{
 		Budget: s.Budget, Listed: p.cur.Tally.Listed, From: s.From.String(), To: p.cur.Pos.String(),
 		CompletedCycle: done, CycleStarted: s.CycleStarted, Covered: s.Prev.Covered, Cycles: s.Prev.Cycles,
 		Advanced: p.advances(refused, stopped),
 	}
-	if done {
+	if p.cur.Pos.Finished {
 		out.To = ""
-		if out.Advanced || p.dry {
-			out.Covered, out.Cycles = s.CycleStarted, s.Prev.Cycles+1
-		}
+	}
+	if s.Wrapped {
+		out.CycleStarted = p.cur.Now
+	}
+	if out.Advanced || p.dry {
+		c := p.coverage()
+		out.Covered, out.Cycles = c.Covered, c.Cycles
 	}
 	return out
 }

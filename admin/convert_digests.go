@@ -41,6 +41,7 @@ func fromDigestReport(in digests.Report) adminapi.DigestReport {
 		Rebuild:         fromDigestRebuild(in.Rebuild),
 		Pruned:          fromPruned(in.Pruned),
 		Tombstones:      stringKeys(in.Tombstones),
+		Slice:           convertPtr(in.Slice, fromSlice),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // Conversions from the reclaimer's pass reports, progress and leader to
@@ -35,6 +36,21 @@ func fromReport(in reclaim.Report) adminapi.Report {
 		Totals:    fromListTotals(in.Totals),
 		Reconcile: convertPtr(in.Reconcile, fromReconcileReport),
 		Digests:   convertPtr(in.Digests, fromDigestReport),
+		Slice:     convertPtr(in.Slice, fromSlice),
+	}
+}
+
+func fromSlice(in sweep.Slice) adminapi.Slice {
+	return adminapi.Slice{
+		Budget:         in.Budget,
+		Listed:         in.Listed,
+		From:           in.From,
+		To:             in.To,
+		CompletedCycle: in.CompletedCycle,
+		CycleStarted:   in.CycleStarted,
+		Covered:        in.Covered,
+		Cycles:         in.Cycles,
+		Advanced:       in.Advanced,
 	}
 }
 

@@ -87,6 +87,7 @@ type Reclaim struct {
 	BackendTimeout           time.Duration
 	ElectionTTL              time.Duration
 	MissingCheckBudget       int64
+	PassUploads              int64
 }
 
 // Digests configures digest reclamation (docs/digests.md): the
@@ -133,6 +134,8 @@ type Digests struct {
 	// DeleteParallel is how many DeleteObjects requests of the collector
 	// are in flight at once.
 	DeleteParallel int64
+	// PassBlobs bounds the objects one digest pass lists; 0 lists all.
+	PassBlobs int64
 }
 
 // DigestNamespace is one configured CAS namespace: a bucket prefix whose

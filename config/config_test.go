@@ -357,6 +357,8 @@ func TestValidation(t *testing.T) {
 		{"reclaim election ttl short", []string{"--reclaim-election-ttl=500ms"}, []string{"reclaim.election_ttl", "at least 1s"}},
 		{"reclaim election ttl fraction", []string{"--reclaim-election-ttl=1500ms"}, []string{"reclaim.election_ttl", "whole seconds"}},
 		{"reclaim missing budget", []string{"--reclaim-missing-check-budget=0"}, []string{"reclaim.missing_check_budget"}},
+		{"reclaim pass uploads negative", []string{"--reclaim-pass-uploads=-1"}, []string{"reclaim.pass_uploads", "must not be negative"}},
+		{"digests pass blobs below a page", []string{"--reclaim-batch-size=100", "--digests-pass-blobs=99"}, []string{"digests.pass_blobs", "at least reclaim.batch_size (100)", "got 99"}},
 		{"several at once", []string{"--log-level=verbose", "--log-format=xml", "--listen=x"}, []string{"log.level", "log.format", "listen"}},
 	}
 	for _, tt := range tests {

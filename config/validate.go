@@ -283,6 +283,9 @@ func (c *Config) validateReclaim() []error {
 	if r.MissingCheckBudget < 1 {
 		bad("reclaim.missing_check_budget", "must be 1 or more, got %d", r.MissingCheckBudget)
 	}
+	if r.PassUploads < 0 {
+		bad("reclaim.pass_uploads", "must not be negative (0 lists every upload in every pass), got %d", r.PassUploads)
+	}
 	return errs
 }
 
@@ -323,6 +326,9 @@ func (c *Config) validateDigests() []error {
 	}
 	if d.DeleteParallel < 1 {
 		bad("digests.delete_parallel", "must be at least 1, got %d", d.DeleteParallel)
+	}
+	if d.PassBlobs != 0 && d.PassBlobs < c.Reclaim.BatchSize {
+		bad("digests.pass_blobs", "must be 0 (every namespace in every pass) or at least reclaim.batch_size (%d): a pass lists whole pages; got %d", c.Reclaim.BatchSize, d.PassBlobs)
 	}
 	if d.RebuildInterval < 0 {
 		bad("digests.rebuild_interval", "must not be negative (0 rebuilds before every pass), got %s", d.RebuildInterval)

@@ -26,6 +26,8 @@ const (
 	// DefaultDeleteParallel is how many DeleteObjects requests the
 	// collector has in flight at once.
 	DefaultDeleteParallel = 4
+	// DefaultPassBlobs lists every namespace in every pass.
+	DefaultPassBlobs = 0
 )
 
 // Fallbacks for the reclaimer's settings the sweep measures guards with,
@@ -100,6 +102,9 @@ type SweepConfig struct {
 	// DeleteParallel is how many DeleteObjects requests (of up to 1000
 	// blobs of one bucket each) the collector has in flight at once.
 	DeleteParallel int
+	// PassBlobs, when above 0, bounds the objects one pass lists in the
+	// namespaces (see slice.go); 0 lists them all every pass.
+	PassBlobs int64
 }
 
 // withDefaults returns a copy of c with the defaults filled in, or why c

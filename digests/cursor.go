@@ -63,6 +63,9 @@ type digestCursor struct {
 	After   string           `json:"after,omitempty"`
 	Collect string           `json:"collect,omitempty"`
 	Report  Report           `json:"report"`
+	// Slice is a bounded sweep's part of the namespaces (see slice.go);
+	// nil for an unbounded one.
+	Slice *digestSlice `json:"slice,omitempty"`
 }
 
 // rebuildState is the rebuild's part of the cursor. Started is the etcd

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // Report is what the digest sweep of one pass found, decided and did:
@@ -80,6 +81,10 @@ type Report struct {
 	Pruned   Pruned        `json:"pruned"`
 	// Tombstones counts the tombstones by state once the pass is done.
 	Tombstones map[etcdstore.TombstoneState]int64 `json:"tombstones,omitempty"`
+	// Slice is a bounded sweep's part of the namespaces
+	// (digests.pass_blobs): where it started and stopped and when every
+	// namespace was last covered; nil for an unbounded sweep.
+	Slice *sweep.Slice `json:"slice,omitempty"`
 }
 
 // Breaker holds the numbers the digest sweep's plan was checked against:

@@ -3,6 +3,7 @@ package digests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync"
@@ -52,6 +53,9 @@ func NewSweep(cfg SweepConfig, deps SweepDeps) (*Sweep, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if c.PassBlobs > 0 && c.PassBlobs < int64(deps.BatchSize) {
+		return nil, fmt.Errorf("reclaim: digest pass_blobs %d is below the batch size %d: a pass lists whole pages", c.PassBlobs, deps.BatchSize)
 	}
 	s := &Sweep{cfg: c, store: deps.Store, s3: deps.Backend, log: deps.Logger, metrics: deps.Metrics,
 		batch: deps.BatchSize, parallel: deps.Parallel}
@@ -128,6 +132,9 @@ func (s *digestSweep) phases(ctx context.Context) error {
 	if err := s.prune(ctx); err != nil {
 		return err
 	}
+	if err := s.endSlice(ctx); err != nil {
+		return err
+	}
 	s.logReport()
 	return nil
 }
@@ -166,6 +173,9 @@ func (s *digestSweep) begin(ctx context.Context) error {
 		s.cur.Rebuild.Proof = math.MaxInt64
 	}
 	s.cur.Report.Rebuild.Last = last.Finished
+	if err := s.startSlice(ctx); err != nil {
+		return err
+	}
 	return s.save(ctx)
 }
 

@@ -29,7 +29,7 @@ func (s *digestSweep) tombstones(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var ahead <-chan chan judgedPage
-	for s.cur.Report.Kept == "" && s.cur.NS < len(nss) {
+	for s.cur.Report.Kept == "" && !s.sliceFull() && (s.cur.NS < len(nss) || s.wrapSlice()) {
 		ns := &nss[s.cur.NS]
 		if ahead == nil {
 			ahead = s.judgeAhead(lctx, ns, s.cur.After)
@@ -55,6 +55,7 @@ func (s *digestSweep) tombstones(ctx context.Context) error {
 			return err
 		}
 		s.cur.Report.plus(delta)
+		s.sliceListed(page)
 		s.cur.After = page.Next
 		if page.Done {
 			s.cur.NS, s.cur.After = s.cur.NS+1, ""

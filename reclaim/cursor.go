@@ -78,6 +78,9 @@ type cursor struct {
 	Acted   Acted   `json:"acted"`
 	Breaker Breaker `json:"breaker"`
 	Resumed int     `json:"resumed,omitempty"`
+	// Slice is a bounded pass's part of the keyspace (see slice); nil
+	// for an unbounded pass.
+	Slice *slice `json:"slice,omitempty"`
 }
 
 // position is where the inventory stands (see cursor).
@@ -85,6 +88,11 @@ type position struct {
 	Bucket         string `json:"bucket,omitempty"`
 	KeyMarker      string `json:"key_marker,omitempty"`
 	UploadIDMarker string `json:"upload_id_marker,omitempty"`
+	// AfterKey and AfterID: a bounded pass stopped in Bucket after this
+	// upload, in (key, upload id) order, on a backend that answers with
+	// more uploads than asked (see inventory.within).
+	AfterKey string `json:"after_key,omitempty"`
+	AfterID  string `json:"after_id,omitempty"`
 	// Listed: Bucket's uploads are all listed; its sessions without an
 	// upload are still to be found.
 	Listed bool `json:"listed,omitempty"`
@@ -109,6 +117,9 @@ type tally struct {
 	// MissingChecks counts the backend checks spent on sessions without a
 	// listed upload, against the pass's budget.
 	MissingChecks int64 `json:"missing_checks,omitempty"`
+	// Listed counts the uploads the backend's listing returned (a bounded
+	// pass's budget counts them).
+	Listed int64 `json:"listed,omitempty"`
 }
 
 func (t *tally) plus(o tally) {
@@ -120,6 +131,7 @@ func (t *tally) plus(o tally) {
 	t.Totals.MissingUnverified += o.Totals.MissingUnverified
 	t.Totals.Unlisted += o.Totals.Unlisted
 	t.MissingChecks += o.MissingChecks
+	t.Listed += o.Listed
 }
 
 // chunk is one piece of a pass's plan: the actions it decided (marks and

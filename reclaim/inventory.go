@@ -1,9 +1,12 @@
 package reclaim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,6 +69,10 @@ type inventory struct {
 	// orphansOnly: only tell held uploads from the rest (an orphan
 	// listing); no classification, no search for missing uploads.
 	orphansOnly bool
+	// limit, when above 0, is a bounded pass's budget: the inventory
+	// lists at most limit uploads in all (listed counts them, carried
+	// across resumes) and then stops with errSliceFull (see slice.go).
+	limit, listed int64
 }
 
 // handler receives the inventory's results in order. page is called for
@@ -114,10 +121,14 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 	// then: a session whose upload the backend has cannot be told from
 	// those, so it is left alone rather than counted twice (partial).
 	seen := make(map[string]struct{})
-	partial := pos.KeyMarker != "" || pos.Listed
+	partial := pos.KeyMarker != "" || pos.Listed || pos.AfterKey != ""
 	km, um := pos.KeyMarker, pos.UploadIDMarker
 	for !pos.Listed {
-		page, err := inv.s3.ListUploads(ctx, b, km, um, inv.batch)
+		want, err := inv.budget()
+		if err != nil {
+			return err
+		}
+		page, err := inv.s3.ListUploads(ctx, b, km, um, want)
 		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			page, err = s3client.UploadPage{Done: true}, nil
 		}
@@ -125,6 +136,9 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 			return err
 		}
 		next := position{Bucket: b, KeyMarker: page.NextKey, UploadIDMarker: page.NextUploadID}
+		if page, next, err = inv.within(page, pos, next, want); err != nil {
+			return err
+		}
 		if page.Done {
 			next = position{Bucket: b, Listed: true}
 		}
@@ -359,4 +373,57 @@ func (inv *inventory) missingIn(ctx context.Context, bucket string, seen map[str
 		return nil
 	})
 	return missing, unlisted, unverified, err
+}
+
+// budget is how many uploads the next listing page asks for: the batch,
+// or less when a bounded pass has less of its budget left. A spent budget
+// is errSliceFull.
+func (inv *inventory) budget() (int, error) {
+	if inv.limit <= 0 {
+		return inv.batch, nil
+	}
+	left := inv.limit - inv.listed
+	if left <= 0 {
+		return 0, errSliceFull
+	}
+	return int(min(int64(inv.batch), left)), nil
+}
+
+// within cuts a listing page to a bounded pass's budget and counts it;
+// next is where the inventory stands after the page as listed, and the
+// position returned where it stands after the page as cut.
+//
+// A backend that answers with no more uploads than asked is followed by
+// its own markers. One that answers with more (MinIO lists a bucket whole,
+// in no set order, and ignores max-uploads and the markers) is cut in
+// (key, upload id) order instead: the slice takes the first uploads after
+// the last one examined (pos.AfterKey, pos.AfterID), and the next pass
+// asks for the bucket from its start again and skips what lies before.
+func (inv *inventory) within(page s3client.UploadPage, pos, next position, want int) (s3client.UploadPage, position, error) {
+	if inv.limit <= 0 {
+		return page, next, nil
+	}
+	if pos.AfterKey == "" && len(page.Uploads) <= want {
+		inv.listed += int64(len(page.Uploads))
+		return page, next, nil
+	}
+	if !page.Done {
+		return page, next, fmt.Errorf("reclaim: the backend answered a listing of %s with %d uploads, more than the %d asked, and truncated it: a bounded pass cannot tell where it stands (set reclaim.pass_uploads to 0)", pos.Bucket, len(page.Uploads), want)
+	}
+	after := func(u s3client.Upload) bool {
+		return u.Key > pos.AfterKey || u.Key == pos.AfterKey && u.UploadID > pos.AfterID
+	}
+	ups := slices.DeleteFunc(slices.Clone(page.Uploads), func(u s3client.Upload) bool { return !after(u) })
+	slices.SortFunc(ups, func(a, b s3client.Upload) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), strings.Compare(a.UploadID, b.UploadID))
+	})
+	if len(ups) > want {
+		ups = ups[:want]
+		last := ups[len(ups)-1]
+		page.Done = false
+		next = position{Bucket: pos.Bucket, AfterKey: last.Key, AfterID: last.UploadID}
+	}
+	page.Uploads = ups
+	inv.listed += int64(len(ups))
+	return page, next, nil
 }

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // metrics are the reclaimer's series. Labels are results, verdicts and
@@ -38,6 +41,9 @@ type metrics struct {
 
 	// paused is 1 for a sweep that its breaker paused, by sweep.
 	paused *prometheus.GaugeVec
+	// covered is when a sweep's bounded passes last covered its whole
+	// keyspace, by sweep.
+	covered *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -87,11 +93,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "References the rebuild found in reference objects written around the gateway: a producer it does not know about. They are retained."}),
 		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "paused",
 			Help: "1 while a sweep (uploads, digests) is paused because its breaker refused a plan: it marks and deletes nothing until a person runs 'sweepgate reclaim resume'. Set by the leader after each pass, and by the process that resumes."}, []string{"sweep"}),
+		covered: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "covered_timestamp_seconds",
+			Help: "With bounded passes (reclaim.pass_uploads, digests.pass_blobs), when a sweep (uploads, digests) last covered its whole keyspace: the clock of the pass that began its last complete cycle, so everything older was listed since; 0 before the first complete cycle. Set by the leader after each pass."}, []string{"sweep"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.actedParts, m.actedBytes, m.refusals,
 			m.orphans, m.orphanParts, m.oldestOrphan, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished, m.aroundGateway,
-			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs, m.paused)
+			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs, m.paused, m.covered)
 	}
 	// Every result and outcome is exported from the start, at 0: rate()
 	// and increase() see nothing of a series' first sample, so the first
@@ -148,7 +156,23 @@ func (m *metrics) pass(rep Report, err error, d time.Duration) {
 	m.missing.Set(float64(rep.Totals.Missing))
 	if !rep.DryRun {
 		m.lastFinished.Set(float64(rep.Finished.Unix()))
+		m.setCovered(uploadSweep, rep.Slice)
+		if rep.Digests != nil {
+			m.setCovered(digests.CursorName, rep.Digests.Slice)
+		}
 	}
+}
+
+// setCovered sets the covered gauge of sweep from its slice, if bounded.
+func (m *metrics) setCovered(sweep string, s *sweep.Slice) {
+	if s == nil {
+		return
+	}
+	v := 0.0
+	if !s.Covered.IsZero() {
+		v = float64(s.Covered.Unix())
+	}
+	m.covered.WithLabelValues(sweep).Set(v)
 }
 
 // oldestOrphanAge is the age of the oldest orphan rep lists, 0 when none:

@@ -124,7 +124,7 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 	// the pause and the breaker again, with the settings of now, before it
 	// acts on the rest of its plan.
 	if p.cur.Phase == phaseInventory {
-		if err := p.inv.walk(ctx, p.cur.Pos, p); err != nil {
+		if err := p.walkSlice(ctx); err != nil {
 			if sweep.IsCompacted(err) {
 				err = sweep.Abandon(fmt.Errorf("etcd revision %d, which this pass reads sessions at, was compacted; the next pass starts over: %w", p.cur.Rev, err))
 			}
@@ -197,6 +197,9 @@ func (p *pass) begin(ctx context.Context, started time.Time) error {
 			n = cur.Pass + 1
 		}
 		p.cur = cursor{Pass: n, Term: p.term.N, Started: started, Now: r.now().UTC(), Elapsed: p.elapsed, Rev: rev, Phase: phaseInventory}
+		if err := p.startSlice(ctx); err != nil {
+			return err
+		}
 	}
 	pol := r.policy()
 	pol.Elapsed = p.cur.Elapsed
@@ -204,6 +207,9 @@ func (p *pass) begin(ctx context.Context, started time.Time) error {
 		s3: r.s3, store: r.store, policy: pol, now: p.cur.Now, rev: p.cur.Rev,
 		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel,
 		checkBudget: r.cfg.MissingCheckBudget, missingChecks: p.cur.Tally.MissingChecks,
+	}
+	if p.cur.Slice != nil {
+		p.inv.limit, p.inv.listed = p.cur.Slice.Budget, p.cur.Tally.Listed
 	}
 	if p.dry {
 		return nil
@@ -230,6 +236,9 @@ func (p *pass) page(ctx context.Context, items []item, pos position, final bool)
 	var t tally
 	var c chunk
 	for _, it := range items {
+		if !it.Unlisted {
+			t.Listed++
+		}
 		if it.Vanished {
 			t.Vanished++
 			continue
@@ -380,6 +389,7 @@ func (p *pass) report(ctx context.Context, started time.Time, rec *multipart.Rec
 func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped string, rec *multipart.ReconcileReport) (Report, error) {
 	rep := p.report(ctx, started, rec)
 	rep.Refused, rep.Stopped, rep.Paused = refused, stopped, p.paused
+	rep.Slice = p.sliceReport(refused, stopped)
 	rep.Finished = p.r.now().UTC()
 	p.r.logReport(rep)
 	if p.dry {
@@ -394,6 +404,7 @@ func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped s
 		clientv3.OpDelete(keys.Cursor(uploadSweep)),
 		clientv3.OpDelete(keys.Cursor(digests.CursorName)),
 		clientv3.OpDelete(keys.PlansPrefix(rep.Pass), clientv3.WithPrefix()))
+	ops = append(ops, p.coverageOps(refused, stopped)...)
 	if p.pause != nil && refused != "" {
 		// The refusal pauses the upload sweep with its report, fenced.
 		ops = append(ops, keys.PauseOp(*p.pause))
@@ -424,6 +435,7 @@ func (p *pass) stop(ctx context.Context, started time.Time, cause error, rec *mu
 	}
 	rep := p.report(ctx, started, rec)
 	rep.Stopped = why
+	rep.Slice = p.sliceReport("", why)
 	rep.Finished = p.r.now().UTC()
 	p.r.logReport(rep)
 	if p.dry || p.cur.Pass == 0 || errors.Is(cause, ErrFenced) || ctx.Err() != nil {

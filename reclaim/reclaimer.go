@@ -30,6 +30,8 @@ const (
 	DefaultBackendTimeout     = 30 * time.Second
 	DefaultReconcileAfter     = multipart.DefaultReconcileAfter
 	DefaultMissingCheckBudget = 1000
+	// DefaultPassUploads lists every upload in every pass.
+	DefaultPassUploads = 0
 )
 
 // Config is what a Reclaimer needs. Zero durations and counts take the
@@ -86,6 +88,10 @@ type Config struct {
 	// MissingCheckBudget bounds the backend checks per pass for sessions
 	// whose upload was not listed.
 	MissingCheckBudget int64
+	// PassUploads, when above 0, bounds each pass to that many listed
+	// uploads, resuming on the next pass where the last one stopped (see
+	// slice.go); 0 lists the whole keyspace every pass.
+	PassUploads int64
 
 	Now func() time.Time
 	// Monotonic returns the time elapsed since some fixed moment of this

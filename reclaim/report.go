@@ -11,6 +11,7 @@ import (
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // Report is what one pass found, decided and did. Its first fields are the
@@ -56,6 +57,10 @@ type Report struct {
 	Reconcile *multipart.ReconcileReport `json:"reconcile,omitempty"`
 	// Digests is the digest sweep's part of the pass, when it is on.
 	Digests *digests.Report `json:"digests,omitempty"`
+	// Slice is a bounded pass's part of the keyspace (reclaim.pass_uploads):
+	// where it started and stopped and when the whole keyspace was last
+	// covered; nil for an unbounded pass.
+	Slice *sweep.Slice `json:"slice,omitempty"`
 }
 
 // Count is a number of uploads (sessions) with their parts and bytes.

@@ -75,6 +75,9 @@ type DigestReport struct {
 	Pruned   Pruned        `json:"pruned"`
 	// Tombstones counts the tombstones by state once the pass is done.
 	Tombstones map[string]int64 `json:"tombstones,omitempty"`
+	// Slice is a bounded digest sweep's part of the namespaces
+	// (digests.pass_blobs); absent for an unbounded one.
+	Slice *Slice `json:"slice,omitempty"`
 }
 
 // DigestBreaker holds the numbers the digest sweep's plan was checked

@@ -47,6 +47,26 @@ type Report struct {
 	Reconcile *ReconcileReport `json:"reconcile,omitempty"`
 	// Digests is the digest sweep's part of the pass, when it is on.
 	Digests *DigestReport `json:"digests,omitempty"`
+	// Slice is a bounded pass's part of the keyspace
+	// (reclaim.pass_uploads); absent for an unbounded pass.
+	Slice *Slice `json:"slice,omitempty"`
+}
+
+// Slice is what a bounded pass did of its sweep's keyspace: its budget
+// and how much it listed, where it started and stopped ("" is the start
+// of the keyspace), whether it completed a cycle, and when the whole
+// keyspace was last covered (the decision clock of the pass that began
+// the last complete cycle; absent: never).
+type Slice struct {
+	Budget         int64     `json:"budget"`
+	Listed         int64     `json:"listed"`
+	From           string    `json:"from"`
+	To             string    `json:"to"`
+	CompletedCycle bool      `json:"completed_cycle"`
+	CycleStarted   time.Time `json:"cycle_started"`
+	Covered        time.Time `json:"covered,omitzero"`
+	Cycles         int64     `json:"cycles"`
+	Advanced       bool      `json:"advanced"`
 }
 
 // Count is a number of uploads (sessions) with their parts and bytes.

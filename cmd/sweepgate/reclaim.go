@@ -422,6 +422,7 @@ func writeReport(w io.Writer, r *adminapi.Report) {
 		}
 		fmt.Fprintln(w)
 	}
+	writeSlices(w, r)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PLAN\tUPLOADS\tPARTS\tBYTES")

@@ -81,6 +81,7 @@ func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gatewa
 		// sessions.retention; a pass keeps them.
 		SessionRetention:   0,
 		MissingCheckBudget: rc.MissingCheckBudget,
+		PassUploads:        rc.PassUploads,
 		Now:                clock,
 		Logger:             logger.With("component", "reclaimer"),
 		Metrics:            reg,
@@ -141,5 +142,6 @@ func reclaimDigests(cfg *config.Config, layout *cas.Layout) *digests.SweepConfig
 		TombstoneRetention: d.TombstoneRetention,
 		GuardSettle:        d.GuardSettle,
 		DeleteParallel:     int(d.DeleteParallel),
+		PassBlobs:          d.PassBlobs,
 	}
 }

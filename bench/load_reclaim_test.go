@@ -258,8 +258,8 @@ func fillReclaimMetrics(rec *loadReclaim, before, after string) {
 			}
 		}
 	}
-	rec.MarkedParts = diff("sweepgate_reclaim_acted_parts_total", `{outcome="mark"}`)
-	rec.DeletedParts = diff("sweepgate_reclaim_acted_parts_total", `{outcome="aborted"}`)
+	rec.MarkedParts = diff("sweepgate_reclaim_marked_parts_total", "")
+	rec.DeletedParts = diff("sweepgate_reclaim_deleted_parts_total", `{outcome="aborted"}`)
 	rec.Revived = diff("sweepgate_sessions_transitions_total", `{from="expired",to="active"}`)
 	rec.Conflicts = diff("sweepgate_etcd_txn_conflicts_total", "")
 }

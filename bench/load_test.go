@@ -179,8 +179,8 @@ type loadReclaim struct {
 	MaxDeleteFraction float64 `json:"max_delete_fraction"`
 	// PassResults counts passes by result (sweepgate_reclaim_passes_total).
 	PassResults map[string]float64 `json:"pass_results"`
-	// MarkedParts and DeletedParts are sweepgate_reclaim_acted_parts_total
-	// for mark and aborted; Revived counts sessions moved from expired back
+	// MarkedParts and DeletedParts are sweepgate_reclaim_marked_parts_total
+	// and sweepgate_reclaim_deleted_parts_total{outcome="aborted"}; Revived counts sessions moved from expired back
 	// to active by activity; Conflicts the session transactions that lost
 	// a race and were decided again.
 	MarkedParts  float64    `json:"marked_parts"`

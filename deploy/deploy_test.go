@@ -243,8 +243,8 @@ func TestDashboard(t *testing.T) {
 		"sweepgate_sessions",                                     // sessions by state
 		"sweepgate_sessions_stuck",                               // stuck sessions
 		"sweepgate_reclaim_passes_total",                         // passes
-		"sweepgate_reclaim_acted_parts_total",                    // reclaim outcomes: parts
-		"sweepgate_reclaim_acted_bytes_total",                    // and bytes
+		"sweepgate_reclaim_deleted_parts_total",                  // reclaimed: parts
+		"sweepgate_reclaim_deleted_bytes_total",                  // and bytes
 		"sweepgate_reclaim_digest_deleted_total",                 // deleted blobs
 		"sweepgate_reclaim_digest_deleted_bytes_total",           // and bytes
 		"sweepgate_reclaim_tombstones",                           // tombstones by state

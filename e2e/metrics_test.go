@@ -300,7 +300,7 @@ func requirePassGauges(t *testing.T, after scrape, term int64, bodyLen int) {
 	}
 	// Exported before the first of each happens, so rate() sees the first.
 	want("sweepgate_reclaim_passes_total", zero, "0, exported before any stopped pass", "result", "stopped")
-	want("sweepgate_reclaim_acted_parts_total", zero, "0, exported before any delete", "outcome", "aborted")
+	want("sweepgate_reclaim_deleted_parts_total", zero, "0, exported before any delete", "outcome", "aborted")
 }
 
 // requireNoClientNames checks that the scrape (text, parsed as after)

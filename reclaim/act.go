@@ -146,7 +146,7 @@ func (p *pass) mark(ctx context.Context, e planned, next cursor) error {
 		return err
 	}
 	p.cur = done
-	p.r.metrics.acted("mark", e.Parts, e.Bytes)
+	p.r.metrics.marked(e.Parts, e.Bytes)
 	audit.Record(p.r.log, audit.MarkExpired, audit.Upload(e.Bucket, e.Key, e.UploadID), e.Reason,
 		"pass", p.cur.Pass, "term", p.term.N, "parts", e.Parts, "bytes", e.Bytes)
 	return nil
@@ -209,7 +209,7 @@ func (p *pass) delete(ctx context.Context, e planned, next cursor) error {
 		return fmt.Errorf("record abort outcome of %s/%s: %w", e.Bucket, e.UploadID, err)
 	}
 	p.cur = done
-	p.r.metrics.acted(string(to), e.Parts, e.Bytes)
+	p.r.metrics.deleted(string(to), e.Parts, e.Bytes)
 	return nil
 }
 

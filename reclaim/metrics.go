@@ -16,8 +16,10 @@ type metrics struct {
 	passes       *prometheus.CounterVec
 	planParts    *prometheus.GaugeVec
 	planBytes    *prometheus.GaugeVec
-	actedParts   *prometheus.CounterVec
-	actedBytes   *prometheus.CounterVec
+	markedParts  prometheus.Counter
+	markedBytes  prometheus.Counter
+	deletedParts *prometheus.CounterVec
+	deletedBytes *prometheus.CounterVec
 	refusals     prometheus.Counter
 	orphans      prometheus.Gauge
 	orphanParts  prometheus.Gauge
@@ -55,10 +57,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Parts by verdict (keep, mark, delete, hold) in the last finished pass's plan."}, []string{"verdict"}),
 		planBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "plan_bytes",
 			Help: "Bytes by verdict (keep, mark, delete, hold) in the last finished pass's plan."}, []string{"verdict"}),
-		actedParts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "acted_parts_total",
-			Help: "Parts the reclaimer marked expired or deleted, by outcome: mark, aborted, cleanup_pending."}, []string{"outcome"}),
-		actedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "acted_bytes_total",
-			Help: "Bytes the reclaimer marked expired or deleted, by outcome: mark, aborted, cleanup_pending."}, []string{"outcome"}),
+		markedParts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "marked_parts_total",
+			Help: "Parts of the uploads the reclaimer marked expired (a first pass: nothing is deleted yet)."}),
+		markedBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "marked_bytes_total",
+			Help: "Bytes of the uploads the reclaimer marked expired (a first pass: nothing is deleted yet)."}),
+		deletedParts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "deleted_parts_total",
+			Help: "Parts the reclaimer deleted (aborted on the backend), by outcome: aborted, or cleanup_pending when the backend's answer was unclear and the reconciler settles it."}, []string{"outcome"}),
+		deletedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "deleted_bytes_total",
+			Help: "Bytes the reclaimer deleted, by outcome as deleted_parts_total: the sum over outcomes is the bytes reclaimed or being reclaimed."}, []string{"outcome"}),
 		refusals: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "breaker_refusals_total",
 			Help: "Passes whose plan the breaker refused (above reclaim.max_delete, max_delete_uploads, max_mark or their fractions), which pauses the upload sweep; nothing was marked or deleted. Passes of a sweep already paused are not counted."}),
 		orphans: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "orphans_held",
@@ -97,7 +103,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "With bounded passes (reclaim.pass_uploads, digests.pass_blobs), when a sweep (uploads, digests) last covered its whole keyspace: the clock of the pass that began its last complete cycle, so everything older was listed since; 0 before the first complete cycle. Set by the leader after each pass."}, []string{"sweep"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.actedParts, m.actedBytes, m.refusals,
+		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.markedParts, m.markedBytes, m.deletedParts, m.deletedBytes, m.refusals,
 			m.orphans, m.orphanParts, m.oldestOrphan, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished, m.aroundGateway,
 			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs, m.paused, m.covered)
 	}
@@ -113,9 +119,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, v := range []Verdict{Mark, Delete} {
 		m.aroundGateway.WithLabelValues(string(v))
 	}
-	for _, out := range []string{"mark", "aborted", "cleanup_pending"} {
-		m.actedParts.WithLabelValues(out)
-		m.actedBytes.WithLabelValues(out)
+	for _, out := range []string{"aborted", "cleanup_pending"} {
+		m.deletedParts.WithLabelValues(out)
+		m.deletedBytes.WithLabelValues(out)
 	}
 	return m
 }
@@ -195,9 +201,16 @@ func oldestOrphanAge(rep Report) time.Duration {
 	return oldest
 }
 
-func (m *metrics) acted(outcome string, parts int, size int64) {
-	m.actedParts.WithLabelValues(outcome).Add(float64(parts))
-	m.actedBytes.WithLabelValues(outcome).Add(float64(size))
+// marked counts an upload marked expired.
+func (m *metrics) marked(parts int, size int64) {
+	m.markedParts.Add(float64(parts))
+	m.markedBytes.Add(float64(size))
+}
+
+// deleted counts an upload deleted, by outcome (aborted, cleanup_pending).
+func (m *metrics) deleted(outcome string, parts int, size int64) {
+	m.deletedParts.WithLabelValues(outcome).Add(float64(parts))
+	m.deletedBytes.WithLabelValues(outcome).Add(float64(size))
 }
 
 func (m *metrics) leader(term int64, ok bool) {

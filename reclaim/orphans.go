@@ -255,6 +255,6 @@ func (r *Reclaimer) deleteOrphan(ctx context.Context, t term, principal string, 
 		res.Deleted = false
 		return res, fmt.Errorf("reclaim: record outcome of deleting %s: %w", ref, err)
 	}
-	r.metrics.acted(string(to), parts, size)
+	r.metrics.deleted(string(to), parts, size)
 	return res, nil
 }

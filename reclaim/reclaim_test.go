@@ -113,8 +113,8 @@ func wantScenarioS3Deleted(t *testing.T, e *env, inv inventory, reg *prometheus.
 			t.Errorf("transition %+v does not record the reclaimer's term %d", tr, term)
 		}
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_acted_parts_total", "outcome", "aborted"); got != 5 {
-		t.Errorf("acted_parts_total{aborted} = %v, want 5", got)
+	if got := metric(t, reg, "sweepgate_reclaim_deleted_parts_total", "outcome", "aborted"); got != 5 {
+		t.Errorf("deleted_parts_total{aborted} = %v, want 5", got)
 	}
 }
 

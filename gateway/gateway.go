@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -74,7 +73,7 @@ type Gateway struct {
 	backendClient *backendClient
 	sessions      *multipart.Service
 	digests       *digests.Service // nil when digest reclamation is off
-	proxy         *httputil.ReverseProxy
+	proxy         *passThrough
 	log           *slog.Logger
 	metrics       *metrics
 	ids           *requestIDs
@@ -147,13 +146,15 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	g.proxy = &httputil.ReverseProxy{
-		Rewrite:        g.rewrite,
-		Transport:      transport,
-		BufferPool:     newBufferPool(copyBufferSize),
-		ModifyResponse: g.modifyResponse,
-		ErrorHandler:   g.proxyError,
-		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	g.proxy = &passThrough{
+		transport:      transport,
+		buffers:        newBufferPool(copyBufferSize),
+		rewrite:        g.rewrite,
+		modifyResponse: g.modifyResponse,
+		errorHandler:   g.proxyError,
+		logf: func(format string, args ...any) {
+			cfg.Logger.Warn(fmt.Sprintf(format, args...))
+		},
 	}
 	return g, nil
 }
@@ -286,7 +287,8 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request)
 	}
 }
 
-// forward passes the request to the backend through the reverse proxy.
+// forward passes the request to the backend through the streaming proxy
+// (passThrough).
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, req *request) {
 	if out := req.auth.Payload.Outbound(); out.ContentLength == 0 {
 		// No body goes to the backend, so check now that the empty payload is
@@ -314,11 +316,11 @@ var presignQuery = []string{
 // rewrite turns an authenticated client request into the backend request:
 // path-style address, the client's signature removed, the verified body and
 // the headers its payload mode needs. The signing transport signs it.
-func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
-	req := requestFrom(pr.In.Context())
-	g.addressBackend(pr.Out, pr.In, req)
+func (g *Gateway) rewrite(out, in *http.Request) {
+	req := requestFrom(in.Context())
+	g.addressBackend(out, in, req)
 	// forward has already read an empty payload, so Apply cannot fail here.
-	_ = req.auth.Payload.Outbound().Apply(pr.Out)
+	_ = req.auth.Payload.Outbound().Apply(out)
 	req.backendStart = g.now()
 }
 

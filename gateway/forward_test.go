@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"time"
 	"fmt"
 	"io"
 	"log"
@@ -13,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The backend in these tests is an httptest server: MinIO never sends

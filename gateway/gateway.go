@@ -50,8 +50,10 @@ type Config struct {
 	Credentials []sigv4.Credential
 	// MaxClockSkew is how far a request's time may lie from the gateway's clock.
 	MaxClockSkew time.Duration
-	// Logger receives one line per request and the gateway's warnings.
+	// Logger receives the gateway's warnings and errors.
 	Logger *slog.Logger
+	// RequestLog receives the one line per request; Logger when nil.
+	RequestLog *slog.Logger
 	// Metrics registers the gateway's series; nil registers nothing.
 	Metrics prometheus.Registerer
 	// Now is the clock; time.Now when nil.
@@ -75,6 +77,7 @@ type Gateway struct {
 	digests       *digests.Service // nil when digest reclamation is off
 	proxy         *passThrough
 	log           *slog.Logger
+	requestLog    *slog.Logger
 	metrics       *metrics
 	ids           *requestIDs
 	now           func() time.Time
@@ -98,6 +101,9 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RequestLog == nil {
+		cfg.RequestLog = cfg.Logger
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -114,12 +120,13 @@ func New(cfg Config) (*Gateway, error) {
 			MaxSkew:     cfg.MaxClockSkew,
 			Now:         cfg.Now,
 		},
-		backend: backend,
-		client:  &http.Client{Transport: transport, Timeout: 10 * time.Second},
-		log:     cfg.Logger,
-		metrics: newMetrics(cfg.Metrics),
-		ids:     newRequestIDs(),
-		now:     cfg.Now,
+		backend:    backend,
+		client:     &http.Client{Transport: transport, Timeout: 10 * time.Second},
+		log:        cfg.Logger,
+		requestLog: cfg.RequestLog,
+		metrics:    newMetrics(cfg.Metrics),
+		ids:        newRequestIDs(),
+		now:        cfg.Now,
 	}
 	g.backendClient = &backendClient{endpoint: backend, transport: transport, observe: func(op Operation, d time.Duration) {
 		g.metrics.backendDuration.WithLabelValues(string(op)).Observe(d.Seconds())
@@ -252,7 +259,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // attributes built in place rather than boxed one by one.
 func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorder, status int, elapsed time.Duration) {
 	ctx := context.Background() // as Logger.Info uses
-	if !g.log.Enabled(ctx, slog.LevelInfo) {
+	if !g.requestLog.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
 	var buf [10]slog.Attr
@@ -266,7 +273,7 @@ func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorde
 	if req.backendRequestID != "" {
 		attrs = append(attrs, slog.String("backend_id", req.backendRequestID))
 	}
-	g.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+	g.requestLog.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
 
 // dispatch sends an authenticated request to the handler for its operation:

@@ -384,16 +384,16 @@ func (v *Verifier) verifyHeader(r *http.Request, auth string) (*Result, error) {
 	}
 	amzDate := t.Format(iso8601Basic)
 	scopeStr := a.scope.String()
-	key := v.keys.get(cred.SecretKey, a.scope.date, a.scope.region, a.scope.service)
+	key := v.keys.signingKey(cred.SecretKey, a.scope.date, a.scope.region, a.scope.service)
 	pairs, err := parseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, err
 	}
 	creq := canonicalRequest(r, pairs, a.signedHeaders, payloadHash, "")
-	if !signatureEqual(signHex(key, stringToSign(amzDate, scopeStr, creq)), a.signature) {
+	if !key.matches(stringToSign(amzDate, scopeStr, creq), a.signature) {
 		return nil, s3err.ErrSignatureDoesNotMatch
 	}
-	p, err := newPayload(r, mode, payloadHash, &chainSigner{key: key, amzDate: amzDate, scope: scopeStr, prev: a.signature})
+	p, err := newPayload(r, mode, payloadHash, &chainSigner{key: key.key, amzDate: amzDate, scope: scopeStr, prev: a.signature})
 	if err != nil {
 		return nil, err
 	}
@@ -488,9 +488,9 @@ func (v *Verifier) verifyPresigned(r *http.Request) (*Result, error) {
 		return nil, err
 	}
 	scopeStr := sc.String()
-	key := v.keys.get(cred.SecretKey, sc.date, sc.region, sc.service)
+	key := v.keys.signingKey(cred.SecretKey, sc.date, sc.region, sc.service)
 	creq := canonicalRequest(r, pairs, signed, payloadHash, "X-Amz-Signature")
-	if !signatureEqual(signHex(key, stringToSign(dateStr, scopeStr, creq)), sig) {
+	if !key.matches(stringToSign(dateStr, scopeStr, creq), sig) {
 		return nil, s3err.ErrSignatureDoesNotMatch
 	}
 	p, err := newPayload(r, mode, payloadHash, nil)

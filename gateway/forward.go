@@ -51,11 +51,10 @@ var hopHeaders = []string{
 var forwardedHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
 
 func (p *passThrough) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
-	outreq := p.outbound(req)
 	relay := &relay1xx{rw: rw}
-	outreq = outreq.WithContext(httptrace.WithClientTrace(outreq.Context(), &httptrace.ClientTrace{
+	outreq := p.outbound(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		Got1xxResponse: relay.got1xx,
-	}))
+	}), req)
 	res, err := p.transport.RoundTrip(outreq)
 	relay.finish()
 	if err != nil {
@@ -113,11 +112,11 @@ func (p *passThrough) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// outbound returns the request for the backend: a clone of req without
-// hop-by-hop or forwarding headers, with its query cleaned, as rewrite
-// leaves it.
-func (p *passThrough) outbound(req *http.Request) *http.Request {
-	outreq := req.Clone(req.Context())
+// outbound returns the request for the backend: a clone of req with
+// context ctx, without hop-by-hop or forwarding headers, with its query
+// cleaned, as rewrite leaves it.
+func (p *passThrough) outbound(ctx context.Context, req *http.Request) *http.Request {
+	outreq := req.Clone(ctx)
 	if req.ContentLength == 0 {
 		outreq.Body = nil // a nil body lets the transport retry the request
 	}

@@ -526,8 +526,11 @@ func (v *Verifier) checkUnsignedHeaders(r *http.Request, signed []string) error 
 	}
 	var unsigned []string
 	for k := range r.Header {
-		l := strings.ToLower(k)
-		if !(strings.HasPrefix(l, "x-amz-") || strings.HasPrefix(l, "x-minio-")) || l == "x-amz-date" || l == "x-amz-content-sha256" || set[l] {
+		if !hasPrefixFold(k, "x-amz-") && !hasPrefixFold(k, "x-minio-") {
+			continue // lower-casing only the names that matter allocates less
+		}
+		l := lowerHeaderName(k)
+		if l == "x-amz-date" || l == "x-amz-content-sha256" || set[l] {
 			continue
 		}
 		unsigned = append(unsigned, l)
@@ -537,6 +540,24 @@ func (v *Verifier) checkUnsignedHeaders(r *http.Request, signed []string) error 
 		return s3err.ErrAccessDenied.WithMessage("There were headers present in the request which were not signed: %s", truncate(strings.Join(unsigned, ", ")))
 	}
 	return nil
+}
+
+// hasPrefixFold reports whether s begins with prefix, a lower-case ASCII
+// string, in any case: strings.HasPrefix(strings.ToLower(s), prefix).
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func lowerAll(ss []string) []string {

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -51,8 +50,10 @@ type Config struct {
 	Credentials []sigv4.Credential
 	// MaxClockSkew is how far a request's time may lie from the gateway's clock.
 	MaxClockSkew time.Duration
-	// Logger receives one line per request and the gateway's warnings.
+	// Logger receives the gateway's warnings and errors.
 	Logger *slog.Logger
+	// RequestLog receives the one line per request; Logger when nil.
+	RequestLog *slog.Logger
 	// Metrics registers the gateway's series; nil registers nothing.
 	Metrics prometheus.Registerer
 	// Now is the clock; time.Now when nil.
@@ -74,8 +75,9 @@ type Gateway struct {
 	backendClient *backendClient
 	sessions      *multipart.Service
 	digests       *digests.Service // nil when digest reclamation is off
-	proxy         *httputil.ReverseProxy
+	proxy         *passThrough
 	log           *slog.Logger
+	requestLog    *slog.Logger
 	metrics       *metrics
 	ids           *requestIDs
 	now           func() time.Time
@@ -99,6 +101,9 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RequestLog == nil {
+		cfg.RequestLog = cfg.Logger
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -115,12 +120,13 @@ func New(cfg Config) (*Gateway, error) {
 			MaxSkew:     cfg.MaxClockSkew,
 			Now:         cfg.Now,
 		},
-		backend: backend,
-		client:  &http.Client{Transport: transport, Timeout: 10 * time.Second},
-		log:     cfg.Logger,
-		metrics: newMetrics(cfg.Metrics),
-		ids:     newRequestIDs(),
-		now:     cfg.Now,
+		backend:    backend,
+		client:     &http.Client{Transport: transport, Timeout: 10 * time.Second},
+		log:        cfg.Logger,
+		requestLog: cfg.RequestLog,
+		metrics:    newMetrics(cfg.Metrics),
+		ids:        newRequestIDs(),
+		now:        cfg.Now,
 	}
 	g.backendClient = &backendClient{endpoint: backend, transport: transport, observe: func(op Operation, d time.Duration) {
 		g.metrics.backendDuration.WithLabelValues(string(op)).Observe(d.Seconds())
@@ -147,13 +153,15 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	g.proxy = &httputil.ReverseProxy{
-		Rewrite:        g.rewrite,
-		Transport:      transport,
-		BufferPool:     newBufferPool(copyBufferSize),
-		ModifyResponse: g.modifyResponse,
-		ErrorHandler:   g.proxyError,
-		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	g.proxy = &passThrough{
+		transport:      transport,
+		buffers:        newBufferPool(copyBufferSize),
+		rewrite:        g.rewrite,
+		modifyResponse: g.modifyResponse,
+		errorHandler:   g.proxyError,
+		logf: func(format string, args ...any) {
+			cfg.Logger.Warn(fmt.Sprintf(format, args...))
+		},
 	}
 	return g, nil
 }
@@ -251,7 +259,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // attributes built in place rather than boxed one by one.
 func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorder, status int, elapsed time.Duration) {
 	ctx := context.Background() // as Logger.Info uses
-	if !g.log.Enabled(ctx, slog.LevelInfo) {
+	if !g.requestLog.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
 	var buf [10]slog.Attr
@@ -265,7 +273,7 @@ func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorde
 	if req.backendRequestID != "" {
 		attrs = append(attrs, slog.String("backend_id", req.backendRequestID))
 	}
-	g.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+	g.requestLog.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
 
 // dispatch sends an authenticated request to the handler for its operation:
@@ -286,7 +294,8 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request)
 	}
 }
 
-// forward passes the request to the backend through the reverse proxy.
+// forward passes the request to the backend through the streaming proxy
+// (passThrough).
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, req *request) {
 	if out := req.auth.Payload.Outbound(); out.ContentLength == 0 {
 		// No body goes to the backend, so check now that the empty payload is
@@ -314,11 +323,11 @@ var presignQuery = []string{
 // rewrite turns an authenticated client request into the backend request:
 // path-style address, the client's signature removed, the verified body and
 // the headers its payload mode needs. The signing transport signs it.
-func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
-	req := requestFrom(pr.In.Context())
-	g.addressBackend(pr.Out, pr.In, req)
+func (g *Gateway) rewrite(out, in *http.Request) {
+	req := requestFrom(in.Context())
+	g.addressBackend(out, in, req)
 	// forward has already read an empty payload, so Apply cannot fail here.
-	_ = req.auth.Payload.Outbound().Apply(pr.Out)
+	_ = req.auth.Payload.Outbound().Apply(out)
 	req.backendStart = g.now()
 }
 

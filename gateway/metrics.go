@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,9 +49,12 @@ func (m *metrics) observe(op Operation, status int, elapsed time.Duration) {
 	m.requestDuration.WithLabelValues(string(op), class).Observe(elapsed.Seconds())
 }
 
+// statusClasses are the status_class label values, by hundreds.
+var statusClasses = [...]string{1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
+
 func statusClass(status int) string {
 	if status < 100 || status > 599 {
 		return "other"
 	}
-	return strconv.Itoa(status/100) + "xx"
+	return statusClasses[status/100]
 }

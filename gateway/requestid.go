@@ -23,5 +23,13 @@ func newRequestIDs() *requestIDs {
 }
 
 func (g *requestIDs) next() string {
-	return g.prefix + strings.ToUpper(strconv.FormatUint(g.n.Add(1), 16))
+	var b [40]byte // the 12-digit prefix and at most 16 digits of count
+	id := append(b[:0], g.prefix...)
+	id = strconv.AppendUint(id, g.n.Add(1), 16)
+	for i := len(g.prefix); i < len(id); i++ {
+		if c := id[i]; 'a' <= c && c <= 'f' {
+			id[i] = c - 'a' + 'A'
+		}
+	}
+	return string(id)
 }

@@ -74,7 +74,14 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 			strings.ReplaceAll(err.Error(), "\n", "\n  "))
 		return exitError
 	}
-	logger := newLogger(c.stderr, cfg)
+	sink := newLogSink(c.stderr, logSinkLimit)
+	defer sink.Close()
+	logs := serveLogs{
+		main:     newLogger(sink, cfg),
+		requests: newLogger(sink.droppable(), cfg),
+		sink:     sink,
+	}
+	logger := logs.main
 	for _, name := range config.UnknownEnv(c.environ) {
 		if name == adminURLEnv || name == faultEnv || name == clockOffsetEnv {
 			continue // the admin commands' and the tests', not settings
@@ -82,12 +89,21 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 		logger.Warn("ignoring unknown environment variable; no setting has this name", "name", name)
 	}
 	logger.Debug("configuration", "config", cfg)
-	if err := runServe(ctx, cfg, logger, readBuildInfo(c.version), c.onServing); err != nil {
+	if err := runServe(ctx, cfg, logs, readBuildInfo(c.version), c.onServing); err != nil {
 		logger.Error("sweepgate serve stopped", "err", err)
 		return exitError
 	}
 	logger.Info("sweepgate stopped")
 	return exitOK
+}
+
+// serveLogs are serve's loggers. Both write through one logSink, so that
+// their lines keep their order: main's lines are never dropped (audit
+// lines among them), requests' (the gateway's one line per request) are
+// when the sink is full.
+type serveLogs struct {
+	main, requests *slog.Logger
+	sink           *logSink
 }
 
 // newLogger returns serve's logger: cfg's format, and cfg's level for
@@ -103,8 +119,8 @@ func newLogger(w io.Writer, cfg *config.Config) *slog.Logger {
 
 // runServe runs the gateway until ctx is done or something it depends on
 // fails. It returns nil after a clean, complete shutdown.
-func runServe(ctx context.Context, cfg *config.Config, logger *slog.Logger, build buildInfo, onServing func(serving)) error {
-	s, err := newServer(ctx, cfg, logger, build)
+func runServe(ctx context.Context, cfg *config.Config, logs serveLogs, build buildInfo, onServing func(serving)) error {
+	s, err := newServer(ctx, cfg, logs, build)
 	if err != nil {
 		return err
 	}

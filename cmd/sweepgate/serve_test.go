@@ -221,7 +221,7 @@ func TestServeEmbedded(t *testing.T) {
 	}
 	for _, w := range []string{
 		"go_goroutines", "process_cpu_seconds_total", `sweepgate_build_info{goversion="go`,
-		`version="v0.0.0-test"`, "sweepgate_requests_total", "sweepgate_auth_failures_total",
+		`version="v0.0.0-test"`, "sweepgate_requests_total", "sweepgate_auth_failures_total", "sweepgate_log_lines_dropped_total",
 		"promhttp_metric_handler_requests_total", `sweepgate_etcd_up{endpoint="http://127.0.0.1:`,
 		"sweepgate_etcd_db_size_bytes{", `sweepgate_etcd_db_quota_bytes{endpoint="http://127.0.0.1:`,
 	} {

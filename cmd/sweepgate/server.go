@@ -31,8 +31,10 @@ import (
 type server struct {
 	cfg    *config.Config
 	logger *slog.Logger
-	build  buildInfo
-	reg    *prometheus.Registry
+	// requestLog takes the gateway's one line per request (serveLogs).
+	requestLog *slog.Logger
+	build      buildInfo
+	reg        *prometheus.Registry
 	// clock is the one wall clock every part of the process uses
 	// (serveClock).
 	clock func() time.Time
@@ -62,8 +64,9 @@ type server struct {
 // newServer builds the server of cfg, or returns why it cannot start,
 // having closed what it opened. The embedded etcd (when configured) runs
 // until ctx ends or close.
-func newServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, build buildInfo) (_ *server, err error) {
-	s := &server{cfg: cfg, logger: logger, build: build, reg: prometheus.NewRegistry()}
+func newServer(ctx context.Context, cfg *config.Config, logs serveLogs, build buildInfo) (_ *server, err error) {
+	logger := logs.main
+	s := &server{cfg: cfg, logger: logger, requestLog: logs.requests, build: build, reg: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -76,6 +79,10 @@ func newServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, bui
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfoGauge(build),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sweepgate", Name: "log_lines_dropped_total",
+			Help: "Request log lines dropped because the log output fell behind (audit and other lines are never dropped).",
+		}, func() float64 { return float64(logs.sink.Dropped()) }),
 	)
 	// The store first: without it the gateway cannot record sessions.
 	if err := s.openStore(ctx); err != nil {
@@ -156,6 +163,7 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 		MaxClockSkew:     cfg.MaxClockSkew,
 		Now:              s.clock,
 		Logger:           s.logger,
+		RequestLog:       s.requestLog,
 		Metrics:          s.reg,
 		Sessions:         sessionsConfig(cfg, s.store, fault),
 		Digests:          digestsConfig(cfg, s.store, s.layout),

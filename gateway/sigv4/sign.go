@@ -1,7 +1,6 @@
 package sigv4
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -119,10 +118,8 @@ func (s *Signer) Sign(r *http.Request, payloadHash string, t time.Time) {
 	b = append(b, scope...)
 	b = append(b, '\n')
 	b = hex.AppendEncode(b, sum[:])
-	m := hmac.New(sha256.New, s.keys.get(s.SecretKey, date, s.Region, s.Service))
-	m.Write(b)
 	var mac [sha256.Size]byte
-	sig := m.Sum(mac[:0])
+	sig := s.keys.signingKey(s.SecretKey, date, s.Region, s.Service).sum(mac[:0], b)
 
 	b = b[:0]
 	b = append(b, algorithm+" Credential="...)

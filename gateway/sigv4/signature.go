@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"sync"
 )
 
@@ -48,10 +49,41 @@ type keyCacheKey struct{ secret, date, region, service string }
 // but chunked uploads and busy clients reuse the same scope all day.
 type keyCache struct {
 	mu   sync.Mutex
-	keys map[keyCacheKey][]byte
+	keys map[keyCacheKey]*signingKey
+}
+
+// signingKey is a derived signing key with a pool of HMAC states keyed
+// with it, so that a signature made with it allocates no HMAC.
+type signingKey struct {
+	key  []byte
+	macs sync.Pool // of hash.Hash, hmac-sha256 keyed with key
+}
+
+// hexSum appends the lower-case hex HMAC-SHA256 of data under the key to dst.
+func (k *signingKey) hexSum(dst, data []byte) []byte {
+	var mac [sha256.Size]byte
+	return hex.AppendEncode(dst, k.sum(mac[:0], data))
+}
+
+// sum appends the HMAC-SHA256 of data under the key to dst.
+func (k *signingKey) sum(dst, data []byte) []byte {
+	m, _ := k.macs.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, k.key)
+	} else {
+		m.Reset()
+	}
+	m.Write(data)
+	dst = m.Sum(dst)
+	k.macs.Put(m)
+	return dst
 }
 
 func (c *keyCache) get(secret, date, region, service string) []byte {
+	return c.signingKey(secret, date, region, service).key
+}
+
+func (c *keyCache) signingKey(secret, date, region, service string) *signingKey {
 	k := keyCacheKey{secret, date, region, service}
 	c.mu.Lock()
 	key, ok := c.keys[k]
@@ -59,12 +91,12 @@ func (c *keyCache) get(secret, date, region, service string) []byte {
 	if ok {
 		return key
 	}
-	key = deriveKey(secret, date, region, service)
+	key = &signingKey{key: deriveKey(secret, date, region, service)}
 	c.mu.Lock()
 	if c.keys == nil || len(c.keys) >= maxCachedKeys {
 		// Dropping everything is crude but bounded, and the next request per
 		// scope simply derives its key again.
-		c.keys = make(map[keyCacheKey][]byte)
+		c.keys = make(map[keyCacheKey]*signingKey)
 	}
 	c.keys[k] = key
 	c.mu.Unlock()
@@ -79,6 +111,13 @@ func stringToSign(amzDate, scope, canonicalRequest string) string {
 // signHex signs s with key and returns the lower-case hex signature.
 func signHex(key []byte, s string) string {
 	return hex.EncodeToString(hmacSHA256(key, s))
+}
+
+// matches reports whether given is the lower-case hex signature of
+// stringToSign under the key, compared in constant time.
+func (k *signingKey) matches(stringToSign, given string) bool {
+	var buf [2 * sha256.Size]byte
+	return hmac.Equal(k.hexSum(buf[:0], []byte(stringToSign)), []byte(given))
 }
 
 // signatureEqual compares a computed signature with the one a client sent in

@@ -384,16 +384,16 @@ func (v *Verifier) verifyHeader(r *http.Request, auth string) (*Result, error) {
 	}
 	amzDate := t.Format(iso8601Basic)
 	scopeStr := a.scope.String()
-	key := v.keys.get(cred.SecretKey, a.scope.date, a.scope.region, a.scope.service)
+	key := v.keys.signingKey(cred.SecretKey, a.scope.date, a.scope.region, a.scope.service)
 	pairs, err := parseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, err
 	}
 	creq := canonicalRequest(r, pairs, a.signedHeaders, payloadHash, "")
-	if !signatureEqual(signHex(key, stringToSign(amzDate, scopeStr, creq)), a.signature) {
+	if !key.matches(stringToSign(amzDate, scopeStr, creq), a.signature) {
 		return nil, s3err.ErrSignatureDoesNotMatch
 	}
-	p, err := newPayload(r, mode, payloadHash, &chainSigner{key: key, amzDate: amzDate, scope: scopeStr, prev: a.signature})
+	p, err := newPayload(r, mode, payloadHash, &chainSigner{key: key.key, amzDate: amzDate, scope: scopeStr, prev: a.signature})
 	if err != nil {
 		return nil, err
 	}
@@ -488,9 +488,9 @@ func (v *Verifier) verifyPresigned(r *http.Request) (*Result, error) {
 		return nil, err
 	}
 	scopeStr := sc.String()
-	key := v.keys.get(cred.SecretKey, sc.date, sc.region, sc.service)
+	key := v.keys.signingKey(cred.SecretKey, sc.date, sc.region, sc.service)
 	creq := canonicalRequest(r, pairs, signed, payloadHash, "X-Amz-Signature")
-	if !signatureEqual(signHex(key, stringToSign(dateStr, scopeStr, creq)), sig) {
+	if !key.matches(stringToSign(dateStr, scopeStr, creq), sig) {
 		return nil, s3err.ErrSignatureDoesNotMatch
 	}
 	p, err := newPayload(r, mode, payloadHash, nil)
@@ -526,8 +526,11 @@ func (v *Verifier) checkUnsignedHeaders(r *http.Request, signed []string) error 
 	}
 	var unsigned []string
 	for k := range r.Header {
-		l := strings.ToLower(k)
-		if !(strings.HasPrefix(l, "x-amz-") || strings.HasPrefix(l, "x-minio-")) || l == "x-amz-date" || l == "x-amz-content-sha256" || set[l] {
+		if !hasPrefixFold(k, "x-amz-") && !hasPrefixFold(k, "x-minio-") {
+			continue // lower-casing only the names that matter allocates less
+		}
+		l := lowerHeaderName(k)
+		if l == "x-amz-date" || l == "x-amz-content-sha256" || set[l] {
 			continue
 		}
 		unsigned = append(unsigned, l)
@@ -537,6 +540,24 @@ func (v *Verifier) checkUnsignedHeaders(r *http.Request, signed []string) error 
 		return s3err.ErrAccessDenied.WithMessage("There were headers present in the request which were not signed: %s", truncate(strings.Join(unsigned, ", ")))
 	}
 	return nil
+}
+
+// hasPrefixFold reports whether s begins with prefix, a lower-case ASCII
+// string, in any case: strings.HasPrefix(strings.ToLower(s), prefix).
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func lowerAll(ss []string) []string {

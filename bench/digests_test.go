@@ -20,10 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/cas"
-	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/multipart"
-	"github.com/sweepgate/sweepgate/reclaim"
 )
 
 // The digest sweep benchmark, in two parts:
@@ -143,6 +140,21 @@ type digestResult struct {
 	ListRatio      float64 `json:"classify_list_ratio,omitempty"`
 	ClassifyTarget float64 `json:"target_classify_per_s,omitempty"`
 	ClassifyStatus string  `json:"classify_status,omitempty"`
+	// ListCPU and ClassifyCPU are the CPU seconds the benchmark process
+	// (the reclaimer), etcd and MinIO spent during the bare listing and
+	// during the pass: on a loaded machine they say what the pass costs
+	// when its time does not.
+	ListCPU     map[string]float64 `json:"list_cpu_seconds,omitempty"`
+	ClassifyCPU map[string]float64 `json:"classify_cpu_seconds,omitempty"`
+	// ClassifySmall is the same classification against SmallRefs, a
+	// tenth of the references (see heapRefsDivisor), and
+	// ClassifyHeapRatio the peak heap of Classify over its.
+	ClassifySmall      *reclaimPass       `json:"classify_small,omitempty"`
+	ClassifySmallCPU   map[string]float64 `json:"classify_small_cpu_seconds,omitempty"`
+	SmallRefs          int64              `json:"small_refs,omitempty"`
+	ClassifyHeapRatio  float64            `json:"classify_heap_ratio,omitempty"`
+	TargetClassifyHeap float64            `json:"target_classify_heap_ratio"`
+	ClassifyHeapStatus string             `json:"classify_heap_status,omitempty"`
 	// Deletes are the deletion runs at K/10 and K (only K when K < 10);
 	// the ratio and its status are those at K.
 	Deletes           []digestDelete `json:"deletes,omitempty"`
@@ -166,7 +178,8 @@ func BenchmarkDigestSweep(b *testing.B) {
 	nBlobs := envCount(b, blobsEnv, defaultBlobs)
 	nDelete := envCount(b, deleteEnv, defaultDelete)
 	cli := startEtcdChild(b)
-	res := digestResult{TargetDeleteRatio: targetDeleteRatio, TargetCollectHeap: targetCollectRatio, TargetCollectMiB: targetScanHeapMiB}
+	res := digestResult{TargetDeleteRatio: targetDeleteRatio, TargetCollectHeap: targetCollectRatio, TargetCollectMiB: targetScanHeapMiB,
+		TargetClassifyHeap: targetClassifyHeapRatio}
 	res.Notes = append(res.Notes,
 		"etcd runs embedded in a child process; the heap figures are the benchmark process's: the reclaimer and its etcd and S3 clients",
 		"the passes' placement grace is 1ms, so every blob is old enough to judge",
@@ -348,75 +361,34 @@ func benchClassify(b *testing.B, w *reclaimWorld, nRefs, nBlobs int, res *digest
 	res.BlobsSeconds = time.Since(start).Seconds()
 	res.BlobsPerSec = float64(nBlobs) / res.BlobsSeconds
 
-	referenced := seedRefs(b, w, keys, bucket, hexes, nRefs, res)
+	big := classifyRun{store: store, referenced: seedRefs(b, w, keys, bucket, hexes, nRefs, res)}
+	big.refs = res.Refs
+	small := seedSmallRefs(b, w, bucket, hexes, nRefs)
+	res.SmallRefs = small.refs
 	hexes = nil
 
-	p := reclaimPass{
-		Name:  fmt.Sprintf("classify_%d_blobs_%d_refs", nBlobs, res.Refs),
-		Title: fmt.Sprintf("plan, %d blobs, %d refs", nBlobs, res.Refs),
-		Items: int64(nBlobs), Unit: "digests", SetupSeconds: res.BlobsSeconds + res.RefsSeconds,
-	}
-	svc, err := multipart.New(multipart.Config{Store: store, Backend: w.backend})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := reclaim.New(reclaim.Config{
-		Store: store, Sessions: svc, Backend: w.backend, ID: "bench-classify",
-		Interval: 24 * time.Hour,
-		// Everything else at its default: pages of 1000 blobs, 8 upload
-		// listings at once, the default breaker.
-		Digests: &digests.SweepConfig{Layout: benchLayout(b, bucket), PlacementGrace: benchGrace},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
+	cpu := readProcCPU()
 	start = time.Now()
 	if n, err := countPrefix(ctx, w.direct.Client, bucket, benchBlobs); err != nil || n != nBlobs {
 		b.Fatalf("bare listing: %d blobs, want %d (%v)", n, nBlobs, err)
 	}
 	res.ListSeconds = time.Since(start).Seconds()
+	res.ListCPU = readProcCPU().since(cpu)
 	res.ListPerSec = float64(nBlobs) / res.ListSeconds
-	h := startHeapSampler()
-	start = time.Now()
-	rep, err := r.Plan(ctx)
-	elapsed := time.Since(start)
-	h.finish(&p)
-	if err != nil {
-		b.Fatalf("plan: %v", err)
-	}
-	d := rep.Digests
-	if d == nil {
-		b.Fatalf("the plan has no digest report: %+v", rep)
-	}
-	p.Seconds = elapsed.Seconds()
-	p.PerSec = float64(d.Stored) / p.Seconds
-	p.Report = map[string]int64{
-		"stored": d.Stored, "retained": d.Retained, "pending": d.Pending, "new_pending": d.NewPending,
-		"ready": d.Ready, "skipped": d.Skipped, "ignored": d.Ignored, "changed": d.Changed,
-		"rebuild_objects": 0,
-	}
-	for by, n := range d.RetainedBy {
-		p.Report["retained_by_"+by] = n
-	}
-	if d.Rebuild.Result != nil {
-		p.Report["rebuild_objects"] = d.Rebuild.Result.Objects
-	}
-	if d.Kept != "" || d.Refused != "" || d.Rebuild.Failed != "" {
-		b.Fatalf("the plan kept everything (%q), was refused (%q) or its rebuild failed (%q)", d.Kept, d.Refused, d.Rebuild.Failed)
-	}
-	if d.Stored != int64(nBlobs) || d.Retained != int64(referenced) || d.Pending != int64(nBlobs-referenced) {
-		b.Fatalf("the plan judged %d blobs, retained %d, pending %d; want %d, %d, %d (report %v)",
-			d.Stored, d.Retained, d.Pending, nBlobs, referenced, nBlobs-referenced, p.Report)
-	}
-	res.Classify = &p
+	p, cpuSeconds := classifyPlan(ctx, b, w, bucket, nBlobs, big)
+	p.SetupSeconds = res.BlobsSeconds + res.RefsSeconds
+	res.Classify, res.ClassifyCPU = &p, cpuSeconds
 	res.ListRatio = p.PerSec / res.ListPerSec
 	res.ClassifyTarget = min(targetClassifyPerSec, targetListRatio*res.ListPerSec)
 	res.ClassifyStatus = statusBelow
 	if p.PerSec >= res.ClassifyTarget {
 		res.ClassifyStatus = statusPass
 	}
+	q, cpuSeconds := classifyPlan(ctx, b, w, bucket, nBlobs, small)
+	res.ClassifySmall, res.ClassifySmallCPU = &q, cpuSeconds
+	classifyHeap(res)
 }
 
 // seedRefs records nRefs references in etcd, from manifests of
@@ -468,6 +440,8 @@ func printDigests(out io.Writer, res *digestResult) {
 			res.ListSeconds, res.ListPerSec, res.ListRatio, res.ClassifyTarget, targetClassifyPerSec, targetListRatio, res.ClassifyStatus)
 		fmt.Fprintf(out, "    %.1fs; stored %d, retained %d (references %d), pending %d\n",
 			p.Seconds, p.Report["stored"], p.Report["retained"], p.Report["retained_by_references"], p.Report["pending"])
+		fmt.Fprintf(out, "    cpu: pass %s; bare listing %s\n", cpuString(res.ClassifyCPU), cpuString(res.ListCPU))
+		printClassifyHeap(out, res)
 		fmt.Fprintf(out, "    setup: %d refs (%d manifests over %d blobs) in %.1fs (%.0f/s); %d blobs in %.1fs (%.0f/s)\n",
 			res.Refs, res.RefObjects, res.Referenced, res.RefsSeconds, res.RefsPerSec, p.Items, res.BlobsSeconds, res.BlobsPerSec)
 	}

@@ -381,7 +381,8 @@ func explainStored(ex *DigestExplanation, cl *sweep.Checklist, copies []storedBl
 // sweep's judgement against the tombstone and the planes, and settles the
 // verdict, its reason and the notes. Every inventory is asked, so that an
 // operator learns all that retains the blob; the first to retain it is
-// the one a pass credits.
+// the one a pass credits. As in a pass, the uploads inventory is asked
+// only about a blob whose tombstone is pending or ready (uploadsAhead).
 func (sw *Sweep) explainJudgement(ctx context.Context, ex *DigestExplanation, cl *sweep.Checklist, copies []storedBlob,
 	young placementsInventory, tot explainTotals, tomb *ExplainTombstone, dryRun bool) error {
 	b := copies[0].Blob
@@ -389,13 +390,22 @@ func (sw *Sweep) explainJudgement(ctx context.Context, ex *DigestExplanation, cl
 		run: &sweep.Run{Now: ex.Now, DryRun: true, Elapsed: ex.elapsed}}
 	retainedBy := ""
 	var retainedWhy string
-	for _, inv := range s.inventories() {
-		got, err := inv.Retained(ctx, []Blob{b})
-		if err != nil {
-			return fmt.Errorf("reclaim: inventory %s: %w", inv.Name(), err)
+	live := tomb != nil && !etcdstore.TombstoneState(tomb.State).Terminal()
+	for _, inv := range append(s.inventories(), s.uploadsInventory()) {
+		asked := inv.Name() != "uploads" || live
+		var got map[string]bool
+		if asked {
+			var err error
+			if got, err = inv.Retained(ctx, []Blob{b}); err != nil {
+				return fmt.Errorf("reclaim: inventory %s: %w", inv.Name(), err)
+			}
 		}
 		kept := got[b.Digest]
 		detail, v := ex.inventoryDetail(inv.Name(), kept, b, young, tot.refs, tot.trash, tot.places)
+		if !asked {
+			detail, v["asked"] = fmt.Sprintf("not asked: the backend is asked about multipart uploads into %s/%s only for a blob "+
+				"with a pending or ready tombstone, which a pass may make ready", b.Bucket, b.Key), false
+		}
 		if kept && retainedBy != "" {
 			detail = "also " + detail
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -136,14 +137,19 @@ func (i refsInventory) Retained(ctx context.Context, blobs []Blob) (map[string]b
 }
 
 // digestsWithKeys returns the digests among digests that have a key under
-// the prefix prefixOf makes, read at revision rev: one read of at most one
-// key per digest, sweepTxnOps of them to a transaction, so that a digest
-// with many keys costs no more than one with a single key.
+// the prefix prefixOf makes, read at revision rev: one count of each
+// digest's keys, sweepTxnOps of them to a transaction. A count is answered
+// from etcd's index alone, without reading a key or a value, so that a
+// digest with many keys costs little more than one with a single key. A
+// read at a given revision is served by the member asked without a quorum
+// round (serializable): what a revision holds never changes, and a member
+// that has not applied it yet refuses the read rather than answering from
+// an older one.
 func digestsWithKeys(ctx context.Context, cli *clientv3.Client, rev int64, digests []string, prefixOf func(string) string) (map[string]bool, error) {
 	out := map[string]bool{}
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly()}
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()}
 	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev))
+		opts = append(opts, clientv3.WithRev(rev), clientv3.WithSerializable())
 	}
 	for start := 0; start < len(digests); start += sweepTxnOps {
 		group := digests[start:min(start+sweepTxnOps, len(digests))]
@@ -156,7 +162,7 @@ func digestsWithKeys(ctx context.Context, cli *clientv3.Client, rev int64, diges
 			return nil, err
 		}
 		for n, r := range resp.Responses {
-			if rr := r.GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			if rr := r.GetResponseRange(); rr != nil && rr.Count > 0 {
 				out[group[n]] = true
 			}
 		}
@@ -243,9 +249,10 @@ func (i placementsInventory) young(t time.Time) bool {
 // the backend is writing again. It asks about each blob alone, with the
 // blob's key as the listing prefix: MinIO lists only the uploads of exactly
 // that object for a prefix (and lists a whole bucket from a cache that
-// misses uploads), S3 lists the key's own uploads first. The sweep hands it
-// only the blobs no other inventory retains, so it costs a request per
-// candidate, not per blob.
+// misses uploads), S3 lists the key's own uploads first. The sweep asks it
+// only about the blobs that no other inventory retains and whose tombstone
+// is pending or ready (see uploadsAhead), so it costs a request per blob
+// that a pass may make ready, not per stored blob.
 //
 // The backend cannot be read at the pass's revision, so each page's
 // listings prove themselves: the reference revisions of the page's shards
@@ -293,9 +300,12 @@ func (i uploadsInventory) Retained(ctx context.Context, blobs []Blob) (map[strin
 		errRetired, uploadProofTries, blobs[0].Bucket)
 }
 
-// refRevs returns the highest reference revision among shards.
+// refRevs returns the highest reference revision among shards, reading
+// only the keys from the first of them to the last.
 func (i uploadsInventory) refRevs(ctx context.Context, shards map[string]bool) (int64, error) {
-	resp, err := i.cli.Get(ctx, i.keys.RefRevs(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	sorted := slices.Sorted(maps.Keys(shards))
+	first, last := i.keys.RefRev(sorted[0]), i.keys.RefRev(sorted[len(sorted)-1])
+	resp, err := i.cli.Get(ctx, first, clientv3.WithRange(last+"\x00"), clientv3.WithKeysOnly())
 	if err != nil {
 		return 0, fmt.Errorf("read reference revisions: %w", err)
 	}

@@ -108,9 +108,10 @@ func (s *digestSweep) startTombstones(ctx context.Context) error {
 	return nil
 }
 
-// inventories returns the pass's inventories, in the order they are asked:
-// the cheap etcd reads first, so that the backend is asked only about the
-// blobs nothing else retains.
+// inventories returns the pass's inventories of etcd, in the order they
+// are asked: the references first, as they retain most blobs. The uploads
+// inventory (uploadsInventory) is asked after them, about fewer blobs (see
+// uploadsAhead).
 func (s *digestSweep) inventories() []Inventory {
 	return s.inventoriesCounting(&s.cur.Report.StalePlacements)
 }
@@ -122,8 +123,13 @@ func (s *digestSweep) inventoriesCounting(stale *int64) []Inventory {
 		refsInventory{cli: cli, keys: keys, rev: s.cur.Rev},
 		trashInventory{cli: cli, keys: keys, rev: s.cur.Rev, now: s.now, elapsed: s.run.Elapsed},
 		placementsInventory{cli: cli, keys: keys, rev: s.cur.Rev, now: s.now, grace: s.cfg.PlacementGrace, stale: stale},
-		uploadsInventory{s3: s.s3, cli: cli, keys: keys, parallel: s.parallel},
 	}
+}
+
+// uploadsInventory returns the pass's inventory of multipart uploads on
+// the backend.
+func (s *digestSweep) uploadsInventory() uploadsInventory {
+	return uploadsInventory{s3: s.s3, cli: s.cli(), keys: s.keys(), parallel: s.parallel}
 }
 
 // frontiers reads the configured planes' frontiers; a plane that has not
@@ -169,24 +175,21 @@ func (s *digestSweep) applied(rev int64) bool {
 // writes its tombstones. It returns
 // what it counted, which the caller adds to the cursor with the position.
 func (s *digestSweep) page(ctx context.Context, j judgedPage) (Report, error) {
-	t, blobs, retained, err := j.t, j.blobs, j.retained, j.rerr
+	t, blobs, retained := j.t, j.blobs, j.retained
 	if len(blobs) == 0 {
 		return t, nil
 	}
-	if err != nil {
-		switch {
-		case ctx.Err() != nil, errors.Is(err, sweep.ErrFenced):
-			return t, err
-		case sweep.IsCompacted(err):
-			return t, sweep.Abandon(fmt.Errorf("etcd revision %d, which the digest sweep reads references at, was compacted; the next pass starts over: %w", s.cur.Rev, err))
-		}
-		s.keepAll(err.Error())
-		return t, nil
+	if j.rerr != nil {
+		return t, s.inventoryFailed(ctx, j.rerr)
 	}
 	s.run.Fire(FaultBeforeTombstone)
 	tombs, rev, err := s.readTombstones(ctx, digestsOf(blobs))
 	if err != nil {
 		return t, err
+	}
+	uploading, err := s.uploadsJudged(ctx, j, tombs)
+	if err != nil {
+		return t, s.inventoryFailed(ctx, err)
 	}
 	var (
 		writes []digestWrite
@@ -195,6 +198,9 @@ func (s *digestSweep) page(ctx context.Context, j judgedPage) (Report, error) {
 	)
 	for _, b := range blobs {
 		by, kept := retained[b.Digest]
+		if !kept && uploading[b.Digest] {
+			by, kept = "uploads", true
+		}
 		if kept {
 			t.Retained++
 			if t.RetainedBy == nil {
@@ -231,6 +237,20 @@ func (s *digestSweep) page(ctx context.Context, j judgedPage) (Report, error) {
 		}
 	}
 	return t, nil
+}
+
+// inventoryFailed settles an inventory's failure to answer about a page:
+// an ended context, a lost term or a compacted pass revision stop the
+// pass; anything else keeps everything for the rest of it.
+func (s *digestSweep) inventoryFailed(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil, errors.Is(err, sweep.ErrFenced):
+		return err
+	case sweep.IsCompacted(err):
+		return sweep.Abandon(fmt.Errorf("etcd revision %d, which the digest sweep reads references at, was compacted; the next pass starts over: %w", s.cur.Rev, err))
+	}
+	s.keepAll(err.Error())
+	return nil
 }
 
 // retained asks every inventory about the blobs none before it retained,

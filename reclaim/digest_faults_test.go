@@ -325,23 +325,26 @@ func TestDigestHoldsKeepEverything(t *testing.T) {
 	}
 }
 
-// TestDigestUploadsInventory retains a blob that a multipart upload is
-// writing again, and keeps everything when the uploads' listing cannot be
-// proven against the reference revisions.
+// TestDigestUploadsInventory keeps a blob that a multipart upload is
+// writing again from being made ready, and keeps everything when the
+// uploads' listing cannot be proven against the reference revisions. The
+// backend is asked about uploads only in the pass that could make a blob
+// ready: a pass that only makes tombstones pending asks it nothing.
 func TestDigestUploadsInventory(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
 	refd := d.putBlobs("r", 4)
 	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 2)
+	unref := d.putBlobs("u", 3)
 	d.upload(dgBucket, blobKey(unref[0]), 1)
 	d.ageBlobs()
 	r := d.start(d.config())
 	rep := d.digestPass(r)
-	if rep.RetainedBy["uploads"] != 1 || rep.Pending != 1 {
-		t.Errorf("retained by %v, pending %d; want the blob being uploaded retained", rep.RetainedBy, rep.Pending)
+	if rep.Pending != 3 || rep.RetainedBy["uploads"] != 0 || d.be.blobUploads.Load() != 0 {
+		t.Errorf("pending %d, retained by %v, %d listings of uploads into blobs; want every unreferenced blob pending and no listing",
+			rep.Pending, rep.RetainedBy, d.be.blobUploads.Load())
 	}
-	d.wantStates("uploading", "", unref[0])
+	d.wantStates("marked", etcdstore.TombstonePending, unref...)
 
 	// References move during every listing.
 	d.be.setOnUploads(func() {
@@ -352,11 +355,24 @@ func TestDigestUploadsInventory(t *testing.T) {
 		}
 	})
 	rep = d.digestPass(r)
-	d.be.setOnUploads(nil)
 	if !contains(rep.Kept, "uploads", "retired") || rep.Ready != 0 || rep.Deleted != 0 {
 		t.Errorf("kept %q ready %d deleted %d; want the inventory retired and everything kept", rep.Kept, rep.Ready, rep.Deleted)
 	}
 	d.wantPresent("retired", true, unref...)
+	d.wantStates("retired", etcdstore.TombstonePending, unref...)
+
+	// The pass that makes the tombstones ready asks about each blob once:
+	// the one being uploaded is kept, the others are collected.
+	d.be.setOnUploads(nil)
+	d.be.blobUploads.Store(0)
+	rep = d.digestPass(r)
+	if rep.RetainedBy["uploads"] != 1 || rep.Skipped != 1 || rep.Deleted != 2 || d.be.blobUploads.Load() != 3 {
+		t.Errorf("retained by %v, skipped %d, deleted %d, %d listings of uploads into blobs; want the blob being uploaded kept, the others deleted, 3 listings",
+			rep.RetainedBy, rep.Skipped, rep.Deleted, d.be.blobUploads.Load())
+	}
+	d.wantStates("uploading", etcdstore.TombstoneSkipped, unref[0])
+	d.wantPresent("uploading", true, unref[0])
+	d.wantPresent("collected", false, unref[1:]...)
 }
 
 // TestDigestPlacements retains a blob with a placement younger than the

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,10 +40,12 @@ const (
 
 // digestBackend is the real backend client, counting the DeleteObjects
 // requests sent through it, optionally losing or dropping them, and
-// calling onUploads before each ListMultipartUploads.
+// calling onUploads before each ListMultipartUploads; blobUploads counts
+// those that ask about a key in the blobs' namespace (the digest sweep's).
 type digestBackend struct {
 	multipart.Backend
-	deletes atomic.Int64
+	deletes     atomic.Int64
+	blobUploads atomic.Int64
 	// loseDelete: the backend deletes, the answer is lost.
 	loseDelete atomic.Bool
 	// dropDelete: the request never reaches the backend, and the caller
@@ -81,6 +84,9 @@ func (b *digestBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	if req.Method == http.MethodGet && q.Has("uploads") {
+		if strings.HasPrefix(q.Get("prefix"), dgBlobs) {
+			b.blobUploads.Add(1)
+		}
 		b.mu.Lock()
 		f := b.onUploads
 		b.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -194,19 +195,31 @@ func (s *Store) ScanSessionsAt(ctx context.Context, bucket string, rev, pageSize
 }
 
 // SessionBucketsAt returns the buckets that had at least one session at
-// revision rev, in key order. It reads one key per bucket, jumping over each
-// bucket's sessions, so it costs as many reads as there are buckets.
+// revision rev, in key order. It probes for the first key of each bucket
+// with one-key requests over bounded stretches of the key space (see
+// ScanRange for why a request's end must be bounded), jumping over each
+// bucket's sessions once found: a probe starts one character wide past
+// the last bucket and doubles after each empty one, so the request that
+// finds the next bucket spans less than twice the gap before it and counts
+// the sessions of that stretch, not every session after the last bucket.
 func (s *Store) SessionBucketsAt(ctx context.Context, rev int64) ([]string, error) {
 	prefix := s.keys.AllSessions()
-	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
 	var out []string
-	for {
-		resp, err := s.cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
+	span := narrowSpan(from)
+	for from < end {
+		to, ok := stretchEnd(from, span)
+		if !ok || to > end {
+			to = end
+		}
+		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(to), clientv3.WithLimit(1), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
 		if err != nil {
 			return nil, fmt.Errorf("list session buckets at revision %d: %w", rev, err)
 		}
 		if len(resp.Kvs) == 0 {
-			return out, nil
+			span = min(0, span+1)
+			from = to
+			continue
 		}
 		rest := strings.TrimPrefix(string(resp.Kvs[0].Key), prefix)
 		esc, _, ok := strings.Cut(rest, "/")
@@ -218,6 +231,14 @@ func (s *Store) SessionBucketsAt(ctx context.Context, rev int64) ([]string, erro
 			return nil, fmt.Errorf("session key %q: %w", resp.Kvs[0].Key, err)
 		}
 		out = append(out, bucket)
-		key = clientv3.GetPrefixRangeEnd(prefix + esc + "/")
+		from = clientv3.GetPrefixRangeEnd(prefix + esc + "/")
+		span = narrowSpan(from)
 	}
+	return out, nil
+}
+
+// narrowSpan is the width a probe for the next bucket starts with: one
+// character past from.
+func narrowSpan(from string) float64 {
+	return -math.Log2(float64(escapedKeys.radix)) * float64(len(from)+1)
 }

@@ -174,12 +174,25 @@ func (s *Store) GetActivityAt(ctx context.Context, uploadID string, rev int64) (
 // scan over millions of sessions holds one page in memory. It stops at the
 // first error fn returns.
 func (s *Store) ScanSessionsAt(ctx context.Context, bucket string, rev, pageSize int64, fn func(Versioned[Session]) error) error {
+	return s.ScanSessionsExceptAt(ctx, bucket, rev, pageSize, nil, fn)
+}
+
+// ScanSessionsExceptAt is ScanSessionsAt without the sessions whose upload
+// id (as their key names it) skip reports: those are neither decoded nor
+// passed to fn. A nil skip skips none.
+func (s *Store) ScanSessionsExceptAt(ctx context.Context, bucket string, rev, pageSize int64, skip func(uploadID string) bool, fn func(Versioned[Session]) error) error {
 	prefix := s.keys.AllSessions()
 	if bucket != "" {
 		prefix = s.keys.Sessions(bucket)
 	}
 	var fnErr error
 	_, err := s.rangeScan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), rev, pageSize, func(kv *mvccpb.KeyValue) bool {
+		if skip != nil {
+			key := string(kv.Key)
+			if id, err := url.PathUnescape(key[strings.LastIndexByte(key, '/')+1:]); err == nil && skip(id) {
+				return true
+			}
+		}
 		var sess Session
 		if err := json.Unmarshal(kv.Value, &sess); err != nil {
 			fnErr = fmt.Errorf("decode session %s: %w", kv.Key, err)

@@ -85,52 +85,8 @@ func TestUploadStatesAtOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	ago := func() time.Time { return base.Add(-time.Duration(rng.Int64N(int64(72 * time.Hour)))) }
 	var refs []UploadRef
-	write := func(n int) {
-		for i := range n {
-			u := UploadRef{Bucket: fmt.Sprintf("b%d", rng.IntN(3)), UploadID: fmt.Sprintf("u%d-%x", len(refs), rng.Uint32())}
-			if i%17 == 0 {
-				u.UploadID += "/+ %é" // escaped in every key
-			}
-			refs = append(refs, u)
-			var ops []clientv3.Op
-			if rng.IntN(5) > 0 {
-				sess := &Session{Bucket: u.Bucket, Key: "k", UploadID: u.UploadID, State: AllStates[rng.IntN(len(AllStates))], Created: ago(), LastActivity: ago()}
-				val, err := MarshalSession(sess)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ops = append(ops, clientv3.OpPut(st.keys.Session(u.Bucket, u.UploadID), val))
-			}
-			if rng.IntN(2) == 0 {
-				ops = append(ops, st.ActivityOp(u.UploadID, Activity{At: ago()}))
-			}
-			inflight := []int{0, 0, 0, 1, 2, 5}[rng.IntN(6)]
-			if i == 3 {
-				inflight = 105 // past the 100 whose latest start counts
-			}
-			for p := range inflight {
-				at := ago()
-				if p >= 100 {
-					at = base // later than any other: it must not count
-				}
-				ops = append(ops, st.InFlightOp(u.UploadID, fmt.Sprintf("p%03d", p), Activity{At: at}, lease.ID))
-			}
-			for p := range rng.IntN(6) {
-				val, _ := json.Marshal(Part{Number: p + 1, ETag: "e", Size: rng.Int64N(1 << 20), At: ago()})
-				ops = append(ops, clientv3.OpPut(st.keys.Part(u.UploadID, p+1), string(val)))
-			}
-			for len(ops) > 0 {
-				batch := ops[:min(len(ops), maxTxnOps)]
-				ops = ops[len(batch):]
-				if _, err := st.cli.Txn(ctx).Then(batch...).Commit(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
+	write := func(n int) { refs = append(refs, writeUploads(t, st, rng, lease.ID, len(refs), n)...) }
 	check := func(rev int64, refs []UploadRef) {
 		t.Helper()
 		got, err := st.UploadStatesAt(ctx, rev, refs)
@@ -183,4 +139,56 @@ func TestUploadStatesAtOracle(t *testing.T) {
 	}
 	check(rev, listed)
 	check(reclaimTestRevision(t, ctx, st), refs)
+}
+
+// writeUploads writes the records of n generated uploads, numbered from
+// first, for TestUploadStatesAtOracle; parts in flight live under lease.
+func writeUploads(t *testing.T, st *Store, rng *rand.Rand, lease clientv3.LeaseID, first, n int) []UploadRef {
+	t.Helper()
+	ctx := t.Context()
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	ago := func() time.Time { return base.Add(-time.Duration(rng.Int64N(int64(72 * time.Hour)))) }
+	var refs []UploadRef
+	for i := range n {
+		u := UploadRef{Bucket: fmt.Sprintf("b%d", rng.IntN(3)), UploadID: fmt.Sprintf("u%d-%x", (first + i), rng.Uint32())}
+		if i%17 == 0 {
+			u.UploadID += "/+ %é" // escaped in every key
+		}
+		refs = append(refs, u)
+		var ops []clientv3.Op
+		if rng.IntN(5) > 0 {
+			sess := &Session{Bucket: u.Bucket, Key: "k", UploadID: u.UploadID, State: AllStates[rng.IntN(len(AllStates))], Created: ago(), LastActivity: ago()}
+			val, err := MarshalSession(sess)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops = append(ops, clientv3.OpPut(st.keys.Session(u.Bucket, u.UploadID), val))
+		}
+		if rng.IntN(2) == 0 {
+			ops = append(ops, st.ActivityOp(u.UploadID, Activity{At: ago()}))
+		}
+		inflight := []int{0, 0, 0, 1, 2, 5}[rng.IntN(6)]
+		if i == 3 {
+			inflight = 105 // past the 100 whose latest start counts
+		}
+		for p := range inflight {
+			at := ago()
+			if p >= 100 {
+				at = base // later than any other: it must not count
+			}
+			ops = append(ops, st.InFlightOp(u.UploadID, fmt.Sprintf("p%03d", p), Activity{At: at}, lease))
+		}
+		for p := range rng.IntN(6) {
+			val, _ := json.Marshal(Part{Number: p + 1, ETag: "e", Size: rng.Int64N(1 << 20), At: ago()})
+			ops = append(ops, clientv3.OpPut(st.keys.Part(u.UploadID, p+1), string(val)))
+		}
+		for len(ops) > 0 {
+			batch := ops[:min(len(ops), maxTxnOps)]
+			ops = ops[len(batch):]
+			if _, err := st.cli.Txn(ctx).Then(batch...).Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return refs
 }

@@ -115,18 +115,25 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 	// those, so it is left alone rather than counted twice (partial).
 	seen := make(map[string]struct{})
 	partial := pos.KeyMarker != "" || pos.Listed
-	km, um := pos.KeyMarker, pos.UploadIDMarker
+	// The next listing page is asked for while this one is judged, so
+	// the backend lists as etcd reads; at most two pages are held.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var ahead <-chan listing
+	if !pos.Listed {
+		ahead = inv.list(ctx, b, pos.KeyMarker, pos.UploadIDMarker)
+	}
 	for !pos.Listed {
-		page, err := inv.s3.ListUploads(ctx, b, km, um, inv.batch)
-		if errors.Is(err, s3client.ErrNoSuchBucket) {
-			page, err = s3client.UploadPage{Done: true}, nil
-		}
+		l := <-ahead
+		page, err := l.page, l.err
 		if err != nil {
 			return err
 		}
 		next := position{Bucket: b, KeyMarker: page.NextKey, UploadIDMarker: page.NextUploadID}
 		if page.Done {
 			next = position{Bucket: b, Listed: true}
+		} else {
+			ahead = inv.list(ctx, b, page.NextKey, page.NextUploadID)
 		}
 		// A backend may ignore max-uploads (MinIO lists everything in one
 		// page); examine it in batches all the same.
@@ -147,7 +154,6 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 			}
 		}
 		pos = next
-		km, um = page.NextKey, page.NextUploadID
 	}
 	if inv.orphansOnly {
 		return nil
@@ -172,6 +178,27 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 		}
 	}
 	return h.missing(ctx, missing, unverified, done)
+}
+
+// listing is one page of a bucket's uploads as the backend listed it.
+type listing struct {
+	page s3client.UploadPage
+	err  error
+}
+
+// list asks for the page of bucket's uploads after the markers and
+// delivers it on the channel returned; a bucket that is gone lists as
+// empty.
+func (inv *inventory) list(ctx context.Context, bucket, keyMarker, uploadIDMarker string) <-chan listing {
+	ch := make(chan listing, 1) // the goroutine never waits for a reader
+	go func() {
+		page, err := inv.s3.ListUploads(ctx, bucket, keyMarker, uploadIDMarker, inv.batch)
+		if errors.Is(err, s3client.ErrNoSuchBucket) {
+			page, err = s3client.UploadPage{Done: true}, nil
+		}
+		ch <- listing{page, err}
+	}()
+	return ch
 }
 
 // elsewhere finds sessions in buckets the backend does not list.
@@ -322,7 +349,9 @@ func (inv *inventory) judge(ctx context.Context, it *item) error {
 // judged like any other, unless seen is partial. Past the check budget,
 // candidates are counted as unverified instead.
 func (inv *inventory) missingIn(ctx context.Context, bucket string, seen map[string]struct{}, partial bool) (missing []Missing, unlisted []Upload, unverified int64, err error) {
-	err = inv.store.ScanSessionsAt(ctx, bucket, inv.rev, int64(max(inv.batch, 100)), func(v etcdstore.Versioned[etcdstore.Session]) error {
+	// A listed upload's session is skipped before it is decoded.
+	listed := func(id string) bool { _, ok := seen[id]; return ok }
+	err = inv.store.ScanSessionsExceptAt(ctx, bucket, inv.rev, int64(max(inv.batch, 100)), listed, func(v etcdstore.Versioned[etcdstore.Session]) error {
 		s := v.Value
 		if s.State.Terminal() {
 			return nil

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"testing"
 )
 
 // printReclaim prints the reclaimer benchmark's figures.
@@ -35,8 +37,13 @@ func printReclaim(out io.Writer, res *reclaimResult) {
 			fmt.Fprintf(out, "    session scan alone: %.2fs, %.2f us/session\n", p.ScanSeconds, p.ScanMicrosPerSession)
 		}
 	}
-	if res.Uploads != nil {
-		line(res.Uploads)
+	var ratios []string
+	for i := range res.Uploads {
+		line(&res.Uploads[i])
+		ratios = append(ratios, fmt.Sprintf("%d uploads x%.2f %s", res.Uploads[i].Items, res.Uploads[i].Ratio, res.Uploads[i].Status))
+	}
+	if len(ratios) > 0 {
+		fmt.Fprintf(out, "%-*s %s (<= x%.0f)\n", titleWidth, "plan over bare listing + range", strings.Join(ratios, ", "), targetPlanRatio)
 	}
 	for i := range res.Sessions {
 		line(&res.Sessions[i])
@@ -87,4 +94,35 @@ func mergeResults(name string, res any) (string, error) {
 		return "", err
 	}
 	return abs, os.WriteFile(abs, append(b, '\n'), 0o644)
+}
+
+// envCount reads a positive count from the environment.
+func envCount(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive count", name, v)
+	}
+	return n
+}
+
+// envCounts reads a comma-separated list of positive counts from the
+// environment.
+func envCounts(b *testing.B, name, def string) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		v = def
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("%s=%q: want positive counts separated by commas", name, v)
+		}
+		out = append(out, n)
+	}
+	return out
 }

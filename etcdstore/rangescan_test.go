@@ -261,4 +261,25 @@ func TestScanSessionsEveryByte(t *testing.T) {
 	}); err != nil || !slices.Equal(at, ids) {
 		t.Fatalf("ScanSessionsAt: %v, %d ids, want %d", err, len(at), len(ids))
 	}
+	// Skipping every other id by the id its key names leaves the rest.
+	var odd, rest []string
+	for i, id := range ids {
+		if i%2 == 1 {
+			odd = append(odd, id)
+		} else {
+			rest = append(rest, id)
+		}
+	}
+	at = nil
+	if err := st.ScanSessionsExceptAt(ctx, "b", resp.Header.Revision, 16, func(id string) bool {
+		_, ok := slices.BinarySearchFunc(odd, id, func(a, b string) int {
+			return strings.Compare(st.keys.Session("b", a), st.keys.Session("b", b))
+		})
+		return ok
+	}, func(v Versioned[Session]) error {
+		at = append(at, v.Value.UploadID)
+		return nil
+	}); err != nil || !slices.Equal(at, rest) {
+		t.Fatalf("ScanSessionsExceptAt: %v, %d ids, want %d; first difference at %d", err, len(at), len(rest), firstDiff(at, rest))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -173,12 +174,25 @@ func (s *Store) GetActivityAt(ctx context.Context, uploadID string, rev int64) (
 // scan over millions of sessions holds one page in memory. It stops at the
 // first error fn returns.
 func (s *Store) ScanSessionsAt(ctx context.Context, bucket string, rev, pageSize int64, fn func(Versioned[Session]) error) error {
+	return s.ScanSessionsExceptAt(ctx, bucket, rev, pageSize, nil, fn)
+}
+
+// ScanSessionsExceptAt is ScanSessionsAt without the sessions whose upload
+// id (as their key names it) skip reports: those are neither decoded nor
+// passed to fn. A nil skip skips none.
+func (s *Store) ScanSessionsExceptAt(ctx context.Context, bucket string, rev, pageSize int64, skip func(uploadID string) bool, fn func(Versioned[Session]) error) error {
 	prefix := s.keys.AllSessions()
 	if bucket != "" {
 		prefix = s.keys.Sessions(bucket)
 	}
 	var fnErr error
 	_, err := s.rangeScan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), rev, pageSize, func(kv *mvccpb.KeyValue) bool {
+		if skip != nil {
+			key := string(kv.Key)
+			if id, err := url.PathUnescape(key[strings.LastIndexByte(key, '/')+1:]); err == nil && skip(id) {
+				return true
+			}
+		}
 		var sess Session
 		if err := json.Unmarshal(kv.Value, &sess); err != nil {
 			fnErr = fmt.Errorf("decode session %s: %w", kv.Key, err)
@@ -194,19 +208,31 @@ func (s *Store) ScanSessionsAt(ctx context.Context, bucket string, rev, pageSize
 }
 
 // SessionBucketsAt returns the buckets that had at least one session at
-// revision rev, in key order. It reads one key per bucket, jumping over each
-// bucket's sessions, so it costs as many reads as there are buckets.
+// revision rev, in key order. It probes for the first key of each bucket
+// with one-key requests over bounded stretches of the key space (see
+// ScanRange for why a request's end must be bounded), jumping over each
+// bucket's sessions once found: a probe starts one character wide past
+// the last bucket and doubles after each empty one, so the request that
+// finds the next bucket spans less than twice the gap before it and counts
+// the sessions of that stretch, not every session after the last bucket.
 func (s *Store) SessionBucketsAt(ctx context.Context, rev int64) ([]string, error) {
 	prefix := s.keys.AllSessions()
-	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
 	var out []string
-	for {
-		resp, err := s.cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
+	span := narrowSpan(from)
+	for from < end {
+		to, ok := stretchEnd(from, span)
+		if !ok || to > end {
+			to = end
+		}
+		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(to), clientv3.WithLimit(1), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
 		if err != nil {
 			return nil, fmt.Errorf("list session buckets at revision %d: %w", rev, err)
 		}
 		if len(resp.Kvs) == 0 {
-			return out, nil
+			span = min(0, span+1)
+			from = to
+			continue
 		}
 		rest := strings.TrimPrefix(string(resp.Kvs[0].Key), prefix)
 		esc, _, ok := strings.Cut(rest, "/")
@@ -218,6 +244,24 @@ func (s *Store) SessionBucketsAt(ctx context.Context, rev int64) ([]string, erro
 			return nil, fmt.Errorf("session key %q: %w", resp.Kvs[0].Key, err)
 		}
 		out = append(out, bucket)
-		key = clientv3.GetPrefixRangeEnd(prefix + esc + "/")
+		from = clientv3.GetPrefixRangeEnd(prefix + esc + "/")
+		span = narrowSpan(from)
 	}
+	return out, nil
+}
+
+// narrowSpan is the width a probe for the next bucket starts with: one
+// character past from.
+func narrowSpan(from string) float64 {
+	return -math.Log2(float64(escapedKeys.radix)) * float64(len(from)+1)
+}
+
+// stretchEnd returns where a stretch of log2 width span past from ends, in
+// escaped keys' numbering when that gives a key past from, else in raw
+// bytes; ok is false when the stretch runs past every key.
+func stretchEnd(from string, span float64) (string, bool) {
+	if to, ok := escapedKeys.keyAfter(from, span); !ok || to > from {
+		return to, ok
+	}
+	return rawKeys.keyAfter(from, span)
 }

@@ -3,6 +3,9 @@ package etcdstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -184,4 +187,37 @@ func reclaimTestRevision(t *testing.T, ctx context.Context, s *Store) int64 {
 		t.Fatal(err)
 	}
 	return resp.Header.Revision
+}
+
+// TestSessionBucketsAtCost: finding the buckets of B buckets' sessions
+// counts each session a few times at most, where a limit-1 request to the
+// end of all sessions counts every session after the bucket found (B/2 per
+// session, 12 here).
+func TestSessionBucketsAtCost(t *testing.T) {
+	t.Parallel()
+	st := newMetricsTestStore(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var keys, want []string
+	const perBucket = 300
+	for i := range 24 {
+		b := fmt.Sprintf("bucket-%02d.%c", i, 'a'+i)
+		want = append(want, b)
+		for _, id := range uploadIDs(rng, perBucket*(1+i%3)) {
+			keys = append(keys, st.keys.Session(b, id))
+		}
+	}
+	putAll(t, st, keys)
+	c := countRequests(st)
+	got, err := st.SessionBucketsAt(t.Context(), reclaimTestRevision(t, t.Context(), st))
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("SessionBucketsAt = %v, %v; want %v", got, err, want)
+	}
+	var total int64
+	for _, n := range c.counts {
+		total += n
+	}
+	t.Logf("%d buckets, %d sessions: %d requests counted %d keys", len(want), len(keys), len(c.counts), total)
+	if total > 3*int64(len(keys)) {
+		t.Errorf("%d requests counted %d keys for %d sessions; want at most 3 per session", len(c.counts), total, len(keys))
+	}
 }

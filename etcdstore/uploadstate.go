@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -35,23 +38,29 @@ type UploadState struct {
 // uploadStateOps is how many reads UploadStatesAt makes per upload, and
 // uploadStateTxns how many of its transactions are in flight at once.
 const (
-	uploadStateOps  = 4
+	uploadStateOps  = 3
 	uploadStateTxns = 4
+	// inFlightSince is how many of an upload's parts in flight, in key
+	// order, its InFlightSince is the latest of.
+	inFlightSince = 100
 )
 
 // UploadStatesAt reads the records of each upload as they were at
-// revision rev, in read-only transactions of up to maxTxnOps reads
-// (uploadStateOps per upload), uploadStateTxns at once, rather than
-// several requests per upload: the state a pass classifies uploads by.
-// States come in the order of uploads. A record that does not decode fails
-// the read.
+// revision rev: its session, activity and part records in read-only
+// transactions of up to maxTxnOps reads (uploadStateOps per upload),
+// uploadStateTxns at once, rather than several requests per upload, and
+// the parts in flight of all of them in one scan of the records of parts
+// in flight (few: each lives while a part streams through a gateway). It
+// is the state a pass classifies uploads by. States come in the order of
+// uploads. A record that does not decode fails the read.
 func (s *Store) UploadStatesAt(ctx context.Context, rev int64, uploads []UploadRef) ([]UploadState, error) {
 	out := make([]UploadState, len(uploads))
 	per := maxTxnOps / uploadStateOps
-	errs := make([]error, (len(uploads)+per-1)/per)
+	errs := make([]error, (len(uploads)+per-1)/per+1)
 	sem := make(chan struct{}, uploadStateTxns)
 	var wg sync.WaitGroup
-	for i := range errs {
+	wg.Go(func() { errs[len(errs)-1] = s.inFlightStates(ctx, rev, uploads, out) })
+	for i := range errs[:len(errs)-1] {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -64,14 +73,46 @@ func (s *Store) UploadStatesAt(ctx context.Context, rev int64, uploads []UploadR
 	return out, errors.Join(errs...)
 }
 
-// uploadStates reads batch's records at rev in one transaction into out.
+// inFlightStates sets InFlight and InFlightSince of out (the states of
+// uploads) from one scan of every part in flight at rev: the count of an
+// upload's records, and the latest start among its first inFlightSince
+// in key order. It writes no other field.
+func (s *Store) inFlightStates(ctx context.Context, rev int64, uploads []UploadRef, out []UploadState) error {
+	if len(uploads) == 0 {
+		return nil
+	}
+	at := make(map[string][]int, len(uploads)) // escaped upload id -> indexes
+	for i, u := range uploads {
+		esc := url.PathEscape(u.UploadID)
+		at[esc] = append(at[esc], i)
+	}
+	prefix := s.keys.Root() + "inflight/"
+	_, err := s.rangeScan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), rev, 0, func(kv *mvccpb.KeyValue) bool {
+		esc, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), prefix), "/")
+		for _, i := range at[esc] {
+			st := &out[i]
+			st.InFlight++
+			var a Activity
+			if st.InFlight <= inFlightSince && json.Unmarshal(kv.Value, &a) == nil && a.At.After(st.InFlightSince) {
+				st.InFlightSince = a.At
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("read parts in flight at revision %d: %w", rev, err)
+	}
+	return nil
+}
+
+// uploadStates reads batch's records at rev in one transaction into out,
+// all but the parts in flight.
 func (s *Store) uploadStates(ctx context.Context, rev int64, batch []UploadRef, out []UploadState) error {
 	ops := make([]clientv3.Op, 0, uploadStateOps*len(batch))
 	for _, u := range batch {
 		ops = append(ops,
 			clientv3.OpGet(s.keys.Session(u.Bucket, u.UploadID), clientv3.WithRev(rev)),
 			clientv3.OpGet(s.keys.Activity(u.UploadID), clientv3.WithRev(rev)),
-			clientv3.OpGet(s.keys.InFlight(u.UploadID), clientv3.WithPrefix(), clientv3.WithLimit(100), clientv3.WithRev(rev)),
 			clientv3.OpGet(s.keys.Parts(u.UploadID), clientv3.WithPrefix(), clientv3.WithRev(rev)))
 	}
 	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
@@ -79,46 +120,37 @@ func (s *Store) uploadStates(ctx context.Context, rev int64, batch []UploadRef, 
 		return fmt.Errorf("read uploads at revision %d: %w", rev, err)
 	}
 	for i := range batch {
-		if out[i], err = uploadState(resp.Responses[uploadStateOps*i : uploadStateOps*(i+1)]); err != nil {
+		if err = uploadState(resp.Responses[uploadStateOps*i:uploadStateOps*(i+1)], &out[i]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// uploadState decodes one upload's reads, in the order UploadStatesAt
-// makes them.
-func uploadState(rs []*etcdserverpb.ResponseOp) (UploadState, error) {
-	var st UploadState
+// uploadState decodes one upload's reads, in the order uploadStates makes
+// them, into st.
+func uploadState(rs []*etcdserverpb.ResponseOp, st *UploadState) error {
 	if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		var sess Session
 		if err := json.Unmarshal(kvs[0].Value, &sess); err != nil {
-			return st, fmt.Errorf("decode session %s: %w", kvs[0].Key, err)
+			return fmt.Errorf("decode session %s: %w", kvs[0].Key, err)
 		}
 		st.Session = &Versioned[Session]{Value: sess, ModRev: kvs[0].ModRevision}
 	}
 	if kvs := rs[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		var a Activity
 		if err := json.Unmarshal(kvs[0].Value, &a); err != nil {
-			return st, fmt.Errorf("decode activity %s: %w", kvs[0].Key, err)
+			return fmt.Errorf("decode activity %s: %w", kvs[0].Key, err)
 		}
 		st.Activity = &Versioned[Activity]{Value: a, ModRev: kvs[0].ModRevision}
 	}
-	inflight := rs[2].GetResponseRange()
-	st.InFlight = int(inflight.GetCount())
-	for _, kv := range inflight.GetKvs() {
-		var a Activity
-		if json.Unmarshal(kv.Value, &a) == nil && a.At.After(st.InFlightSince) {
-			st.InFlightSince = a.At
-		}
-	}
-	for _, kv := range rs[3].GetResponseRange().GetKvs() {
+	for _, kv := range rs[2].GetResponseRange().GetKvs() {
 		var p Part
 		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			return st, fmt.Errorf("decode part %s: %w", kv.Key, err)
+			return fmt.Errorf("decode part %s: %w", kv.Key, err)
 		}
 		st.Parts++
 		st.Bytes += p.Size
 	}
-	return st, nil
+	return nil
 }

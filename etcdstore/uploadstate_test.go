@@ -1,8 +1,16 @@
 package etcdstore
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestUploadStatesAt: one upload's session, activity, part in flight and
@@ -59,4 +67,128 @@ func TestUploadStatesAt(t *testing.T) {
 			t.Fatalf("upload %d, made after the revision: %+v", i+1, s)
 		}
 	}
+}
+
+// TestUploadStatesAtOracle: for generated uploads (sessions in random
+// states and ages or none, activity or none, parts in flight from none to
+// past the 100 whose latest start counts, part records from none to
+// several, ids that need escaping, orphans with no record at all, uploads
+// listed twice), UploadStatesAt returns what the per-upload reads return
+// at the same revision (GetSessionAt, GetActivityAt, InFlightAt and a
+// range of the upload's part records), also after the records change.
+func TestUploadStatesAtOracle(t *testing.T) {
+	t.Parallel()
+	st := newMetricsTestStore(t)
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(7, 8))
+	lease, err := st.cli.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []UploadRef
+	write := func(n int) { refs = append(refs, writeUploads(t, st, rng, lease.ID, len(refs), n)...) }
+	check := func(rev int64, refs []UploadRef) {
+		t.Helper()
+		got, err := st.UploadStatesAt(ctx, rev, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, u := range refs {
+			var want UploadState
+			if s, err := st.GetSessionAt(ctx, u.Bucket, u.UploadID, rev); err == nil {
+				want.Session = &s
+			} else if !errors.Is(err, ErrNotFound) {
+				t.Fatal(err)
+			}
+			if a, err := st.GetActivityAt(ctx, u.UploadID, rev); err == nil {
+				want.Activity = &a
+			} else if !errors.Is(err, ErrNotFound) {
+				t.Fatal(err)
+			}
+			if want.InFlight, want.InFlightSince, err = st.InFlightAt(ctx, u.UploadID, rev); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := st.cli.Get(ctx, st.keys.Parts(u.UploadID), clientv3.WithPrefix(), clientv3.WithRev(rev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kv := range resp.Kvs {
+				var p Part
+				if err := json.Unmarshal(kv.Value, &p); err != nil {
+					t.Fatal(err)
+				}
+				want.Parts++
+				want.Bytes += p.Size
+			}
+			if !reflect.DeepEqual(got[i], want) {
+				t.Fatalf("upload %d %+v at revision %d:\n got %+v\nwant %+v", i, u, rev, got[i], want)
+			}
+		}
+	}
+	write(300)
+	rev := reclaimTestRevision(t, ctx, st)
+	// Orphans (no record), and uploads listed twice.
+	listed := append(slices.Clone(refs), UploadRef{"b0", "none"}, UploadRef{"b1", "none/x"}, refs[3], refs[7])
+	rng.Shuffle(len(listed), func(i, j int) { listed[i], listed[j] = listed[j], listed[i] })
+	check(rev, listed)
+	// Later writes, and the removal of every part in flight, change
+	// nothing at rev.
+	write(100)
+	if _, err := st.cli.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	check(rev, listed)
+	check(reclaimTestRevision(t, ctx, st), refs)
+}
+
+// writeUploads writes the records of n generated uploads, numbered from
+// first, for TestUploadStatesAtOracle; parts in flight live under lease.
+func writeUploads(t *testing.T, st *Store, rng *rand.Rand, lease clientv3.LeaseID, first, n int) []UploadRef {
+	t.Helper()
+	ctx := t.Context()
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	ago := func() time.Time { return base.Add(-time.Duration(rng.Int64N(int64(72 * time.Hour)))) }
+	var refs []UploadRef
+	for i := range n {
+		u := UploadRef{Bucket: fmt.Sprintf("b%d", rng.IntN(3)), UploadID: fmt.Sprintf("u%d-%x", (first + i), rng.Uint32())}
+		if i%17 == 0 {
+			u.UploadID += "/+ %é" // escaped in every key
+		}
+		refs = append(refs, u)
+		var ops []clientv3.Op
+		if rng.IntN(5) > 0 {
+			sess := &Session{Bucket: u.Bucket, Key: "k", UploadID: u.UploadID, State: AllStates[rng.IntN(len(AllStates))], Created: ago(), LastActivity: ago()}
+			val, err := MarshalSession(sess)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops = append(ops, clientv3.OpPut(st.keys.Session(u.Bucket, u.UploadID), val))
+		}
+		if rng.IntN(2) == 0 {
+			ops = append(ops, st.ActivityOp(u.UploadID, Activity{At: ago()}))
+		}
+		inflight := []int{0, 0, 0, 1, 2, 5}[rng.IntN(6)]
+		if i == 3 {
+			inflight = 105 // past the 100 whose latest start counts
+		}
+		for p := range inflight {
+			at := ago()
+			if p >= 100 {
+				at = base // later than any other: it must not count
+			}
+			ops = append(ops, st.InFlightOp(u.UploadID, fmt.Sprintf("p%03d", p), Activity{At: at}, lease))
+		}
+		for p := range rng.IntN(6) {
+			val, _ := json.Marshal(Part{Number: p + 1, ETag: "e", Size: rng.Int64N(1 << 20), At: ago()})
+			ops = append(ops, clientv3.OpPut(st.keys.Part(u.UploadID, p+1), string(val)))
+		}
+		for len(ops) > 0 {
+			batch := ops[:min(len(ops), maxTxnOps)]
+			ops = ops[len(batch):]
+			if _, err := st.cli.Txn(ctx).Then(batch...).Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return refs
 }

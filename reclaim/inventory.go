@@ -161,7 +161,6 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 			}
 		}
 		pos = next
-		km, um = page.NextKey, page.NextUploadID
 	}
 	if inv.orphansOnly {
 		return nil
@@ -336,7 +335,9 @@ func (inv *inventory) judge(ctx context.Context, it *item) error {
 // judged like any other, unless seen is partial. Past the check budget,
 // candidates are counted as unverified instead.
 func (inv *inventory) missingIn(ctx context.Context, bucket string, seen map[string]struct{}, partial bool) (missing []Missing, unlisted []Upload, unverified int64, err error) {
-	err = inv.store.ScanSessionsAt(ctx, bucket, inv.rev, int64(max(inv.batch, 100)), func(v etcdstore.Versioned[etcdstore.Session]) error {
+	// A listed upload's session is skipped before it is decoded.
+	listed := func(id string) bool { _, ok := seen[id]; return ok }
+	err = inv.store.ScanSessionsExceptAt(ctx, bucket, inv.rev, int64(max(inv.batch, 100)), listed, func(v etcdstore.Versioned[etcdstore.Session]) error {
 		s := v.Value
 		if s.State.Terminal() {
 			return nil

@@ -186,3 +186,43 @@ func TestResultETag(t *testing.T) {
 		}
 	}
 }
+
+// TestListUploadsLargerThanMaxAnswer lists a bucket whose uploads' XML is
+// larger than MaxAnswer in one page, as MinIO answers a bucket of some
+// 45,000 uploads (it ignores max-uploads). A real MinIO gives this answer
+// too, but only after minutes of creating uploads, so a server here sends
+// it.
+func TestListUploadsLargerThanMaxAnswer(t *testing.T) {
+	const n = 60_000
+	var page bytes.Buffer
+	page.WriteString(`<?xml version="1.0" encoding="UTF-8"?><ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>b</Bucket><EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>`)
+	for i := range n {
+		page.WriteString("<Upload><Key>dir%2Fobject-" + strconv.Itoa(i) + "</Key><UploadId>" + strings.Repeat("u", 200) + strconv.Itoa(i) +
+			"</UploadId><Initiator><ID>x</ID><DisplayName>x</DisplayName></Initiator><Owner><ID>x</ID><DisplayName>x</DisplayName></Owner><StorageClass>STANDARD</StorageClass><Initiated>2026-12-01T10:00:00.000Z</Initiated></Upload>")
+	}
+	page.WriteString("</ListMultipartUploadsResult>")
+	if page.Len() <= s3client.MaxAnswer {
+		t.Fatalf("the listing is %d bytes, not above MaxAnswer", page.Len())
+	}
+	c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		_, _ = w.Write(page.Bytes())
+	})
+	got, err := c.ListUploads(t.Context(), "b", "", "", 1000)
+	if err != nil {
+		t.Fatalf("ListUploads of a %d-byte listing: %v", page.Len(), err)
+	}
+	if len(got.Uploads) != n || !got.Done {
+		t.Fatalf("ListUploads returned %d uploads (done %v), want %d", len(got.Uploads), got.Done, n)
+	}
+	if u := got.Uploads[n-1]; u.Key != "dir/object-"+strconv.Itoa(n-1) || u.Initiated.IsZero() {
+		t.Errorf("last upload %+v: key not decoded or time not parsed", u)
+	}
+
+	c, _ = serve(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`<Error><Code>InternalError</Code><Message>x</Message></Error>`))
+	})
+	if _, err := c.ListUploads(t.Context(), "b", "", "", 1000); err == nil {
+		t.Error("ListUploads of an error document in a 200 succeeded")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -66,12 +67,8 @@ func (c *Client) ListUploads(ctx context.Context, bucket, keyMarker, uploadIDMar
 			q.Set("upload-id-marker", uploadIDMarker)
 		}
 	}
-	body, err := c.call(ctx, http.MethodGet, bucket, "", q, nil)
+	res, err := c.listUploads(ctx, bucket, q)
 	if err != nil {
-		return UploadPage{}, fmt.Errorf("list multipart uploads of %s: %w", bucket, err)
-	}
-	var res listUploadsResult
-	if err := xml.Unmarshal(body, &res); err != nil {
 		return UploadPage{}, fmt.Errorf("list multipart uploads of %s: %w", bucket, err)
 	}
 	decode := keyDecoder(res.EncodingType)
@@ -248,4 +245,48 @@ func NewestPart(parts []Part) time.Time {
 		}
 	}
 	return newest
+}
+
+// MaxUploadListing bounds one ListMultipartUploads answer. It is far above
+// MaxAnswer because a backend may ignore max-uploads: MinIO answers with
+// every upload of the bucket at once, about 400 bytes of XML each, so this
+// admits about 2.5 million. The answer is decoded as it arrives, so what is
+// held is the decoded uploads, not the XML.
+const MaxUploadListing = 1 << 30
+
+// listUploads sends a ListMultipartUploads request and decodes its answer
+// as it streams in, within MaxUploadListing.
+func (c *Client) listUploads(ctx context.Context, bucket string, q url.Values) (*listUploadsResult, error) {
+	resp, done, err := c.send(ctx, http.MethodGet, bucket, "", q, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if resp.StatusCode/100 != 2 {
+		return nil, refusal(resp)
+	}
+	body := &countingReader{r: io.LimitReader(resp.Body, MaxUploadListing+1)}
+	var res struct {
+		XMLName xml.Name `xml:"ListMultipartUploadsResult"`
+		listUploadsResult
+	}
+	if err := xml.NewDecoder(body).Decode(&res); err != nil {
+		if body.n > MaxUploadListing {
+			return nil, fmt.Errorf("the answer is larger than %d bytes: %w", int64(MaxUploadListing), ErrTooLarge)
+		}
+		return nil, fmt.Errorf("read backend answer: %w", err)
+	}
+	return &res.listUploadsResult, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -64,6 +64,16 @@ func exportedNames(t *testing.T) map[string]bool {
 	return seriesNames(wire(t).gather(t))
 }
 
+// prometheusMade are the series Prometheus itself writes for every target.
+var prometheusMade = map[string]bool{"up": true}
+
+// runbook is the document the alerts' runbook_url annotations point into,
+// one section per alert, and runbookURL the address it is read at.
+const (
+	runbook    = "../docs/runbook.md"
+	runbookURL = "https://github.com/sweepgate/sweepgate/blob/main/docs/runbook.md"
+)
+
 // checkExpr fails t when expr names a metric that is not exported.
 func checkExpr(t *testing.T, where, expr string, exported map[string]bool) []string {
 	t.Helper()
@@ -76,7 +86,7 @@ func checkExpr(t *testing.T, where, expr string, exported map[string]bool) []str
 		t.Errorf("%s names no metric: %s", where, expr)
 	}
 	for _, n := range names {
-		if !exported[n] {
+		if !exported[n] && !prometheusMade[n] {
 			t.Errorf("%s uses %s, which sweepgate does not export", where, n)
 		}
 	}
@@ -130,6 +140,7 @@ func TestAlertRules(t *testing.T) {
 				continue
 			}
 			checkExpr(t, where, r.Expr, exported)
+			checkRunbook(t, where, r)
 		}
 	}
 	// What the rules must catch, and the metric each must read.
@@ -141,6 +152,9 @@ func TestAlertRules(t *testing.T) {
 		{"SweepgateNoReclaimerLeader", "sweepgate_reclaim_leading"},
 		{"SweepgateReclaimPassesFailing", "sweepgate_reclaim_passes_total"},
 		{"SweepgateUnknownProducerReferences", "sweepgate_reclaim_unknown_producer_refs_total"},
+		{"SweepgateDown", "up"},
+		{"SweepgateEtcdMemberDown", "sweepgate_etcd_up"},
+		{"SweepgateEtcdNearQuota", "sweepgate_etcd_db_quota_bytes"},
 	} {
 		r, ok := alerts[want.alert]
 		if !ok {
@@ -326,5 +340,22 @@ func TestReadmeLinksDeploy(t *testing.T) {
 	}
 	if !bytes.Contains(data, []byte("(deploy/README.md)")) {
 		t.Error("README.md does not link deploy/README.md")
+	}
+}
+
+// checkRunbook fails t unless r's runbook_url names a section of
+// docs/runbook.md headed with the alert's name (GitHub's anchor for it:
+// the name lowercased).
+func checkRunbook(t *testing.T, where string, r rule) {
+	t.Helper()
+	doc, err := os.ReadFile(runbook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := runbookURL + "#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+		t.Errorf("%s: runbook_url %q, want %q", where, r.Annotations["runbook_url"], want)
+	}
+	if !slices.Contains(strings.Split(string(doc), "\n"), "## "+r.Alert) {
+		t.Errorf("%s: %s has no section headed \"## %s\"", where, runbook, r.Alert)
 	}
 }

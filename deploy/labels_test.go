@@ -29,9 +29,10 @@ var allowedLabels = map[string]string{
 	"to":           "session states",
 	"result":       "pass results",
 	"verdict":      "keep, mark, delete, hold",
-	"outcome":      "mark, aborted, cleanup_pending",
+	"outcome":      "aborted, cleanup_pending",
 	"sweep":        "uploads, digests",
 	"clock":        "gateway, backend",
+	"endpoint":     "the configured etcd endpoints (etcd.endpoints), or the embedded member's",
 }
 
 // TestMetricLabels wires everything serve registers and checks every

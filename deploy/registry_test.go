@@ -141,7 +141,8 @@ func wire(t *testing.T) *recorder {
 	reg := newRecorder()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	_, cli := etcdtest.Start(t)
+	e, cli := etcdtest.Start(t)
+	reg.MustRegister(etcdstore.NewStatusCollector(cli, e.Endpoints()))
 	keys, err := etcdstore.NewKeys(cfg.Etcd.Prefix)
 	if err != nil {
 		t.Fatal(err)

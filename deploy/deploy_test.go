@@ -155,6 +155,7 @@ func TestAlertRules(t *testing.T) {
 		{"SweepgateDown", "up"},
 		{"SweepgateEtcdMemberDown", "sweepgate_etcd_up"},
 		{"SweepgateEtcdNearQuota", "sweepgate_etcd_db_quota_bytes"},
+		{"SweepgatePlaneSilent", "sweepgate_digests_plane_report_age_seconds"},
 	} {
 		r, ok := alerts[want.alert]
 		if !ok {

@@ -33,6 +33,7 @@ var allowedLabels = map[string]string{
 	"sweep":        "uploads, digests",
 	"clock":        "gateway, backend",
 	"endpoint":     "the configured etcd endpoints (etcd.endpoints), or the embedded member's",
+	"plane":        "the configured planes (digests.planes)",
 }
 
 // TestMetricLabels wires everything serve registers and checks every

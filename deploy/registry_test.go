@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -130,6 +131,7 @@ func wire(t *testing.T) *recorder {
 		"--backend-access-key", "metrics", "--backend-secret-key", "metrics-secret",
 		"--digests-namespace", "registry/blobs/sha256/",
 		"--digests-source", "registry/manifests/",
+		"--digests-planes", "backup",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +150,7 @@ func wire(t *testing.T) *recorder {
 		t.Fatal(err)
 	}
 	store := etcdstore.NewStore(cli, keys).WithMetrics(reg)
+	reg.MustRegister(digests.NewPlaneCollector(store, cfg.Digests.Planes, time.Now))
 	logger := slog.New(slog.DiscardHandler)
 	gw, err := gateway.New(gateway.Config{
 		BackendEndpoint:  cfg.Backend.Endpoint,

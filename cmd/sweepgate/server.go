@@ -19,6 +19,7 @@ import (
 	"github.com/sweepgate/sweepgate/admin"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -140,6 +141,9 @@ func (s *server) openStore(ctx context.Context) error {
 	// so that its etcd requests are timed in one histogram.
 	if cfg.Sessions.Enabled {
 		s.store = etcdstore.NewStore(etcdClient, keys).WithMetrics(s.reg)
+		if len(cfg.Digests.Planes) > 0 {
+			s.reg.MustRegister(digests.NewPlaneCollector(s.store, cfg.Digests.Planes, s.clock))
+		}
 	}
 	return nil
 }

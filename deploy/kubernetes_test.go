@@ -52,32 +52,34 @@ type kubeSpec struct {
 }
 
 type podSpec struct {
-	TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
-	Containers                    []struct {
-		Args []string `yaml:"args"`
-		Env  []struct {
-			Name      string `yaml:"name"`
-			Value     string `yaml:"value"`
-			ValueFrom *struct {
-				SecretKeyRef struct {
-					Name string `yaml:"name"`
-					Key  string `yaml:"key"`
-				} `yaml:"secretKeyRef"`
-			} `yaml:"valueFrom"`
-		} `yaml:"env"`
-		Ports []struct {
-			Name          string `yaml:"name"`
-			ContainerPort int    `yaml:"containerPort"`
-		} `yaml:"ports"`
-		LivenessProbe  *kubeProbe `yaml:"livenessProbe"`
-		ReadinessProbe *kubeProbe `yaml:"readinessProbe"`
-		VolumeMounts   []struct {
-			Name      string `yaml:"name"`
-			MountPath string `yaml:"mountPath"`
-			SubPath   string `yaml:"subPath"`
-		} `yaml:"volumeMounts"`
-	} `yaml:"containers"`
-	Volumes []kubeVolume `yaml:"volumes"`
+	TerminationGracePeriodSeconds int             `yaml:"terminationGracePeriodSeconds"`
+	Containers                    []kubeContainer `yaml:"containers"`
+	Volumes                       []kubeVolume    `yaml:"volumes"`
+}
+
+type kubeContainer struct {
+	Args []string `yaml:"args"`
+	Env  []struct {
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom *struct {
+			SecretKeyRef struct {
+				Name string `yaml:"name"`
+				Key  string `yaml:"key"`
+			} `yaml:"secretKeyRef"`
+		} `yaml:"valueFrom"`
+	} `yaml:"env"`
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+	LivenessProbe  *kubeProbe `yaml:"livenessProbe"`
+	ReadinessProbe *kubeProbe `yaml:"readinessProbe"`
+	VolumeMounts   []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+		SubPath   string `yaml:"subPath"`
+	} `yaml:"volumeMounts"`
 }
 
 type kubeProbe struct {
@@ -168,8 +170,63 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("the Deployment's selector %v does not select its pods %v", dep.Spec.Selector.MatchLabels, labels)
 	}
 
-	// Mounted files: path in the container -> the Secret key or ConfigMap
-	// entry behind it.
+	files := kubeMountedFiles(t, objs, pod)
+	cfg := kubeConfig(t, objs, c, files)
+
+	// Ports, probes and the grace period against the settings.
+	ports := map[string]int{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	for name, listen := range map[string]string{"s3": cfg.Listen, "admin": cfg.Admin.Listen} {
+		if _, port, err := net.SplitHostPort(listen); err != nil || port != strconv.Itoa(ports[name]) {
+			t.Errorf("container port %s is %d, but the gateway listens on %q", name, ports[name], listen)
+		}
+	}
+	for probe, want := range map[string]string{"liveness": "/healthz", "readiness": "/readyz"} {
+		p := c.LivenessProbe
+		if probe == "readiness" {
+			p = c.ReadinessProbe
+		}
+		if p == nil || p.HTTPGet.Path != want || p.HTTPGet.Port != "admin" {
+			t.Errorf("the %s probe should GET %s on the admin port: %+v", probe, want, p)
+		}
+	}
+	if grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; grace <= cfg.Shutdown.DrainDelay+cfg.Shutdown.Timeout {
+		t.Errorf("terminationGracePeriodSeconds %v does not cover shutdown.drain_delay %v plus shutdown.timeout %v",
+			grace, cfg.Shutdown.DrainDelay, cfg.Shutdown.Timeout)
+	}
+
+	// Services and the disruption budget select the pods.
+	for _, name := range []string{"sweepgate", "sweepgate-admin"} {
+		svc, ok := objs["Service/"+name]
+		if !ok {
+			t.Errorf("no Service %s", name)
+			continue
+		}
+		if sel := selectors[name]; len(sel) == 0 || !isSubset(sel, labels) {
+			t.Errorf("Service %s selects %v, not the gateway pods %v", name, sel, labels)
+		}
+		for _, p := range svc.Spec.Ports {
+			if _, ok := ports[p.TargetPort]; !ok {
+				t.Errorf("Service %s targets port %q, which the container does not name", name, p.TargetPort)
+			}
+		}
+	}
+	if !slices.Contains(cfg.Admin.Hosts, "sweepgate-admin") {
+		t.Errorf("admin.hosts %v lacks the admin Service's name, so requests addressed to it are refused", cfg.Admin.Hosts)
+	}
+	pdb, ok := objs["PodDisruptionBudget/sweepgate"]
+	if !ok || !isSubset(pdb.Spec.Selector.MatchLabels, labels) || len(pdb.Spec.Selector.MatchLabels) == 0 {
+		t.Errorf("no PodDisruptionBudget sweepgate selecting the pods %v", labels)
+	}
+}
+
+// kubeMountedFiles returns the files the gateway container sees: path ->
+// the Secret key or ConfigMap entry behind it.
+func kubeMountedFiles(t *testing.T, objs map[string]kubeObject, pod podSpec) map[string]string {
+	t.Helper()
+	c := pod.Containers[0]
 	files := map[string]string{}
 	for _, m := range c.VolumeMounts {
 		i := slices.IndexFunc(pod.Volumes, func(v kubeVolume) bool { return v.Name == m.Name })
@@ -204,7 +261,14 @@ func TestKubernetes(t *testing.T) {
 		}
 	}
 
-	// The configuration, loaded as serve loads it in the pod.
+	return files
+}
+
+// kubeConfig loads the gateway's configuration as serve loads it in the
+// pod (the mounted file, the image's and the pod's environment), and
+// checks that every file it names is mounted.
+func kubeConfig(t *testing.T, objs map[string]kubeObject, c kubeContainer, files map[string]string) *config.Config {
+	t.Helper()
 	if len(c.Args) != 3 || c.Args[0] != "serve" || c.Args[1] != "--config" {
 		t.Fatalf("the container runs %q, want serve --config FILE", c.Args)
 	}
@@ -262,53 +326,7 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("the gateways should use an external etcd cluster with TLS and a user: %+v", cfg.Etcd)
 	}
 
-	// Ports, probes and the grace period against the settings.
-	ports := map[string]int{}
-	for _, p := range c.Ports {
-		ports[p.Name] = p.ContainerPort
-	}
-	for name, listen := range map[string]string{"s3": cfg.Listen, "admin": cfg.Admin.Listen} {
-		if _, port, err := net.SplitHostPort(listen); err != nil || port != strconv.Itoa(ports[name]) {
-			t.Errorf("container port %s is %d, but the gateway listens on %q", name, ports[name], listen)
-		}
-	}
-	for probe, want := range map[string]string{"liveness": "/healthz", "readiness": "/readyz"} {
-		p := c.LivenessProbe
-		if probe == "readiness" {
-			p = c.ReadinessProbe
-		}
-		if p == nil || p.HTTPGet.Path != want || p.HTTPGet.Port != "admin" {
-			t.Errorf("the %s probe should GET %s on the admin port: %+v", probe, want, p)
-		}
-	}
-	if grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; grace <= cfg.Shutdown.DrainDelay+cfg.Shutdown.Timeout {
-		t.Errorf("terminationGracePeriodSeconds %v does not cover shutdown.drain_delay %v plus shutdown.timeout %v",
-			grace, cfg.Shutdown.DrainDelay, cfg.Shutdown.Timeout)
-	}
-
-	// Services and the disruption budget select the pods.
-	for _, name := range []string{"sweepgate", "sweepgate-admin"} {
-		svc, ok := objs["Service/"+name]
-		if !ok {
-			t.Errorf("no Service %s", name)
-			continue
-		}
-		if sel := selectors[name]; len(sel) == 0 || !isSubset(sel, labels) {
-			t.Errorf("Service %s selects %v, not the gateway pods %v", name, sel, labels)
-		}
-		for _, p := range svc.Spec.Ports {
-			if _, ok := ports[p.TargetPort]; !ok {
-				t.Errorf("Service %s targets port %q, which the container does not name", name, p.TargetPort)
-			}
-		}
-	}
-	if !slices.Contains(cfg.Admin.Hosts, "sweepgate-admin") {
-		t.Errorf("admin.hosts %v lacks the admin Service's name, so requests addressed to it are refused", cfg.Admin.Hosts)
-	}
-	pdb, ok := objs["PodDisruptionBudget/sweepgate"]
-	if !ok || !isSubset(pdb.Spec.Selector.MatchLabels, labels) || len(pdb.Spec.Selector.MatchLabels) == 0 {
-		t.Errorf("no PodDisruptionBudget sweepgate selecting the pods %v", labels)
-	}
+	return cfg
 }
 
 func isSubset(sub, of map[string]string) bool {

@@ -78,7 +78,7 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 	defer sink.Close()
 	logs := serveLogs{
 		main:     newLogger(sink, cfg),
-		requests: newLogger(sink.droppable(), cfg),
+		requests: newRequestLogger(sink.droppable(), cfg),
 		sink:     sink,
 	}
 	logger := logs.main
@@ -109,12 +109,23 @@ type serveLogs struct {
 // newLogger returns serve's logger: cfg's format, and cfg's level for
 // every line but the audit lines, which no level drops.
 func newLogger(w io.Writer, cfg *config.Config) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
-	var h slog.Handler = slog.NewTextHandler(w, opts)
+	return slog.New(audit.KeepAudit(logHandler(w, cfg, slog.LevelDebug), cfg.LogLevel()))
+}
+
+// newRequestLogger returns the logger of the gateway's per-request line,
+// which carries no audit line: a plain level filter, so that below the
+// level the gateway sees it disabled and builds no line at all.
+func newRequestLogger(w io.Writer, cfg *config.Config) *slog.Logger {
+	return slog.New(logHandler(w, cfg, cfg.LogLevel()))
+}
+
+// logHandler returns a handler in cfg's format passing level and above.
+func logHandler(w io.Writer, cfg *config.Config, level slog.Leveler) slog.Handler {
+	opts := &slog.HandlerOptions{Level: level}
 	if cfg.Log.Format == "json" {
-		h = slog.NewJSONHandler(w, opts)
+		return slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(audit.KeepAudit(h, cfg.LogLevel()))
+	return slog.NewTextHandler(w, opts)
 }
 
 // runServe runs the gateway until ctx is done or something it depends on

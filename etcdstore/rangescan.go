@@ -301,6 +301,17 @@ func (n *numbering) keyAfter(from string, span float64) (string, bool) {
 	return string(key), true
 }
 
+// stretchEnd returns where a stretch of log2 width span past from ends:
+// keyAfter in n's numbering when that gives a key past from, else in raw
+// bytes (from holds bytes n does not number). ok is false when the
+// stretch runs past every key.
+func (n *numbering) stretchEnd(from string, span float64) (string, bool) {
+	if to, ok := n.keyAfter(from, span); !ok || to > from {
+		return to, ok
+	}
+	return rawKeys.keyAfter(from, span)
+}
+
 // learn adds the bytes that kvs hold past the base to those the pager
 // numbers keys in.
 func (p *RangePager) learn(kvs []*mvccpb.KeyValue) {
@@ -326,17 +337,13 @@ func (p *RangePager) learn(kvs []*mvccpb.KeyValue) {
 	}
 }
 
-// stretchEnd returns where a stretch of log2 width span past from ends,
-// in the pager's numbering when that gives a key past from, else in raw
-// bytes; ok is false when the stretch runs to the end of the range.
+// stretchEnd returns where the pager's next stretch ends, in its
+// numbering (numbering.stretchEnd); ok is false when the stretch runs to
+// the end of the range.
 func (p *RangePager) stretchEnd() (string, bool) {
 	if len(p.from) < len(p.base) || p.from[:len(p.base)] != p.base {
 		return "", false // not in the range: the rest of it is asked for
 	}
-	from := p.from[len(p.base):]
-	to, ok := p.num.keyAfter(from, p.span)
-	if ok && to <= from {
-		to, ok = rawKeys.keyAfter(from, p.span)
-	}
+	to, ok := p.num.stretchEnd(p.from[len(p.base):], p.span)
 	return p.base + to, ok
 }

@@ -221,7 +221,7 @@ func (s *Store) SessionBucketsAt(ctx context.Context, rev int64) ([]string, erro
 	var out []string
 	span := narrowSpan(from)
 	for from < end {
-		to, ok := stretchEnd(from, span)
+		to, ok := escapedKeys.stretchEnd(from, span)
 		if !ok || to > end {
 			to = end
 		}
@@ -254,14 +254,4 @@ func (s *Store) SessionBucketsAt(ctx context.Context, rev int64) ([]string, erro
 // character past from.
 func narrowSpan(from string) float64 {
 	return -math.Log2(float64(escapedKeys.radix)) * float64(len(from)+1)
-}
-
-// stretchEnd returns where a stretch of log2 width span past from ends, in
-// escaped keys' numbering when that gives a key past from, else in raw
-// bytes; ok is false when the stretch runs past every key.
-func stretchEnd(from string, span float64) (string, bool) {
-	if to, ok := escapedKeys.keyAfter(from, span); !ok || to > from {
-		return to, ok
-	}
-	return rawKeys.keyAfter(from, span)
 }

@@ -1,7 +1,12 @@
 # syntax=docker/dockerfile:1
 
+# Base images are pinned by digest (the tag says which release it is), so
+# that a build uses the bytes that were reviewed; `crane digest IMAGE:TAG`
+# gives the digest to move to, and `go test ./deploy/` checks every FROM
+# is pinned.
+
 # Build stage: a static sweepgate binary.
-FROM golang:1.26 AS build
+FROM golang:1.26@sha256:3aff6657219a4d9c14e27fb1d8976c49c29fddb70ba835014f477e1c70636647 AS build
 WORKDIR /src
 
 # Modules first, so that a source change does not download them again.
@@ -20,7 +25,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
 RUN mkdir -p /out/data/etcd
 
 # Runtime stage: no shell, no package manager, a non-root user.
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
 COPY --from=build /out/sweepgate /sweepgate
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532

@@ -10,8 +10,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -170,6 +168,6 @@ func NewBackendClient(endpoint, region, accessKey, secretKey string) (multipart.
 	if region == "" {
 		region = DefaultRegion
 	}
-	creds := aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}
-	return &backendClient{endpoint: u, transport: newBackendTransport(creds, region, time.Now)}, nil
+	signer := fixedSigner(BackendKey{AccessKey: accessKey, SecretKey: secretKey}, region)
+	return &backendClient{endpoint: u, transport: newBackendTransport(signer, time.Now)}, nil
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // emptySHA256 is the hex SHA-256 of an empty payload.
@@ -89,26 +89,30 @@ func fixedSigner(key BackendKey, region string) func(*http.Request) (*sigv4.Sign
 	return func(*http.Request) (*sigv4.Signer, error) { return s, nil }
 }
 
-// checkBackend proves the backend answers signed requests: a ListBuckets
-// call, or with buckets a HEAD of each of them (so that a key allowed only
-// those buckets passes), must come back with a status below 500 and not
-// 403.
+// checkBackend proves the backend answers requests signed with the key in
+// use: a ListBuckets call, or with buckets a one-key listing of each of
+// them (so that a key allowed only those buckets passes), must come back
+// with a status below 500, and not refuse the key itself. A listing the
+// key's policy denies (AccessDenied) passes: the backend took the key, and
+// the bucket is the reclaimer's report's to name (denied_buckets), not a
+// reason to take the gateway out of service.
 func checkBackend(ctx context.Context, client *http.Client, endpoint *url.URL, buckets []string) error {
 	if len(buckets) == 0 {
-		return checkBackendOnce(ctx, client, endpoint, http.MethodGet, "")
+		return checkBackendOnce(ctx, client, endpoint, "", nil)
 	}
 	for _, b := range buckets {
-		if err := checkBackendOnce(ctx, client, endpoint, http.MethodHead, b); err != nil {
+		if err := checkBackendOnce(ctx, client, endpoint, b, url.Values{"list-type": {"2"}, "max-keys": {"1"}}); err != nil {
 			return fmt.Errorf("bucket %s: %w", b, err)
 		}
 	}
 	return nil
 }
 
-func checkBackendOnce(ctx context.Context, client *http.Client, endpoint *url.URL, method, bucket string) error {
+func checkBackendOnce(ctx context.Context, client *http.Client, endpoint *url.URL, bucket string, q url.Values) error {
 	u := *endpoint
 	u.Path, u.RawPath = backendPath(Route{Bucket: bucket})
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
 	}
@@ -117,10 +121,12 @@ func checkBackendOnce(ctx context.Context, client *http.Client, endpoint *url.UR
 		return fmt.Errorf("backend unreachable: %w", err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	switch {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch code, _, _ := s3client.ErrorDocument(body); {
+	case resp.StatusCode == http.StatusForbidden && bucket != "" && code == "AccessDenied":
+		return nil
 	case resp.StatusCode == http.StatusForbidden:
-		return errors.New("backend refuses the configured credentials")
+		return fmt.Errorf("backend refuses the configured credentials (%s)", code)
 	case resp.StatusCode >= 500:
 		return fmt.Errorf("backend answered %s", resp.Status)
 	}

@@ -58,7 +58,7 @@ type Config struct {
 	// request (Keys.Background); "" is DefaultIdentity.
 	Background string
 	// CheckBuckets, when set, are the buckets CheckBackend asks about
-	// (a HEAD of each) instead of listing every bucket.
+	// (a one-key listing of each) instead of listing every bucket.
 	CheckBuckets []string
 	// MaxClockSkew is how far a request's time may lie from the gateway's clock.
 	MaxClockSkew time.Duration
@@ -185,8 +185,9 @@ func New(cfg Config) (*Gateway, error) {
 }
 
 // CheckBackend reports whether the backend answers requests signed with the
-// background identity: a ListBuckets, or a HEAD of each of
-// Config.CheckBuckets when they are set.
+// background identity: a ListBuckets, or a one-key listing of each of
+// Config.CheckBuckets when they are set, which a bucket the key's policy
+// denies passes (see checkBackend).
 func (g *Gateway) CheckBackend(ctx context.Context) error {
 	return checkBackend(ctx, g.client, g.backend, g.checkBuckets)
 }

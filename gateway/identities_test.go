@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 
 	"io"
 	"net/http/httptest"
@@ -244,5 +245,45 @@ func TestSetKeys(t *testing.T) {
 	}
 	if err := w.g.SetKeys(Keys{Clients: k.Clients, Backend: map[string]BackendKey{"writer": k.Backend["writer"]}}); err == nil {
 		t.Error("SetKeys without the default identity was accepted")
+	}
+}
+
+// TestBackendSignerChoice: a backend call for a verified request is signed
+// with the signer its request was verified under, even after SetKeys
+// installed another key for that identity; a call for a request not yet
+// verified is refused; a call outside any request gets the background
+// identity of the set installed now.
+func TestBackendSignerChoice(t *testing.T) {
+	t.Parallel()
+	keys := Keys{
+		Clients: []sigv4.Credential{{AccessKey: "rw", SecretKey: "rw-secret", Backend: "writer"}},
+		Backend: map[string]BackendKey{DefaultIdentity: {AccessKey: "root", SecretKey: "root-1"}, "writer": {AccessKey: "w", SecretKey: "w-1"}},
+	}
+	g, err := New(Config{BackendEndpoint: "http://127.0.0.1:1", BackendAccessKey: "root", BackendSecretKey: "root-1",
+		Credentials: keys.Clients, Identities: map[string]BackendKey{"writer": keys.Backend["writer"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	during := &request{signer: g.keys.Load().signers["writer"]}
+	keys.Backend = map[string]BackendKey{DefaultIdentity: {AccessKey: "root", SecretKey: "root-2"}, "writer": {AccessKey: "w", SecretKey: "w-2"}}
+	if err := g.SetKeys(keys); err != nil {
+		t.Fatal(err)
+	}
+	signer := func(r *request) (*sigv4.Signer, error) {
+		ctx := context.Background()
+		if r != nil {
+			ctx = context.WithValue(ctx, requestKey{}, r)
+		}
+		req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:1/b", nil)
+		return g.backendSigner(req)
+	}
+	if s, err := signer(during); err != nil || s.SecretKey != "w-1" {
+		t.Errorf("a request verified before SetKeys signs with %+v, %v; want the writer key it started with", s, err)
+	}
+	if _, err := signer(&request{}); !errors.Is(err, errNotAuthenticated) {
+		t.Errorf("a request not verified: %v, want errNotAuthenticated", err)
+	}
+	if s, err := signer(nil); err != nil || s.AccessKey != "root" || s.SecretKey != "root-2" {
+		t.Errorf("a background call signs with %+v, %v; want the default identity installed now", s, err)
 	}
 }

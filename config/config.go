@@ -88,6 +88,12 @@ type Reclaim struct {
 	ElectionTTL              time.Duration
 	MissingCheckBudget       int64
 	PassUploads              int64
+	// BackendIdentity names the backend identity of the reclaimer, the
+	// reconciler, the digest sweep and the readiness check.
+	BackendIdentity string
+	// Buckets are the buckets the reclaimer sweeps; empty means every
+	// bucket the backend lists.
+	Buckets []string
 }
 
 // Digests configures digest reclamation (docs/digests.md): the
@@ -250,6 +256,9 @@ type Backend struct {
 	Region    string
 	AccessKey string
 	SecretKey Secret
+	// Identities are the other backend keys that client credentials may
+	// name (AccessKey and SecretKey are gateway.DefaultIdentity).
+	Identities []BackendIdentity
 }
 
 // Credential is one access key the gateway accepts from clients. The
@@ -259,6 +268,9 @@ type Credential struct {
 	AccessKey string
 	SecretKey Secret
 	Principal string
+	// Backend names the backend identity the key's requests are signed
+	// with; "" is gateway.DefaultIdentity.
+	Backend string
 }
 
 // Etcd says where sweepgate keeps its state.

@@ -88,6 +88,7 @@ func TestDefaults(t *testing.T) {
 			BackendTimeout:           30 * time.Second,
 			ElectionTTL:              15 * time.Second,
 			MissingCheckBudget:       1000,
+			BackendIdentity:          "default",
 		},
 		Digests: Digests{
 			Verify:             true,
@@ -462,7 +463,7 @@ func TestEnvParsing(t *testing.T) {
 		"SWEEPGATE_TYPO=1",
 	}
 	c := mustLoad(t, nil, environ)
-	want := []Credential{{"AK1", "s1", "alice"}, {"AK2", "s2", "AK2"}, {"AK3", "s:3", "carol"}}
+	want := []Credential{{"AK1", "s1", "alice", ""}, {"AK2", "s2", "AK2", ""}, {"AK3", "s:3", "carol", ""}}
 	if !reflect.DeepEqual(c.Credentials, want) {
 		t.Errorf("credentials = %#v, want %#v", c.Credentials, want)
 	}
@@ -540,10 +541,10 @@ func TestClientCredentials(t *testing.T) {
 		args []string
 		want []Credential
 	}{
-		{nil, []Credential{{"AKB", "sb", "AKB"}}},
-		{[]string{"--credential=AK1:s1"}, []Credential{{"AK1", "s1", "AK1"}, {"AKB", "sb", "AKB"}}},
-		{[]string{"--credential=AKB:sb:ops"}, []Credential{{"AKB", "sb", "ops"}}},
-		{[]string{"--credential=AK1:s1:alice", "--accept-backend-credentials=false"}, []Credential{{"AK1", "s1", "alice"}}},
+		{nil, []Credential{{"AKB", "sb", "AKB", ""}}},
+		{[]string{"--credential=AK1:s1"}, []Credential{{"AK1", "s1", "AK1", ""}, {"AKB", "sb", "AKB", ""}}},
+		{[]string{"--credential=AKB:sb:ops"}, []Credential{{"AKB", "sb", "ops", ""}}},
+		{[]string{"--credential=AK1:s1:alice", "--accept-backend-credentials=false"}, []Credential{{"AK1", "s1", "alice", ""}}},
 	}
 	for _, tt := range tests {
 		c := mustLoad(t, append(append([]string{}, base...), tt.args...), nil)

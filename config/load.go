@@ -403,6 +403,8 @@ func (w *yamlWalker) leaf(c *Config, s Setting, n *yaml.Node) {
 			creds = append(creds, cr)
 		}
 		*p = creds
+	case *[]BackendIdentity:
+		*p, _ = w.identities(n)
 	case *[]DigestNamespace:
 		if n.Kind != yaml.SequenceNode {
 			w.errorf(n, "%s must be a list of BUCKET/PREFIX strings or {name, bucket, prefix, pattern, verify} mappings", s.Key)
@@ -443,46 +445,6 @@ func (w *yamlWalker) leaf(c *Config, s Setting, n *yaml.Node) {
 			w.errorf(n, "%s: %v", s.Key, err)
 		}
 	}
-}
-
-func (w *yamlWalker) credential(n *yaml.Node) (Credential, bool) {
-	if n.Kind != yaml.MappingNode || n.Anchor != "" {
-		w.errorf(n, "credentials: each item must be a mapping with access_key, secret_key and principal")
-		return Credential{}, false
-	}
-	var cr Credential
-	ok := true
-	seen := make(map[string]bool)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode || v.Anchor != "" {
-			w.errorf(k, "credentials: keys and values must be plain strings")
-			ok = false
-			continue
-		}
-		if seen[k.Value] {
-			w.errorf(k, "credentials: %s is set twice", k.Value)
-			ok = false
-			continue
-		}
-		seen[k.Value] = true
-		switch k.Value {
-		case "access_key":
-			cr.AccessKey = v.Value
-		case "secret_key":
-			cr.SecretKey = Secret(v.Value)
-		case "principal":
-			cr.Principal = v.Value
-		default:
-			w.errorf(k, "credentials: unknown key %s (want access_key, secret_key, principal)", k.Value)
-			ok = false
-		}
-	}
-	if ok && (cr.AccessKey == "" || cr.SecretKey == "") {
-		w.errorf(n, "credentials: access_key and secret_key are required")
-		ok = false
-	}
-	return cr, ok
 }
 
 // casItem reads one item of digests.namespaces or digests.sources. The

@@ -61,7 +61,7 @@ type Setting struct {
 // it, and a flag or environment value is split at commas.
 func (s Setting) IsList() bool {
 	switch s.field(&Config{}).(type) {
-	case *[]string, *[]Credential, *[]DigestNamespace, *[]DigestSource:
+	case *[]string, *[]Credential, *[]BackendIdentity, *[]DigestNamespace, *[]DigestSource:
 		return true
 	}
 	return false
@@ -148,8 +148,11 @@ func Settings() []Setting {
 		setting("backend.secret_key", "SECRET", "",
 			"Secret key of backend.access_key. Prefer the environment or the file to a flag, which other users can see in the process list.",
 			func(c *Config) any { return &c.Backend.SecretKey }).required().secret(),
+		setting("backend.identities", "NAME:AK:SECRET", "",
+			"More backend keys, each named, that client credentials may name (their backend) so that the backend's own policy for that key applies to the client's requests; backend.access_key and backend.secret_key are the identity named default. The flag takes one NAME:ACCESS_KEY:SECRET and may be repeated; the environment variable takes a comma-separated list of them; YAML takes a list of {name, access_key, secret_key} or {name, access_key, secret_key_file}, where secret_key_file names a file whose content, surrounding whitespace trimmed, is the secret (read at start).",
+			func(c *Config) any { return &c.Backend.Identities }).names("backend-identity", EnvPrefix+"BACKEND_IDENTITIES").secret(),
 		setting("credentials", "AK:SECRET[:PRINCIPAL]", "",
-			"Client credentials the gateway accepts. The flag takes one ACCESS_KEY:SECRET[:PRINCIPAL] and may be repeated; the environment variable takes a comma-separated list of them; YAML takes a list of {access_key, secret_key, principal}. The principal, who owns the uploads made with the key, defaults to the access key. A secret that contains ':' needs the principal after it; one that contains ',' can only be given in YAML.",
+			"Client credentials the gateway accepts. The flag takes one ACCESS_KEY:SECRET[:PRINCIPAL] and may be repeated; the environment variable takes a comma-separated list of them; YAML takes a list of {access_key, secret_key, principal, backend}. The principal, who owns the uploads made with the key, defaults to the access key. backend names the backend identity (backend.identities) the key's requests are signed with, default: default, the key of backend.access_key; it is set in YAML only, since a secret may contain ':' and another field after it could not be told apart. A secret that contains ':' needs the principal after it; one that contains ',' can only be given in YAML.",
 			func(c *Config) any { return &c.Credentials }).names("credential", EnvPrefix+"CREDENTIALS").secret(),
 		setting("accept_backend_credentials", "BOOL", "true",
 			"Also accept the backend's own access key from clients (principal: the access key, unless credentials lists that key), so that clients only change their endpoint.",
@@ -283,6 +286,12 @@ func Settings() []Setting {
 		setting("reclaim.pass_uploads", "UPLOADS", strconv.FormatInt(reclaim.DefaultPassUploads, 10),
 			"Most backend uploads one pass lists, so that a pass over millions of uploads is short: each pass starts where the last one that ran to its end stopped (bucket and key order), decides only about what it listed, and the pass that reaches the last bucket completes a cycle; the report's slice says where a pass started and stopped and when the whole keyspace was last covered. The breaker judges each pass's own slice. 0 lists every upload in every pass.",
 			func(c *Config) any { return &c.Reclaim.PassUploads }),
+		setting("reclaim.backend_identity", "NAME", gateway.DefaultIdentity,
+			"Backend identity (backend.identities, or default for backend.access_key) that signs the requests of the reclaimer, the session reconciler, the digest sweep and the readiness check; no client request is signed with it unless a credential names it. Its minimum policy is in docs/architecture.md, \"Backend identities\".",
+			func(c *Config) any { return &c.Reclaim.BackendIdentity }),
+		setting("reclaim.buckets", "BUCKET", "",
+			"Buckets the upload sweep lists; empty lists every bucket the backend's ListBuckets returns. When set, the reclaimer never calls ListBuckets, and the readiness check lists one key of each of these buckets instead, so the reclaimer's key may be allowed these buckets only (a bucket its policy denies does not fail the check: the key works, and the pass reports the bucket). A bucket the backend refuses (AccessDenied) is skipped by a pass and named in its report. The flag may be repeated; the environment variable takes a comma-separated list.",
+			func(c *Config) any { return &c.Reclaim.Buckets }),
 		setting("digests.namespaces", "BUCKET/PREFIX", "",
 			"Content-addressed namespaces: bucket prefixes whose object keys carry the digest of their content (blobs), which the reclaimer deletes once no reference source names them. The flag takes one BUCKET/PREFIX and may be repeated; the environment variable takes a comma-separated list of them. Both use the default pattern (the key after the prefix is the 64 hex digits of a sha256 digest) and digests.verify. YAML takes a list of such strings or of {name, bucket, prefix, pattern, verify, content}: pattern is a regular expression that matches the whole key after the prefix and captures the digest's hex in a group named hex (and its algorithm in one named algo); content: manifests says a blob may be an OCI or Docker manifest or index, which keeps the blobs it names while it is stored itself (needs verify). Empty, with digests.sources empty, turns digest reclamation off.",
 			func(c *Config) any { return &c.Digests.Namespaces }).names("digests-namespace", EnvPrefix+"DIGESTS_NAMESPACES"),
@@ -419,6 +428,18 @@ func (s Setting) setText(c *Config, values []string) error {
 			}
 		}
 		*p = creds
+	case *[]BackendIdentity:
+		var ids []BackendIdentity
+		for _, v := range values {
+			for _, item := range splitList(v) {
+				id, err := parseIdentity(item)
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+		}
+		*p = ids
 	case *[]DigestNamespace:
 		var out []DigestNamespace
 		for _, v := range values {
@@ -470,6 +491,15 @@ func (s Setting) format(c *Config) string {
 		items := make([]string, len(*p))
 		for i, cr := range *p {
 			items[i] = cr.AccessKey + ":" + cr.SecretKey.String() + ":" + cr.Principal
+			if cr.Backend != "" {
+				items[i] += "@" + cr.Backend
+			}
+		}
+		return "[" + strings.Join(items, ",") + "]"
+	case *[]BackendIdentity:
+		items := make([]string, len(*p))
+		for i, id := range *p {
+			items[i] = id.Name + ":" + id.AccessKey + ":" + redacted
 		}
 		return "[" + strings.Join(items, ",") + "]"
 	case *[]DigestNamespace:

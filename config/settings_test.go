@@ -42,6 +42,8 @@ func sampleValue(t *testing.T, s Setting) (text, yamlValue string) {
 		return "a.example,b.example", "[a.example, b.example]"
 	case *[]Credential:
 		return "AKS:sec:pr", "[{access_key: AKS, secret_key: sec, principal: pr}]"
+	case *[]BackendIdentity:
+		return "ro:AKRO:sec:ret", "[{name: ro, access_key: AKRO, secret_key: \"sec:ret\"}]"
 	case *[]DigestNamespace, *[]DigestSource:
 		return "bkt/pre/,other/", "[bkt/pre/, other/]"
 	}
@@ -144,7 +146,7 @@ func TestSettingNames(t *testing.T) {
 
 // flagPerItem are the list settings whose flag names one item, so it is
 // singular, unlike their key.
-var flagPerItem = map[string]bool{"credentials": true, "digests.namespaces": true, "digests.sources": true}
+var flagPerItem = map[string]bool{"credentials": true, "backend.identities": true, "digests.namespaces": true, "digests.sources": true}
 
 func TestHelpMentionsEverySetting(t *testing.T) {
 	t.Parallel()

@@ -45,6 +45,7 @@ func (c *Config) Validate() error {
 	errs := c.validateListeners()
 	errs = append(errs, c.validateBackend()...)
 	errs = append(errs, c.validateCredentials()...)
+	errs = append(errs, c.validateIdentities()...)
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
 	}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,21 +9,21 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // emptySHA256 is the hex SHA-256 of an empty payload.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-// signingTransport signs every request with the backend's credentials just
+// signingTransport signs every request with a backend identity's key just
 // before it is sent, so whatever prepared the request (the reverse proxy, a
 // health check) only has to say which payload hash to sign with, in the
-// X-Amz-Content-Sha256 header.
+// X-Amz-Content-Sha256 header. signer picks the identity for each request
+// (Gateway.backendSigner); a request it refuses is not sent.
 type signingTransport struct {
 	base   http.RoundTripper
-	signer *sigv4.Signer
+	signer func(*http.Request) (*sigv4.Signer, error)
 	now    func() time.Time
 }
 
@@ -34,6 +33,13 @@ type signingTransport struct {
 const requestIDHeader = "X-Sweepgate-Request-Id"
 
 func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	signer, err := t.signer(req)
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
 	req.Header.Del(requestIDHeader)
 	if r := requestFrom(req.Context()); r != nil {
 		req.Header.Set(requestIDHeader, r.id)
@@ -46,15 +52,16 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	// X-Amz-Date and Authorization are the signer's to set.
 	req.Header.Del("Authorization")
 	req.Header.Del("X-Amz-Date")
-	t.signer.Sign(req, payloadHash, t.now())
+	signer.Sign(req, payloadHash, t.now())
 	return t.base.RoundTrip(req)
 }
 
 // newBackendTransport returns the transport the gateway uses to reach the
 // backend: it keeps many idle connections (clients send many small requests
 // concurrently), never compresses (bytes pass through as they are), waits
-// for 100-continue when the client asked for it, and signs each request.
-func newBackendTransport(creds aws.Credentials, region string, now func() time.Time) http.RoundTripper {
+// for 100-continue when the client asked for it, and signs each request
+// with the signer that signer picks for it.
+func newBackendTransport(signer func(*http.Request) (*sigv4.Signer, error), now func() time.Time) http.RoundTripper {
 	base := &http.Transport{
 		Proxy: nil,
 		DialContext: (&net.Dialer{
@@ -70,21 +77,41 @@ func newBackendTransport(creds aws.Credentials, region string, now func() time.T
 		WriteBufferSize:       64 << 10,
 		ReadBufferSize:        64 << 10,
 	}
-	return &signingTransport{
-		base: base,
-		// The proxy hands the signer a path that is already escaped the way S3
-		// wants it, and the signer signs it as it is. Its derived key is
-		// cached per day.
-		signer: &sigv4.Signer{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, Region: region, Service: "s3"},
-		now:    now,
-	}
+	// The proxy hands the signer a path that is already escaped the way S3
+	// wants it, and the signer signs it as it is. Its derived key is
+	// cached per day.
+	return &signingTransport{base: base, signer: signer, now: now}
 }
 
-// checkBackend proves the backend answers signed requests: a ListBuckets
-// call must come back with a status below 500.
-func checkBackend(ctx context.Context, client *http.Client, endpoint *url.URL) error {
+// fixedSigner signs every request with one key.
+func fixedSigner(key BackendKey, region string) func(*http.Request) (*sigv4.Signer, error) {
+	s := &sigv4.Signer{AccessKey: key.AccessKey, SecretKey: key.SecretKey, Region: region, Service: "s3"}
+	return func(*http.Request) (*sigv4.Signer, error) { return s, nil }
+}
+
+// checkBackend proves the backend answers requests signed with the key in
+// use: a ListBuckets call, or with buckets a one-key listing of each of
+// them (so that a key allowed only those buckets passes), must come back
+// with a status below 500, and not refuse the key itself. A listing the
+// key's policy denies (AccessDenied) passes: the backend took the key, and
+// the bucket is the reclaimer's report's to name (denied_buckets), not a
+// reason to take the gateway out of service.
+func checkBackend(ctx context.Context, client *http.Client, endpoint *url.URL, buckets []string) error {
+	if len(buckets) == 0 {
+		return checkBackendOnce(ctx, client, endpoint, "", nil)
+	}
+	for _, b := range buckets {
+		if err := checkBackendOnce(ctx, client, endpoint, b, url.Values{"list-type": {"2"}, "max-keys": {"1"}}); err != nil {
+			return fmt.Errorf("bucket %s: %w", b, err)
+		}
+	}
+	return nil
+}
+
+func checkBackendOnce(ctx context.Context, client *http.Client, endpoint *url.URL, bucket string, q url.Values) error {
 	u := *endpoint
-	u.Path, u.RawPath = "/", ""
+	u.Path, u.RawPath = backendPath(Route{Bucket: bucket})
+	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
@@ -94,10 +121,12 @@ func checkBackend(ctx context.Context, client *http.Client, endpoint *url.URL) e
 		return fmt.Errorf("backend unreachable: %w", err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	switch {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch code, _, _ := s3client.ErrorDocument(body); {
+	case resp.StatusCode == http.StatusForbidden && bucket != "" && code == "AccessDenied":
+		return nil
 	case resp.StatusCode == http.StatusForbidden:
-		return errors.New("backend refuses the configured credentials")
+		return fmt.Errorf("backend refuses the configured credentials (%s)", code)
 	case resp.StatusCode >= 500:
 		return fmt.Errorf("backend answered %s", resp.Status)
 	}

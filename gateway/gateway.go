@@ -1,7 +1,7 @@
 // Package gateway is sweepgate's S3 front door. It authenticates every request
 // with AWS Signature V4, decides where the request goes, and passes ordinary
 // S3 calls through to the backend as a streaming reverse proxy, re-signed
-// with the backend's credentials.
+// with the backend identity the client's credential names (identities.go).
 //
 // A request's path through the package, in order: ServeHTTP (request id,
 // metrics, log line) -> resolveRoute (bucket, key, and the operation from
@@ -21,9 +21,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sweepgate/sweepgate/digests"
@@ -46,8 +46,20 @@ type Config struct {
 	Region string
 	// Domains enable virtual-hosted-style requests: Host bucket.<domain>.
 	Domains []string
-	// Credentials are the keys clients may sign with, each naming a principal.
+	// Credentials are the keys clients may sign with, each naming a
+	// principal and a backend identity. With the identities and
+	// Background they make the first key set (Keys); SetKeys installs
+	// others.
 	Credentials []sigv4.Credential
+	// Identities are the backend identities other than DefaultIdentity
+	// that Credentials may name.
+	Identities map[string]BackendKey
+	// Background names the identity of the calls made outside a client
+	// request (Keys.Background); "" is DefaultIdentity.
+	Background string
+	// CheckBuckets, when set, are the buckets CheckBackend asks about
+	// (a one-key listing of each) instead of listing every bucket.
+	CheckBuckets []string
 	// MaxClockSkew is how far a request's time may lie from the gateway's clock.
 	MaxClockSkew time.Duration
 	// Logger receives the gateway's warnings and errors.
@@ -68,8 +80,16 @@ type Config struct {
 
 // Gateway is an http.Handler that serves the S3 API in front of a backend.
 type Gateway struct {
-	domains       []string
-	verifier      *sigv4.Verifier
+	domains []string
+	// keys is the key set installed now (SetKeys); verify and
+	// backendRegion are what its verifiers and signers are built with.
+	keys   atomic.Pointer[keySet]
+	verify struct {
+		region  string
+		maxSkew time.Duration
+	}
+	backendRegion string
+	checkBuckets  []string
 	backend       *url.URL
 	client        *http.Client // signed requests to the backend, for health checks
 	backendClient *backendClient
@@ -89,12 +109,6 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil || backend.Host == "" || (backend.Scheme != "http" && backend.Scheme != "https") {
 		return nil, fmt.Errorf("backend endpoint %q: want an http:// or https:// URL", cfg.BackendEndpoint)
 	}
-	if cfg.BackendAccessKey == "" || cfg.BackendSecretKey == "" {
-		return nil, errors.New("backend access key and secret key are required")
-	}
-	if len(cfg.Credentials) == 0 {
-		return nil, errors.New("no client credentials configured: nobody could sign in")
-	}
 	if cfg.BackendRegion == "" {
 		cfg.BackendRegion = DefaultRegion
 	}
@@ -107,27 +121,31 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	creds := sigv4.NewStaticCredentials(cfg.Credentials...)
-	transport := newBackendTransport(aws.Credentials{
-		AccessKeyID:     cfg.BackendAccessKey,
-		SecretAccessKey: cfg.BackendSecretKey,
-	}, cfg.BackendRegion, cfg.Now)
 	g := &Gateway{
-		domains: cfg.Domains,
-		verifier: &sigv4.Verifier{
-			Credentials: creds,
-			Region:      cfg.Region,
-			MaxSkew:     cfg.MaxClockSkew,
-			Now:         cfg.Now,
-		},
-		backend:    backend,
-		client:     &http.Client{Transport: transport, Timeout: 10 * time.Second},
-		log:        cfg.Logger,
-		requestLog: cfg.RequestLog,
-		metrics:    newMetrics(cfg.Metrics),
-		ids:        newRequestIDs(),
-		now:        cfg.Now,
+		domains:       cfg.Domains,
+		backendRegion: cfg.BackendRegion,
+		checkBuckets:  cfg.CheckBuckets,
+		backend:       backend,
+		log:           cfg.Logger,
+		requestLog:    cfg.RequestLog,
+		metrics:       newMetrics(cfg.Metrics),
+		ids:           newRequestIDs(),
+		now:           cfg.Now,
 	}
+	g.verify.region, g.verify.maxSkew = cfg.Region, cfg.MaxClockSkew
+	keys := Keys{Clients: cfg.Credentials, Backend: map[string]BackendKey{}, Background: cfg.Background}
+	for name, k := range cfg.Identities {
+		if name == DefaultIdentity {
+			return nil, fmt.Errorf("backend identity %q is BackendAccessKey and BackendSecretKey", name)
+		}
+		keys.Backend[name] = k
+	}
+	keys.Backend[DefaultIdentity] = BackendKey{AccessKey: cfg.BackendAccessKey, SecretKey: cfg.BackendSecretKey}
+	if err := g.SetKeys(keys); err != nil {
+		return nil, err
+	}
+	transport := newBackendTransport(g.backendSigner, cfg.Now)
+	g.client = &http.Client{Transport: transport, Timeout: 10 * time.Second}
 	g.backendClient = &backendClient{endpoint: backend, transport: transport, observe: func(op Operation, d time.Duration) {
 		g.metrics.backendDuration.WithLabelValues(string(op)).Observe(d.Seconds())
 	}}
@@ -167,9 +185,11 @@ func New(cfg Config) (*Gateway, error) {
 }
 
 // CheckBackend reports whether the backend answers requests signed with the
-// configured credentials.
+// background identity: a ListBuckets, or a one-key listing of each of
+// Config.CheckBuckets when they are set, which a bucket the key's policy
+// denies passes (see checkBackend).
 func (g *Gateway) CheckBackend(ctx context.Context) error {
-	return checkBackend(ctx, g.client, g.backend)
+	return checkBackend(ctx, g.client, g.backend, g.checkBuckets)
 }
 
 // copyBufferSize is the size of the buffers that carry response bodies from
@@ -192,6 +212,9 @@ type request struct {
 	id    string
 	route Route
 	auth  *sigv4.Result
+	// signer signs the request's backend calls with the identity of the
+	// client that signed it; nil until it is verified.
+	signer *sigv4.Signer
 	// backendRequestID is the backend's own id for its response, for the log.
 	backendRequestID string
 	backendStart     time.Time
@@ -233,13 +256,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.writeError(rec, r, routeErr)
 		return
 	}
-	auth, err := g.verifier.Verify(r)
+	keys := g.keys.Load()
+	auth, err := keys.verifier.Verify(r)
 	if err != nil {
 		g.metrics.authFailures.WithLabelValues(s3err.As(err).Code).Inc()
 		g.writeError(rec, r, err)
 		return
 	}
-	req.auth = auth
+	req.auth, req.signer = auth, keys.signers[auth.Backend]
 	if routeErr != nil {
 		g.writeError(rec, r, routeErr)
 		return

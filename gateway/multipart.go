@@ -10,8 +10,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -38,7 +36,9 @@ type SessionsConfig struct {
 func (g *Gateway) Sessions() *multipart.Service { return g.sessions }
 
 // Backend returns the gateway's signed connection to the backend, for
-// components that call it outside a client request.
+// components that call it outside a client request (the reclaimer): a call
+// whose context carries no client request is signed with the background
+// identity of the key set installed when it is sent.
 func (g *Gateway) Backend() multipart.Backend { return g.backendClient }
 
 // backendClient is the gateway's signed connection to the backend, in the
@@ -160,8 +160,9 @@ func (g *Gateway) backendRequest(in *http.Request, req *request, body []byte) (*
 	return out, nil
 }
 
-// NewBackendClient returns a signed connection to an S3 backend in the form
-// the multipart service uses, for callers outside a Gateway (tests, tools).
+// NewBackendClient returns a connection to an S3 backend that signs every
+// request with accessKey, in the form the multipart service uses, for
+// callers outside a Gateway (tests, tools).
 func NewBackendClient(endpoint, region, accessKey, secretKey string) (multipart.Backend, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" {
@@ -170,6 +171,6 @@ func NewBackendClient(endpoint, region, accessKey, secretKey string) (multipart.
 	if region == "" {
 		region = DefaultRegion
 	}
-	creds := aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}
-	return &backendClient{endpoint: u, transport: newBackendTransport(creds, region, time.Now)}, nil
+	signer := fixedSigner(BackendKey{AccessKey: accessKey, SecretKey: secretKey}, region)
+	return &backendClient{endpoint: u, transport: newBackendTransport(signer, time.Now)}, nil
 }

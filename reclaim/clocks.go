@@ -218,7 +218,11 @@ func errorOrNil(cs *ClockSkewError) error {
 // its clock between the request's sending and its answer's arrival, and
 // rounded it down to the second.
 func (r *Reclaimer) checkBackendClock(ctx context.Context) error {
-	d, err := r.s3.Date(ctx, r.now)
+	var bucket string
+	if len(r.cfg.Buckets) > 0 {
+		bucket = r.cfg.Buckets[0]
+	}
+	d, err := r.s3.Date(ctx, bucket, r.now)
 	if err != nil {
 		return fmt.Errorf("reclaim: read the backend's clock: %w", err)
 	}

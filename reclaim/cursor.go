@@ -120,6 +120,8 @@ type tally struct {
 	// Listed counts the uploads the backend's listing returned (a bounded
 	// pass's budget counts them).
 	Listed int64 `json:"listed,omitempty"`
+	// Denied are the buckets the backend refused to list (AccessDenied).
+	Denied []string `json:"denied,omitempty"`
 }
 
 func (t *tally) plus(o tally) {
@@ -132,6 +134,7 @@ func (t *tally) plus(o tally) {
 	t.Totals.Unlisted += o.Totals.Unlisted
 	t.MissingChecks += o.MissingChecks
 	t.Listed += o.Listed
+	t.Denied = append(t.Denied, o.Denied...)
 }
 
 // chunk is one piece of a pass's plan: the actions it decided (marks and

@@ -69,6 +69,9 @@ type inventory struct {
 	// orphansOnly: only tell held uploads from the rest (an orphan
 	// listing); no classification, no search for missing uploads.
 	orphansOnly bool
+	// buckets, when set, are the buckets to list (reclaim.buckets, sorted);
+	// otherwise every bucket ListBuckets returns.
+	buckets []string
 	// limit, when above 0, is a bounded pass's budget: the inventory
 	// lists at most limit uploads in all (listed counts them, carried
 	// across resumes) and then stops with errSliceFull (see slice.go).
@@ -79,10 +82,13 @@ type inventory struct {
 // each batch of examined uploads; pos is where the inventory stands once
 // the batch is counted, and final says whether pos may be recorded (the
 // last batch of a listing page). missing is called with a bucket's sessions
-// that have no backend upload.
+// that have no backend upload. denied is called for a bucket whose listing
+// the backend refused (AccessDenied): nothing in it was judged, and pos
+// is past it.
 type handler interface {
 	page(ctx context.Context, items []item, pos position, final bool) error
 	missing(ctx context.Context, m []Missing, unverified int64, pos position) error
+	denied(ctx context.Context, bucket string, pos position) error
 }
 
 // walk runs the inventory from pos to the end.
@@ -90,9 +96,12 @@ func (inv *inventory) walk(ctx context.Context, pos position, h handler) error {
 	if pos.Finished {
 		return nil
 	}
-	buckets, err := inv.s3.ListBuckets(ctx)
-	if err != nil {
-		return err
+	buckets := inv.buckets
+	if buckets == nil {
+		var err error
+		if buckets, err = inv.s3.ListBuckets(ctx); err != nil {
+			return err
+		}
 	}
 	for _, b := range buckets {
 		if pos.Bucket != "" && (b < pos.Bucket || b == pos.Bucket && pos.BucketDone) {
@@ -131,6 +140,11 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 		page, err := inv.s3.ListUploads(ctx, b, km, um, want)
 		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			page, err = s3client.UploadPage{Done: true}, nil
+		}
+		if errors.Is(err, s3client.ErrAccessDenied) {
+			// Skipped whole: its sessions are not looked for either, so
+			// none of them can look missing for want of a listing.
+			return h.denied(ctx, b, position{Bucket: b, BucketDone: true})
 		}
 		if err != nil {
 			return err
@@ -196,6 +210,11 @@ func (inv *inventory) elsewhere(ctx context.Context, buckets []string, h handler
 	withSessions, err := inv.store.SessionBucketsAt(ctx, inv.rev)
 	if err != nil {
 		return err
+	}
+	if inv.buckets != nil {
+		// Only the configured buckets are the pass's to judge: a session
+		// elsewhere is not missing, just not looked at.
+		withSessions = nil
 	}
 	var all []Missing
 	var unverified int64

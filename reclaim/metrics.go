@@ -46,6 +46,8 @@ type metrics struct {
 	// covered is when a sweep's bounded passes last covered its whole
 	// keyspace, by sweep.
 	covered *prometheus.GaugeVec
+	// deniedBuckets counts bucket listings the backend refused, by sweep.
+	deniedBuckets *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -102,7 +104,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		covered: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "covered_timestamp_seconds",
 			Help: "With bounded passes (reclaim.pass_uploads, digests.pass_blobs), when a sweep (uploads, digests) last covered its whole keyspace: the clock of the pass that began its last complete cycle, so everything older was listed since; 0 before the first complete cycle. Set by the leader after each pass."}, []string{"sweep"}),
 	}
+	m.deniedBuckets = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "denied_buckets_total",
+		Help: "Bucket listings the backend refused with AccessDenied (the reclaimer key's policy), by sweep (uploads; the digest sweep stops its half of the pass instead): each skipped the bucket for that pass, judging nothing in it, and is named in the pass report's denied_buckets."}, []string{"sweep"})
 	if reg != nil {
+		reg.MustRegister(m.deniedBuckets)
 		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.markedParts, m.markedBytes, m.deletedParts, m.deletedBytes, m.refusals,
 			m.orphans, m.orphanParts, m.oldestOrphan, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished, m.aroundGateway,
 			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs, m.paused, m.covered)
@@ -116,6 +121,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, sw := range pauseSweeps {
 		m.paused.WithLabelValues(sw)
 	}
+	// Only the upload sweep skips a denied bucket; the digest sweep stops.
+	m.deniedBuckets.WithLabelValues(PauseUploads)
 	for _, v := range []Verdict{Mark, Delete} {
 		m.aroundGateway.WithLabelValues(string(v))
 	}

@@ -76,7 +76,7 @@ func (r *Reclaimer) ScanOrphans(ctx context.Context, fn func(Orphan) error) erro
 	rev := resp.Header.Revision
 	inv := &inventory{
 		s3: r.s3, store: r.store, policy: r.policy(), now: r.now().UTC(), rev: rev,
-		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel, orphansOnly: true,
+		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel, orphansOnly: true, buckets: r.cfg.Buckets,
 	}
 	return inv.walk(ctx, position{}, orphanHandler(fn))
 }
@@ -96,6 +96,7 @@ func (h orphanHandler) page(_ context.Context, items []item, _ position, _ bool)
 }
 
 func (h orphanHandler) missing(context.Context, []Missing, int64, position) error { return nil }
+func (h orphanHandler) denied(context.Context, string, position) error            { return nil }
 
 // leadership returns the current term, or ErrNotLeader: operator actions
 // are writes of the reclaimer, fenced like every other.

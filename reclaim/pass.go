@@ -205,7 +205,7 @@ func (p *pass) begin(ctx context.Context, started time.Time) error {
 	pol.Elapsed = p.cur.Elapsed
 	p.inv = &inventory{
 		s3: r.s3, store: r.store, policy: pol, now: p.cur.Now, rev: p.cur.Rev,
-		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel,
+		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel, buckets: r.cfg.Buckets,
 		checkBudget: r.cfg.MissingCheckBudget, missingChecks: p.cur.Tally.MissingChecks,
 	}
 	if p.cur.Slice != nil {
@@ -284,6 +284,17 @@ func (p *pass) missing(ctx context.Context, m []Missing, unverified int64, pos p
 	return p.record(ctx, chunk{Missing: m}, pos, true)
 }
 
+// denied is the inventory handler for a bucket the backend refuses to
+// list: it is named in the report, counted and logged, and the pass goes
+// on with the next bucket.
+func (p *pass) denied(ctx context.Context, bucket string, pos position) error {
+	p.pendingTally.Denied = append(p.pendingTally.Denied, bucket)
+	p.r.metrics.deniedBuckets.WithLabelValues(PauseUploads).Inc()
+	p.r.log.Warn("bucket skipped: the backend denies the reclaimer's key its multipart uploads (AccessDenied); nothing in it was judged",
+		"pass", p.cur.Pass, "bucket", bucket)
+	return p.record(ctx, chunk{}, pos, true)
+}
+
 // record writes a chunk and, when final, advances the cursor over it and
 // every pending chunk in the same transaction. A dry run keeps the lists.
 func (p *pass) record(ctx context.Context, c chunk, pos position, final bool) error {
@@ -352,7 +363,7 @@ func (p *pass) report(ctx context.Context, started time.Time, rec *multipart.Rec
 		Pass: p.cur.Pass, Term: p.term.N, DryRun: p.dry, Started: started,
 		Uploads: p.cur.Tally.Uploads, Clock: p.cur.Now, Revision: p.cur.Rev, Resumed: p.cur.Resumed,
 		Breaker: p.cur.Breaker, Acted: p.cur.Acted, Vanished: p.cur.Tally.Vanished, Totals: p.cur.Tally.Totals,
-		Reconcile: rec, Stuck: []Stuck{}, Orphans: []Orphan{}, Missing: []Missing{},
+		DeniedBuckets: p.cur.Tally.Denied, Reconcile: rec, Stuck: []Stuck{}, Orphans: []Orphan{}, Missing: []Missing{},
 	}
 	if p.digest != nil {
 		d := *p.digest

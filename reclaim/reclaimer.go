@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -92,6 +93,10 @@ type Config struct {
 	// uploads, resuming on the next pass where the last one stopped (see
 	// slice.go); 0 lists the whole keyspace every pass.
 	PassUploads int64
+	// Buckets, when set, are the only buckets the upload sweep lists, and
+	// the backend's clock is read from a HEAD of the first (no ListBuckets
+	// at all); empty lists every bucket the backend lists.
+	Buckets []string
 
 	Now func() time.Time
 	// Monotonic returns the time elapsed since some fixed moment of this
@@ -147,6 +152,9 @@ func New(cfg Config) (*Reclaimer, error) {
 		return nil, errors.New("reclaim: store, sessions and backend are required")
 	}
 	setDefaults(&cfg)
+	if len(cfg.Buckets) > 0 {
+		cfg.Buckets = slices.Compact(slices.Sorted(slices.Values(cfg.Buckets)))
+	}
 	for _, f := range []struct {
 		name string
 		v    float64

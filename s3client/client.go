@@ -6,8 +6,8 @@
 // Every answer is read through one bounded reader (ReadBody: more than the
 // limit is an error, never a silent truncation), every error document
 // through one parser (ErrorDocument), and every refusal comes back as an
-// *Error carrying the status and the S3 code; ErrNoSuchKey, ErrNoSuchUpload
-// and ErrNoSuchBucket match it with errors.Is.
+// *Error carrying the status and the S3 code; ErrNoSuchKey, ErrNoSuchUpload,
+// ErrNoSuchBucket and ErrAccessDenied match it with errors.Is.
 //
 // The client never retries. Each call sends its request once, and an
 // answer that is lost (a timeout, a reset connection) is returned as an
@@ -48,6 +48,9 @@ var (
 	ErrNoSuchUpload = errors.New("s3client: backend has no such upload")
 	// ErrNoSuchBucket says the backend does not have the bucket (any more).
 	ErrNoSuchBucket = errors.New("s3client: backend has no such bucket")
+	// ErrAccessDenied says the backend refuses the key the call was signed
+	// with (403 AccessDenied): its policy does not allow the call.
+	ErrAccessDenied = errors.New("s3client: backend denies access")
 	// ErrTooLarge says a body is larger than the limit it is read within.
 	ErrTooLarge = errors.New("s3client: body larger than its limit")
 )
@@ -89,6 +92,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == "NoSuchUpload"
 	case ErrNoSuchBucket:
 		return e.Code == "NoSuchBucket"
+	case ErrAccessDenied:
+		return e.Code == "AccessDenied"
 	}
 	return false
 }

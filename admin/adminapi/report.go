@@ -26,6 +26,9 @@ type Report struct {
 	Stuck   []Stuck   `json:"stuck"`
 	Orphans []Orphan  `json:"orphans"`
 	Missing []Missing `json:"missing_sessions"`
+	// DeniedBuckets are the buckets the backend refused to list to the
+	// reclaimer's key (AccessDenied): skipped, nothing in them judged.
+	DeniedBuckets []string `json:"denied_buckets,omitempty"`
 	// Stopped is why the pass ended before finishing (a failed read, a time
 	// in the future, a lost term); empty when it finished.
 	Stopped string `json:"stopped,omitempty"`

@@ -423,6 +423,9 @@ func writeReport(w io.Writer, r *adminapi.Report) {
 		fmt.Fprintln(w)
 	}
 	writeSlices(w, r)
+	if len(r.DeniedBuckets) > 0 {
+		fmt.Fprintf(w, "SKIPPED, the backend denies the reclaimer's key (AccessDenied): %s\n", strings.Join(r.DeniedBuckets, ", "))
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PLAN\tUPLOADS\tPARTS\tBYTES")

@@ -82,6 +82,7 @@ func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gatewa
 		SessionRetention:   0,
 		MissingCheckBudget: rc.MissingCheckBudget,
 		PassUploads:        rc.PassUploads,
+		Buckets:            rc.Buckets,
 		Now:                clock,
 		Logger:             logger.With("component", "reclaimer"),
 		Metrics:            reg,

@@ -66,9 +66,34 @@ func serveAdminToken(cfg *config.Config, listening bool, logger *slog.Logger) (t
 func gatewayCredentials(creds []config.Credential) []sigv4.Credential {
 	out := make([]sigv4.Credential, len(creds))
 	for i, c := range creds {
-		out[i] = sigv4.Credential{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey), Principal: c.Principal}
+		out[i] = sigv4.Credential{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey), Principal: c.Principal, Backend: c.Backend}
 	}
 	return out
+}
+
+// backendIdentities are the identities of backend.identities by name.
+func backendIdentities(cfg *config.Config) map[string]gateway.BackendKey {
+	out := make(map[string]gateway.BackendKey, len(cfg.Backend.Identities))
+	for _, id := range cfg.Backend.Identities {
+		out[id.Name] = gateway.BackendKey{AccessKey: id.AccessKey, SecretKey: string(id.SecretKey)}
+	}
+	return out
+}
+
+// gatewayKeys is the gateway's key set as cfg configures it, the same
+// that startGateway gives gateway.New: the client credentials,
+// backend.access_key as gateway.DefaultIdentity and every identity of
+// backend.identities, and reclaim.backend_identity for the background
+// work. A reload installs the one of a freshly loaded configuration with
+// Gateway.SetKeys.
+func gatewayKeys(cfg *config.Config) gateway.Keys {
+	backend := backendIdentities(cfg)
+	backend[gateway.DefaultIdentity] = gateway.BackendKey{AccessKey: cfg.Backend.AccessKey, SecretKey: string(cfg.Backend.SecretKey)}
+	return gateway.Keys{
+		Clients:    gatewayCredentials(cfg.ClientCredentials()),
+		Backend:    backend,
+		Background: cfg.Reclaim.BackendIdentity,
+	}
 }
 
 // buildInfoGauge exports the running version as a constant 1 with labels,

@@ -2,11 +2,14 @@ package sigv4
 
 // Credential is one access key the gateway accepts from clients, with the
 // secret it shares with them and the principal the key acts as, which is what
-// the gateway records as the owner of what the request creates.
+// the gateway records as the owner of what the request creates. Backend
+// names the backend identity the gateway signs the key's requests with;
+// the verifier only passes it on (Result.Backend).
 type Credential struct {
 	AccessKey string
 	SecretKey string
 	Principal string
+	Backend   string
 }
 
 // Credentials finds the secret for an access key. The verifier needs only

@@ -71,6 +71,8 @@ type Result struct {
 	AccessKey string
 	// Principal is the owner recorded for the access key.
 	Principal string
+	// Backend is the backend identity of the access key (Credential.Backend).
+	Backend string
 	// Region is the region of the credential scope, which the client
 	// believes the bucket is in.
 	Region string
@@ -400,6 +402,7 @@ func (v *Verifier) verifyHeader(r *http.Request, auth string) (*Result, error) {
 	return &Result{
 		AccessKey:     cred.AccessKey,
 		Principal:     cred.Principal,
+		Backend:       cred.Backend,
 		Region:        a.scope.region,
 		SignedHeaders: lowerAll(a.signedHeaders),
 		Payload:       p,
@@ -498,12 +501,8 @@ func (v *Verifier) verifyPresigned(r *http.Request) (*Result, error) {
 		return nil, err
 	}
 	return &Result{
-		AccessKey:     cred.AccessKey,
-		Principal:     cred.Principal,
-		Region:        sc.region,
-		Presigned:     true,
-		SignedHeaders: lowerAll(signed),
-		Payload:       p,
+		AccessKey: cred.AccessKey, Principal: cred.Principal, Backend: cred.Backend,
+		Region: sc.region, Presigned: true, SignedHeaders: lowerAll(signed), Payload: p,
 	}, nil
 }
 

@@ -1,0 +1,93 @@
+package reclaim_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// reclaimerPolicy is the minimum policy of the reclaimer's key on bucket
+// (docs/architecture.md, "Backend identities").
+func reclaimerPolicy(bucket string) string {
+	return `{"Version":"2012-10-17","Statement":[` +
+		`{"Effect":"Allow","Action":["s3:ListBucket","s3:ListBucketMultipartUploads"],"Resource":["arn:aws:s3:::` + bucket + `"]},` +
+		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:DeleteObject"],"Resource":["arn:aws:s3:::` + bucket + `/*"]}]}`
+}
+
+// TestDeniedBucketIsSkipped runs the reclaimer with a key MinIO allows one
+// of its two buckets (reclaim.buckets names both): the other's listing is
+// refused, and the pass skips that bucket, names it in its report and
+// counts it, while it marks and then deletes the abandoned upload of the
+// allowed bucket. Nothing in the denied bucket is marked, deleted or
+// reported missing: its abandoned upload keeps its parts and its session
+// stays active.
+func TestDeniedBucketIsSkipped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.minio.AddUser(ctx, "reclaimer", "reclaimer-secret", reclaimerPolicy("open")); err != nil {
+		t.Fatal(err)
+	}
+	now := e.clock.Now()
+	ids := map[string]string{}
+	for _, b := range []string{"closed", "open"} {
+		e.bucket(b)
+		ids[b] = e.upload(b, "abandoned", 2)
+		e.session(b, "abandoned", ids[b], etcdstore.StateActive, now.Add(-31*time.Hour), now.Add(-30*time.Hour))
+	}
+	be, err := gateway.NewBackendClient(e.minio.Endpoint, e.minio.Region, "reclaimer", "reclaimer-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoped := &countingBackend{Backend: be}
+	scoped.date.Store(e.backend.date.Load())
+	cfg := e.config()
+	cfg.Backend, cfg.Buckets = scoped, []string{"open", "closed"}
+	// The only upload the sweep sees is the one it deletes.
+	cfg.MaxDeleteFraction, cfg.MaxDeleteUploadsFraction = 1, 1
+	reg := prometheus.NewRegistry()
+	cfg.Metrics = reg
+	r := e.start(cfg)
+
+	check := func(rep reclaim.Report) {
+		t.Helper()
+		if rep.Stopped != "" || rep.Refused != "" {
+			t.Fatalf("pass stopped %q, refused %q", rep.Stopped, rep.Refused)
+		}
+		if !slices.Equal(rep.DeniedBuckets, []string{"closed"}) {
+			t.Errorf("denied buckets = %q, want [closed]", rep.DeniedBuckets)
+		}
+		if len(rep.Missing) != 0 || rep.Totals.Missing != 0 {
+			t.Errorf("missing sessions %+v: the denied bucket's session looks missing", rep.Missing)
+		}
+		if got := e.partsOnMinIO("closed", "abandoned", ids["closed"]); got != 2 {
+			t.Errorf("the denied bucket's upload has %d parts, want 2 (untouched)", got)
+		}
+		if s := e.getSession("closed", ids["closed"]); s.State != etcdstore.StateActive || s.ExpiredAt != nil {
+			t.Errorf("the denied bucket's session is %s (expired %v), want active and unmarked", s.State, s.ExpiredAt)
+		}
+	}
+	rep := e.mustPass(r)
+	check(rep)
+	if rep.Acted.Marked != count(1, 2) {
+		t.Errorf("first pass marked %+v, want the open bucket's upload", rep.Acted.Marked)
+	}
+	e.clock.Advance(13 * time.Hour)
+	rep = e.mustPass(r)
+	check(rep)
+	if rep.Acted.Deleted != count(1, 2) {
+		t.Errorf("second pass deleted %+v, want the open bucket's upload", rep.Acted.Deleted)
+	}
+	if got := e.partsOnMinIO("open", "abandoned", ids["open"]); got != -1 {
+		t.Errorf("the open bucket's upload has %d parts, want it aborted", got)
+	}
+	if got := metric(t, reg, "sweepgate_reclaim_denied_buckets_total", "sweep", "uploads"); got != 2 {
+		t.Errorf("sweepgate_reclaim_denied_buckets_total{sweep=uploads} = %v, want 2", got)
+	}
+}

@@ -56,6 +56,9 @@ type Config struct {
 	Progress *ProgressHub
 	// Planes are the configured planes (digests.planes).
 	Planes []string
+	// Reload reads the configuration again (POST /admin/v1/reload); nil
+	// when the process reloads nothing.
+	Reload Reloader
 	// Token is the bearer token every /admin/v1 request and the status
 	// page must carry; without one those requests are all refused.
 	Token config.Secret
@@ -92,6 +95,7 @@ func New(cfg Config) http.Handler {
 		sessions: sessionsAPI{store: cfg.Store, log: log},
 		reclaim:  reclaimAPI{r: cfg.Reclaimer, store: cfg.Store, info: cfg.ReclaimerInfo, progress: progress, log: log},
 		digests:  digestAPI{store: cfg.Store, planes: cfg.Planes, now: cfg.Now, log: log},
+		reload:   reloadAPI{reload: cfg.Reload},
 		token:    cfg.Token,
 		hosts:    newHostPolicy(cfg.Listen, cfg.Addr, cfg.Hosts),
 		log:      log,
@@ -116,6 +120,8 @@ type handler struct {
 	// digests serves /admin/v1/frontiers and /admin/v1/trash
 	// (docs/admin-api.md).
 	digests digestAPI
+	// reload serves /admin/v1/reload (docs/admin-api.md).
+	reload reloadAPI
 	// token is the bearer token every /admin/v1 request and the status
 	// page must carry (requireAdmin); serve always sets one, configured or
 	// generated. Without one those requests are all refused.
@@ -140,6 +146,7 @@ func (a *handler) mux() http.Handler {
 	a.sessions.routes(mux, protect)
 	a.reclaim.routes(mux, protect)
 	a.digests.routes(mux, protect)
+	a.reload.routes(mux, protect)
 	explainAPI{reclaim: &a.reclaim}.routes(mux, protect)
 	a.statusRoutes(mux, protect)
 	a.loginRoutes(mux)

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -17,10 +16,6 @@ import (
 // are guessable, and a token is meant to be generated, not typed
 // (`openssl rand -hex 32`).
 const MinAdminTokenLength = 16
-
-// maxTokenFileSize bounds what ReadTokenFile reads, so that a wrong path
-// (a log, a device) fails at once instead of filling memory.
-const maxTokenFileSize = 4 << 10
 
 // AdminTokenFileName is the name of the file in etcd.embedded.data_dir
 // where serve keeps the admin token it generates when neither admin.token
@@ -46,30 +41,9 @@ func (c *Config) AdminToken() (Secret, error) {
 	return Secret(tok), nil
 }
 
-// ReadTokenFile reads a token from the file at path: its content with
-// surrounding whitespace trimmed, since editors and `echo` end files with
-// a newline. An empty file is an error, not an absent token: whoever named
-// the file meant a token to be there. The command-line clients read
-// --token-file with it too.
-func ReadTokenFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTokenFileSize+1))
-	if err != nil {
-		return "", fmt.Errorf("token file %s: %w", path, err)
-	}
-	if len(data) > maxTokenFileSize {
-		return "", fmt.Errorf("token file %s: larger than %d bytes; is it the right file?", path, maxTokenFileSize)
-	}
-	tok := strings.TrimSpace(string(data))
-	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
-	}
-	return tok, nil
-}
+// ReadTokenFile reads a token from the file at path (readSecretFile). The
+// command-line clients read --token-file with it too.
+func ReadTokenFile(path string) (string, error) { return readSecretFile("token file", path) }
 
 // GeneratedAdminTokenPath is where serve keeps the admin token it generates
 // when none is configured: the file admin-token in etcd.embedded.data_dir,

@@ -42,6 +42,9 @@ type Config struct {
 	// Credentials are the client credentials configured explicitly. Use
 	// ClientCredentials for the full table the gateway should accept.
 	Credentials []Credential
+	// CredentialsFile names a YAML file of more credentials; Load adds
+	// them to Credentials.
+	CredentialsFile string
 	// AcceptBackendCredentials adds the backend's own key to the client
 	// credentials, so that clients only change their endpoint.
 	AcceptBackendCredentials bool
@@ -256,6 +259,9 @@ type Backend struct {
 	Region    string
 	AccessKey string
 	SecretKey Secret
+	// SecretKeyFile names a file holding SecretKey; Load reads it into
+	// SecretKey.
+	SecretKeyFile string
 	// Identities are the other backend keys that client credentials may
 	// name (AccessKey and SecretKey are gateway.DefaultIdentity).
 	Identities []BackendIdentity

@@ -82,7 +82,7 @@ func (c *Config) EtcdCredentials() (etcdstore.Credentials, error) {
 		creds.TLS.Certificates = []tls.Certificate{cert}
 	}
 	if e.Username != "" {
-		pw, err := ReadTokenFile(e.PasswordFile)
+		pw, err := readSecretFile("password file", e.PasswordFile)
 		if err != nil {
 			return creds, fmt.Errorf("etcd.password_file: %w", err)
 		}

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,7 +68,7 @@ func Load(args, environ []string) (*Config, error) {
 		}
 	}
 	c.normalize()
-	if err := c.Validate(); err != nil {
+	if err := errors.Join(c.resolveSecretFiles(), c.Validate()); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -101,7 +100,7 @@ func loadFileAndEnv(configPath string, environ []string) (*Config, error) {
 	}
 	c := Defaults()
 	if configPath != "" {
-		data, err := readFile(configPath)
+		data, err := readFile("config file", configPath)
 		if err != nil {
 			return nil, err
 		}
@@ -227,54 +226,6 @@ func UnknownEnv(environ []string) []string {
 	return unknown
 }
 
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("config file %s: larger than %d bytes", path, MaxFileSize)
-	}
-	return data, nil
-}
-
-// LoadYAML applies a YAML configuration document to c. name labels errors
-// (usually the file's path). Unknown keys, anchors and aliases, and more
-// than one document are errors.
-func LoadYAML(c *Config, data []byte, name string) error {
-	return applyYAML(c, data, name)
-}
-
-func applyYAML(c *Config, data []byte, name string) error {
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil // an empty file sets nothing
-		}
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: only one YAML document is allowed", name)
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		return nil
-	}
-	root := doc.Content[0]
-	if isNull(root) {
-		return nil
-	}
-	w := yamlWalker{name: name, settings: Settings()}
-	w.mapping(c, root, "")
-	return errors.Join(w.errs...)
-}
-
 type yamlWalker struct {
 	name     string
 	settings []Setting
@@ -390,19 +341,9 @@ func (w *yamlWalker) leaf(c *Config, s Setting, n *yaml.Node) {
 		}
 		*p = items
 	case *[]Credential:
-		if n.Kind != yaml.SequenceNode {
-			w.errorf(n, "%s must be a list of {access_key, secret_key, principal}", s.Key)
-			return
+		if creds, ok := w.credentials(s.Key, n); ok {
+			*p = creds
 		}
-		creds := make([]Credential, 0, len(n.Content))
-		for _, item := range n.Content {
-			cr, ok := w.credential(item)
-			if !ok {
-				return
-			}
-			creds = append(creds, cr)
-		}
-		*p = creds
 	case *[]BackendIdentity:
 		*p, _ = w.identities(n)
 	case *[]DigestNamespace:
@@ -445,6 +386,24 @@ func (w *yamlWalker) leaf(c *Config, s Setting, n *yaml.Node) {
 			w.errorf(n, "%s: %v", s.Key, err)
 		}
 	}
+}
+
+// credentials reads a list of credentials: the value of the credentials
+// setting, or the whole of a credentials_file.
+func (w *yamlWalker) credentials(key string, n *yaml.Node) ([]Credential, bool) {
+	if n.Kind != yaml.SequenceNode {
+		w.errorf(n, "%s must be a list of {access_key, secret_key, principal}", key)
+		return nil, false
+	}
+	creds := make([]Credential, 0, len(n.Content))
+	for _, item := range n.Content {
+		cr, ok := w.credential(item)
+		if !ok {
+			return nil, false
+		}
+		creds = append(creds, cr)
+	}
+	return creds, true
 }
 
 // casItem reads one item of digests.namespaces or digests.sources. The

@@ -52,6 +52,9 @@ type Setting struct {
 	Secret bool
 	// Required settings have no default and must be set.
 	Required bool
+	// Reloadable settings take effect at a reload (SIGHUP, POST
+	// /admin/v1/reload); a change to any other waits for a restart.
+	Reloadable bool
 	// field returns a pointer to the setting's field in a Config; its type
 	// decides how values are parsed.
 	field func(*Config) any
@@ -88,6 +91,7 @@ func setting(key, arg, def, usage string, field func(*Config) any) Setting {
 
 func (s Setting) required() Setting           { s.Required = true; return s }
 func (s Setting) secret() Setting             { s.Secret = true; return s }
+func (s Setting) reloadable() Setting         { s.Reloadable = true; return s }
 func (s Setting) defaultDoc(d string) Setting { s.DefaultDoc = d; return s }
 func (s Setting) names(flag, env string) Setting {
 	s.Flag, s.Env = flag, env
@@ -126,10 +130,10 @@ func Settings() []Setting {
 			func(c *Config) any { return &c.TLSListen }),
 		setting("tls_cert_file", "FILE", "",
 			"PEM file with the certificate chain served on tls_listen.",
-			func(c *Config) any { return &c.TLSCertFile }),
+			func(c *Config) any { return &c.TLSCertFile }).reloadable(),
 		setting("tls_key_file", "FILE", "",
 			"PEM file with the private key of tls_cert_file.",
-			func(c *Config) any { return &c.TLSKeyFile }),
+			func(c *Config) any { return &c.TLSKeyFile }).reloadable(),
 		setting("region", "REGION", "",
 			"Region that clients sign their requests for (the region in their SigV4 credential scope).",
 			func(c *Config) any { return &c.Region }).defaultDoc("the value of backend.region"),
@@ -147,13 +151,19 @@ func Settings() []Setting {
 			func(c *Config) any { return &c.Backend.AccessKey }).required(),
 		setting("backend.secret_key", "SECRET", "",
 			"Secret key of backend.access_key. Prefer the environment or the file to a flag, which other users can see in the process list.",
-			func(c *Config) any { return &c.Backend.SecretKey }).required().secret(),
+			func(c *Config) any { return &c.Backend.SecretKey }).secret().reloadable().defaultDoc("required, or backend.secret_key_file"),
+		setting("backend.secret_key_file", "FILE", "",
+			"File whose content, surrounding whitespace trimmed, is backend.access_key's secret (a mounted secret). It is read at start and again at every reload (SIGHUP or POST /admin/v1/reload). Set backend.secret_key or backend.secret_key_file, not both.",
+			func(c *Config) any { return &c.Backend.SecretKeyFile }).reloadable(),
 		setting("backend.identities", "NAME:AK:SECRET", "",
-			"More backend keys, each named, that client credentials may name (their backend) so that the backend's own policy for that key applies to the client's requests; backend.access_key and backend.secret_key are the identity named default. The flag takes one NAME:ACCESS_KEY:SECRET and may be repeated; the environment variable takes a comma-separated list of them; YAML takes a list of {name, access_key, secret_key} or {name, access_key, secret_key_file}, where secret_key_file names a file whose content, surrounding whitespace trimmed, is the secret (read at start).",
-			func(c *Config) any { return &c.Backend.Identities }).names("backend-identity", EnvPrefix+"BACKEND_IDENTITIES").secret(),
+			"More backend keys, each named, that client credentials may name (their backend) so that the backend's own policy for that key applies to the client's requests; backend.access_key and backend.secret_key are the identity named default. The flag takes one NAME:ACCESS_KEY:SECRET and may be repeated; the environment variable takes a comma-separated list of them; YAML takes a list of {name, access_key, secret_key} or {name, access_key, secret_key_file}, where secret_key_file names a file whose content, surrounding whitespace trimmed, is the secret (read at start and again at every reload).",
+			func(c *Config) any { return &c.Backend.Identities }).names("backend-identity", EnvPrefix+"BACKEND_IDENTITIES").secret().reloadable(),
 		setting("credentials", "AK:SECRET[:PRINCIPAL]", "",
 			"Client credentials the gateway accepts. The flag takes one ACCESS_KEY:SECRET[:PRINCIPAL] and may be repeated; the environment variable takes a comma-separated list of them; YAML takes a list of {access_key, secret_key, principal, backend}. The principal, who owns the uploads made with the key, defaults to the access key. backend names the backend identity (backend.identities) the key's requests are signed with, default: default, the key of backend.access_key; it is set in YAML only, since a secret may contain ':' and another field after it could not be told apart. A secret that contains ':' needs the principal after it; one that contains ',' can only be given in YAML.",
-			func(c *Config) any { return &c.Credentials }).names("credential", EnvPrefix+"CREDENTIALS").secret(),
+			func(c *Config) any { return &c.Credentials }).names("credential", EnvPrefix+"CREDENTIALS").secret().reloadable(),
+		setting("credentials_file", "FILE", "",
+			"YAML file listing more client credentials, as a list of {access_key, secret_key, principal, backend} (a mounted secret). They are added to credentials. It is read at start and again at every reload (SIGHUP or POST /admin/v1/reload), so keys are added, removed or rotated without a restart.",
+			func(c *Config) any { return &c.CredentialsFile }).reloadable(),
 		setting("accept_backend_credentials", "BOOL", "true",
 			"Also accept the backend's own access key from clients (principal: the access key, unless credentials lists that key), so that clients only change their endpoint.",
 			func(c *Config) any { return &c.AcceptBackendCredentials }),
@@ -288,7 +298,7 @@ func Settings() []Setting {
 			func(c *Config) any { return &c.Reclaim.PassUploads }),
 		setting("reclaim.backend_identity", "NAME", gateway.DefaultIdentity,
 			"Backend identity (backend.identities, or default for backend.access_key) that signs the requests of the reclaimer, the session reconciler, the digest sweep and the readiness check; no client request is signed with it unless a credential names it. Its minimum policy is in docs/architecture.md, \"Backend identities\".",
-			func(c *Config) any { return &c.Reclaim.BackendIdentity }),
+			func(c *Config) any { return &c.Reclaim.BackendIdentity }).reloadable(),
 		setting("reclaim.buckets", "BUCKET", "",
 			"Buckets the upload sweep lists; empty lists every bucket the backend's ListBuckets returns. When set, the reclaimer never calls ListBuckets, and the readiness check lists one key of each of these buckets instead, so the reclaimer's key may be allowed these buckets only (a bucket its policy denies does not fail the check: the key works, and the pass reports the bucket). A bucket the backend refuses (AccessDenied) is skipped by a pass and named in its report. The flag may be repeated; the environment variable takes a comma-separated list.",
 			func(c *Config) any { return &c.Reclaim.Buckets }),

@@ -164,8 +164,8 @@ func (c *Config) validateBackend() []error {
 	} else if err := checkAccessKey(c.Backend.AccessKey); err != nil {
 		bad("backend.access_key", "%v", err)
 	}
-	if c.Backend.SecretKey == "" {
-		bad("backend.secret_key", "required")
+	if c.Backend.SecretKey == "" && c.Backend.SecretKeyFile == "" {
+		bad("backend.secret_key", "required (or backend.secret_key_file)")
 	}
 	return errs
 }

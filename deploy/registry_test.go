@@ -22,6 +22,7 @@ import (
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reload"
 )
 
 // family is one metric family as registered: its name, the names of its
@@ -120,10 +121,10 @@ func splitLabels(s string) []string {
 }
 
 // wire builds the gateway (sessions and digests on), the session gauge,
-// the reclaimer (with the digest sweep) and the timed etcd store over a
-// real embedded etcd, registering their metrics on one recorder as serve
-// does (see runServe in cmd/sweepgate; its build_info gauge is the one
-// family left out). Nothing runs: registering is all it takes.
+// the reclaimer (with the digest sweep), the reloader and the timed etcd
+// store over a real embedded etcd, registering their metrics on one
+// recorder as serve does (see newServer in cmd/sweepgate; its build_info
+// gauge and dropped-log-lines counter are the families left out). Nothing runs: registering is all it takes.
 func wire(t *testing.T) *recorder {
 	t.Helper()
 	cfg, err := config.Load([]string{
@@ -165,6 +166,7 @@ func wire(t *testing.T) *recorder {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reload.New(cfg, nil, logger, reg)
 	if _, err := multipart.NewStateGauge(store, reg, logger); err != nil {
 		t.Fatal(err)
 	}

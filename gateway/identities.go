@@ -53,12 +53,23 @@ type keySet struct {
 // It is safe to call at any time, from any goroutine (a reload calls it
 // with keys built from a freshly loaded configuration).
 func (g *Gateway) SetKeys(k Keys) error {
-	ks, err := g.newKeySet(k, g.keys.Load())
+	install, err := g.PrepareKeys(k)
 	if err != nil {
 		return err
 	}
-	g.keys.Store(ks)
+	install()
 	return nil
+}
+
+// PrepareKeys is SetKeys in two steps, for a reload that applies several
+// pieces or none: it checks k as SetKeys does and returns what installs
+// it, having changed nothing.
+func (g *Gateway) PrepareKeys(k Keys) (install func(), err error) {
+	ks, err := g.newKeySet(k, g.keys.Load())
+	if err != nil {
+		return nil, err
+	}
+	return func() { g.keys.Store(ks) }, nil
 }
 
 // newKeySet builds the key set of k, reusing old's signers for identities

@@ -102,6 +102,7 @@ func commands() []command {
 		{"frontier", "report or list how far replica and backup planes have come", (*cli).frontierCmd, (*cli).frontierHelp},
 		{"trash", "list deleted reference objects' digests, or restore them", (*cli).trashCmd, (*cli).trashHelp},
 		{"explain", "why the reclaimer keeps, marks, holds or would delete an upload or a blob", (*cli).explainCmd, (*cli).explainHelp},
+		{"reload", "make a running gateway read its credentials and TLS certificate again", (*cli).reloadCmd, (*cli).reloadHelp},
 		{"healthcheck", "probe a running gateway's /healthz or /readyz (for HEALTHCHECK)", (*cli).healthcheckCmd, (*cli).healthcheckHelp},
 		{"version", "print the version and build information", (*cli).versionCmd, (*cli).versionHelp},
 		{"help", "show help for a command", (*cli).helpCmd, (*cli).helpHelp},

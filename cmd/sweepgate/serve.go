@@ -53,7 +53,10 @@ while leading, reclaims abandoned uploads and, with digests.namespaces set,
 unreferenced blobs. SIGINT or SIGTERM stops it gracefully: a leading
 reclaimer hands over at once, /readyz answers 503, the listeners serve on
 for shutdown.drain_delay, then stop accepting and let in-flight requests
-finish for up to shutdown.timeout. A second signal ends it at once.
+finish for up to shutdown.timeout. A second signal ends it at once. SIGHUP
+(or POST /admin/v1/reload) reads the configuration again and applies the
+client credentials, the backend's keys and the TLS certificate without
+dropping a connection; a configuration it cannot apply changes nothing.
 
 `)
 	config.WriteHelp(w)
@@ -89,7 +92,8 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 		logger.Warn("ignoring unknown environment variable; no setting has this name", "name", name)
 	}
 	logger.Debug("configuration", "config", cfg)
-	if err := runServe(ctx, cfg, logs, readBuildInfo(c.version), c.onServing); err != nil {
+	load := func() (*config.Config, error) { return config.Load(args, c.environ) }
+	if err := runServe(ctx, cfg, load, logs, readBuildInfo(c.version), c.onServing); err != nil {
 		logger.Error("sweepgate serve stopped", "err", err)
 		return exitError
 	}
@@ -130,8 +134,9 @@ func logHandler(w io.Writer, cfg *config.Config, level slog.Leveler) slog.Handle
 
 // runServe runs the gateway until ctx is done or something it depends on
 // fails. It returns nil after a clean, complete shutdown.
-func runServe(ctx context.Context, cfg *config.Config, logs serveLogs, build buildInfo, onServing func(serving)) error {
-	s, err := newServer(ctx, cfg, logs, build)
+// load reads the configuration again for a reload.
+func runServe(ctx context.Context, cfg *config.Config, load func() (*config.Config, error), logs serveLogs, build buildInfo, onServing func(serving)) error {
+	s, err := newServer(ctx, cfg, load, logs, build)
 	if err != nil {
 		return err
 	}

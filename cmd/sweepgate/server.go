@@ -17,12 +17,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/admin"
+	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reload"
 )
 
 // server is one sweepgate serve: the store, the gateway, the reclaimer and
@@ -56,6 +58,10 @@ type server struct {
 	names     []string
 	addrs     serving
 	tokenFrom string
+	// reloader applies a reload (SIGHUP, POST /admin/v1/reload); cert is
+	// the S3 TLS listener's certificate, nil without one.
+	reloader *reload.Reloader
+	cert     *reload.Certificate
 	// draining is set once shutdown starts (admin.Config.Draining).
 	draining atomic.Bool
 	// closers undo the start, newest first (close).
@@ -65,9 +71,10 @@ type server struct {
 // newServer builds the server of cfg, or returns why it cannot start,
 // having closed what it opened. The embedded etcd (when configured) runs
 // until ctx ends or close.
-func newServer(ctx context.Context, cfg *config.Config, logs serveLogs, build buildInfo) (_ *server, err error) {
+func newServer(ctx context.Context, cfg *config.Config, load func() (*config.Config, error), logs serveLogs, build buildInfo) (_ *server, err error) {
 	logger := logs.main
 	s := &server{cfg: cfg, logger: logger, requestLog: logs.requests, build: build, reg: prometheus.NewRegistry()}
+	s.reloader = reload.New(cfg, load, logger, s.reg)
 	defer func() {
 		if err != nil {
 			s.close()
@@ -178,6 +185,13 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
+	s.reloader.Add(func(next *config.Config) (func(), error) {
+		install, err := s.gw.PrepareKeys(gatewayKeys(next))
+		if err != nil {
+			return nil, fmt.Errorf("the keys: %w", err)
+		}
+		return install, nil
+	})
 	if sessions := s.gw.Sessions(); sessions != nil {
 		go runReconciler(ctx, sessions, cfg.Sessions, s.logger)
 		gauge, err := multipart.NewStateGauge(s.store, s.reg, s.logger)
@@ -241,10 +255,12 @@ func (s *server) listenS3() error {
 		s.addrs.S3 = l.Addr().String()
 	}
 	if cfg.TLSListen != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		cert, err := reload.LoadCertificate(cfg)
 		if err != nil {
-			return fmt.Errorf("tls_cert_file/tls_key_file: %w", err)
+			return err
 		}
+		s.cert = cert
+		s.reloader.Add(cert.Reload)
 		l, err := net.Listen("tcp", cfg.TLSListen)
 		if err != nil {
 			return fmt.Errorf("tls_listen (S3, HTTPS): %w", err)
@@ -252,9 +268,9 @@ func (s *server) listenS3() error {
 		s.closers = append(s.closers, func() { l.Close() })
 		srv := s.s3Server()
 		srv.TLSConfig = &tls.Config{
-			MinVersion:   tls.VersionTLS12,
-			Certificates: []tls.Certificate{cert},
-			NextProtos:   []string{"h2", "http/1.1"},
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: s.cert.Get,
+			NextProtos:     []string{"h2", "http/1.1"},
 		}
 		s.addListener("s3-tls", tls.NewListener(l, srv.TLSConfig), srv)
 		s.addrs.S3TLS = l.Addr().String()
@@ -287,6 +303,7 @@ func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin
 		ReclaimerInfo: s.rec.info,
 		Progress:      progress,
 		Planes:        cfg.Digests.Planes,
+		Reload:        s.reloadForAdmin,
 		Token:         token,
 		Listen:        cfg.Admin.Listen,
 		Addr:          addr,
@@ -319,6 +336,9 @@ func (s *server) run(ctx context.Context, onServing func(serving)) error {
 			}
 		}()
 	}
+	reloadCtx, stopReloading := context.WithCancel(ctx)
+	defer stopReloading()
+	s.reloader.OnHangup(reloadCtx)
 	// The reclaimer campaigns only once the gateway serves: a leader must
 	// be reachable on its admin address, which its election value names.
 	stopPublishing := s.publishClock()
@@ -445,4 +465,10 @@ func shutdown(servers []*http.Server, names []string, timeout time.Duration, log
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// reloadForAdmin answers POST /admin/v1/reload with a reload.
+func (s *server) reloadForAdmin(ctx context.Context) (adminapi.ReloadResult, error) {
+	restart, err := s.reloader.Reload(ctx)
+	return adminapi.ReloadResult{RestartNeeded: restart}, err
 }

@@ -255,8 +255,10 @@ type Sessions struct {
 // Backend is the S3 server behind the gateway.
 type Backend struct {
 	// Endpoint is the backend's base URL, such as http://127.0.0.1:9100.
-	Endpoint  string
-	Region    string
+	Endpoint string
+	Region   string
+	// CAFile names the PEM certificate authorities of an https backend.
+	CAFile    string
 	AccessKey string
 	SecretKey Secret
 	// SecretKeyFile names a file holding SecretKey; Load reads it into

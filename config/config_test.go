@@ -315,6 +315,8 @@ func TestValidation(t *testing.T) {
 		{"backend URL without scheme", []string{"--backend-endpoint=127.0.0.1:9100"}, []string{"backend.endpoint"}},
 		{"backend URL path", []string{"--backend-endpoint=http://x/base"}, []string{"must not have a path"}},
 		{"backend URL user", []string{"--backend-endpoint=http://u:p@x"}, []string{"must not carry credentials"}},
+		{"backend CA for a plain-HTTP backend", []string{"--backend-ca-file=ca.pem"}, []string{"backend.ca_file", "https://"}},
+		{"backend CA missing", []string{"--backend-endpoint=https://x:1", "--backend-ca-file=/nonexistent/ca.pem"}, []string{"backend.ca_file", "no such file"}},
 		{"listen", []string{"--listen=9000"}, []string{"listen", "host:port"}},
 		{"listen port", []string{"--listen=:http-alt"}, []string{"not a number"}},
 		{"nothing to serve", []string{"--listen="}, []string{"nothing to serve"}},

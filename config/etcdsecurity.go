@@ -3,7 +3,10 @@ package config
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 
@@ -64,13 +67,9 @@ func (c *Config) EtcdCredentials() (etcdstore.Credentials, error) {
 		creds.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	if e.CAFile != "" {
-		pem, err := os.ReadFile(e.CAFile)
+		pool, err := readCAFile("etcd.ca_file", e.CAFile)
 		if err != nil {
-			return creds, fmt.Errorf("etcd.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return creds, fmt.Errorf("etcd.ca_file %s: no PEM certificate in it", e.CAFile)
+			return creds, err
 		}
 		creds.TLS.RootCAs = pool
 	}
@@ -89,4 +88,55 @@ func (c *Config) EtcdCredentials() (etcdstore.Credentials, error) {
 		creds.Username, creds.Password = e.Username, pw
 	}
 	return creds, nil
+}
+
+// readCAFile reads the PEM certificates of the file at path into a pool;
+// key names the setting in errors.
+func readCAFile(key, path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s %s: no PEM certificate in it", key, path)
+	}
+	return pool, nil
+}
+
+// BackendRootCAs returns the certificate authorities of backend.ca_file,
+// which an https backend's certificate must chain to; nil (the system's
+// roots) when it is not set.
+func (c *Config) BackendRootCAs() (*x509.CertPool, error) {
+	if c.Backend.CAFile == "" {
+		return nil, nil
+	}
+	return readCAFile("backend.ca_file", c.Backend.CAFile)
+}
+
+// checkEtcdEndpoint checks one of etcd.endpoints: a URL of a scheme etcd
+// serves, or host:port.
+func checkEtcdEndpoint(ep string) error {
+	if ep == "" || strings.ContainsAny(ep, " \t\r\n") {
+		return errors.New("empty or contains spaces")
+	}
+	if !strings.Contains(ep, "://") {
+		if _, _, err := net.SplitHostPort(ep); err != nil {
+			return errors.New("want a URL such as http://10.0.0.1:2379, or host:port")
+		}
+		return nil
+	}
+	u, err := url.Parse(ep)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	switch u.Scheme {
+	case "http", "https", "unix", "unixs":
+	default:
+		return errors.New("scheme must be http, https, unix or unixs")
+	}
+	if u.Host == "" && u.Path == "" {
+		return errors.New("no host")
+	}
+	return nil
 }

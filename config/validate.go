@@ -154,6 +154,13 @@ func (c *Config) validateBackend() []error {
 	} else if err := checkEndpoint(c.Backend.Endpoint); err != nil {
 		bad("backend.endpoint", "%q: %v", c.Backend.Endpoint, err)
 	}
+	if c.Backend.CAFile != "" {
+		if !strings.HasPrefix(c.Backend.Endpoint, "https://") {
+			bad("backend.ca_file", "applies to an https:// backend.endpoint")
+		} else if _, err := c.BackendRootCAs(); err != nil {
+			bad("backend.ca_file", "%v", err)
+		}
+	}
 	if c.Backend.Region == "" {
 		bad("backend.region", "required")
 	} else if err := checkRegion(c.Backend.Region); err != nil {
@@ -564,31 +571,6 @@ func checkEndpoint(raw string) error {
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return errors.New("must not have a query or fragment")
-	}
-	return nil
-}
-
-func checkEtcdEndpoint(ep string) error {
-	if ep == "" || strings.ContainsAny(ep, " \t\r\n") {
-		return errors.New("empty or contains spaces")
-	}
-	if !strings.Contains(ep, "://") {
-		if _, _, err := net.SplitHostPort(ep); err != nil {
-			return errors.New("want a URL such as http://10.0.0.1:2379, or host:port")
-		}
-		return nil
-	}
-	u, err := url.Parse(ep)
-	if err != nil {
-		return errors.New("not a URL")
-	}
-	switch u.Scheme {
-	case "http", "https", "unix", "unixs":
-	default:
-		return errors.New("scheme must be http, https, unix or unixs")
-	}
-	if u.Host == "" && u.Path == "" {
-		return errors.New("no host")
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -61,7 +63,9 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // concurrently), never compresses (bytes pass through as they are), waits
 // for 100-continue when the client asked for it, and signs each request
 // with the signer that signer picks for it.
-func newBackendTransport(signer func(*http.Request) (*sigv4.Signer, error), now func() time.Time) http.RoundTripper {
+// roots, when not nil, are the certificate authorities an https backend's
+// certificate must chain to, instead of the system's.
+func newBackendTransport(signer func(*http.Request) (*sigv4.Signer, error), now func() time.Time, roots *x509.CertPool) http.RoundTripper {
 	base := &http.Transport{
 		Proxy: nil,
 		DialContext: (&net.Dialer{
@@ -76,6 +80,9 @@ func newBackendTransport(signer func(*http.Request) (*sigv4.Signer, error), now 
 		DisableCompression:    true,
 		WriteBufferSize:       64 << 10,
 		ReadBufferSize:        64 << 10,
+	}
+	if roots != nil {
+		base.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
 	// The proxy hands the signer a path that is already escaped the way S3
 	// wants it, and the signer signs it as it is. Its derived key is

@@ -14,6 +14,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,9 @@ type Config struct {
 	BackendEndpoint string
 	// BackendRegion, BackendAccessKey and BackendSecretKey sign requests to the backend.
 	BackendRegion, BackendAccessKey, BackendSecretKey string
+	// BackendRootCAs are the certificate authorities an https backend's
+	// certificate must chain to; nil uses the system's roots.
+	BackendRootCAs *x509.CertPool
 	// Region is the region clients sign for; empty accepts any region.
 	Region string
 	// Domains enable virtual-hosted-style requests: Host bucket.<domain>.
@@ -144,7 +148,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := g.SetKeys(keys); err != nil {
 		return nil, err
 	}
-	transport := newBackendTransport(g.backendSigner, cfg.Now)
+	transport := newBackendTransport(g.backendSigner, cfg.Now, cfg.BackendRootCAs)
 	g.client = &http.Client{Transport: transport, Timeout: 10 * time.Second}
 	g.backendClient = &backendClient{endpoint: backend, transport: transport, observe: func(op Operation, d time.Duration) {
 		g.metrics.backendDuration.WithLabelValues(string(op)).Observe(d.Seconds())

@@ -172,5 +172,5 @@ func NewBackendClient(endpoint, region, accessKey, secretKey string) (multipart.
 		region = DefaultRegion
 	}
 	signer := fixedSigner(BackendKey{AccessKey: accessKey, SecretKey: secretKey}, region)
-	return &backendClient{endpoint: u, transport: newBackendTransport(signer, time.Now)}, nil
+	return &backendClient{endpoint: u, transport: newBackendTransport(signer, time.Now, nil)}, nil
 }

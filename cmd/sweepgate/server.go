@@ -163,8 +163,13 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 	if s.layout, err = cfg.Layout(); err != nil {
 		return err
 	}
+	roots, err := cfg.BackendRootCAs()
+	if err != nil {
+		return err
+	}
 	s.gw, err = gateway.New(gateway.Config{
 		BackendEndpoint:  cfg.Backend.Endpoint,
+		BackendRootCAs:   roots,
 		BackendRegion:    cfg.Backend.Region,
 		BackendAccessKey: cfg.Backend.AccessKey,
 		BackendSecretKey: string(cfg.Backend.SecretKey),

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,7 +16,8 @@ import (
 
 // MinIO is a running MinIO server, the backend that sweepgate fronts.
 type MinIO struct {
-	// Endpoint is the S3 endpoint, http://127.0.0.1:PORT.
+	// Endpoint is the S3 endpoint, http://127.0.0.1:PORT (https:// with
+	// StartMinIOTLS).
 	Endpoint string
 	// AccessKey and SecretKey are the root credentials.
 	AccessKey string
@@ -26,6 +28,9 @@ type MinIO struct {
 	DataDir string
 	// LogFile holds MinIO's output.
 	LogFile string
+	// Cert is the certificate of a MinIO started with StartMinIOTLS
+	// (nil otherwise); Cert.Pool trusts it.
+	Cert *TLSCert
 
 	proc *process
 }
@@ -60,6 +65,18 @@ func MinIOBinary(t testing.TB) string {
 // environment. t.Cleanup stops it.
 func StartMinIO(t testing.TB, env ...string) *MinIO {
 	t.Helper()
+	return startMinIO(t, false, env...)
+}
+
+// StartMinIOTLS starts a MinIO server as StartMinIO does, serving HTTPS
+// with a certificate of its own (Cert; Endpoint is https://).
+func StartMinIOTLS(t testing.TB, env ...string) *MinIO {
+	t.Helper()
+	return startMinIO(t, true, env...)
+}
+
+func startMinIO(t testing.TB, https bool, env ...string) *MinIO {
+	t.Helper()
 	bin := MinIOBinary(t)
 	dir := t.TempDir()
 	m := &MinIO{
@@ -75,11 +92,27 @@ func StartMinIO(t testing.TB, env ...string) *MinIO {
 		}
 	}
 	dumpLogOnFailure(t, "minio", m.LogFile)
+	scheme, client := "http", (*http.Client)(nil)
+	if https {
+		// MinIO serves HTTPS when its certs directory holds public.crt and
+		// private.key.
+		m.Cert = NewTLSCert(t, t.TempDir())
+		for src, dst := range map[string]string{m.Cert.CertFile: "public.crt", m.Cert.KeyFile: "private.key"} {
+			if err := os.Rename(src, filepath.Join(dir, "certs", dst)); err != nil {
+				t.Fatalf("harness: %v", err)
+			}
+		}
+		m.Cert.CertFile, m.Cert.KeyFile = filepath.Join(dir, "certs", "public.crt"), filepath.Join(dir, "certs", "private.key")
+		scheme = "https"
+		client = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: m.Cert.Pool, MinVersion: tls.VersionTLS12},
+		}}
+	}
 
 	var lastErr error
 	for attempt := 1; attempt <= minioStartAttempts; attempt++ {
 		ports := freePorts(t, 2)
-		m.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		m.Endpoint = fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0])
 		args := []string{"server", m.DataDir,
 			"--address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 			"--console-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
@@ -100,9 +133,9 @@ func StartMinIO(t testing.TB, env ...string) *MinIO {
 		// Live comes a moment before the S3 API is initialized; until it
 		// is, requests get 503 XMinioServerNotInitialized, and after it an
 		// anonymous request gets 403.
-		err = waitHTTP(t.Context(), proc, m.Endpoint+"/minio/health/live", nil, 60*time.Second, isStatus(http.StatusOK))
+		err = waitHTTP(t.Context(), proc, m.Endpoint+"/minio/health/live", client, 60*time.Second, isStatus(http.StatusOK))
 		if err == nil {
-			err = waitHTTP(t.Context(), proc, m.Endpoint+"/", nil, 60*time.Second, isStatus(http.StatusForbidden))
+			err = waitHTTP(t.Context(), proc, m.Endpoint+"/", client, 60*time.Second, isStatus(http.StatusForbidden))
 		}
 		if err != nil {
 			lastErr = err

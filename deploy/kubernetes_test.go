@@ -317,6 +317,7 @@ func kubeConfig(t *testing.T, objs map[string]kubeObject, c kubeContainer, files
 	for key, path := range map[string]string{
 		"etcd.ca_file": cfg.Etcd.CAFile, "etcd.cert_file": cfg.Etcd.CertFile, "etcd.key_file": cfg.Etcd.KeyFile,
 		"etcd.password_file": cfg.Etcd.PasswordFile, "admin.token_file": cfg.Admin.TokenFile,
+		"backend.secret_key_file": cfg.Backend.SecretKeyFile, "credentials_file": cfg.CredentialsFile,
 	} {
 		if _, ok := files[strings.TrimPrefix(path, root)]; path == "" || !ok {
 			t.Errorf("%s is %q, which no volume mounts", key, path)

@@ -19,7 +19,8 @@ func (c *cli) reloadHelp(w io.Writer) {
 Asks a running sweepgate to read its configuration again, as SIGHUP does
 (POST /admin/v1/reload, see docs/admin-api.md): the client credentials
 (credentials, credentials_file), the backend's keys (backend.secret_key,
-backend.secret_key_file) and the S3 TLS certificate take effect at once,
+backend.secret_key_file, backend.identities, reclaim.backend_identity) and
+the S3 TLS certificate take effect at once,
 without dropping a connection. A configuration it cannot apply changes
 nothing: the gateway keeps the values it had, and the command prints why.
 Settings that need a restart are named.

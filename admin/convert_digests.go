@@ -32,6 +32,7 @@ func fromDigestReport(in digests.Report) adminapi.DigestReport {
 		Guards:          in.Guards,
 		Released:        in.Released,
 		StalePlacements: in.StalePlacements,
+		DeniedBuckets:   in.DeniedBuckets,
 		Refused:         in.Refused,
 		Paused:          in.Paused,
 		Kept:            in.Kept,

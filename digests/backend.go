@@ -48,6 +48,9 @@ type SweepMetrics interface {
 	Deleted(blobs, bytes int64)
 	// Tombstones sets the tombstones by state after a sweep.
 	Tombstones(counts map[etcdstore.TombstoneState]int64)
+	// DeniedBucket counts a bucket the backend refused to the sweep
+	// (AccessDenied), once a pass.
+	DeniedBucket()
 }
 
 // noMetrics counts nothing.
@@ -57,3 +60,4 @@ func (noMetrics) UnknownRefs(int64)                             {}
 func (noMetrics) BreakerRefused()                               {}
 func (noMetrics) Deleted(int64, int64)                          {}
 func (noMetrics) Tombstones(map[etcdstore.TombstoneState]int64) {}
+func (noMetrics) DeniedBucket()                                 {}

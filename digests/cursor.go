@@ -80,6 +80,9 @@ type rebuildState struct {
 	Result  RebuildResult `json:"result"`
 	Started int64         `json:"started,omitempty"`
 	Proof   int64         `json:"proof,omitempty"`
+	// Denied names the sources of the rebuild in progress that the
+	// backend refused (AccessDenied): a rebuild with any is not complete.
+	Denied []string `json:"denied,omitempty"`
 }
 
 // lastRebuild is the record of the last complete rebuild; Started is the

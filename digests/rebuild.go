@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +87,10 @@ type Rebuilder struct {
 	Stale   time.Duration // a pending write older than this is from a gateway that died: made dirty (default 1h)
 	Logger  *slog.Logger  // nil discards
 	Now     func() time.Time
+	// Denied, when set, is told of each source whose listing or reads the
+	// backend refuses (AccessDenied), and the rebuild goes on with the
+	// next source; when nil, such a refusal is an error like any other.
+	Denied func(src *cas.Source, err error)
 }
 
 // Run scans every reference source on the backend from pos, one page at a
@@ -101,6 +107,11 @@ type Rebuilder struct {
 // On an error the result includes the objects of the failed page that were
 // done; their records now match the backend, so a rebuild resumed with
 // that result does not count them again.
+//
+// With b.Denied set, a source whose listing or reads the backend refuses
+// (AccessDenied) is not an error: b.Denied is told, the rest of the source
+// is skipped and the rebuild goes on with the next; the caller must not
+// take such a rebuild as complete.
 func (b *Rebuilder) Run(ctx context.Context, pos RebuildPos, res RebuildResult, save func(RebuildPos, RebuildResult) error) (RebuildResult, error) {
 	batch := b.Batch
 	if batch <= 0 || batch > defaultRebuildBatch {
@@ -114,15 +125,17 @@ func (b *Rebuilder) Run(ctx context.Context, pos RebuildPos, res RebuildResult, 
 			// from the records; those recorded for it stay (see above).
 			b.logger().Warn("rebuild: the bucket of a reference source does not exist", "source", src.Name, "bucket", src.Bucket)
 			page = s3client.ObjectPage{Done: true}
-		} else if err != nil {
-			return res, fmt.Errorf("rebuild: source %s: %w", src.Name, err)
-		}
-		err = b.page(ctx, src, page.Objects, &res)
-		if err != nil {
-			return res, fmt.Errorf("rebuild: source %s: %w", src.Name, err)
+		} else if err == nil {
+			err = b.page(ctx, src, page.Objects, &res)
 		}
 		next := RebuildPos{Source: pos.Source, After: page.Next}
-		if page.Done {
+		switch {
+		case isDenied(err) && b.Denied != nil:
+			b.Denied(src, err)
+			next = RebuildPos{Source: pos.Source + 1}
+		case err != nil:
+			return res, fmt.Errorf("rebuild: source %s: %w", src.Name, err)
+		case page.Done:
 			next = RebuildPos{Source: pos.Source + 1}
 		}
 		if save != nil {
@@ -372,6 +385,12 @@ func (s *digestSweep) runRebuild(ctx context.Context) error {
 	b := &Rebuilder{
 		Backend: s.s3, Store: s.store, Sources: s.cfg.Layout.RebuildSources(), Batch: s.batch,
 		Logger: s.log, Now: s.run.Clock,
+		Denied: func(src *cas.Source, err error) {
+			if !slices.Contains(s.cur.Rebuild.Denied, src.Name) {
+				s.cur.Rebuild.Denied = append(s.cur.Rebuild.Denied, src.Name)
+			}
+			s.denied(src.Bucket, "source", src.Name, err)
+		},
 	}
 	if s.cur.Rebuild.Started == 0 {
 		// The revision before the first listing: every decision written
@@ -396,10 +415,16 @@ func (s *digestSweep) runRebuild(ctx context.Context) error {
 	}
 	s.cur.Rebuild.Result = res
 	rep.Result = &res
+	if err != nil && (errors.Is(err, sweep.ErrFenced) || ctx.Err() != nil) {
+		return err
+	}
+	if len(s.cur.Rebuild.Denied) > 0 {
+		// The references of a denied source are unknown: the rebuild is
+		// not complete (no proof, no record of it), and no blob is judged.
+		s.keepAll(fmt.Sprintf("the backend denies the reclaimer's key reference source(s) %s (AccessDenied): the references they hold are unknown",
+			strings.Join(s.cur.Rebuild.Denied, ", ")))
+	}
 	if err != nil {
-		if errors.Is(err, sweep.ErrFenced) || ctx.Err() != nil {
-			return err
-		}
 		rep.Failed = err.Error()
 		s.log.Error("rebuild of the recorded references failed: the digest sweep deletes nothing this pass", "pass", s.cur.Pass, "err", err)
 		return nil
@@ -407,6 +432,9 @@ func (s *digestSweep) runRebuild(ctx context.Context) error {
 	if res.UnknownRefs > 0 {
 		s.log.Warn("the rebuild found references written around the gateway; they are retained",
 			"pass", s.cur.Pass, "objects", res.Unknown, "references", res.UnknownRefs)
+	}
+	if len(s.cur.Rebuild.Denied) > 0 {
+		return nil
 	}
 	finished := s.clock().UTC()
 	rep.Last = finished

@@ -65,9 +65,15 @@ type Report struct {
 	// seen by the inventory (pruned by the pass).
 	StalePlacements int64 `json:"stale_placements,omitempty"`
 
+	// DeniedBuckets are the buckets of the namespaces and reference
+	// sources the backend refused to the reclaimer's key (AccessDenied):
+	// a denied namespace's blobs were not judged, and a denied reference
+	// source keeps every blob for the pass (Kept says which).
+	DeniedBuckets []string `json:"denied_buckets,omitempty"`
 	// Refused is why the breaker refused the deletions; Kept why the sweep
 	// kept everything (a failed or retired inventory, a reference hold, a
-	// failed rebuild). Either way nothing was deleted.
+	// failed rebuild, a denied reference source). Either way nothing was
+	// deleted.
 	Refused string `json:"refused,omitempty"`
 	Kept    string `json:"kept,omitempty"`
 	// Paused says the sweep was found paused by an earlier refusal

@@ -30,8 +30,10 @@ import (
 // whole in every pass.
 //
 // The coverage record moves with the sweep's last save, only when the
-// sweep ran to its end, judged its whole slice and was neither refused
-// nor paused: otherwise the next pass lists the same slice again. The
+// sweep ran to its end, judged its whole slice, met no denied bucket and
+// was neither refused nor paused: otherwise the next pass lists the same
+// slice again (so while a namespace is denied, a cycle that reaches it
+// does not go past it). The
 // pass whose slice reaches the end of the last namespace completes the
 // cycle, and the next starts at the first namespace.
 
@@ -123,10 +125,11 @@ func (s *digestSweep) at() (pos digestPos, end bool) {
 }
 
 // advances reports whether the sweep moves the coverage record: a real
-// sweep that judged its whole slice and was neither refused nor paused.
+// sweep that judged its whole slice, met no bucket the backend denies
+// and was neither refused nor paused.
 func (s *digestSweep) advances() bool {
 	_, kept := s.keepsAll()
-	return s.cur.Slice != nil && !s.dry && !kept && s.cur.Phase == digestPhasePrune
+	return s.cur.Slice != nil && !s.dry && !kept && len(s.cur.Report.DeniedBuckets) == 0 && s.cur.Phase == digestPhasePrune
 }
 
 // wrapSlice goes on from the first namespace when the tombstone phase

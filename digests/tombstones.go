@@ -43,11 +43,17 @@ func (s *digestSweep) tombstones(ctx context.Context) error {
 		if err != nil || page.Done {
 			ahead = nil
 		}
-		if errors.Is(err, s3client.ErrNoSuchBucket) {
+		switch {
+		case errors.Is(err, s3client.ErrNoSuchBucket):
 			// A bucket that does not exist holds no blobs to judge.
 			s.log.Warn("digest sweep: the bucket of a namespace does not exist", "namespace", ns.Name, "bucket", ns.Bucket)
 			page = s3client.ObjectPage{Done: true}
-		} else if err != nil {
+		case isDenied(err):
+			// Nothing in a namespace the backend denies is judged: the
+			// sweep goes on with the next one (see denied.go).
+			s.denied(ns.Bucket, "namespace", ns.Name, err)
+			page = s3client.ObjectPage{Done: true}
+		case err != nil:
 			return fmt.Errorf("reclaim: list namespace %s: %w", ns.Name, err)
 		}
 		delta, err := s.page(ctx, j)

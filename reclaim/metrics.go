@@ -105,7 +105,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "With bounded passes (reclaim.pass_uploads, digests.pass_blobs), when a sweep (uploads, digests) last covered its whole keyspace: the clock of the pass that began its last complete cycle, so everything older was listed since; 0 before the first complete cycle. Set by the leader after each pass."}, []string{"sweep"}),
 	}
 	m.deniedBuckets = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "denied_buckets_total",
-		Help: "Bucket listings the backend refused with AccessDenied (the reclaimer key's policy), by sweep (uploads; the digest sweep stops its half of the pass instead): each skipped the bucket for that pass, judging nothing in it, and is named in the pass report's denied_buckets."}, []string{"sweep"})
+		Help: "Buckets the backend refused with AccessDenied (the reclaimer key's policy), by sweep (uploads, digests), once a pass each: the upload sweep skips the bucket, judging nothing in it, and names it in the pass report's denied_buckets; the digest sweep skips a denied namespace, keeps every blob for a denied reference source, and names it in the report's digests.denied_buckets."}, []string{"sweep"})
 	if reg != nil {
 		reg.MustRegister(m.deniedBuckets)
 		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.markedParts, m.markedBytes, m.deletedParts, m.deletedBytes, m.refusals,
@@ -121,8 +121,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, sw := range pauseSweeps {
 		m.paused.WithLabelValues(sw)
 	}
-	// Only the upload sweep skips a denied bucket; the digest sweep stops.
-	m.deniedBuckets.WithLabelValues(PauseUploads)
+	for _, sw := range pauseSweeps {
+		m.deniedBuckets.WithLabelValues(sw)
+	}
 	for _, v := range []Verdict{Mark, Delete} {
 		m.aroundGateway.WithLabelValues(string(v))
 	}

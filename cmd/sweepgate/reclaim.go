@@ -426,6 +426,9 @@ func writeReport(w io.Writer, r *adminapi.Report) {
 	if len(r.DeniedBuckets) > 0 {
 		fmt.Fprintf(w, "SKIPPED, the backend denies the reclaimer's key (AccessDenied): %s\n", strings.Join(r.DeniedBuckets, ", "))
 	}
+	if r.Digests != nil && len(r.Digests.DeniedBuckets) > 0 {
+		fmt.Fprintf(w, "DIGESTS: the backend denies the reclaimer's key (AccessDenied): %s\n", strings.Join(r.Digests.DeniedBuckets, ", "))
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PLAN\tUPLOADS\tPARTS\tBYTES")

@@ -30,6 +30,19 @@ func (m *MinIO) AddUser(ctx context.Context, name, secret, policyJSON string) er
 	return nil
 }
 
+// SetUserPolicy replaces the policy of a MinIO user made by AddUser with
+// policyJSON.
+func (m *MinIO) SetUserPolicy(ctx context.Context, name, policyJSON string) error {
+	adm, err := m.admin()
+	if err != nil {
+		return err
+	}
+	if err := adm.AddCannedPolicy(ctx, "policy-"+name, []byte(policyJSON)); err != nil {
+		return fmt.Errorf("harness: set MinIO user %s's policy: %w", name, err)
+	}
+	return nil
+}
+
 // SetUserSecret changes the secret of a MinIO user made by AddUser.
 func (m *MinIO) SetUserSecret(ctx context.Context, name, secret string) error {
 	adm, err := m.admin()

@@ -1,0 +1,326 @@
+package reclaim_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/s3client"
+)
+
+// digester is the MinIO user the digest sweep's denial tests sign with.
+const digester = "digester"
+
+// policyOn is the reclaimer's minimum policy on buckets
+// (docs/architecture.md, "Backend identities").
+func policyOn(buckets ...string) string {
+	var bs, objs []string
+	for _, b := range buckets {
+		bs = append(bs, `"arn:aws:s3:::`+b+`"`)
+		objs = append(objs, `"arn:aws:s3:::`+b+`/*"`)
+	}
+	return `{"Version":"2012-10-17","Statement":[` +
+		`{"Effect":"Allow","Action":["s3:ListBucket","s3:ListBucketMultipartUploads"],"Resource":[` + strings.Join(bs, ",") + `]},` +
+		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:DeleteObject"],"Resource":[` + strings.Join(objs, ",") + `]}]}`
+}
+
+// deniedEnv is a digest test world whose reclaimer signs with the MinIO
+// user digester, whose policy the test changes between passes.
+type deniedEnv struct {
+	*digestEnv
+	s3 *s3client.Client
+}
+
+// newDeniedEnv makes the buckets, the user digester allowed all of them,
+// and a reclaimer configuration signed as digester.
+func newDeniedEnv(t *testing.T, buckets ...string) (*deniedEnv, reclaim.Config) {
+	t.Helper()
+	d := &deniedEnv{digestEnv: newDigestEnv(t)}
+	for _, b := range buckets {
+		d.bucket(b)
+	}
+	if err := d.minio.AddUser(t.Context(), digester, digester+"-secret", policyOn(append(buckets, dgBucket)...)); err != nil {
+		t.Fatal(err)
+	}
+	be, err := gateway.NewBackendClient(d.minio.Endpoint, d.minio.Region, digester, digester+"-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoped := &countingBackend{Backend: be}
+	scoped.date.Store(d.backend.date.Load())
+	d.s3 = s3client.New(scoped, 0)
+	cfg := d.config()
+	cfg.Backend = scoped
+	return d, cfg
+}
+
+// allow sets digester's policy to buckets and waits until MinIO applies
+// it: a listing of each of denied is refused, of each of buckets answered.
+func (d *deniedEnv) allow(denied []string, buckets ...string) {
+	d.t.Helper()
+	if err := d.minio.SetUserPolicy(d.t.Context(), digester, policyOn(buckets...)); err != nil {
+		d.t.Fatal(err)
+	}
+	waitFor(d.t, "MinIO applies the policy", func() bool {
+		for _, b := range append(slices.Clone(denied), buckets...) {
+			_, err := d.s3.ListObjects(d.t.Context(), b, "", "", 1)
+			if errors.Is(err, s3client.ErrAccessDenied) != slices.Contains(denied, b) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// putBlobIn stores the blob called name directly on MinIO in bucket's
+// namespace and returns its digest.
+func (d *deniedEnv) putBlobIn(bucket, name string) string {
+	d.t.Helper()
+	body := blobContent(name)
+	dg := digestOf(body)
+	if _, err := d.direct.Client.PutObject(d.t.Context(), bucket, blobKey(dg), bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+		d.t.Fatal(err)
+	}
+	return dg
+}
+
+// presentIn reports whether digest's blob is on MinIO in bucket.
+func (d *deniedEnv) presentIn(bucket, digest string) bool {
+	d.t.Helper()
+	_, err := d.direct.Client.StatObject(d.t.Context(), bucket, blobKey(digest), minio.StatObjectOptions{})
+	if err != nil && minio.ToErrorResponse(err).Code != "NoSuchKey" {
+		d.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// records returns every key under prefix with its value and mod revision.
+func (d *deniedEnv) records(prefix string) map[string]string {
+	d.t.Helper()
+	resp, err := d.cli.Get(d.t.Context(), prefix, clientv3.WithPrefix())
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = fmt.Sprintf("%d %s", kv.ModRevision, kv.Value)
+	}
+	return out
+}
+
+// wantDenied fails unless rep is a pass that went on, whose digest sweep
+// names exactly buckets as denied.
+func wantDenied(t *testing.T, what string, rep reclaim.Report, buckets ...string) digests.Report {
+	t.Helper()
+	if rep.Stopped != "" || rep.Refused != "" || rep.Digests == nil {
+		t.Fatalf("%s: stopped %q, refused %q, digests %v", what, rep.Stopped, rep.Refused, rep.Digests)
+	}
+	if !slices.Equal(rep.Digests.DeniedBuckets, buckets) {
+		t.Errorf("%s: digests.denied_buckets = %q, want %q", what, rep.Digests.DeniedBuckets, buckets)
+	}
+	if rep.Digests.Rebuild.Failed != "" {
+		t.Errorf("%s: rebuild failed: %s", what, rep.Digests.Rebuild.Failed)
+	}
+	return *rep.Digests
+}
+
+// TestDigestDeniedNamespace runs the digest sweep over two namespaces with
+// a key MinIO allows first both, then one (the first in the layout), then
+// both again. While one is denied its blobs' tombstones stay as they are,
+// byte for byte, and nothing in it is deleted, while the other
+// namespace's unreferenced blobs are reclaimed; the pass is not stopped,
+// and names and counts the denied bucket. Allowed again, its blobs are
+// reclaimed as usual.
+func TestDigestDeniedNamespace(t *testing.T) {
+	t.Parallel()
+	d, cfg := newDeniedEnv(t, "closed")
+	ns, err := cas.NewNamespace("closed-blobs", "closed", dgBlobs, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.layout.Namespaces = append([]cas.Namespace{ns}, d.layout.Namespaces...)
+	cfg.Digests.MaxDeleteFraction = 1
+	refd := d.putBlobs("ref", 2)
+	d.putManifest("app/v1", refd...)
+	open := d.putBlobs("open", 2)
+	closed := []string{d.putBlobIn("closed", "closed0"), d.putBlobIn("closed", "closed1")}
+	d.ageBlobs()
+	r := d.start(cfg)
+
+	one := d.digestPass(r)
+	wantCounts(t, "pass one", one, 4, 0, 0, 0)
+	d.wantStates("after pass one", etcdstore.TombstonePending, open...)
+	d.wantStates("after pass one", etcdstore.TombstonePending, closed...)
+
+	d.allow([]string{"closed"}, dgBucket)
+	tombs := func() map[string]string {
+		out := map[string]string{}
+		for _, dg := range closed {
+			maps.Copy(out, d.records(d.store.Keys().Tombstone(dg)))
+		}
+		return out
+	}
+	before, guards := tombs(), d.records(d.store.Keys().Guards())
+	for i := range 3 {
+		what := fmt.Sprintf("denied pass %d", i+1)
+		rep := wantDenied(t, what, d.mustPass(r), "closed")
+		// The open namespace's unreferenced blobs go in the first.
+		stored := int64(4)
+		if i > 0 {
+			stored = 2
+		}
+		if rep.Kept != "" || rep.Stored != stored {
+			t.Errorf("%s: kept %q, stored %d; want the open namespace judged (%d blobs)", what, rep.Kept, rep.Stored, stored)
+		}
+		if after := tombs(); !maps.Equal(before, after) {
+			t.Errorf("%s: the denied namespace's tombstones changed:\n%v\nwant\n%v", what, after, before)
+		}
+		if g := d.records(d.store.Keys().Guards()); !maps.Equal(guards, g) {
+			t.Errorf("%s: guards changed: %v", what, g)
+		}
+		for _, dg := range closed {
+			if !d.presentIn("closed", dg) {
+				t.Errorf("%s: blob %s of the denied namespace was deleted", what, dg[:15])
+			}
+		}
+	}
+	d.wantPresent("after the denied passes", false, open...)
+	d.wantPresent("after the denied passes", true, refd...)
+	d.wantStates("after the denied passes", etcdstore.TombstoneDeleted, open...)
+	if got := metric(t, d.reg, "sweepgate_reclaim_denied_buckets_total", "sweep", "digests"); got != 3 {
+		t.Errorf("sweepgate_reclaim_denied_buckets_total{sweep=digests} = %v, want 3", got)
+	}
+
+	d.allow(nil, dgBucket, "closed")
+	rep := wantDenied(t, "allowed again", d.mustPass(r))
+	wantCounts(t, "allowed again", rep, 0, 2, 0, 2)
+	for _, dg := range closed {
+		if d.presentIn("closed", dg) {
+			t.Errorf("allowed again: blob %s of the namespace allowed again is still there", dg[:15])
+		}
+	}
+	d.wantPresent("allowed again", true, refd...)
+}
+
+// TestDigestDeniedSource runs the digest sweep with a key MinIO denies
+// the bucket of a reference source, which holds a manifest written around
+// the gateway after the blobs it names were made pending. While the
+// source is denied no blob is judged: no tombstone is written or
+// advanced, none deleted, though the allowed namespace holds unreferenced
+// blobs, and the pass names and counts the bucket without stopping or
+// failing. Allowed again, the rebuild reads the manifest, which keeps
+// what it names, and the unreferenced blobs go.
+func TestDigestDeniedSource(t *testing.T) {
+	t.Parallel()
+	d, cfg := newDeniedEnv(t, "sealed")
+	src, err := cas.NewSource("sealed-manifests", "sealed", dgManifests, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.layout.Sources = append(d.layout.Sources, src)
+	cfg.Digests.MaxDeleteFraction = 1
+	named := d.putBlob("named")
+	unref := d.putBlob("unref")
+	d.ageBlobs()
+	r := d.start(cfg)
+
+	one := wantDenied(t, "pass one", d.mustPass(r))
+	wantCounts(t, "pass one", one, 2, 0, 0, 0)
+
+	// A manifest naming one of the pending blobs, written around the
+	// gateway into the source the key is then denied.
+	body := dgManifest([]string{named})
+	if _, err := d.direct.Client.PutObject(t.Context(), "sealed", dgManifests+"app/v1", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := d.putBlob("fresh")
+	d.ageBlobs()
+	d.allow([]string{"sealed"}, dgBucket)
+	before := d.records(d.store.Keys().Tombstones())
+	guards := d.records(d.store.Keys().Guards())
+	for i := range 3 {
+		what := fmt.Sprintf("denied pass %d", i+1)
+		rep := wantDenied(t, what, d.mustPass(r), "sealed")
+		wantCounts(t, what, rep, 0, 0, 0, 0)
+		if !strings.Contains(rep.Kept, "sealed-manifests") {
+			t.Errorf("%s: kept = %q, want the denied source named", what, rep.Kept)
+		}
+		if after := d.records(d.store.Keys().Tombstones()); !maps.Equal(before, after) {
+			t.Errorf("%s: tombstones changed:\n%v\nwant\n%v", what, after, before)
+		}
+		if g := d.records(d.store.Keys().Guards()); !maps.Equal(guards, g) {
+			t.Errorf("%s: guards changed: %v", what, g)
+		}
+		d.wantPresent(what, true, named, unref, fresh)
+	}
+	if got := metric(t, d.reg, "sweepgate_reclaim_denied_buckets_total", "sweep", "digests"); got != 3 {
+		t.Errorf("sweepgate_reclaim_denied_buckets_total{sweep=digests} = %v, want 3", got)
+	}
+
+	d.allow(nil, dgBucket, "sealed")
+	rep := wantDenied(t, "allowed again", d.mustPass(r))
+	if rep.Rebuild.Result == nil || rep.Rebuild.Result.UnknownRefs != 1 {
+		t.Errorf("allowed again: rebuild %+v, want the manifest's reference found", rep.Rebuild)
+	}
+	wantCounts(t, "allowed again", rep, 1, 1, 1, 1)
+	d.wantPresent("allowed again", false, unref)
+	d.wantPresent("allowed again", true, named, fresh)
+	d.wantStates("allowed again", etcdstore.TombstoneSkipped, named)
+}
+
+// TestDigestDeniedSliceKeepsCoverage runs bounded digest passes whose
+// slice takes in a namespace the key is denied: the coverage record does
+// not move while it is denied, so the next pass lists the same slice, and
+// moves again once it is allowed.
+func TestDigestDeniedSliceKeepsCoverage(t *testing.T) {
+	t.Parallel()
+	d, cfg := newDeniedEnv(t, "closed")
+	ns, err := cas.NewNamespace("closed-blobs", "closed", dgBlobs, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.layout.Namespaces = append(d.layout.Namespaces, ns)
+	cfg.Digests.PassBlobs = 8
+	d.putManifest("app/v1", d.putBlobs("ref", 2)...)
+	d.putBlobIn("closed", "closed0")
+	d.ageBlobs()
+	r := d.start(cfg)
+	coverage := func() string {
+		return fmt.Sprint(d.records(d.store.Keys().Coverage(digests.CursorName)))
+	}
+	rep := wantDenied(t, "pass one", d.mustPass(r))
+	if rep.Slice == nil || !rep.Slice.Advanced {
+		t.Fatalf("pass one slice %+v, want it advanced", rep.Slice)
+	}
+
+	d.allow([]string{"closed"}, dgBucket)
+	before := coverage()
+	for i := range 2 {
+		what := fmt.Sprintf("denied pass %d", i+1)
+		rep := wantDenied(t, what, d.mustPass(r), "closed")
+		if rep.Slice == nil || rep.Slice.Advanced {
+			t.Errorf("%s: slice %+v advanced past a denied namespace", what, rep.Slice)
+		}
+		if after := coverage(); after != before {
+			t.Errorf("%s: coverage record moved:\n%s\nwant\n%s", what, after, before)
+		}
+	}
+
+	d.allow(nil, dgBucket, "closed")
+	rep = wantDenied(t, "allowed again", d.mustPass(r))
+	if rep.Slice == nil || !rep.Slice.Advanced || coverage() == before {
+		t.Errorf("allowed again: slice %+v, want the coverage record moved", rep.Slice)
+	}
+}

@@ -78,6 +78,8 @@ func TestRequireAdminToken(t *testing.T) {
 		{"right token", "GET", "/admin/v1/sessions", "Bearer " + testToken, 503, ""},
 		{"scheme in lower case", "GET", "/admin/v1/sessions", "bearer " + testToken, 503, ""},
 		{"a POST without token", "POST", "/admin/v1/reclaim/run", "", 401, "Bearer"},
+		{"a reload without token", "POST", "/admin/v1/reload", "", 401, "Bearer"},
+		{"a reload by GET", "GET", "/admin/v1/reload", "Bearer " + testToken, 405, ""},
 		{"unknown endpoint without token", "GET", "/admin/v1/nothing-here", "", 401, "Bearer"},
 		{"unknown endpoint with token", "GET", "/admin/v1/nothing-here", "Bearer " + testToken, 404, ""},
 		{"wrong method with token", "DELETE", "/admin/v1/sessions", "Bearer " + testToken, 405, ""},

@@ -175,6 +175,7 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 			}
 		}
 		pos = next
+		km, um = next.KeyMarker, next.UploadIDMarker
 	}
 	if inv.orphansOnly {
 		return nil

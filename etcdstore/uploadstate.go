@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -78,6 +79,18 @@ func (s *Store) UploadStatesInOrderAt(ctx context.Context, rev int64, uploads []
 // their session keys.
 func SessionOrder(a, b string) int {
 	return strings.Compare(url.PathEscape(a), url.PathEscape(b))
+}
+
+// InSessionOrder returns the indexes of uploadIDs (of one bucket) in the
+// order of their session keys, each id escaped once.
+func InSessionOrder(uploadIDs []string) []int {
+	esc := make([]string, len(uploadIDs))
+	order := make([]int, len(uploadIDs))
+	for i, id := range uploadIDs {
+		esc[i], order[i] = url.PathEscape(id), i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(esc[a], esc[b]) })
+	return order
 }
 
 // uploadStatesAt reads the states of uploads, their sessions by one range

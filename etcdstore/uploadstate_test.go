@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,7 +197,20 @@ func TestUploadStatesInOrderAtOracle(t *testing.T) {
 			}
 		}
 		listed = append(listed, UploadRef{b, "none"}, UploadRef{b, "none/x"}, listed[3], listed[7])
-		slices.SortFunc(listed, func(x, y UploadRef) int { return SessionOrder(x.UploadID, y.UploadID) })
+		ids := make([]string, len(listed))
+		for i, u := range listed {
+			ids[i] = u.UploadID
+		}
+		sorted := make([]UploadRef, 0, len(listed))
+		for _, i := range InSessionOrder(ids) {
+			sorted = append(sorted, listed[i])
+		}
+		if !slices.IsSortedFunc(sorted, func(x, y UploadRef) int {
+			return strings.Compare(st.keys.Session(b, x.UploadID), st.keys.Session(b, y.UploadID))
+		}) {
+			t.Fatal("InSessionOrder does not sort in session key order")
+		}
+		listed = sorted
 		for _, size := range []int{1, 7, 64, len(listed)} {
 			for first := 0; first < len(listed); first += size {
 				check(listed[first:min(first+size, len(listed))])

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,4 +126,42 @@ func envCounts(b *testing.B, name, def string) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// startPlanProfile starts a CPU profile of one plan when planProfileEnv
+// names a directory; the function it returns stops it. The allocation
+// profiles written before and after it (.mem.base, .mem) give the plan's
+// own allocations with pprof -diff_base.
+func startPlanProfile(b *testing.B, p *reclaimPass) func() {
+	dir := os.Getenv(planProfileEnv)
+	if dir == "" {
+		return func() {}
+	}
+	name := filepath.Join(dir, fmt.Sprintf("%s-%d", p.Name, p.Items))
+	writeAllocs(b, name+".mem.base")
+	cpu, err := os.Create(name + ".cpu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := cpu.Close(); err != nil {
+			b.Fatal(err)
+		}
+		writeAllocs(b, name+".mem")
+	}
+}
+
+func writeAllocs(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }

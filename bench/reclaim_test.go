@@ -69,6 +69,10 @@ const (
 	heapSampleEvery     = 10 * time.Millisecond
 	// etcdChildEnv makes this test binary an etcd server (see init).
 	etcdChildEnv = "SWEEPGATE_BENCH_ETCD_CHILD"
+	// planProfileEnv, when set, names a directory where each plan writes
+	// a CPU profile of itself alone (plan-<items>.cpu, without the
+	// fixture's setup) and a heap profile taken at its end.
+	planProfileEnv = "SWEEPGATE_BENCH_PLAN_PROFILE"
 )
 
 // passResult is one measured pass.
@@ -301,11 +305,13 @@ func (w *reclaimWorld) plan(b *testing.B, store *etcdstore.Store, p *reclaimPass
 	}
 	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
 	defer cancel()
+	stopProfile := startPlanProfile(b, p)
 	h := startHeapSampler()
 	start := time.Now()
 	rep, err := r.Plan(ctx)
 	elapsed := time.Since(start)
 	h.finish(p)
+	stopProfile()
 	if err != nil {
 		b.Fatalf("%s: plan: %v", p.Name, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,23 +55,104 @@ const (
 // is the state a pass classifies uploads by. States come in the order of
 // uploads. A record that does not decode fails the read.
 func (s *Store) UploadStatesAt(ctx context.Context, rev int64, uploads []UploadRef) ([]UploadState, error) {
+	return s.uploadStatesAt(ctx, rev, uploads, false)
+}
+
+// UploadStatesInOrderAt is UploadStatesAt for uploads of one bucket given
+// in session key order (SessionOrder): it reads their sessions with one
+// range scan from the first upload's session to the last one's, in pages
+// of at most len(uploads) keys, instead of one read each, and passes over
+// the other sessions of that stretch without decoding them. A caller that
+// hands it the consecutive stretches of one sorted listing of a bucket
+// reads each session of the bucket at most once in all. Uploads of
+// several buckets, or out of order, are read as UploadStatesAt reads
+// them; either way the states are UploadStatesAt's.
+func (s *Store) UploadStatesInOrderAt(ctx context.Context, rev int64, uploads []UploadRef) ([]UploadState, error) {
+	sorted := len(uploads) > 0
+	for i := 1; i < len(uploads) && sorted; i++ {
+		sorted = uploads[i].Bucket == uploads[0].Bucket && SessionOrder(uploads[i-1].UploadID, uploads[i].UploadID) <= 0
+	}
+	return s.uploadStatesAt(ctx, rev, uploads, sorted)
+}
+
+// SessionOrder compares two upload ids of one bucket in the order of
+// their session keys.
+func SessionOrder(a, b string) int {
+	return strings.Compare(url.PathEscape(a), url.PathEscape(b))
+}
+
+// InSessionOrder returns the indexes of uploadIDs (of one bucket) in the
+// order of their session keys, each id escaped once.
+func InSessionOrder(uploadIDs []string) []int {
+	esc := make([]string, len(uploadIDs))
+	order := make([]int, len(uploadIDs))
+	for i, id := range uploadIDs {
+		esc[i], order[i] = url.PathEscape(id), i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(esc[a], esc[b]) })
+	return order
+}
+
+// uploadStatesAt reads the states of uploads, their sessions by one range
+// scan when ranged (uploads of one bucket in session key order).
+func (s *Store) uploadStatesAt(ctx context.Context, rev int64, uploads []UploadRef, ranged bool) ([]UploadState, error) {
 	out := make([]UploadState, len(uploads))
-	per := maxTxnOps / uploadStateOps
-	errs := make([]error, (len(uploads)+per-1)/per+1)
+	ops := uploadStateOps
+	if ranged {
+		ops--
+	}
+	per := maxTxnOps / ops
+	errs := make([]error, (len(uploads)+per-1)/per+2)
 	sem := make(chan struct{}, uploadStateTxns)
 	var wg sync.WaitGroup
 	wg.Go(func() { errs[len(errs)-1] = s.inFlightStates(ctx, rev, uploads, out) })
-	for i := range errs[:len(errs)-1] {
+	if ranged {
+		wg.Go(func() { errs[len(errs)-2] = s.sessionStates(ctx, rev, uploads, out) })
+	}
+	for i := range errs[:len(errs)-2] {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			first := i * per
 			batch := uploads[first:min(first+per, len(uploads))]
-			errs[i] = s.uploadStates(ctx, rev, batch, out[first:first+len(batch)])
+			errs[i] = s.uploadStates(ctx, rev, batch, out[first:first+len(batch)], !ranged)
 		})
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
+}
+
+// sessionStates sets the Session of out (the states of uploads, of one
+// bucket in session key order) from one range scan at rev over the stretch
+// of session keys from the first upload to the last. It writes no other
+// field.
+func (s *Store) sessionStates(ctx context.Context, rev int64, uploads []UploadRef, out []UploadState) error {
+	keys := make([]string, len(uploads))
+	for i, u := range uploads {
+		keys[i] = s.keys.Session(u.Bucket, u.UploadID)
+	}
+	var err error
+	i := 0
+	_, scanErr := s.rangeScan(ctx, keys[0], keys[len(keys)-1]+"\x00", rev, int64(max(len(keys), 100)), func(kv *mvccpb.KeyValue) bool {
+		key := string(kv.Key)
+		for i < len(keys) && keys[i] < key {
+			i++
+		}
+		var sess *Versioned[Session]
+		for ; i < len(keys) && keys[i] == key; i++ {
+			if sess == nil {
+				if sess, err = decodeSession(kv); err != nil {
+					return false
+				}
+			}
+			out[i].Session = sess
+		}
+		return i < len(keys)
+	})
+	if scanErr != nil {
+		return fmt.Errorf("read uploads at revision %d: sessions: %w", rev, scanErr)
+	}
+	return err
 }
 
 // inFlightStates sets InFlight and InFlightSince of out (the states of
@@ -105,13 +187,19 @@ func (s *Store) inFlightStates(ctx context.Context, rev int64, uploads []UploadR
 	return nil
 }
 
-// uploadStates reads batch's records at rev in one transaction into out,
-// all but the parts in flight.
-func (s *Store) uploadStates(ctx context.Context, rev int64, batch []UploadRef, out []UploadState) error {
-	ops := make([]clientv3.Op, 0, uploadStateOps*len(batch))
+// uploadStates reads batch's records at rev in one transaction into out:
+// the session (when withSession), the activity and the part records.
+func (s *Store) uploadStates(ctx context.Context, rev int64, batch []UploadRef, out []UploadState, withSession bool) error {
+	per := uploadStateOps
+	if !withSession {
+		per--
+	}
+	ops := make([]clientv3.Op, 0, per*len(batch))
 	for _, u := range batch {
+		if withSession {
+			ops = append(ops, clientv3.OpGet(s.keys.Session(u.Bucket, u.UploadID), clientv3.WithRev(rev)))
+		}
 		ops = append(ops,
-			clientv3.OpGet(s.keys.Session(u.Bucket, u.UploadID), clientv3.WithRev(rev)),
 			clientv3.OpGet(s.keys.Activity(u.UploadID), clientv3.WithRev(rev)),
 			clientv3.OpGet(s.keys.Parts(u.UploadID), clientv3.WithPrefix(), clientv3.WithRev(rev)))
 	}
@@ -120,31 +208,42 @@ func (s *Store) uploadStates(ctx context.Context, rev int64, batch []UploadRef, 
 		return fmt.Errorf("read uploads at revision %d: %w", rev, err)
 	}
 	for i := range batch {
-		if err = uploadState(resp.Responses[uploadStateOps*i:uploadStateOps*(i+1)], &out[i]); err != nil {
+		rs := resp.Responses[per*i : per*(i+1)]
+		if withSession {
+			if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				if out[i].Session, err = decodeSession(kvs[0]); err != nil {
+					return err
+				}
+			}
+			rs = rs[1:]
+		}
+		if err = uploadState(rs, &out[i]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// uploadState decodes one upload's reads, in the order uploadStates makes
-// them, into st.
+// decodeSession decodes a session record read with its revision.
+func decodeSession(kv *mvccpb.KeyValue) (*Versioned[Session], error) {
+	var sess Session
+	if err := json.Unmarshal(kv.Value, &sess); err != nil {
+		return nil, fmt.Errorf("decode session %s: %w", kv.Key, err)
+	}
+	return &Versioned[Session]{Value: sess, ModRev: kv.ModRevision}, nil
+}
+
+// uploadState decodes one upload's activity and part reads, in the order
+// uploadStates makes them, into st.
 func uploadState(rs []*etcdserverpb.ResponseOp, st *UploadState) error {
 	if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		var sess Session
-		if err := json.Unmarshal(kvs[0].Value, &sess); err != nil {
-			return fmt.Errorf("decode session %s: %w", kvs[0].Key, err)
-		}
-		st.Session = &Versioned[Session]{Value: sess, ModRev: kvs[0].ModRevision}
-	}
-	if kvs := rs[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		var a Activity
 		if err := json.Unmarshal(kvs[0].Value, &a); err != nil {
 			return fmt.Errorf("decode activity %s: %w", kvs[0].Key, err)
 		}
 		st.Activity = &Versioned[Activity]{Value: a, ModRev: kvs[0].ModRevision}
 	}
-	for _, kv := range rs[2].GetResponseRange().GetKvs() {
+	for _, kv := range rs[1].GetResponseRange().GetKvs() {
 		var p Part
 		if err := json.Unmarshal(kv.Value, &p); err != nil {
 			return fmt.Errorf("decode part %s: %w", kv.Key, err)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,6 +127,11 @@ func TestUploadStatesAtOracle(t *testing.T) {
 		}
 	}
 	write(300)
+	// A session no listed upload has, that does not decode: a range scan
+	// passing over it must not decode it.
+	if _, err := st.cli.Put(ctx, st.keys.Session("b1", "u-junk"), "{"); err != nil {
+		t.Fatal(err)
+	}
 	rev := reclaimTestRevision(t, ctx, st)
 	// Orphans (no record), and uploads listed twice.
 	listed := append(slices.Clone(refs), UploadRef{"b0", "none"}, UploadRef{"b1", "none/x"}, refs[3], refs[7])
@@ -139,6 +145,90 @@ func TestUploadStatesAtOracle(t *testing.T) {
 	}
 	check(rev, listed)
 	check(reclaimTestRevision(t, ctx, st), refs)
+}
+
+// TestUploadStatesInOrderAtOracle: UploadStatesInOrderAt returns what
+// UploadStatesAt returns for the same uploads at the same revision: for
+// each bucket's generated uploads (with uploads of no record, listed
+// twice, ids that need escaping, unlisted sessions in between) sorted in
+// session key order and read in consecutive stretches of several sizes,
+// and for uploads out of order or of several buckets.
+func TestUploadStatesInOrderAtOracle(t *testing.T) {
+	t.Parallel()
+	st := newMetricsTestStore(t)
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(9, 10))
+	lease, err := st.cli.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := writeUploads(t, st, rng, lease.ID, 0, 300)
+	if _, err := st.cli.Put(ctx, st.keys.Session("b1", "u-junk"), "{"); err != nil {
+		t.Fatal(err)
+	}
+	rev := reclaimTestRevision(t, ctx, st)
+	writeUploads(t, st, rng, lease.ID, 300, 60) // after rev: none may show
+	check := func(refs []UploadRef) {
+		t.Helper()
+		want, err := st.UploadStatesAt(ctx, rev, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.UploadStatesInOrderAt(ctx, rev, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			for i := range want {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Fatalf("upload %d %+v at revision %d:\n got %+v\nwant %+v", i, refs[i], rev, got[i], want[i])
+				}
+			}
+		}
+	}
+	sessions := 0
+	for _, b := range []string{"b0", "b1", "b2"} {
+		var listed []UploadRef
+		for i, u := range refs {
+			// Every third upload is not listed: its session lies between
+			// listed ones.
+			if u.Bucket == b && i%3 > 0 {
+				listed = append(listed, u)
+			}
+		}
+		listed = append(listed, UploadRef{b, "none"}, UploadRef{b, "none/x"}, listed[3], listed[7])
+		ids := make([]string, len(listed))
+		for i, u := range listed {
+			ids[i] = u.UploadID
+		}
+		sorted := make([]UploadRef, 0, len(listed))
+		for _, i := range InSessionOrder(ids) {
+			sorted = append(sorted, listed[i])
+		}
+		if !slices.IsSortedFunc(sorted, func(x, y UploadRef) int {
+			return strings.Compare(st.keys.Session(b, x.UploadID), st.keys.Session(b, y.UploadID))
+		}) {
+			t.Fatal("InSessionOrder does not sort in session key order")
+		}
+		listed = sorted
+		for _, size := range []int{1, 7, 64, len(listed)} {
+			for first := 0; first < len(listed); first += size {
+				check(listed[first:min(first+size, len(listed))])
+			}
+		}
+		for _, u := range listed {
+			if resp, err := st.GetSessionAt(ctx, u.Bucket, u.UploadID, rev); err == nil && resp.Value.UploadID == u.UploadID {
+				sessions++
+			}
+		}
+	}
+	if sessions < 100 {
+		t.Fatalf("only %d listed uploads have a session: the oracle compares too little", sessions)
+	}
+	mixed := slices.Clone(refs)
+	rng.Shuffle(len(mixed), func(i, j int) { mixed[i], mixed[j] = mixed[j], mixed[i] })
+	check(mixed)
+	check(nil)
 }
 
 // writeUploads writes the records of n generated uploads, numbered from

@@ -132,6 +132,15 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 	seen := make(map[string]struct{})
 	partial := pos.KeyMarker != "" || pos.Listed || pos.AfterKey != ""
 	km, um := pos.KeyMarker, pos.UploadIDMarker
+	// ahead: the early search for sessions without an upload (wholePage).
+	ctx, cancel := context.WithCancel(ctx)
+	var ahead chan missingFound
+	defer func() {
+		cancel()
+		if ahead != nil {
+			<-ahead
+		}
+	}()
 	for !pos.Listed {
 		want, err := inv.budget()
 		if err != nil {
@@ -153,6 +162,12 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 		if page, next, err = inv.within(page, pos, next, want); err != nil {
 			return err
 		}
+		var judged []item
+		if km == "" && pos.AfterKey == "" && page.Done && len(page.Uploads) > 0 {
+			if judged, ahead, err = inv.wholePage(ctx, b, page.Uploads); err != nil {
+				return err
+			}
+		}
 		if page.Done {
 			next = position{Bucket: b, Listed: true}
 		}
@@ -160,8 +175,10 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 		// page); examine it in batches all the same.
 		for start := 0; start < len(page.Uploads) || start == 0; start += inv.batch {
 			end := min(start+inv.batch, len(page.Uploads))
-			items, err := inv.examine(ctx, uploadsOf(b, page.Uploads[start:end]))
-			if err != nil {
+			var items []item
+			if judged != nil {
+				items = judged[start:end]
+			} else if items, err = inv.examine(ctx, uploadsOf(b, page.Uploads[start:end]), false); err != nil {
 				return err
 			}
 			for _, it := range items {
@@ -175,17 +192,19 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 			}
 		}
 		pos = next
+		km, um = next.KeyMarker, next.UploadIDMarker
 	}
 	if inv.orphansOnly {
 		return nil
 	}
 	done := position{Bucket: b, BucketDone: true}
-	missing, unlisted, unverified, err := inv.missingIn(ctx, b, seen, partial)
-	if err != nil {
-		return err
+	found := inv.awaitMissing(ctx, &ahead, b, seen, partial)
+	missing, unlisted, unverified := found.missing, found.unlisted, found.unverified
+	if found.err != nil {
+		return found.err
 	}
 	if len(unlisted) > 0 {
-		items, err := inv.examine(ctx, unlisted)
+		items, err := inv.examine(ctx, unlisted, false)
 		if err != nil {
 			return err
 		}
@@ -199,6 +218,52 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 		}
 	}
 	return h.missing(ctx, missing, unverified, done)
+}
+
+// missingFound is what missingIn found.
+type missingFound struct {
+	missing    []Missing
+	unlisted   []Upload
+	unverified int64
+	err        error
+}
+
+// awaitMissing receives the early search's outcome from *ahead and clears
+// it, or searches now when none was started.
+func (inv *inventory) awaitMissing(ctx context.Context, ahead *chan missingFound, bucket string, seen map[string]struct{}, partial bool) missingFound {
+	if *ahead != nil {
+		f := <-*ahead
+		*ahead = nil
+		return f
+	}
+	var f missingFound
+	f.missing, f.unlisted, f.unverified, f.err = inv.missingIn(ctx, bucket, seen, partial)
+	return f
+}
+
+// wholePage judges a page that holds the whole of bucket's uploads
+// (MinIO lists everything in one page) with examineInOrder, and starts
+// the search for the bucket's sessions without an upload meanwhile: the
+// page names every upload this run lists in the bucket, so the search
+// finds what it would find after the page is judged. Its outcome arrives
+// on the channel returned (nil for an orphan listing, which does not
+// search), which the caller must receive from.
+func (inv *inventory) wholePage(ctx context.Context, bucket string, listed []s3client.Upload) ([]item, chan missingFound, error) {
+	var ahead chan missingFound
+	if !inv.orphansOnly {
+		seen := make(map[string]struct{}, len(listed))
+		for _, u := range listed {
+			seen[u.UploadID] = struct{}{}
+		}
+		ahead = make(chan missingFound, 1)
+		go func() {
+			var f missingFound
+			f.missing, f.unlisted, f.unverified, f.err = inv.missingIn(ctx, bucket, seen, false)
+			ahead <- f
+		}()
+	}
+	judged, err := inv.examineInOrder(ctx, uploadsOf(bucket, listed))
+	return judged, ahead, err
 }
 
 // elsewhere finds sessions in buckets the backend does not list.
@@ -244,13 +309,19 @@ func (inv *inventory) elsewhere(ctx context.Context, buckets []string, h handler
 // holds too, so the breaker's stored parts never exceed the backend's and
 // its fraction is never looser; an upload about to be marked has its parts
 // read from the backend in act, right before the mark. Any failed read
-// fails the batch: a verdict without its inputs is not made.
-func (inv *inventory) examine(ctx context.Context, uploads []Upload) ([]item, error) {
+// fails the batch: a verdict without its inputs is not made. inOrder says
+// the uploads are one stretch of a bucket's sorted listing (see
+// etcdstore.UploadStatesInOrderAt); the records read are the same.
+func (inv *inventory) examine(ctx context.Context, uploads []Upload, inOrder bool) ([]item, error) {
 	refs := make([]etcdstore.UploadRef, len(uploads))
 	for i, u := range uploads {
 		refs[i] = etcdstore.UploadRef{Bucket: u.Bucket, UploadID: u.UploadID}
 	}
-	states, err := inv.store.UploadStatesAt(ctx, inv.rev, refs)
+	read := inv.store.UploadStatesAt
+	if inOrder {
+		read = inv.store.UploadStatesInOrderAt
+	}
+	states, err := read(ctx, inv.rev, refs)
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +360,39 @@ func (inv *inventory) examine(ctx context.Context, uploads []Upload) ([]item, er
 		return nil, err
 	}
 	return items, nil
+}
+
+// examineInOrder judges the uploads of one bucket's whole listing as
+// examine does, in batches of consecutive uploads in session key order, so
+// that each batch reads its sessions with one range scan
+// (etcdstore.UploadStatesInOrderAt) instead of one read each and the
+// batches read the bucket's sessions once in all. The items come in the
+// order of uploads, without their sessions (which only examine uses), so
+// that a whole listing's verdicts weigh little more than the listing.
+func (inv *inventory) examineInOrder(ctx context.Context, uploads []Upload) ([]item, error) {
+	ids := make([]string, len(uploads))
+	for i, u := range uploads {
+		ids[i] = u.UploadID
+	}
+	order := etcdstore.InSessionOrder(ids)
+	out := make([]item, len(uploads))
+	batch := make([]Upload, 0, inv.batch)
+	for start := 0; start < len(order); start += inv.batch {
+		idx := order[start:min(start+inv.batch, len(order))]
+		batch = batch[:0]
+		for _, i := range idx {
+			batch = append(batch, uploads[i])
+		}
+		items, err := inv.examine(ctx, batch, true)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			out[i] = items[j]
+			out[i].Session = nil
+		}
+	}
+	return out, nil
 }
 
 // decide judges an upload by its records at the pass's revision. An

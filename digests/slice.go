@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/s3client"
@@ -38,24 +37,8 @@ import (
 // cycle, and the next starts at the first namespace.
 
 // digestSlice is a bounded digest sweep's part of the keyspace, kept in
-// its cursor.
-type digestSlice struct {
-	Budget int64     `json:"budget"`
-	From   digestPos `json:"from"`
-	// Listed counts the objects the tombstone phase listed.
-	Listed int64 `json:"listed"`
-	// CycleStarted and CyclePass are those of the pass that began the
-	// cycle (this one, when From is the start).
-	CycleStarted time.Time `json:"cycle_started"`
-	CyclePass    int64     `json:"cycle_pass"`
-	// Prev is the coverage record as the sweep found it.
-	Prev etcdstore.Coverage `json:"prev"`
-	// Wrapped: the sweep completed the cycle with budget left and went on
-	// from the first namespace, beginning the next cycle (see wrapSlice);
-	// Before is what it listed before.
-	Wrapped bool  `json:"wrapped,omitempty"`
-	Before  int64 `json:"before,omitempty"`
-}
+// its cursor; its Listed counts the objects the tombstone phase listed.
+type digestSlice = sweep.Bounded[digestPos]
 
 // digestPos is a position in the namespaces: after key After of the
 // namespace named NS; the zero value is the start.
@@ -82,23 +65,31 @@ func (s *digestSweep) startSlice(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reclaim: %w", err)
 	}
-	sl := &digestSlice{Budget: s.cfg.PassBlobs, CycleStarted: cov.CycleStarted, CyclePass: cov.CyclePass, Prev: cov}
-	if len(cov.Next) > 0 {
-		if err := json.Unmarshal(cov.Next, &sl.From); err != nil {
-			return fmt.Errorf("reclaim: decode the digest coverage position %s: %w", cov.Next, err)
-		}
+	var from digestPos
+	if err := sweep.DecodePosition(cov.Next, &from); err != nil {
+		return fmt.Errorf("reclaim: decode the digest coverage position %s: %w", cov.Next, err)
 	}
-	ns := -1
-	for i := range s.cfg.Layout.Namespaces {
-		if s.cfg.Layout.Namespaces[i].Name == sl.From.NS {
-			ns = i
-		}
+	ns := s.namespaceIndex(from.NS)
+	if ns < 0 {
+		from = digestPos{}
 	}
-	if ns < 0 || sl.CycleStarted.IsZero() {
-		ns, sl.From, sl.CycleStarted, sl.CyclePass = 0, digestPos{}, s.now, s.run.Pass
+	sl := sweep.StartBounded(s.cfg.PassBlobs, cov, from, s.now, s.run.Pass)
+	if sl.From == (digestPos{}) {
+		ns = 0
 	}
 	s.cur.NS, s.cur.After, s.cur.Slice = ns, sl.From.After, sl
 	return nil
+}
+
+// namespaceIndex is the index of the configured namespace named name, or
+// -1.
+func (s *digestSweep) namespaceIndex(name string) int {
+	for i := range s.cfg.Layout.Namespaces {
+		if s.cfg.Layout.Namespaces[i].Name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // sliceFull reports whether a bounded sweep's next page could take it
@@ -144,7 +135,7 @@ func (s *digestSweep) wrapSlice() bool {
 	if sl == nil || sl.Wrapped || sl.From == (digestPos{}) || sl.Prev.CycleListed <= sl.Budget-sl.Listed {
 		return false
 	}
-	sl.Wrapped, sl.Before = true, sl.Listed
+	sl.Wrap(sl.Listed)
 	s.cur.NS, s.cur.After = 0, ""
 	return true
 }
@@ -152,18 +143,10 @@ func (s *digestSweep) wrapSlice() bool {
 // coverage is the coverage record after the sweep, which stands at pos
 // (end: past the last namespace).
 func (s *digestSweep) coverage(pos digestPos, end bool) etcdstore.Coverage {
-	sl := s.cur.Slice
 	next, _ := json.Marshal(pos) // plain data always marshals
-	step := etcdstore.CoverageStep{Next: next, CycleStarted: sl.CycleStarted, CyclePass: sl.CyclePass, Completed: end,
-		Listed: sl.Listed, Pass: s.cur.Pass, Term: s.term.N, At: s.clock().UTC()}
-	c := sl.Prev
-	if sl.Wrapped {
-		first := step
-		first.Completed = true
-		c = c.Advanced(first)
-		step.CycleStarted, step.CyclePass, step.Listed = s.now, s.cur.Pass, sl.Listed-sl.Before
-	}
-	c = c.Advanced(step)
+	step := etcdstore.CoverageStep{Next: next, Completed: end,
+		Listed: s.cur.Slice.Listed, Pass: s.cur.Pass, Term: s.term.N, At: s.clock().UTC()}
+	c := s.cur.Slice.Coverage(step, s.now)
 	c.Sweep = CursorName
 	return c
 }
@@ -177,15 +160,12 @@ func (s *digestSweep) endSlice(ctx context.Context) error {
 	}
 	pos, end := s.at()
 	adv := s.advances()
-	rep := &sweep.Slice{Budget: sl.Budget, Listed: sl.Listed, From: sl.From.String(), To: pos.String(),
-		CompletedCycle: end || sl.Wrapped, CycleStarted: sl.CycleStarted, Covered: sl.Prev.Covered, Cycles: sl.Prev.Cycles, Advanced: adv}
-	if sl.Wrapped {
-		rep.CycleStarted = s.now
-	}
 	cov := s.coverage(pos, end)
+	var after *etcdstore.Coverage
 	if adv || s.dry {
-		rep.Covered, rep.Cycles = cov.Covered, cov.Cycles
+		after = &cov
 	}
+	rep := sl.Report(sl.Listed, pos.String(), end, s.now, adv, after)
 	s.cur.Report.Slice = rep
 	if !adv {
 		return s.save(ctx)

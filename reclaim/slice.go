@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -30,23 +29,8 @@ import (
 // record's Covered becomes the decision clock of the pass that began it,
 // and the next pass starts at the first bucket.
 
-// slice is a bounded pass's part of the keyspace, kept in its cursor so
-// that a resumed pass keeps its budget and its start.
-type slice struct {
-	Budget int64    `json:"budget"`
-	From   position `json:"from"`
-	// CycleStarted and CyclePass are those of the pass that began the
-	// cycle (this one, when From is the start).
-	CycleStarted time.Time `json:"cycle_started"`
-	CyclePass    int64     `json:"cycle_pass"`
-	// Prev is the coverage record as the pass found it.
-	Prev etcdstore.Coverage `json:"prev"`
-	// Wrapped: the pass completed the cycle with budget left and went on
-	// from the start, beginning the next cycle at its own clock (see
-	// wrap); Before is what it listed before.
-	Wrapped bool  `json:"wrapped,omitempty"`
-	Before  int64 `json:"before,omitempty"`
-}
+// slice is a bounded pass's part of the keyspace, kept in its cursor.
+type slice = sweep.Bounded[position]
 
 // errSliceFull stops the inventory of a bounded pass: it listed its
 // budget. The cursor's position is where the next pass starts.
@@ -63,16 +47,11 @@ func (p *pass) startSlice(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reclaim: %w", err)
 	}
-	s := &slice{Budget: budget, CycleStarted: cov.CycleStarted, CyclePass: cov.CyclePass, Prev: cov}
-	if len(cov.Next) > 0 {
-		if err := json.Unmarshal(cov.Next, &s.From); err != nil {
-			return fmt.Errorf("reclaim: decode the coverage position %s: %w", cov.Next, err)
-		}
+	var from position
+	if err := sweep.DecodePosition(cov.Next, &from); err != nil {
+		return fmt.Errorf("reclaim: decode the coverage position %s: %w", cov.Next, err)
 	}
-	if s.From == (position{}) || s.CycleStarted.IsZero() {
-		// A new cycle: this pass begins it.
-		s.From, s.CycleStarted, s.CyclePass = position{}, p.cur.Now, p.cur.Pass
-	}
+	s := sweep.StartBounded(budget, cov, from, p.cur.Now, p.cur.Pass)
 	p.cur.Pos, p.cur.Slice = s.From, s
 	return nil
 }
@@ -94,21 +73,10 @@ func (p *pass) advances(refused, stopped string) bool {
 
 // coverage is the coverage record after pass p.
 func (p *pass) coverage() etcdstore.Coverage {
-	s := p.cur.Slice
 	next, _ := json.Marshal(p.cur.Pos) // plain data always marshals
-	done := p.cur.Pos.Finished
-	step := etcdstore.CoverageStep{Next: next, CycleStarted: s.CycleStarted, CyclePass: s.CyclePass, Completed: done,
+	step := etcdstore.CoverageStep{Next: next, Completed: p.cur.Pos.Finished,
 		Listed: p.cur.Tally.Listed, Pass: p.cur.Pass, Term: p.term.N, At: p.r.now().UTC()}
-	if !s.Wrapped {
-		return s.Prev.Advanced(step)
-	}
-	// The cycle it found was completed before the wrap; the one it began
-	// is completed too only if the rest of the budget reached the end.
-	first := step
-	first.Completed = true
-	c := s.Prev.Advanced(first)
-	step.CycleStarted, step.CyclePass, step.Listed = p.cur.Now, p.cur.Pass, p.cur.Tally.Listed-s.Before
-	return c.Advanced(step)
+	return p.cur.Slice.Coverage(step, p.cur.Now)
 }
 
 // wrap goes on from the start of the keyspace when a bounded pass
@@ -126,7 +94,7 @@ func (p *pass) wrap(ctx context.Context) (bool, error) {
 	if left := s.Budget - p.cur.Tally.Listed; left <= 0 || s.Prev.CycleListed <= left {
 		return false, nil
 	}
-	s.Wrapped, s.Before = true, p.cur.Tally.Listed
+	s.Wrap(p.cur.Tally.Listed)
 	p.cur.Pos = position{}
 	if p.dry {
 		return true, nil
@@ -165,23 +133,13 @@ func (p *pass) sliceReport(refused, stopped string) *sweep.Slice {
 	if s == nil {
 		return nil
 	}
-	done := p.cur.Pos.Finished || s.Wrapped
-	out := &sweep.Slice{
-		Budget: s.Budget, Listed: p.cur.Tally.Listed, From: s.From.String(), To: p.cur.Pos.String(),
-		CompletedCycle: done, CycleStarted: s.CycleStarted, Covered: s.Prev.Covered, Cycles: s.Prev.Cycles,
-		Advanced: p.advances(refused, stopped),
-	}
-	if p.cur.Pos.Finished {
-		out.To = ""
-	}
-	if s.Wrapped {
-		out.CycleStarted = p.cur.Now
-	}
-	if out.Advanced || p.dry {
+	adv := p.advances(refused, stopped)
+	var after *etcdstore.Coverage
+	if adv || p.dry {
 		c := p.coverage()
-		out.Covered, out.Cycles = c.Covered, c.Cycles
+		after = &c
 	}
-	return out
+	return s.Report(p.cur.Tally.Listed, p.cur.Pos.String(), p.cur.Pos.Finished, p.cur.Now, adv, after)
 }
 
 // String says where an inventory position stands, for a report: "" is

@@ -272,14 +272,14 @@ func (inv *inventory) elsewhere(ctx context.Context, buckets []string, h handler
 	for _, b := range buckets {
 		listed[b] = true
 	}
-	withSessions, err := inv.store.SessionBucketsAt(ctx, inv.rev)
-	if err != nil {
-		return err
-	}
-	if inv.buckets != nil {
-		// Only the configured buckets are the pass's to judge: a session
-		// elsewhere is not missing, just not looked at.
-		withSessions = nil
+	// Only the configured buckets are the pass's to judge: a session
+	// elsewhere is not missing, just not looked at.
+	var withSessions []string
+	if inv.buckets == nil {
+		var err error
+		if withSessions, err = inv.store.SessionBucketsAt(ctx, inv.rev); err != nil {
+			return err
+		}
 	}
 	var all []Missing
 	var unverified int64

@@ -55,7 +55,7 @@ const (
 // is the state a pass classifies uploads by. States come in the order of
 // uploads. A record that does not decode fails the read.
 func (s *Store) UploadStatesAt(ctx context.Context, rev int64, uploads []UploadRef) ([]UploadState, error) {
-	return s.uploadStatesAt(ctx, rev, uploads, false)
+	return s.statesAt(ctx, rev, uploads, nil)
 }
 
 // UploadStatesInOrderAt is UploadStatesAt for uploads of one bucket given
@@ -72,7 +72,46 @@ func (s *Store) UploadStatesInOrderAt(ctx context.Context, rev int64, uploads []
 	for i := 1; i < len(uploads) && sorted; i++ {
 		sorted = uploads[i].Bucket == uploads[0].Bucket && SessionOrder(uploads[i-1].UploadID, uploads[i].UploadID) <= 0
 	}
-	return s.uploadStatesAt(ctx, rev, uploads, sorted)
+	if !sorted {
+		return s.statesAt(ctx, rev, uploads, nil)
+	}
+	return s.statesAt(ctx, rev, uploads, &SessionStretch{})
+}
+
+// SessionStretch widens the range scan of UploadStatesInStretchAt from its
+// uploads' sessions to a stretch of their bucket's session keys, so that
+// the in-order reads of the consecutive batches of a bucket's whole sorted
+// listing read each session of the bucket once, listed or not.
+type SessionStretch struct {
+	// FromStart starts the stretch at the bucket's first session key;
+	// otherwise it starts just past the session key of upload After (the
+	// last of the batch before), or at the first upload's when that is not
+	// past it.
+	FromStart bool
+	After     string
+	// ToEnd ends the stretch at the bucket's last session key rather than
+	// at the last upload's.
+	ToEnd bool
+	// Other is called, in key order, with each session of the stretch
+	// whose key is none of the uploads'; an error from it ends the read
+	// and is returned.
+	Other func(Versioned[Session]) error
+}
+
+// UploadStatesInStretchAt is UploadStatesInOrderAt for uploads of one
+// bucket in session key order (anything else is an error), whose range
+// scan covers stretch: each session in it that is not one of the uploads'
+// is decoded and handed to stretch.Other. The states are UploadStatesAt's.
+func (s *Store) UploadStatesInStretchAt(ctx context.Context, rev int64, uploads []UploadRef, stretch SessionStretch) ([]UploadState, error) {
+	if len(uploads) == 0 {
+		return nil, errors.New("read uploads in a stretch: no uploads")
+	}
+	for i := 1; i < len(uploads); i++ {
+		if uploads[i].Bucket != uploads[0].Bucket || SessionOrder(uploads[i-1].UploadID, uploads[i].UploadID) > 0 {
+			return nil, errors.New("read uploads in a stretch: uploads not of one bucket in session key order")
+		}
+	}
+	return s.statesAt(ctx, rev, uploads, &stretch)
 }
 
 // SessionOrder compares two upload ids of one bucket in the order of
@@ -93,9 +132,11 @@ func InSessionOrder(uploadIDs []string) []int {
 	return order
 }
 
-// uploadStatesAt reads the states of uploads, their sessions by one range
-// scan when ranged (uploads of one bucket in session key order).
-func (s *Store) uploadStatesAt(ctx context.Context, rev int64, uploads []UploadRef, ranged bool) ([]UploadState, error) {
+// statesAt reads the states of uploads, their sessions by one range scan
+// over stretch when it is not nil (uploads of one bucket in session key
+// order).
+func (s *Store) statesAt(ctx context.Context, rev int64, uploads []UploadRef, stretch *SessionStretch) ([]UploadState, error) {
+	ranged := stretch != nil
 	out := make([]UploadState, len(uploads))
 	ops := uploadStateOps
 	if ranged {
@@ -107,7 +148,7 @@ func (s *Store) uploadStatesAt(ctx context.Context, rev int64, uploads []UploadR
 	var wg sync.WaitGroup
 	wg.Go(func() { errs[len(errs)-1] = s.inFlightStates(ctx, rev, uploads, out) })
 	if ranged {
-		wg.Go(func() { errs[len(errs)-2] = s.sessionStates(ctx, rev, uploads, out) })
+		wg.Go(func() { errs[len(errs)-2] = s.sessionStates(ctx, rev, uploads, out, stretch) })
 	}
 	for i := range errs[:len(errs)-2] {
 		sem <- struct{}{}
@@ -124,16 +165,28 @@ func (s *Store) uploadStatesAt(ctx context.Context, rev int64, uploads []UploadR
 
 // sessionStates sets the Session of out (the states of uploads, of one
 // bucket in session key order) from one range scan at rev over the stretch
-// of session keys from the first upload to the last. It writes no other
+// of session keys from the first upload to the last, widened by stretch,
+// and hands the other sessions in it to stretch.Other. It writes no other
 // field.
-func (s *Store) sessionStates(ctx context.Context, rev int64, uploads []UploadRef, out []UploadState) error {
+func (s *Store) sessionStates(ctx context.Context, rev int64, uploads []UploadRef, out []UploadState, stretch *SessionStretch) error {
 	keys := make([]string, len(uploads))
 	for i, u := range uploads {
 		keys[i] = s.keys.Session(u.Bucket, u.UploadID)
 	}
+	from, to := keys[0], keys[len(keys)-1]+"\x00"
+	prefix := s.keys.Sessions(uploads[0].Bucket)
+	switch {
+	case stretch.FromStart:
+		from = prefix
+	case stretch.After != "":
+		from = min(from, s.keys.Session(uploads[0].Bucket, stretch.After)+"\x00")
+	}
+	if stretch.ToEnd {
+		to = clientv3.GetPrefixRangeEnd(prefix)
+	}
 	var err error
 	i := 0
-	_, scanErr := s.rangeScan(ctx, keys[0], keys[len(keys)-1]+"\x00", rev, int64(max(len(keys), 100)), func(kv *mvccpb.KeyValue) bool {
+	_, scanErr := s.rangeScan(ctx, from, to, rev, int64(max(len(keys), 100)), func(kv *mvccpb.KeyValue) bool {
 		key := string(kv.Key)
 		for i < len(keys) && keys[i] < key {
 			i++
@@ -147,7 +200,15 @@ func (s *Store) sessionStates(ctx context.Context, rev int64, uploads []UploadRe
 			}
 			out[i].Session = sess
 		}
-		return i < len(keys)
+		if stretch.Other == nil {
+			return i < len(keys)
+		}
+		if sess == nil {
+			if sess, err = decodeSession(kv); err == nil {
+				err = stretch.Other(*sess)
+			}
+		}
+		return err == nil
 	})
 	if scanErr != nil {
 		return fmt.Errorf("read uploads at revision %d: sessions: %w", rev, scanErr)

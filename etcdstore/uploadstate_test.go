@@ -166,6 +166,18 @@ func TestUploadStatesInOrderAtOracle(t *testing.T) {
 	if _, err := st.cli.Put(ctx, st.keys.Session("b1", "u-junk"), "{"); err != nil {
 		t.Fatal(err)
 	}
+	// Sessions before and after every listed upload's.
+	for _, b := range []string{"b0", "b1", "b2"} {
+		for _, id := range []string{"a-first", "zz-last"} {
+			val, err := MarshalSession(&Session{Bucket: b, Key: "k", UploadID: id, State: StateActive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.cli.Put(ctx, st.keys.Session(b, id), val); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	rev := reclaimTestRevision(t, ctx, st)
 	writeUploads(t, st, rng, lease.ID, 300, 60) // after rev: none may show
 	check := func(refs []UploadRef) {
@@ -215,6 +227,7 @@ func TestUploadStatesInOrderAtOracle(t *testing.T) {
 			for first := 0; first < len(listed); first += size {
 				check(listed[first:min(first+size, len(listed))])
 			}
+			checkStretches(t, st, rev, listed, size)
 		}
 		for _, u := range listed {
 			if resp, err := st.GetSessionAt(ctx, u.Bucket, u.UploadID, rev); err == nil && resp.Value.UploadID == u.UploadID {
@@ -229,6 +242,59 @@ func TestUploadStatesInOrderAtOracle(t *testing.T) {
 	rng.Shuffle(len(mixed), func(i, j int) { mixed[i], mixed[j] = mixed[j], mixed[i] })
 	check(mixed)
 	check(nil)
+}
+
+// checkStretches reads listed (uploads of one bucket in session key order)
+// in consecutive batches of size with UploadStatesInStretchAt, the
+// stretches covering the bucket, and checks that the states are
+// UploadStatesAt's and that the sessions handed to Other are the ones
+// ScanSessionsExceptAt finds without the listed uploads', in the same
+// order; both fail alike on an undecodable session.
+func checkStretches(t *testing.T, st *Store, rev int64, listed []UploadRef, size int) {
+	t.Helper()
+	ctx := t.Context()
+	bucket := listed[0].Bucket
+	isListed := map[string]bool{}
+	for _, u := range listed {
+		isListed[u.UploadID] = true
+	}
+	var want []Versioned[Session]
+	wantErr := st.ScanSessionsExceptAt(ctx, bucket, rev, 100, func(id string) bool { return isListed[id] }, func(v Versioned[Session]) error {
+		want = append(want, v)
+		return nil
+	})
+	var got []Versioned[Session]
+	var gotErr error
+	for first := 0; first < len(listed) && gotErr == nil; first += size {
+		batch := listed[first:min(first+size, len(listed))]
+		stretch := SessionStretch{FromStart: first == 0, ToEnd: first+size >= len(listed), Other: func(v Versioned[Session]) error {
+			got = append(got, v)
+			return nil
+		}}
+		if first > 0 {
+			stretch.After = listed[first-1].UploadID
+		}
+		var states []UploadState
+		if states, gotErr = st.UploadStatesInStretchAt(ctx, rev, batch, stretch); gotErr != nil {
+			break
+		}
+		wantStates, err := st.UploadStatesAt(ctx, rev, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(states, wantStates) {
+			t.Fatalf("bucket %s, batch at %d of %d: the states are not UploadStatesAt's", bucket, first, size)
+		}
+	}
+	if (gotErr == nil) != (wantErr == nil) {
+		t.Fatalf("bucket %s, batches of %d: stretches failed with %v, the scan with %v", bucket, size, gotErr, wantErr)
+	}
+	if wantErr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("bucket %s, batches of %d: the stretches found %d other sessions, the scan %d (or in another order)", bucket, size, len(got), len(want))
+	}
+	if wantErr == nil && len(want) == 0 {
+		t.Fatalf("bucket %s: no session without a listed upload: the oracle compares too little", bucket)
+	}
 }
 
 // writeUploads writes the records of n generated uploads, numbered from

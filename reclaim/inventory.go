@@ -178,7 +178,7 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 			var items []item
 			if judged != nil {
 				items = judged[start:end]
-			} else if items, err = inv.examine(ctx, uploadsOf(b, page.Uploads[start:end]), false); err != nil {
+			} else if items, err = inv.examine(ctx, uploadsOf(b, page.Uploads[start:end]), false, etcdstore.SessionStretch{}); err != nil {
 				return err
 			}
 			for _, it := range items {
@@ -204,7 +204,7 @@ func (inv *inventory) bucket(ctx context.Context, pos position, h handler) error
 		return found.err
 	}
 	if len(unlisted) > 0 {
-		items, err := inv.examine(ctx, unlisted, false)
+		items, err := inv.examine(ctx, unlisted, false, etcdstore.SessionStretch{})
 		if err != nil {
 			return err
 		}
@@ -241,45 +241,20 @@ func (inv *inventory) awaitMissing(ctx context.Context, ahead *chan missingFound
 	return f
 }
 
-// wholePage judges a page that holds the whole of bucket's uploads
-// (MinIO lists everything in one page) with examineInOrder, and starts
-// the search for the bucket's sessions without an upload meanwhile: the
-// page names every upload this run lists in the bucket, so the search
-// finds what it would find after the page is judged. Its outcome arrives
-// on the channel returned (nil for an orphan listing, which does not
-// search), which the caller must receive from.
-func (inv *inventory) wholePage(ctx context.Context, bucket string, listed []s3client.Upload) ([]item, chan missingFound, error) {
-	var ahead chan missingFound
-	if !inv.orphansOnly {
-		seen := make(map[string]struct{}, len(listed))
-		for _, u := range listed {
-			seen[u.UploadID] = struct{}{}
-		}
-		ahead = make(chan missingFound, 1)
-		go func() {
-			var f missingFound
-			f.missing, f.unlisted, f.unverified, f.err = inv.missingIn(ctx, bucket, seen, false)
-			ahead <- f
-		}()
-	}
-	judged, err := inv.examineInOrder(ctx, uploadsOf(bucket, listed))
-	return judged, ahead, err
-}
-
 // elsewhere finds sessions in buckets the backend does not list.
 func (inv *inventory) elsewhere(ctx context.Context, buckets []string, h handler) error {
 	listed := make(map[string]bool, len(buckets))
 	for _, b := range buckets {
 		listed[b] = true
 	}
-	withSessions, err := inv.store.SessionBucketsAt(ctx, inv.rev)
-	if err != nil {
-		return err
-	}
-	if inv.buckets != nil {
-		// Only the configured buckets are the pass's to judge: a session
-		// elsewhere is not missing, just not looked at.
-		withSessions = nil
+	// Only the configured buckets are the pass's to judge: a session
+	// elsewhere is not missing, just not looked at.
+	var withSessions []string
+	if inv.buckets == nil {
+		var err error
+		if withSessions, err = inv.store.SessionBucketsAt(ctx, inv.rev); err != nil {
+			return err
+		}
 	}
 	var all []Missing
 	var unverified int64
@@ -310,18 +285,21 @@ func (inv *inventory) elsewhere(ctx context.Context, buckets []string, h handler
 // its fraction is never looser; an upload about to be marked has its parts
 // read from the backend in act, right before the mark. Any failed read
 // fails the batch: a verdict without its inputs is not made. inOrder says
-// the uploads are one stretch of a bucket's sorted listing (see
-// etcdstore.UploadStatesInOrderAt); the records read are the same.
-func (inv *inventory) examine(ctx context.Context, uploads []Upload, inOrder bool) ([]item, error) {
+// the uploads are one stretch of a bucket's sorted listing read with
+// etcdstore.UploadStatesInStretchAt over stretch; the records read are
+// the same.
+func (inv *inventory) examine(ctx context.Context, uploads []Upload, inOrder bool, stretch etcdstore.SessionStretch) ([]item, error) {
 	refs := make([]etcdstore.UploadRef, len(uploads))
 	for i, u := range uploads {
 		refs[i] = etcdstore.UploadRef{Bucket: u.Bucket, UploadID: u.UploadID}
 	}
-	read := inv.store.UploadStatesAt
+	var states []etcdstore.UploadState
+	var err error
 	if inOrder {
-		read = inv.store.UploadStatesInOrderAt
+		states, err = inv.store.UploadStatesInStretchAt(ctx, inv.rev, refs, stretch)
+	} else {
+		states, err = inv.store.UploadStatesAt(ctx, inv.rev, refs)
 	}
-	states, err := read(ctx, inv.rev, refs)
 	if err != nil {
 		return nil, err
 	}
@@ -365,11 +343,14 @@ func (inv *inventory) examine(ctx context.Context, uploads []Upload, inOrder boo
 // examineInOrder judges the uploads of one bucket's whole listing as
 // examine does, in batches of consecutive uploads in session key order, so
 // that each batch reads its sessions with one range scan
-// (etcdstore.UploadStatesInOrderAt) instead of one read each and the
-// batches read the bucket's sessions once in all. The items come in the
-// order of uploads, without their sessions (which only examine uses), so
-// that a whole listing's verdicts weigh little more than the listing.
-func (inv *inventory) examineInOrder(ctx context.Context, uploads []Upload) ([]item, error) {
+// (etcdstore.UploadStatesInStretchAt) instead of one read each and the
+// batches read the bucket's sessions once in all: the stretches of the
+// batches cover the bucket's session keys, and each session that is not a
+// listed upload's goes to other, in key order (unless other is nil). The
+// items come in the order of uploads, without their sessions (which only
+// examine uses), so that a whole listing's verdicts weigh little more
+// than the listing.
+func (inv *inventory) examineInOrder(ctx context.Context, uploads []Upload, other func(etcdstore.Versioned[etcdstore.Session]) error) ([]item, error) {
 	ids := make([]string, len(uploads))
 	for i, u := range uploads {
 		ids[i] = u.UploadID
@@ -383,7 +364,14 @@ func (inv *inventory) examineInOrder(ctx context.Context, uploads []Upload) ([]i
 		for _, i := range idx {
 			batch = append(batch, uploads[i])
 		}
-		items, err := inv.examine(ctx, batch, true)
+		stretch := etcdstore.SessionStretch{Other: other}
+		if other != nil {
+			stretch.FromStart, stretch.ToEnd = start == 0, start+inv.batch >= len(order)
+			if start > 0 {
+				stretch.After = uploads[order[start-1]].UploadID
+			}
+		}
+		items, err := inv.examine(ctx, batch, true, stretch)
 		if err != nil {
 			return nil, err
 		}
@@ -458,45 +446,13 @@ func (inv *inventory) judge(ctx context.Context, it *item) error {
 // judged like any other, unless seen is partial. Past the check budget,
 // candidates are counted as unverified instead.
 func (inv *inventory) missingIn(ctx context.Context, bucket string, seen map[string]struct{}, partial bool) (missing []Missing, unlisted []Upload, unverified int64, err error) {
+	m := &missingSearch{inv: inv, bucket: bucket, seen: seen, partial: partial}
 	// A listed upload's session is skipped before it is decoded.
 	listed := func(id string) bool { _, ok := seen[id]; return ok }
 	err = inv.store.ScanSessionsExceptAt(ctx, bucket, inv.rev, int64(max(inv.batch, 100)), listed, func(v etcdstore.Versioned[etcdstore.Session]) error {
-		s := v.Value
-		if s.State.Terminal() {
-			return nil
-		}
-		if _, ok := seen[s.UploadID]; ok {
-			return nil
-		}
-		if inv.missingChecks >= inv.checkBudget {
-			unverified++
-			return nil
-		}
-		inv.missingChecks++
-		cur, err := inv.store.GetSession(ctx, bucket, s.UploadID)
-		if errors.Is(err, etcdstore.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if cur.ModRev != v.ModRev {
-			return nil // it moved on since; the next pass looks again
-		}
-		present, err := inv.s3.UploadExists(ctx, bucket, s.Key, s.UploadID)
-		if err != nil {
-			return fmt.Errorf("check upload of session %s/%s: %w", bucket, s.UploadID, err)
-		}
-		switch {
-		case present && partial:
-		case present:
-			unlisted = append(unlisted, Upload{Bucket: bucket, Key: s.Key, UploadID: s.UploadID, Initiated: s.Created})
-		default:
-			missing = append(missing, Missing{Bucket: bucket, Key: s.Key, UploadID: s.UploadID, State: s.State, LastActivity: s.LastActivity})
-		}
-		return nil
+		return m.check(ctx, v)
 	})
-	return missing, unlisted, unverified, err
+	return m.found.missing, m.found.unlisted, m.found.unverified, err
 }
 
 // budget is how many uploads the next listing page asks for: the batch,

@@ -226,3 +226,24 @@ func TestListUploadsLargerThanMaxAnswer(t *testing.T) {
 		t.Error("ListUploads of an error document in a 200 succeeded")
 	}
 }
+
+// TestListUploadsNotPlain lists a bucket whose answer holds XML the
+// client's own decoder leaves alone (a comment, CDATA, a carriage return):
+// it asks again and decodes that answer with encoding/xml.
+func TestListUploadsNotPlain(t *testing.T) {
+	c, sent := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("<ListMultipartUploadsResult><!-- a backend's note --><EncodingType>url</EncodingType>" +
+			"<Upload><Key><![CDATA[dir%2Fa]]></Key><UploadId>u\r\n1</UploadId><Initiated>2026-12-01T10:00:00.000Z</Initiated></Upload>" +
+			"<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>"))
+	})
+	got, err := c.ListUploads(t.Context(), "b", "", "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Uploads) != 1 || got.Uploads[0].Key != "dir/a" || got.Uploads[0].UploadID != "u\n1" || !got.Done {
+		t.Errorf("ListUploads = %+v; want dir/a, upload u\\n1, done", got)
+	}
+	if n := sent.Load(); n != 2 {
+		t.Errorf("%d requests sent; want 2 (the listing asked for again)", n)
+	}
+}

@@ -131,9 +131,13 @@ func (e *minioEnv) testUploads(t *testing.T) {
 	idLonger := e.upload(b, odd+"-longer", 0, 0)
 	idPlain := e.upload(b, "plain", 1, 100)
 
+	sent := e.backend.sent.Load()
 	page, err := e.client.ListUploads(ctx, b, "", "", 1000)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := e.backend.sent.Load() - sent; n != 1 {
+		t.Errorf("ListUploads sent %d requests; want 1 (MinIO's answer is decoded by the client's own decoder, not asked for again)", n)
 	}
 	ids := map[string]string{}
 	for _, u := range page.Uploads {

@@ -255,28 +255,59 @@ func NewestPart(parts []Part) time.Time {
 const MaxUploadListing = 1 << 30
 
 // listUploads sends a ListMultipartUploads request and decodes its answer
-// as it streams in, within MaxUploadListing.
+// as it streams in, within MaxUploadListing: with decodeUploadListing, or,
+// for an answer outside the plain XML that reads, by asking again and
+// decoding that answer with encoding/xml (a listing is a read: the second
+// answer is as good as the first).
 func (c *Client) listUploads(ctx context.Context, bucket string, q url.Values) (*listUploadsResult, error) {
+	var res *listUploadsResult
+	err := c.readListing(ctx, bucket, q, func(body *countingReader) error {
+		var ok bool
+		var err error
+		if res, ok, err = decodeUploadListing(body); err == nil && !ok {
+			err = errNotPlain
+		}
+		return err
+	})
+	if !errors.Is(err, errNotPlain) {
+		return res, err
+	}
+	err = c.readListing(ctx, bucket, q, func(body *countingReader) error {
+		var doc struct {
+			XMLName xml.Name `xml:"ListMultipartUploadsResult"`
+			listUploadsResult
+		}
+		err := xml.NewDecoder(body).Decode(&doc)
+		res = &doc.listUploadsResult
+		return err
+	})
+	return res, err
+}
+
+// readListing sends a ListMultipartUploads request and hands its answer's
+// body, within MaxUploadListing, to decode. A failure is decode's, except
+// for an answer larger than MaxUploadListing (ErrTooLarge) and errNotPlain,
+// which it passes on as they are.
+func (c *Client) readListing(ctx context.Context, bucket string, q url.Values, decode func(*countingReader) error) error {
 	resp, done, err := c.send(ctx, http.MethodGet, bucket, "", q, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer done()
 	if resp.StatusCode/100 != 2 {
-		return nil, refusal(resp)
+		return refusal(resp)
 	}
 	body := &countingReader{r: io.LimitReader(resp.Body, MaxUploadListing+1)}
-	var res struct {
-		XMLName xml.Name `xml:"ListMultipartUploadsResult"`
-		listUploadsResult
+	err = decode(body)
+	switch {
+	case err == nil:
+		return nil
+	case body.n > MaxUploadListing:
+		return fmt.Errorf("the answer is larger than %d bytes: %w", int64(MaxUploadListing), ErrTooLarge)
+	case errors.Is(err, errNotPlain):
+		return err
 	}
-	if err := xml.NewDecoder(body).Decode(&res); err != nil {
-		if body.n > MaxUploadListing {
-			return nil, fmt.Errorf("the answer is larger than %d bytes: %w", int64(MaxUploadListing), ErrTooLarge)
-		}
-		return nil, fmt.Errorf("read backend answer: %w", err)
-	}
-	return &res.listUploadsResult, nil
+	return fmt.Errorf("read backend answer: %w", err)
 }
 
 // countingReader counts the bytes read through it.

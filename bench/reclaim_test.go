@@ -44,10 +44,9 @@ const (
 	uploadsEnv  = "SWEEPGATE_BENCH_UPLOADS"
 	sessionsEnv = "SWEEPGATE_BENCH_SESSIONS"
 	// defaultUploads is the counts of uploads planned over, each on a
-	// MinIO of its own ("10000,100000" for both of the acceptance's sizes:
-	// MinIO answers a listing of 100,000 uploads in one page of more than
-	// the 16 MiB s3client reads, so that plan fails until it can).
-	defaultUploads  = "10000"
+	// MinIO of its own (MinIO answers a listing of 100,000 uploads in one
+	// page of about 40 MB, which the plan decodes as it streams in).
+	defaultUploads  = "10000,100000"
 	defaultSessions = 1_000_000
 	// sessionTxn is how many session puts go in one etcd transaction, and
 	// sessionWriters how many transactions are in flight.

@@ -19,6 +19,9 @@ type Backend interface {
 	// prefix whose keys sort after startAfter ("" for the beginning), or
 	// s3client.ErrNoSuchBucket.
 	ListObjects(ctx context.Context, bucket, prefix, startAfter string, max int) (s3client.ObjectPage, error)
+	// ListObjectsNext returns the page that follows prev in the same
+	// listing, continuing it with prev's token when prev has one.
+	ListObjectsNext(ctx context.Context, bucket, prefix string, prev s3client.ObjectPage, max int) (s3client.ObjectPage, error)
 	// Head returns an object's size and ETag, or s3client.ErrNoSuchKey.
 	// Any other failure leaves existence unknown.
 	Head(ctx context.Context, bucket, key string) (s3client.ObjectInfo, error)

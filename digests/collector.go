@@ -165,7 +165,9 @@ func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) (
 		}
 	}
 	now := s.clock().UTC()
-	landed, revs, err := s.commit(ctx, writes)
+	// Each write is to one digest's guard (a page holds a digest's
+	// tombstone once), so they go in several transactions at once.
+	landed, revs, err := s.commitParallel(ctx, writes)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,10 @@ const (
 	// FaultAttempted: a batch's delete attempt is recorded on its guards;
 	// the DeleteObjects request is not sent yet.
 	FaultAttempted = "digest.attempted"
+	// FaultGoneRecorded: a batch's request has answered, and the
+	// tombstones of the blobs it deleted are recorded deleted; their
+	// guards are not released yet.
+	FaultGoneRecorded = "digest.gone-recorded"
 	// FaultCollected: a batch's deletes are done and recorded.
 	FaultCollected = "digest.collected"
 )

@@ -107,6 +107,14 @@ func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, fates []bl
 // the tombstone stays ready with one more attempt; otherwise the guard
 // stays armed, with its attempt, for a later pass to settle once no delete
 // can still land.
+//
+// A gone blob's guard is released in a transaction after the one that
+// records its tombstone deleted (releaseGone): the transactions that
+// record counts go one at a time (commitOne), and those releases, which
+// record none, go several at once. Until its release lands the guard is
+// left as for an unclear answer whose blob a HEAD found gone (a deleted
+// tombstone under a guard with an attempt), which a later pass settles
+// (settleGone) if this one stops in between.
 func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobFate, why []string) error {
 	keys := s.keys()
 	writes := make([]digestWrite, 0, len(guarded))
@@ -125,7 +133,6 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 		case blobGone:
 			writes = append(writes, digestWrite{cmps: append(guardCmp, releaseCmps...), delta: &Report{Deleted: 1, Bytes: a.tomb.Size}, ops: append([]clientv3.Op{
 				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why[i]))),
-				clientv3.OpDelete(keys.Guard(d)),
 			}, release...)})
 		case blobGoneSettling:
 			writes = append(writes, digestWrite{cmps: append(guardCmp, releaseCmps...), delta: &Report{Deleted: 1, Bytes: a.tomb.Size, Settling: 1}, ops: append([]clientv3.Op{
@@ -146,6 +153,10 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 		}
 	}
 	landed, _, err := s.commit(ctx, writes)
+	if err == nil {
+		s.run.Fire(FaultGoneRecorded)
+		err = s.releaseGone(ctx, guarded, fates, landed)
+	}
 	for i, ok := range landed {
 		if fates[i] != blobGone && fates[i] != blobGoneSettling {
 			continue
@@ -162,5 +173,26 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 		audit.Record(s.log, audit.DeleteBlob, t.Digest, reason,
 			"pass", s.cur.Pass, "term", s.term.N, "bucket", t.Bucket, "key", t.Key, "bytes", t.Size, "recorded", ok)
 	}
+	return err
+}
+
+// releaseGone releases the guards of the blobs whose request answered them
+// deleted (blobGone) once their tombstones are recorded deleted (landed),
+// each comparing its guard as this pass recorded the attempt, several
+// transactions at once: one guard each, no counts.
+func (s *digestSweep) releaseGone(ctx context.Context, guarded []armed, fates []blobFate, landed []bool) error {
+	keys := s.keys()
+	var writes []digestWrite
+	for i, a := range guarded {
+		if fates[i] != blobGone || !landed[i] {
+			continue
+		}
+		key := keys.Guard(a.tomb.Digest)
+		writes = append(writes, digestWrite{
+			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", a.guardRev)},
+			ops:  []clientv3.Op{clientv3.OpDelete(key)},
+		})
+	}
+	_, _, err := s.commitParallel(ctx, writes)
 	return err
 }

@@ -217,7 +217,8 @@ func (s *digestSweep) recordAttempt(ctx context.Context, batch []armed) ([]armed
 			ops:  []clientv3.Op{clientv3.OpPut(keys.Guard(t.Digest), etcdstore.MarshalRecord(g))},
 		}
 	}
-	landed, revs, err := s.commit(ctx, writes)
+	// A batch holds a digest once: each write is to a guard of its own.
+	landed, revs, err := s.commitParallel(ctx, writes)
 	if err != nil {
 		return nil, err
 	}

@@ -43,8 +43,18 @@ func (s *digestSweep) judgeAhead(ctx context.Context, ns *cas.Namespace, after s
 	out := make(chan chan judgedPage, pagesAhead-1)
 	go func() {
 		defer close(out)
+		// The first page starts after the cursor; each one after it
+		// continues the listing (ListObjectsNext), which lists the same
+		// objects without the backend starting a listing a page.
+		var prev *s3client.ObjectPage
 		for {
-			page, err := s.s3.ListObjects(ctx, ns.Bucket, ns.Prefix, after, s.batch)
+			var page s3client.ObjectPage
+			var err error
+			if prev == nil {
+				page, err = s.s3.ListObjects(ctx, ns.Bucket, ns.Prefix, after, s.batch)
+			} else {
+				page, err = s.s3.ListObjectsNext(ctx, ns.Bucket, ns.Prefix, *prev, s.batch)
+			}
 			one := make(chan judgedPage, 1)
 			select {
 			case out <- one:
@@ -59,7 +69,7 @@ func (s *digestSweep) judgeAhead(ctx context.Context, ns *cas.Namespace, after s
 			if page.Done {
 				return
 			}
-			after = page.Next
+			prev = &s3client.ObjectPage{Next: page.Next, Token: page.Token}
 		}
 	}()
 	return out

@@ -117,9 +117,18 @@ func (b *Rebuilder) Run(ctx context.Context, pos RebuildPos, res RebuildResult, 
 	if batch <= 0 || batch > defaultRebuildBatch {
 		batch = defaultRebuildBatch
 	}
+	// cont continues the listing of the source at pos (ListObjectsNext)
+	// once its first page is read.
+	var cont *s3client.ObjectPage
 	for pos.Source < len(b.Sources) {
 		src := &b.Sources[pos.Source]
-		page, err := b.Backend.ListObjects(ctx, src.Bucket, src.Prefix, pos.After, batch)
+		var page s3client.ObjectPage
+		var err error
+		if cont != nil {
+			page, err = b.Backend.ListObjectsNext(ctx, src.Bucket, src.Prefix, *cont, batch)
+		} else {
+			page, err = b.Backend.ListObjects(ctx, src.Bucket, src.Prefix, pos.After, batch)
+		}
 		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			// No bucket holds no reference objects, so nothing is missing
 			// from the records; those recorded for it stay (see above).
@@ -142,6 +151,10 @@ func (b *Rebuilder) Run(ctx context.Context, pos RebuildPos, res RebuildResult, 
 			if err := save(next, res); err != nil {
 				return res, fmt.Errorf("rebuild: save position: %w", err)
 			}
+		}
+		cont = nil
+		if next.Source == pos.Source {
+			cont = &s3client.ObjectPage{Next: page.Next, Token: page.Token}
 		}
 		pos = next
 	}

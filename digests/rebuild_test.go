@@ -276,6 +276,11 @@ func TestRebuildRecordsReferencesWrittenAroundTheGateway(t *testing.T) {
 		{After: manifestsPrefix + "m0099.json"}, {After: manifestsPrefix + "m0199.json"}, {After: manifestsPrefix + "m0299.json"},
 		{After: manifestsPrefix + "m0399.json"}, {Source: 1},
 	}
+	// A listing continued with MinIO's tokens may call its last full
+	// page truncated and end with an empty one.
+	if n := len(saved); n == len(wantSaved)+1 && saved[n-2] == (digests.RebuildPos{After: manifestsPrefix + "m0499.json"}) {
+		saved = slices.Delete(saved, n-2, n-1)
+	}
 	if !slices.Equal(saved, wantSaved) {
 		t.Errorf("saved positions %+v, want %+v", saved, wantSaved)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -360,4 +361,66 @@ func TestDigestLeftoverGuardWaitsForRebuild(t *testing.T) {
 	}
 	d.wantPresent("after the rebuild", false, dg)
 	d.wantPresent("after the rebuild", true, refd...)
+}
+
+// TestDigestStopBeforeGoneGuardsReleased ends the term after the
+// collector recorded the deleted blobs' tombstones deleted but before it
+// released their guards (a transaction of its own): the next leader keeps
+// the guards, which record the delete attempt, armed until that attempt
+// is settled, then releases them without counting the blobs again.
+func TestDigestStopBeforeGoneGuardsReleased(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	unref := d.putBlobs("u", 2)
+	d.ageBlobs()
+	var armed atomic.Bool
+	cfgA := d.config()
+	cfgA.ID = "a"
+	cfgA.Fault = func(point string) {
+		if point == digests.FaultGoneRecorded && armed.CompareAndSwap(true, false) {
+			d.revokeLeader()
+		}
+	}
+	a := d.start(cfgA)
+	cfgB := d.config()
+	cfgB.ID = "b"
+	cfgB.Metrics = nil
+	b := d.run(cfgB)
+	d.digestPass(a)
+
+	armed.Store(true)
+	if _, err := d.trigger(a); !errors.Is(err, reclaim.ErrFenced) {
+		t.Fatalf("pass error = %v, want ErrFenced", err)
+	}
+	d.wantPresent("deleted by the former leader", false, unref...)
+	d.wantStates("former leader", etcdstore.TombstoneDeleted, unref...)
+	if n := d.count(d.store.Keys().Guards()); n != 2 {
+		t.Fatalf("%d guards armed, want the former leader's two", n)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := b.Elector().AwaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep := d.mustPass(b)
+	if rep.Digests.Guards != 2 || rep.Digests.Settling != 2 || rep.Digests.Deleted != 2 || rep.Digests.Resumed != 1 {
+		t.Errorf("next leader: guards %d settling %d deleted %d resumed %d; want the two kept settling, the two deletions counted once",
+			rep.Digests.Guards, rep.Digests.Settling, rep.Digests.Deleted, rep.Digests.Resumed)
+	}
+	if n := d.count(d.store.Keys().Guards()); n != 2 {
+		t.Fatalf("%d guards armed while the former leader's delete may still be executed, want 2", n)
+	}
+	d.settle()
+	rep = d.mustPass(b)
+	if rep.Digests.Guards != 2 || rep.Digests.Deleted != 0 || rep.Digests.Settling != 0 {
+		t.Errorf("after the settle time: guards %d deleted %d settling %d; want the two released, counted deleted no more", rep.Digests.Guards, rep.Digests.Deleted, rep.Digests.Settling)
+	}
+	d.wantStates("settled", etcdstore.TombstoneDeleted, unref...)
+	if n := d.count(d.store.Keys().Guards()); n != 0 {
+		t.Errorf("%d guards left", n)
+	}
+	d.wantPresent("settled", true, refd...)
 }

@@ -238,6 +238,7 @@ func (e *minioEnv) testObjects(t *testing.T) {
 	if len(listed) != 3 || listed[1].Key != "a/2 +&é" || listed[1].Size != int64(len("body of a/2 +&é")) || listed[1].Modified.IsZero() {
 		t.Errorf("ListObjects under a/ = %+v", listed)
 	}
+	e.wantContinued(t, b, listed)
 	sum := md5.Sum([]byte("body of a/1"))
 	etag := hex.EncodeToString(sum[:])
 	if listed[0].ETag != etag {
@@ -296,6 +297,37 @@ func (e *minioEnv) testObjects(t *testing.T) {
 // testNoRetry loses the answers of an abort and of a delete that the
 // backend carried out: each is sent exactly once, and the loss is the
 // caller's error.
+
+// wantContinued lists bucket b under a/ again, two objects a page,
+// continuing each page's listing with MinIO's token, and wants the
+// objects listed.
+func (e *minioEnv) wantContinued(t *testing.T, b string, listed []s3client.Object) {
+	ctx := t.Context()
+	var continued []s3client.Object
+	prev := s3client.ObjectPage{}
+	for pages := 0; ; pages++ {
+		var err error
+		if pages == 0 {
+			prev, err = e.client.ListObjects(ctx, b, "a/", "", 2)
+		} else {
+			prev, err = e.client.ListObjectsNext(ctx, b, "a/", prev, 2)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pages == 0 && prev.Token == "" {
+			t.Error("a truncated first page has no continuation token")
+		}
+		continued = append(continued, prev.Objects...)
+		if prev.Done || pages > 3 {
+			break
+		}
+	}
+	if len(continued) != len(listed) || continued[0] != listed[0] || continued[1] != listed[1] || continued[2] != listed[2] {
+		t.Errorf("ListObjectsNext under a/ = %+v; want %+v", continued, listed)
+	}
+}
+
 func (e *minioEnv) testNoRetry(t *testing.T) {
 	ctx := t.Context()
 	b := e.bucket("noretry")

@@ -29,6 +29,9 @@ type ObjectPage struct {
 	// is none.
 	Next string
 	Done bool
+	// Token is the backend's continuation token for the following page
+	// ("" when it gave none); see ListObjectsNext.
+	Token string
 }
 
 // ListObjects returns one page of at most max objects of bucket under
@@ -37,11 +40,32 @@ type ObjectPage struct {
 // recorded position with any backend. A truncated page that does not move
 // forward is an error.
 func (c *Client) ListObjects(ctx context.Context, bucket, prefix, startAfter string, max int) (ObjectPage, error) {
+	return c.listObjects(ctx, bucket, prefix, startAfter, "", max)
+}
+
+// ListObjectsNext returns the page of a listing that follows prev (of the
+// same bucket and prefix; only its Next and Token are used): the same
+// objects as ListObjects after prev.Next, at most max of them. With
+// prev's continuation token, the backend goes on with the listing it has
+// begun rather than starting another (MinIO walks a prefix anew for every
+// listing it starts, so paging a large prefix by key alone costs it work
+// in proportion to the prefix every page). An object the backend answers
+// that does not sort after prev.Next is left out, so a token never lists
+// anything twice.
+func (c *Client) ListObjectsNext(ctx context.Context, bucket, prefix string, prev ObjectPage, max int) (ObjectPage, error) {
+	return c.listObjects(ctx, bucket, prefix, prev.Next, prev.Token, max)
+}
+
+// listObjects lists one page after startAfter, continuing the listing of
+// token when it is set.
+func (c *Client) listObjects(ctx context.Context, bucket, prefix, startAfter, token string, max int) (ObjectPage, error) {
 	q := url.Values{"list-type": {"2"}, "encoding-type": {"url"}, "max-keys": {strconv.Itoa(max)}}
 	if prefix != "" {
 		q.Set("prefix", prefix)
 	}
-	if startAfter != "" {
+	if token != "" {
+		q.Set("continuation-token", token)
+	} else if startAfter != "" {
 		q.Set("start-after", startAfter)
 	}
 	body, err := c.call(ctx, http.MethodGet, bucket, "", q, nil)
@@ -54,10 +78,16 @@ func (c *Client) ListObjects(ctx context.Context, bucket, prefix, startAfter str
 	}
 	decode := keyDecoder(res.EncodingType)
 	page := ObjectPage{Done: !res.IsTruncated}
+	if res.IsTruncated {
+		page.Token = res.NextContinuationToken
+	}
 	for _, o := range res.Contents {
 		key, err := decode(o.Key)
 		if err != nil {
 			return ObjectPage{}, fmt.Errorf("list objects of %s: key %q: %w", bucket, o.Key, err)
+		}
+		if key <= startAfter {
+			continue
 		}
 		mod, _ := time.Parse(time.RFC3339Nano, o.LastModified)
 		page.Objects = append(page.Objects, Object{Key: key, Size: o.Size, ETag: UnquoteETag(o.ETag), Modified: mod})

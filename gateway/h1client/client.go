@@ -121,7 +121,7 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
 	for attempt := 0; ; attempt++ {
-		cn, reused, err := c.get(req.Context(), addr)
+		cn, reused, err := c.get(req.Context(), addr, attempt > 0)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +135,8 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !reused || !nothingRead || attempt > 0 {
 			return nil, err
 		}
-		// A pooled connection the server had closed: once more on a new one.
+		// A pooled connection the server had closed: once more on a new
+		// one, not on another pooled one, which may be as stale.
 	}
 }
 
@@ -247,24 +248,27 @@ func (b *body) Close() error {
 }
 
 // release ends the exchange after the whole response arrived: the
-// connection goes back to the pool when the response allows it.
+// connection goes back to the pool when the response allows it (never
+// after a protocol switch, when it no longer speaks HTTP/1.1).
 func (b *body) release() {
 	b.done = true
 	if b.rc != nil && b.rc != http.NoBody {
 		b.rc.Close() // at EOF: closes nothing, completes the trailers
 	}
-	if !b.stop() || b.res.Close || !b.res.ProtoAtLeast(1, 1) || b.cn.br.Buffered() > 0 {
+	if !b.stop() || b.res.Close || !b.res.ProtoAtLeast(1, 1) || b.cn.br.Buffered() > 0 ||
+		b.res.StatusCode == http.StatusSwitchingProtocols {
 		b.cn.nc.Close()
 		return
 	}
 	b.c.put(b.cn)
 }
 
-// get returns an idle connection to addr, or a new one.
-func (c *Client) get(ctx context.Context, addr string) (*conn, bool, error) {
+// get returns an idle connection to addr, or a new one (always when fresh
+// is set), and whether it was idle.
+func (c *Client) get(ctx context.Context, addr string, fresh bool) (*conn, bool, error) {
 	now := c.now()
 	c.mu.Lock()
-	for {
+	for !fresh {
 		list := c.idle[addr]
 		if len(list) == 0 {
 			break

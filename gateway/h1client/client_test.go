@@ -1,6 +1,7 @@
 package h1client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -241,43 +242,93 @@ func TestClientHonoursContext(t *testing.T) {
 
 }
 
-// TestClientRetriesStaleConnection: MinIO closes a connection left idle
-// longer than its idle timeout; the next GET, given that connection from
-// the pool, is sent again on a new one.
+// TestClientRetriesStaleConnection: MinIO closes connections left idle
+// longer than its idle timeout; the next GET, given one of them from the
+// pool, is sent again on a new connection, not on the other stale one.
 func TestClientRetriesStaleConnection(t *testing.T) {
 	b := startBackend(t, "MINIO_IDLE_TIMEOUT=1s")
 	c, dials := countingClient()
-	res, err := c.RoundTrip(b.request(t, t.Context(), http.MethodGet, "small", nil))
+	// Two responses open at once: two connections, both pooled after.
+	first, err := c.RoundTrip(b.request(t, t.Context(), http.MethodGet, "small", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	readAll(t, res)
+	second, err := c.RoundTrip(b.request(t, t.Context(), http.MethodGet, "small", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, first)
+	readAll(t, second)
 	c.mu.Lock()
-	var pooled *conn
+	var pooled []*conn
 	for _, l := range c.idle {
-		pooled = l[0]
+		pooled = append(pooled, l...)
 	}
 	c.mu.Unlock()
-	// Wait until MinIO has closed it: a read sees EOF.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pooled.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		if _, err := pooled.br.Peek(1); err == io.EOF {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("MinIO did not close the idle connection: %v", err)
-		}
+	if len(pooled) != 2 {
+		t.Fatalf("%d pooled connections, want 2", len(pooled))
 	}
-	pooled.nc.SetReadDeadline(time.Time{})
-	pooled.br.Reset(pooled.nc)
-	res, err = c.RoundTrip(b.request(t, t.Context(), http.MethodGet, "small", nil))
+	// Wait until MinIO has closed both: a read sees EOF.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, cn := range pooled {
+		for {
+			cn.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			if _, err := cn.br.Peek(1); err == io.EOF {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("MinIO did not close the idle connection: %v", err)
+			}
+		}
+		cn.nc.SetReadDeadline(time.Time{})
+		cn.br.Reset(cn.nc)
+	}
+	res, err := c.RoundTrip(b.request(t, t.Context(), http.MethodGet, "small", nil))
 	if err != nil {
 		t.Fatalf("GET on a connection MinIO had closed: %v", err)
 	}
 	if got := readAll(t, res); !bytes.Equal(got, b.small) {
 		t.Fatalf("GET: %d bytes", len(got))
 	}
-	if n := dials.Load(); n != 2 {
-		t.Errorf("dialled %d connections, want 2", n)
+	if n := dials.Load(); n != 3 {
+		t.Errorf("dialled %d connections, want 3", n)
+	}
+}
+
+// TestClientDropsSwitchedConnection: a connection that answered 101
+// Switching Protocols no longer speaks HTTP/1.1 and is never pooled. MinIO
+// never switches protocol, so a bare TCP server answers here.
+func TestClientDropsSwitchedConnection(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(nc)); err != nil {
+			return
+		}
+		io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: other\r\nConnection: Upgrade\r\n\r\n")
+		io.Copy(io.Discard, nc)
+	}()
+	c, _ := countingClient()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+l.Addr().String()+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("status %d, want 101", res.StatusCode)
+	}
+	if n := c.idleCount(); n != 0 {
+		t.Errorf("%d idle connections after a protocol switch, want 0", n)
 	}
 }

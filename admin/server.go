@@ -69,6 +69,9 @@ type Config struct {
 	Addr   net.Addr
 	Hosts  []string
 	Logger *slog.Logger
+	// Pprof serves Go's profiles under /debug/pprof/, behind the token
+	// (admin.pprof).
+	Pprof bool
 	// Now stamps frontier reports and judges trash expiry; nil is
 	// time.Now.
 	Now func() time.Time
@@ -98,6 +101,7 @@ func New(cfg Config) http.Handler {
 		reload:   reloadAPI{reload: cfg.Reload},
 		token:    cfg.Token,
 		hosts:    newHostPolicy(cfg.Listen, cfg.Addr, cfg.Hosts),
+		pprof:    cfg.Pprof,
 		log:      log,
 	}
 	if h.registry == nil {
@@ -131,6 +135,8 @@ type handler struct {
 	hosts hostPolicy
 	// log receives the refusals of requests without the token.
 	log *slog.Logger
+	// pprof serves /debug/pprof/ (admin.pprof).
+	pprof bool
 }
 
 // mux returns the admin listener's handler: every request passes the Host
@@ -150,6 +156,9 @@ func (a *handler) mux() http.Handler {
 	explainAPI{reclaim: &a.reclaim}.routes(mux, protect)
 	a.statusRoutes(mux, protect)
 	a.loginRoutes(mux)
+	if a.pprof {
+		pprofRoutes(mux, protect)
+	}
 	return a.checkHost(mux)
 }
 

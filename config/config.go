@@ -325,6 +325,8 @@ type Admin struct {
 	// a container can mount it as a secret instead of exposing it in its
 	// environment.
 	TokenFile string
+	// Pprof serves net/http/pprof under /debug/pprof/, behind the token.
+	Pprof bool
 }
 
 // Shutdown configures how serve stops on SIGINT or SIGTERM.

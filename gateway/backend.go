@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/sweepgate/sweepgate/gateway/h1client"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/s3client"
 )
@@ -84,10 +85,37 @@ func newBackendTransport(signer func(*http.Request) (*sigv4.Signer, error), now 
 	if roots != nil {
 		base.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
+	direct := h1client.New(h1client.Options{
+		DialTimeout: 10 * time.Second, KeepAlive: 30 * time.Second,
+		MaxIdlePerHost: 256, IdleTimeout: 90 * time.Second, ReadBufferSize: 64 << 10,
+	})
 	// The proxy hands the signer a path that is already escaped the way S3
 	// wants it, and the signer signs it as it is. Its derived key is
 	// cached per day.
-	return &signingTransport{base: base, signer: signer, now: now}
+	return &signingTransport{base: &splitTransport{direct: direct, std: base}, signer: signer, now: now}
+}
+
+// splitTransport sends bodiless GET and HEAD requests to a plain http
+// backend with h1client, in the calling goroutine, and every other request
+// (with a body, another method, an https backend) with net/http's
+// Transport, on a pool of connections of its own. Both have the same dial,
+// keep-alive and idle limits.
+type splitTransport struct {
+	direct *h1client.Client
+	std    *http.Transport
+}
+
+func (t *splitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h1client.Handles(req) {
+		return t.direct.RoundTrip(req)
+	}
+	return t.std.RoundTrip(req)
+}
+
+// CloseIdleConnections closes both pools' idle connections.
+func (t *splitTransport) CloseIdleConnections() {
+	t.direct.CloseIdleConnections()
+	t.std.CloseIdleConnections()
 }
 
 // fixedSigner signs every request with one key.

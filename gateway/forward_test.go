@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sweepgate/sweepgate/gateway/h1client"
 )
 
 // The backend in these tests is an httptest server: MinIO never sends
@@ -153,13 +155,14 @@ func TestPassThroughMatchesReverseProxy(t *testing.T) {
 		ErrorHandler: errorHandler,
 		ErrorLog:     quiet,
 	}
-	ours := &passThrough{
-		transport:      http.DefaultTransport,
-		buffers:        newBufferPool(8),
-		rewrite:        func(out, _ *http.Request) { rewrite(out) },
-		modifyResponse: func(*http.Response) error { return nil },
-		errorHandler:   errorHandler,
-		logf:           quiet.Printf,
+	// passThrough over net/http's Transport and over the gateway's own
+	// split of it (bodiless GET and HEAD through h1client).
+	transports := []struct {
+		name string
+		rt   http.RoundTripper
+	}{
+		{"Transport", http.DefaultTransport},
+		{"h1client", &splitTransport{direct: h1client.New(h1client.Options{}), std: http.DefaultTransport.(*http.Transport)}},
 	}
 	cases := []struct {
 		name, method, path, body string
@@ -186,14 +189,24 @@ func TestPassThroughMatchesReverseProxy(t *testing.T) {
 		{name: "body broken off", method: "GET", path: "/broken"},
 		{name: "error status", method: "GET", path: "/error"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			want := runForward(t, reference, seen, c.method, c.path, c.header, c.body)
-			got := runForward(t, ours, seen, c.method, c.path, c.header, c.body)
-			if diff := compareExchanges(got, want); diff != "" {
-				t.Errorf("passThrough and httputil.ReverseProxy differ:\n%s", diff)
-			}
-		})
+	for _, tr := range transports {
+		ours := &passThrough{
+			transport:      tr.rt,
+			buffers:        newBufferPool(8),
+			rewrite:        func(out, _ *http.Request) { rewrite(out) },
+			modifyResponse: func(*http.Response) error { return nil },
+			errorHandler:   errorHandler,
+			logf:           quiet.Printf,
+		}
+		for _, c := range cases {
+			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
+				want := runForward(t, reference, seen, c.method, c.path, c.header, c.body)
+				got := runForward(t, ours, seen, c.method, c.path, c.header, c.body)
+				if diff := compareExchanges(got, want); diff != "" {
+					t.Errorf("passThrough and httputil.ReverseProxy differ:\n%s", diff)
+				}
+			})
+		}
 	}
 }
 

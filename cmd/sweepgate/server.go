@@ -313,6 +313,7 @@ func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin
 		Listen:        cfg.Admin.Listen,
 		Addr:          addr,
 		Hosts:         cfg.Admin.Hosts,
+		Pprof:         cfg.Admin.Pprof,
 		Logger:        s.logger,
 		Now:           s.clock,
 	})

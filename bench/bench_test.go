@@ -141,28 +141,22 @@ func BenchmarkGateway(b *testing.B) {
 	})
 
 	b.Run("GET_4KiB_x16", func(b *testing.B) {
-		for i := range smallKeys {
-			if _, err := direct.s3.PutObject(b.Context(), &s3.PutObjectInput{
-				Bucket: aws.String(bucket), Key: aws.String(fmt.Sprintf("small/get/%02d", i)), Body: bytes.NewReader(small),
-			}); err != nil {
-				b.Fatalf("seed small object %d: %v", i, err)
-			}
+		seedSmall(b, direct.s3, bucket, small)
+		compare(b, rep, smallGets(bucket, procs, "get_4kib_16_clients", "GET 4 KiB, 16 clients (ops/s)"), direct, gateway)
+	})
+
+	// The same GETs through a bare httputil.ReverseProxy (no verification,
+	// no signing, no log): the floor of what a Go proxy built on net/http
+	// costs next to MinIO, for reading the gateway's figure above.
+	b.Run("GET_4KiB_x16_bare_proxy", func(b *testing.B) {
+		seedSmall(b, direct.s3, bucket, small)
+		proxy := startBareProxy(b, env)
+		var pprocs *cpuProcs
+		if procs != nil {
+			pprocs = &cpuProcs{gateway: func() int { return proxy.pid }, minio: procs.minio}
 		}
-		compare(b, rep, workload{
-			name: "get_4kib_16_clients", title: "GET 4 KiB, 16 clients (ops/s)", unit: "ops/s", target: targetSmallRatio,
-			rounds: smallRounds, cpu: procs,
-			detail: fmt.Sprintf("GetObject of 4 KiB from %d goroutines sharing one client for %v", smallClients, smallRoundTime),
-			run: func(ctx context.Context, s side) (float64, time.Duration, error) {
-				return concurrentOps(ctx, smallClients, smallRoundTime, func(ctx context.Context, worker, i int) error {
-					key := fmt.Sprintf("small/get/%02d", (worker*7+i)%smallKeys)
-					n, err := getDiscard(ctx, s.s3, bucket, key)
-					if err == nil && n != smallSize {
-						err = fmt.Errorf("GET %s read %d bytes, want %d", key, n, smallSize)
-					}
-					return err
-				})
-			},
-		}, direct, gateway)
+		compare(b, rep, smallGets(bucket, pprocs, "get_4kib_16_clients_bare_proxy",
+			"GET 4 KiB, 16 clients, bare httputil.ReverseProxy for reference (ops/s)"), direct, side{"bare_proxy", proxy.s3})
 	})
 
 	b.Run("Multipart_8x16MiB", func(b *testing.B) {

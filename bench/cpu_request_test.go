@@ -16,7 +16,7 @@ const targetCPUShare = 0.30
 
 // cpuProcs names the processes whose CPU time a workload measures.
 type cpuProcs struct {
-	gateway func() int // the gateway's pid now (0 when unknown)
+	gateway func() int // the gateway's (or the proxy's) pid now (0 when unknown)
 	minio   int
 }
 
@@ -54,7 +54,7 @@ func (c *cpuTally) sample(side string, run func() (float64, error)) (float64, er
 	}
 	pids := []int{c.procs.minio}
 	gw := c.procs.gateway()
-	if side == "gateway" {
+	if side != "direct" {
 		pids = append(pids, gw)
 	}
 	before := make([]float64, len(pids))
@@ -77,7 +77,7 @@ func (c *cpuTally) sample(side string, run func() (float64, error)) (float64, er
 			return amount, nil
 		}
 	}
-	if side == "gateway" {
+	if side != "direct" {
 		c.minioVia += after[0] - before[0]
 		c.gateway += after[1] - before[1]
 		c.gatewayOps += amount

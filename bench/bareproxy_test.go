@@ -1,0 +1,152 @@
+//go:build bench
+
+package bench
+
+// A bare reverse proxy as a reference for the small-request CPU figures:
+// net/http's server and httputil.ReverseProxy in a process of its own,
+// forwarding every request to MinIO as it came (the client signs for the
+// proxy's host, which the proxy keeps, so MinIO accepts the signature).
+// It verifies nothing, signs nothing and logs nothing: what it costs per
+// request is what any proxy built on net/http pays before doing its work.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sweepgate/sweepgate/e2e/harness"
+)
+
+// proxyChildEnv makes this test binary a bare reverse proxy to the URL it
+// holds (see init).
+const proxyChildEnv = "SWEEPGATE_BENCH_PROXY_CHILD"
+
+func init() {
+	target := os.Getenv(proxyChildEnv)
+	if target == "" {
+		return
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "proxy child: %v\n", err)
+		os.Exit(2)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "proxy child: %v\n", err)
+		os.Exit(2)
+	}
+	// The gateway's own backend limits, so that the two compare alike.
+	tr := &http.Transport{
+		MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
+		DisableCompression: true, WriteBufferSize: 64 << 10, ReadBufferSize: 64 << 10,
+	}
+	p := &httputil.ReverseProxy{Transport: tr, Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(u)
+		r.Out.Host = r.In.Host
+	}}
+	fmt.Printf("listening %s\n", ln.Addr())
+	go func() {
+		// The parent closes stdin to stop the proxy.
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	err = http.Serve(ln, p)
+	fmt.Fprintf(os.Stderr, "proxy child: %v\n", err)
+	os.Exit(2)
+}
+
+// bareProxy is a running reference proxy and a client that talks to it.
+type bareProxy struct {
+	pid int
+	s3  *s3.Client
+}
+
+// startBareProxy runs the reference proxy in front of env's MinIO, in a
+// child process stopped when b ends.
+func startBareProxy(b *testing.B, env *harness.Env) bareProxy {
+	b.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), proxyChildEnv+"="+env.MinIO.Endpoint)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start the bare proxy: %v", err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the bare proxy did not start: %v", err)
+	}
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if !ok {
+		b.Fatalf("the bare proxy said %q", line)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 32
+	b.Cleanup(tr.CloseIdleConnections)
+	c := harness.NewS3Client("http://"+addr, env.MinIO.Region, env.MinIO.AccessKey, env.MinIO.SecretKey, tr, true)
+	return bareProxy{pid: cmd.Process.Pid, s3: c}
+}
+
+// seedSmall writes the small objects the GET workloads read.
+func seedSmall(b *testing.B, c *s3.Client, bucket string, small []byte) {
+	b.Helper()
+	for i := range smallKeys {
+		if _, err := c.PutObject(b.Context(), &s3.PutObjectInput{
+			Bucket: aws.String(bucket), Key: aws.String(fmt.Sprintf("small/get/%02d", i)), Body: bytes.NewReader(small),
+		}); err != nil {
+			b.Fatalf("seed small object %d: %v", i, err)
+		}
+	}
+}
+
+// smallGets is the 4 KiB GET workload, with the CPU of procs measured.
+func smallGets(bucket string, procs *cpuProcs, name, title string) workload {
+	return workload{
+		name: name, title: title, unit: "ops/s", target: targetSmallRatio,
+		rounds: smallRounds, cpu: procs,
+		detail: fmt.Sprintf("GetObject of 4 KiB from %d goroutines sharing one client for %v", smallClients, smallRoundTime),
+		run: func(ctx context.Context, s side) (float64, time.Duration, error) {
+			return concurrentOps(ctx, smallClients, smallRoundTime, func(ctx context.Context, worker, i int) error {
+				key := fmt.Sprintf("small/get/%02d", (worker*7+i)%smallKeys)
+				n, err := getDiscard(ctx, s.s3, bucket, key)
+				if err == nil && n != smallSize {
+					err = fmt.Errorf("GET %s read %d bytes, want %d", key, n, smallSize)
+				}
+				return err
+			})
+		},
+	}
+}

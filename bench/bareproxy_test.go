@@ -10,7 +10,6 @@ package bench
 // request is what any proxy built on net/http pays before doing its work.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -20,8 +19,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -80,44 +77,12 @@ type bareProxy struct {
 // child process stopped when b ends.
 func startBareProxy(b *testing.B, env *harness.Env) bareProxy {
 	b.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), proxyChildEnv+"="+env.MinIO.Endpoint)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("start the bare proxy: %v", err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.Fatalf("the bare proxy did not start: %v", err)
-	}
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-	if !ok {
-		b.Fatalf("the bare proxy said %q", line)
-	}
+	addr, pid := startChild(b, proxyChildEnv, env.MinIO.Endpoint, "listening ", 10*time.Second)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 32
 	b.Cleanup(tr.CloseIdleConnections)
 	c := harness.NewS3Client("http://"+addr, env.MinIO.Region, env.MinIO.AccessKey, env.MinIO.SecretKey, tr, true)
-	return bareProxy{pid: cmd.Process.Pid, s3: c}
+	return bareProxy{pid: pid, s3: c}
 }
 
 // seedSmall writes the small objects the GET workloads read.

@@ -149,11 +149,14 @@ func runEtcdChild() {
 	os.Exit(0)
 }
 
-// startEtcdChild runs etcd in a child process and connects to it.
-func startEtcdChild(b *testing.B) *clientv3.Client {
+// startChild runs this test binary again as a server of its own, with
+// env set to value, stopped (stdin closed, then killed after stopWait) when
+// b ends. The child's first line on stdout starts with prefix; startChild
+// returns the rest and the child's pid.
+func startChild(b *testing.B, env, value, prefix string, stopWait time.Duration) (string, int) {
 	b.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), etcdChildEnv+"="+filepath.Join(b.TempDir(), "etcd"))
+	cmd.Env = append(os.Environ(), env+"="+value)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -164,7 +167,7 @@ func startEtcdChild(b *testing.B) *clientv3.Client {
 		b.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		b.Fatalf("start etcd child: %v", err)
+		b.Fatalf("start the %s child: %v", env, err)
 	}
 	b.Cleanup(func() {
 		stdin.Close()
@@ -172,19 +175,26 @@ func startEtcdChild(b *testing.B) *clientv3.Client {
 		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(stopWait):
 			_ = cmd.Process.Kill()
 			<-done
 		}
 	})
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		b.Fatalf("etcd child did not start: %v", err)
+		b.Fatalf("the %s child did not start: %v", env, err)
 	}
-	eps, ok := strings.CutPrefix(strings.TrimSpace(line), "endpoint ")
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
 	if !ok {
-		b.Fatalf("etcd child said %q", line)
+		b.Fatalf("the %s child said %q", env, line)
 	}
+	return rest, cmd.Process.Pid
+}
+
+// startEtcdChild runs etcd in a child process and connects to it.
+func startEtcdChild(b *testing.B) *clientv3.Client {
+	b.Helper()
+	eps, _ := startChild(b, etcdChildEnv, filepath.Join(b.TempDir(), "etcd"), "endpoint ", 30*time.Second)
 	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Second)
 	defer cancel()
 	cli, err := etcdstore.Connect(ctx, strings.Split(eps, ","), 5*time.Second)

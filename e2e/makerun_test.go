@@ -64,7 +64,7 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("scripts/run.sh needs curl: install it (Debian: apt-get install curl): %v", err)
 	}
 
-	ports := holdFreePorts(t, 6)
+	ports := harness.ReservePorts(t, 6)
 	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	admin := fmt.Sprintf("127.0.0.1:%d", ports[1])
 	dataDir := t.TempDir()
@@ -88,6 +88,9 @@ func TestMakeRun(t *testing.T) {
 	if banner.endpoint != wantEndpoint {
 		t.Fatalf("run.sh printed endpoint %q, want %q (it should honour SWEEPGATE_LISTEN)", banner.endpoint, wantEndpoint)
 	}
+	// The servers the test talks to are the ones run.sh started.
+	harness.CheckHoldsPorts(t, banner.sweepgatePID, ports[0], ports[1], ports[4], ports[5])
+	harness.CheckHoldsPorts(t, banner.minioPID, ports[2])
 
 	t.Run("sdk put and get", func(t *testing.T) { makeRunPutGet(t, banner) })
 
@@ -354,28 +357,6 @@ func (r *runScript) waitBanner(t *testing.T, timeout time.Duration) runBanner {
 			t.Fatalf("run.sh printed no endpoint within %v; output:\n%s", timeout, r.output())
 		}
 	}
-}
-
-// holdFreePorts returns n distinct loopback ports that were free a moment
-// ago; all are held open together so the kernel cannot hand one out twice.
-func holdFreePorts(t *testing.T, n int) []int {
-	t.Helper()
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("find a free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 // withoutPrefixes returns env without the variables whose names start with

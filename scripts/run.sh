@@ -98,6 +98,35 @@ check_port() { # check_port WHAT SETTING HOST:PORT
 		die "$what port $p on $h is already in use (another 'make run'?). Stop whatever holds it, or set $setting to use another port"
 	fi
 }
+# holds_port PID PORT: true when process PID has a listening TCP socket on
+# PORT (read from /proc; true where there is no /proc/net/tcp to read).
+holds_port() {
+	local pid=$1 want target fd inode local_addr st
+	local -a inodes=()
+	[[ -r /proc/net/tcp ]] || return 0
+	printf -v want ':%04X' "$2"
+	while read -r _ local_addr _ st _ _ _ _ _ inode _; do
+		[[ $st == 0A && $local_addr == *"$want" ]] && inodes+=("$inode")
+	done < <(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+	for fd in /proc/"$pid"/fd/*; do
+		target=$(readlink "$fd" 2>/dev/null) || continue
+		for inode in "${inodes[@]}"; do
+			[[ $target == "socket:[$inode]" ]] && return 0
+		done
+	done
+	return 1
+}
+
+# check_owner NAME PID SETTING HOST:PORT: dies unless the server just
+# started holds its port, so that what answered its readiness check was
+# this server and not another process that took the port meanwhile.
+check_owner() {
+	local name=$1 pid=$2 setting=$3 p=${4##*:}
+	[[ $p == 0 ]] && return 0
+	holds_port "$pid" "$p" ||
+		die "$name (pid $pid) does not hold port $p: another process took it. Stop whatever holds it, or set $setting to use another port"
+}
+
 url_hostport() { # http://h:p/ -> h:p
 	local u=${1#*://}
 	printf '%s' "${u%%/*}"
@@ -198,6 +227,7 @@ MINIO_ROOT_USER=$access_key \
 	"$data/minio" >>"$minio_log" 2>&1 &
 minio_pid=$!
 wait_ready MinIO "$minio_pid" "$minio_url/minio/health/live" "$minio_log"
+check_owner MinIO "$minio_pid" SWEEPGATE_RUN_MINIO_PORT "$host:$minio_port"
 say "MinIO ready (pid $minio_pid)"
 
 # ---- sweepgate ----------------------------------------------------------------
@@ -239,6 +269,10 @@ say "starting sweepgate on $endpoint (admin $admin_url, config $config, etcd dat
 "$sweepgate_bin" serve --config "$config" >>"$sweepgate_log" 2>&1 &
 sweepgate_pid=$!
 wait_ready sweepgate "$sweepgate_pid" "$admin_url/readyz" "$sweepgate_log"
+check_owner "sweepgate S3" "$sweepgate_pid" SWEEPGATE_LISTEN "$listen"
+check_owner "sweepgate admin" "$sweepgate_pid" SWEEPGATE_ADMIN_LISTEN "$admin_listen"
+check_owner "embedded etcd client" "$sweepgate_pid" SWEEPGATE_ETCD_EMBEDDED_CLIENT_URL "$(url_hostport "$etcd_client_url")"
+check_owner "embedded etcd peer" "$sweepgate_pid" SWEEPGATE_ETCD_EMBEDDED_PEER_URL "$(url_hostport "$etcd_peer_url")"
 say "sweepgate ready (pid $sweepgate_pid)"
 
 # ---- admin token -----------------------------------------------------------------

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,10 +43,6 @@ type etcdMember struct {
 	mu   sync.Mutex
 	proc *process
 }
-
-// etcdClusterStartAttempts bounds the retries when a freshly chosen port
-// was taken by someone else before a member bound it.
-const etcdClusterStartAttempts = 3
 
 // etcdMemberReadyTimeout bounds the wait for a member's ready line. A new
 // member is ready only once a quorum has formed, so it covers the slowest
@@ -104,7 +101,7 @@ func buildEtcdMember(t testing.TB) string {
 }
 
 // StartEtcdCluster starts an etcd cluster of n members, each an etcdmember
-// process on free loopback ports with its data in a temporary directory,
+// process on reserved loopback ports with its data in a temporary directory,
 // and waits until every member is ready and a write and a linearizable read
 // through the cluster succeed. t.Cleanup stops the members one at a time
 // (so that a stopping leader can hand over to a live peer), failing the
@@ -133,36 +130,35 @@ func startEtcdCluster(t testing.TB, n int, sec *etcdSecurity) *EtcdCluster {
 		dumpLogOnFailure(t, "etcdmember "+name, m.logFile)
 	}
 
-	var lastErr error
-	for attempt := 1; attempt <= etcdClusterStartAttempts; attempt++ {
-		// Fresh data directories per attempt: a member that started
-		// with other peer URLs has them in its WAL.
-		ports := freePorts(t, 2*n)
-		peers := make([]string, 0, n)
-		for i, m := range c.members {
-			m.dataDir = filepath.Join(dir, fmt.Sprintf("data-%d", attempt), m.name)
-			m.clientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2*i])
-			m.peerURL = fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
-			peers = append(peers, m.name+"="+m.peerURL)
-		}
-		c.initial = strings.Join(peers, ",")
-		lastErr = c.startAll()
-		if lastErr == nil {
-			break
-		}
-		t.Logf("harness: etcd cluster attempt %d: %v", attempt, lastErr)
-		inUse := false
-		for _, m := range c.members {
-			inUse = inUse || strings.Contains(readTail(m.logFile, logTail), "address already in use")
-			c.killMember(m)
-		}
-		if !inUse {
-			break
-		}
+	logs := make([]string, 0, n)
+	for _, m := range c.members {
+		logs = append(logs, m.logFile)
 	}
-	if lastErr != nil {
-		t.Fatalf("harness: etcd cluster of %d did not start: %v", n, lastErr)
-	}
+	attempt := 0
+	serverLaunch{
+		what:  fmt.Sprintf("etcd cluster of %d", n),
+		ports: 2 * n,
+		logs:  logs,
+		start: func(ports []int) ([]portHolder, error) {
+			// Fresh data directories per attempt: a member that started
+			// with other peer URLs has them in its WAL.
+			attempt++
+			peers := make([]string, 0, n)
+			for i, m := range c.members {
+				m.dataDir = filepath.Join(dir, fmt.Sprintf("data-%d", attempt), m.name)
+				m.clientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2*i])
+				m.peerURL = fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
+				peers = append(peers, m.name+"="+m.peerURL)
+			}
+			c.initial = strings.Join(peers, ",")
+			if err := c.startAll(); err != nil {
+				c.killAll()
+				return nil, err
+			}
+			return c.holders(), nil
+		},
+		kill: c.killAll,
+	}.launch(t)
 	t.Cleanup(func() {
 		for _, m := range c.members {
 			if err := c.stopMember(m); err != nil {
@@ -324,6 +320,39 @@ func (c *EtcdCluster) killMember(m *etcdMember) {
 	}
 }
 
+// killAll kills every member that runs.
+func (c *EtcdCluster) killAll() {
+	for _, m := range c.members {
+		c.killMember(m)
+	}
+}
+
+// holders returns each running member's client and peer ports, which its
+// own process must hold.
+func (c *EtcdCluster) holders() []portHolder {
+	var hs []portHolder
+	for _, m := range c.members {
+		hs = append(hs, m.holders()...)
+	}
+	return hs
+}
+
+// holders returns m's client and peer ports with its current process.
+func (m *etcdMember) holders() []portHolder {
+	p := m.current()
+	if p == nil {
+		return nil
+	}
+	return []portHolder{{p, urlPort(m.clientURL)}, {p, urlPort(m.peerURL)}}
+}
+
+// urlPort returns the port of scheme://host:port.
+func urlPort(u string) int {
+	_, port, _ := strings.Cut(u[strings.Index(u, "://")+3:], ":")
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
 // member returns member i, failing the test for an index out of range.
 func (c *EtcdCluster) member(i int) *etcdMember {
 	c.t.Helper()
@@ -379,6 +408,9 @@ func (c *EtcdCluster) Restart(i int) {
 	}
 	if err := c.awaitReady(m, offset); err != nil {
 		c.t.Fatalf("harness: restart etcdmember %s: %v", m.name, err)
+	}
+	if err := checkHolders(m.holders()); err != nil {
+		c.t.Fatalf("harness: restarted etcdmember %s does not hold its ports: %v", m.name, err)
 	}
 }
 

@@ -96,13 +96,13 @@ type Gateway struct {
 	// ones after it.
 	extraEnv []string
 
+	// ports are the ports of the harness's choosing that the gateway's
+	// configuration listens on.
+	ports []int
+
 	mu   sync.Mutex
 	proc *process
 }
-
-// gatewayStartAttempts bounds the retries when a freshly chosen port was
-// taken by someone else before the gateway bound it.
-const gatewayStartAttempts = 3
 
 // gatewayReadyTimeout bounds the wait for /readyz, which includes starting
 // embedded etcd.
@@ -184,44 +184,61 @@ func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
 	g.adminToken = configuredAdminToken(opts)
 	dumpLogOnFailure(t, "sweepgate", g.LogFile)
 
-	var lastErr error
-	for attempt := 1; attempt <= gatewayStartAttempts; attempt++ {
-		// A fresh etcd data dir per attempt: a half-started etcd leaves
-		// member state bound to the old peer URL.
-		g.EtcdDataDir = ""
-		if len(opts.EtcdEndpoints) == 0 {
-			g.EtcdDataDir = filepath.Join(dir, fmt.Sprintf("etcd-%d", attempt))
-			g.AdminTokenFile = filepath.Join(g.EtcdDataDir, adminTokenFileName)
-		} else {
-			g.AdminTokenFile = filepath.Join(dir, "data", adminTokenFileName)
-		}
-		if err := g.writeConfig(m, opts); err != nil {
-			t.Fatalf("harness: %v", err)
-		}
-		lastErr = g.start()
-		if lastErr == nil {
-			admins.Store(g.AdminEndpoint, g)
-			t.Cleanup(func() {
-				admins.Delete(g.AdminEndpoint)
-				if err := g.stop(); err != nil {
-					t.Errorf("harness: %v", err)
-				}
-			})
-			return g
-		}
-		t.Logf("harness: sweepgate attempt %d: %v", attempt, lastErr)
-		if !strings.Contains(readTail(g.LogFile, logTail), "address already in use") {
-			break
-		}
+	nports, attempt := 5, 0
+	if len(opts.EtcdEndpoints) > 0 {
+		nports = 3 // no embedded etcd
 	}
-	t.Fatalf("harness: sweepgate did not become ready: %v", lastErr)
-	return nil
+	serverLaunch{
+		what:  "sweepgate",
+		ports: nports,
+		logs:  []string{g.LogFile},
+		start: func(ports []int) ([]portHolder, error) {
+			// A fresh etcd data dir per attempt: a half-started etcd leaves
+			// member state bound to the old peer URL.
+			attempt++
+			g.EtcdDataDir = ""
+			if len(opts.EtcdEndpoints) == 0 {
+				g.EtcdDataDir = filepath.Join(dir, fmt.Sprintf("etcd-%d", attempt))
+				g.AdminTokenFile = filepath.Join(g.EtcdDataDir, adminTokenFileName)
+			} else {
+				g.AdminTokenFile = filepath.Join(dir, "data", adminTokenFileName)
+			}
+			if err := g.writeConfig(m, opts, ports); err != nil {
+				t.Fatalf("harness: %v", err)
+			}
+			if err := g.start(); err != nil {
+				return nil, err
+			}
+			return g.holders(), nil
+		},
+		kill: g.Kill,
+	}.launch(t)
+	admins.Store(g.AdminEndpoint, g)
+	t.Cleanup(func() {
+		admins.Delete(g.AdminEndpoint)
+		if err := g.stop(); err != nil {
+			t.Errorf("harness: %v", err)
+		}
+	})
+	return g
 }
 
-// writeConfig chooses ports and writes the YAML configuration (as JSON,
-// which is YAML).
-func (g *Gateway) writeConfig(m *MinIO, opts Options) error {
-	ports := freePorts(g.t, 5)
+// holders returns the ports the running gateway must hold: those of its
+// configuration that the harness chose.
+func (g *Gateway) holders() []portHolder {
+	p := g.current()
+	hs := make([]portHolder, 0, len(g.ports))
+	for _, port := range g.ports {
+		hs = append(hs, portHolder{p, port})
+	}
+	return hs
+}
+
+// writeConfig writes the YAML configuration (as JSON, which is YAML) with
+// the listeners on ports: S3, S3 over TLS, admin, and the embedded etcd's
+// client and peer URLs when there is no external etcd. g.ports records
+// those the configuration still has once opts.Config is merged in.
+func (g *Gateway) writeConfig(m *MinIO, opts Options, ports []int) error {
 	g.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	g.TLSEndpoint = fmt.Sprintf("https://127.0.0.1:%d", ports[1])
 	g.AdminEndpoint = fmt.Sprintf("http://127.0.0.1:%d", ports[2])
@@ -288,6 +305,7 @@ func (g *Gateway) writeConfig(m *MinIO, opts Options) error {
 		cfg["max_clock_skew"] = opts.MaxClockSkew.String()
 	}
 	mergeConfig(cfg, opts.Config)
+	g.ports = configuredPorts(cfg, ports)
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode gateway config: %w", err)
@@ -296,6 +314,35 @@ func (g *Gateway) writeConfig(m *MinIO, opts Options) error {
 		return fmt.Errorf("write gateway config: %w", err)
 	}
 	return nil
+}
+
+// configuredPorts returns those of ports that the configuration cfg listens
+// on (a test's Config may turn a listener off or move it).
+func configuredPorts(cfg map[string]any, ports []int) []int {
+	var addrs []string
+	str := func(m map[string]any, k string) {
+		if v, ok := m[k].(string); ok {
+			addrs = append(addrs, strings.TrimPrefix(strings.TrimPrefix(v, "http://"), "https://"))
+		}
+	}
+	str(cfg, "listen")
+	str(cfg, "tls_listen")
+	if admin, ok := cfg["admin"].(map[string]any); ok {
+		str(admin, "listen")
+	}
+	if etcd, ok := cfg["etcd"].(map[string]any); ok {
+		if emb, ok := etcd["embedded"].(map[string]any); ok {
+			str(emb, "client_url")
+			str(emb, "peer_url")
+		}
+	}
+	var out []int
+	for _, p := range ports {
+		if slices.Contains(addrs, fmt.Sprintf("127.0.0.1:%d", p)) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // adminTokenFileName is the file of etcd.embedded.data_dir where a gateway
@@ -448,6 +495,9 @@ func (g *Gateway) Restart() {
 	}
 	if err := g.start(); err != nil {
 		g.t.Fatalf("harness: restart sweepgate: %v", err)
+	}
+	if err := checkHolders(g.holders()); err != nil {
+		g.t.Fatalf("harness: restarted sweepgate does not hold its ports: %v", err)
 	}
 }
 

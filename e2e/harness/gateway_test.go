@@ -31,10 +31,17 @@ func runFakeGateway() int {
 		return 2
 	}
 	var cfg struct {
-		Listen string `json:"listen"`
-		Admin  struct {
+		Listen    string `json:"listen"`
+		TLSListen string `json:"tls_listen"`
+		Admin     struct {
 			Listen string `json:"listen"`
 		} `json:"admin"`
+		Etcd struct {
+			Embedded struct {
+				ClientURL string `json:"client_url"`
+				PeerURL   string `json:"peer_url"`
+			} `json:"embedded"`
+		} `json:"etcd"`
 	}
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "fake gateway: config:", err)
@@ -59,6 +66,13 @@ func runFakeGateway() int {
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "fake gateway:", err)
 		return 1
+	}
+	// The harness checks the gateway holds every port it was given.
+	for _, addr := range []string{cfg.TLSListen, strings.TrimPrefix(cfg.Etcd.Embedded.ClientURL, "http://"), strings.TrimPrefix(cfg.Etcd.Embedded.PeerURL, "http://")} {
+		if err := serve(addr, http.NotFound); err != nil {
+			fmt.Fprintln(os.Stderr, "fake gateway:", err)
+			return 1
+		}
 	}
 	fmt.Println("fake gateway serving on", cfg.Listen)
 	if v := os.Getenv("SWEEPGATE_TEST_CLOCK_OFFSET"); v != "" {

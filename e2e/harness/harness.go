@@ -1,6 +1,8 @@
 // Package harness starts the real processes that sweepgate's end-to-end tests
-// and benchmarks run against: a MinIO server on a free loopback port with its
-// data in a temporary directory, and the sweepgate binary (built once per test
+// and benchmarks run against: a MinIO server on loopback ports reserved for
+// it (see ports.go: no two test processes get the same port, and a test
+// talks only to the process it started) with its data in a temporary
+// directory, and the sweepgate binary (built once per test
 // process) with embedded etcd in front of it; for the registry tests, a CNCF
 // distribution registry on S3 storage, crane, and distribution's
 // garbage-collect as an oracle. It hands tests configured S3 clients and
@@ -18,6 +20,8 @@
 //	SWEEPGATE_BIN           path of a prebuilt sweepgate binary (default: built from ./cmd/sweepgate)
 //	SWEEPGATE_E2E_RACE=1    build sweepgate with the race detector
 //	SWEEPGATE_E2E_LOG_LEVEL the gateway's log level (default info)
+//	SWEEPGATE_HARNESS_PORTS LOW-HIGH: reserve the servers' ports from this range
+//	                        (default: below the kernel's ephemeral range)
 //	SWEEPGATE_E2E_TARGET=minio
 //	                        point the clients of Start at MinIO itself instead of a
 //	                        gateway, to check the tests against a reference S3
@@ -27,7 +31,6 @@ package harness
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -83,28 +86,6 @@ func ModuleRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-// freePorts returns n distinct free ports. Holding all listeners open until
-// the end keeps the kernel from handing out the same port twice.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports := make([]int, 0, n)
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("harness: find a free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 // DirectMode reports whether SWEEPGATE_E2E_TARGET=minio asks for the clients

@@ -35,10 +35,6 @@ type MinIO struct {
 	proc *process
 }
 
-// minioStartAttempts bounds the retries when a freshly chosen port was taken
-// by someone else before MinIO bound it.
-const minioStartAttempts = 3
-
 // MinIOBinary returns the path of the MinIO binary: SWEEPGATE_MINIO_BIN, or
 // bin/minio at the module root. A missing binary fails the test with the
 // command that builds it.
@@ -60,7 +56,7 @@ func MinIOBinary(t testing.TB) string {
 	return path
 }
 
-// StartMinIO starts a MinIO server on free loopback ports with its data in a
+// StartMinIO starts a MinIO server on reserved loopback ports with its data in a
 // temporary directory and waits until it is live. env is added to its
 // environment. t.Cleanup stops it.
 func StartMinIO(t testing.TB, env ...string) *MinIO {
@@ -109,50 +105,55 @@ func startMinIO(t testing.TB, https bool, env ...string) *MinIO {
 		}}
 	}
 
-	var lastErr error
-	for attempt := 1; attempt <= minioStartAttempts; attempt++ {
-		ports := freePorts(t, 2)
-		m.Endpoint = fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0])
-		args := []string{"server", m.DataDir,
-			"--address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
-			"--console-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-			"--certs-dir", filepath.Join(dir, "certs"),
-			"--quiet",
-		}
-		procEnv := childEnv([]string{"MINIO_", "SWEEPGATE_"}, append([]string{
-			"MINIO_ROOT_USER=" + m.AccessKey,
-			"MINIO_ROOT_PASSWORD=" + m.SecretKey,
-			"MINIO_BROWSER=off",
-			"MINIO_UPDATE=off",
-			"HOME=" + filepath.Join(dir, "config"),
-		}, env...)...)
-		proc, err := startProcess("minio", m.LogFile, bin, args, procEnv)
-		if err != nil {
-			t.Fatalf("harness: %v", err)
-		}
-		// Live comes a moment before the S3 API is initialized; until it
-		// is, requests get 503 XMinioServerNotInitialized, and after it an
-		// anonymous request gets 403.
-		err = waitHTTP(t.Context(), proc, m.Endpoint+"/minio/health/live", client, 60*time.Second, isStatus(http.StatusOK))
-		if err == nil {
-			err = waitHTTP(t.Context(), proc, m.Endpoint+"/", client, 60*time.Second, isStatus(http.StatusForbidden))
-		}
-		if err != nil {
-			lastErr = err
-			proc.kill()
-			t.Logf("harness: MinIO attempt %d on %s: %v", attempt, m.Endpoint, err)
-			continue
-		}
-		m.proc = proc
-		t.Cleanup(func() {
-			if err := proc.stop(15 * time.Second); err != nil {
-				t.Errorf("harness: stop MinIO: %v", err)
+	var proc *process
+	serverLaunch{
+		what:  "MinIO",
+		ports: 2,
+		logs:  []string{m.LogFile},
+		start: func(ports []int) ([]portHolder, error) {
+			m.Endpoint = fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0])
+			args := []string{"server", m.DataDir,
+				"--address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+				"--console-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+				"--certs-dir", filepath.Join(dir, "certs"),
+				"--quiet",
 			}
-		})
-		return m
-	}
-	t.Fatalf("harness: MinIO did not start after %d attempts: %v (log: %s)", minioStartAttempts, lastErr, m.LogFile)
-	return nil
+			procEnv := childEnv([]string{"MINIO_", "SWEEPGATE_"}, append([]string{
+				"MINIO_ROOT_USER=" + m.AccessKey,
+				"MINIO_ROOT_PASSWORD=" + m.SecretKey,
+				"MINIO_BROWSER=off",
+				"MINIO_UPDATE=off",
+				"HOME=" + filepath.Join(dir, "config"),
+			}, env...)...)
+			var err error
+			proc, err = startProcess("minio", m.LogFile, bin, args, procEnv)
+			if err != nil {
+				t.Fatalf("harness: %v", err)
+			}
+			// Live comes a moment before the S3 API is initialized; until it
+			// is, requests get 503 XMinioServerNotInitialized, and after it an
+			// anonymous request gets 403.
+			err = waitHTTP(t.Context(), proc, m.Endpoint+"/minio/health/live", client, 60*time.Second, isStatus(http.StatusOK))
+			if err == nil {
+				err = waitHTTP(t.Context(), proc, m.Endpoint+"/", client, 60*time.Second, isStatus(http.StatusForbidden))
+			}
+			if err != nil {
+				proc.kill()
+				return nil, err
+			}
+			// With the browser off, MinIO does not listen on the console
+			// address; the S3 port is the one the tests use.
+			return []portHolder{{proc, ports[0]}}, nil
+		},
+		kill: func() { proc.kill() },
+	}.launch(t)
+	m.proc = proc
+	t.Cleanup(func() {
+		if err := proc.stop(15 * time.Second); err != nil {
+			t.Errorf("harness: stop MinIO: %v", err)
+		}
+	})
+	return m
 }
 
 // errExited says a child ended while it was being waited for.

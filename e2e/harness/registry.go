@@ -56,10 +56,6 @@ type Registry struct {
 	proc *process
 }
 
-// registryStartAttempts bounds the retries when a freshly chosen port was
-// taken by someone else before the registry bound it.
-const registryStartAttempts = 3
-
 // registryStopGrace is how long the registry may take to stop on SIGTERM.
 const registryStopGrace = 15 * time.Second
 
@@ -95,7 +91,7 @@ func toolBinary(t testing.TB, envVar, name, buildTime string) string {
 }
 
 // StartRegistry starts a distribution registry with its storage in s on a
-// free loopback port and waits until /v2/ answers. Deletes are enabled,
+// reserved loopback port and waits until /v2/ answers. Deletes are enabled,
 // redirects to the storage are off, and there is no blob descriptor cache,
 // so a deleted blob is never served from memory. t.Cleanup stops it.
 func StartRegistry(t testing.TB, s RegistryStorage) *Registry {
@@ -109,34 +105,37 @@ func StartRegistry(t testing.TB, s RegistryStorage) *Registry {
 		t:          t,
 	}
 	dumpLogOnFailure(t, "registry", r.LogFile)
-	var lastErr error
-	for attempt := 1; attempt <= registryStartAttempts; attempt++ {
-		r.Host = fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
-		r.URL = "http://" + r.Host
-		if err := writeRegistryConfig(r.ConfigFile, s, r.Host); err != nil {
-			t.Fatalf("harness: %v", err)
-		}
-		proc, err := startProcess("registry", r.LogFile, bin, []string{"serve", r.ConfigFile}, registryEnv())
-		if err != nil {
-			t.Fatalf("harness: %v", err)
-		}
-		err = waitHTTP(t.Context(), proc, r.URL+"/v2/", nil, 30*time.Second, isStatus(http.StatusOK))
-		if err != nil {
-			lastErr = err
-			proc.kill()
-			t.Logf("harness: registry attempt %d on %s: %v", attempt, r.Host, err)
-			continue
-		}
-		r.proc = proc
-		t.Cleanup(func() {
-			if err := r.stop(); err != nil {
-				t.Errorf("harness: %v", err)
+	var proc *process
+	serverLaunch{
+		what:  "the registry",
+		ports: 1,
+		logs:  []string{r.LogFile},
+		start: func(ports []int) ([]portHolder, error) {
+			r.Host = fmt.Sprintf("127.0.0.1:%d", ports[0])
+			r.URL = "http://" + r.Host
+			if err := writeRegistryConfig(r.ConfigFile, s, r.Host); err != nil {
+				t.Fatalf("harness: %v", err)
 			}
-		})
-		return r
-	}
-	t.Fatalf("harness: the registry did not start after %d attempts: %v (log: %s)", registryStartAttempts, lastErr, r.LogFile)
-	return nil
+			var err error
+			proc, err = startProcess("registry", r.LogFile, bin, []string{"serve", r.ConfigFile}, registryEnv())
+			if err != nil {
+				t.Fatalf("harness: %v", err)
+			}
+			if err := waitHTTP(t.Context(), proc, r.URL+"/v2/", nil, 30*time.Second, isStatus(http.StatusOK)); err != nil {
+				proc.kill()
+				return nil, err
+			}
+			return []portHolder{{proc, ports[0]}}, nil
+		},
+		kill: func() { proc.kill() },
+	}.launch(t)
+	r.proc = proc
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("harness: %v", err)
+		}
+	})
+	return r
 }
 
 // Stop stops the registry (an offline garbage-collect needs it stopped);

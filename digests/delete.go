@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -32,13 +33,19 @@ const (
 	blobSettling
 	// blobUnknown: nothing could tell; the guard stays armed.
 	blobUnknown
+	// blobNotSent: the recorded deadline had passed before the request
+	// could be sent, so nothing was sent (a successor may already have
+	// taken the guard over). Settled like blobPresent: the guard is
+	// released, comparing it as this pass recorded the attempt.
+	blobNotSent
 )
 
 // deleteGuarded deletes the guarded blobs of one bucket, at most
 // maxDeleteKeys of them, in one request. Before the request the attempt is
 // recorded on the guards of the batch (fenced: a term known to be over
 // sends nothing), only the blobs whose record landed are sent, and the
-// request carries the deadline recorded. Each blob is then settled from
+// request is sent only before the deadline recorded, read on the elapsed
+// clock right before sending, and gives up at that deadline. Each blob is then settled from
 // the backend's answer to this request: a key whose delete failed, or
 // every key of a request with no clear answer, is looked at with a HEAD;
 // nothing is deleted twice blindly. Several batches may be deleted at
@@ -47,28 +54,38 @@ func (s *digestSweep) deleteGuarded(ctx context.Context, guarded []armed) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	batch, err := s.recordAttempt(ctx, guarded)
+	batch, sendBy, err := s.recordAttempt(ctx, guarded)
 	if err != nil || len(batch) == 0 {
 		return err
 	}
 	s.run.Fire(FaultAttempted)
 	fates := make([]blobFate, len(batch))
 	why := make([]string, len(batch))
-	s.deleteBatch(ctx, batch, fates, why)
+	s.deleteBatch(ctx, batch, sendBy, fates, why)
 	return s.settle(context.WithoutCancel(ctx), batch, fates, why)
 }
 
-// deleteBatch deletes the blobs of one bucket in one request, which gives
-// up after the backend timeout (the deadline recordAttempt recorded is
-// that long after the attempt was recorded, so it is no earlier), and
-// decides each one's fate.
-func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, fates []blobFate, why []string) {
+// deleteBatch deletes the blobs of one bucket in one request and decides
+// each one's fate. The request is sent only if sendBy, the deadline
+// recorded on the guards, is still ahead on the elapsed clock, and it gives
+// up at sendBy: a successor settles the guard only after that deadline
+// (and the settle margin), so no request of this pass can reach the
+// backend once a successor may have released the guard.
+func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, sendBy time.Time, fates []blobFate, why []string) {
 	bucket := batch[0].tomb.Bucket
 	keys := make([]string, len(batch))
 	for i, a := range batch {
 		keys[i] = a.tomb.Key
 	}
-	dctx, cancel := context.WithTimeout(ctx, s.cfg.BackendTimeout)
+	left := sendBy.Sub(s.clock())
+	if left <= 0 {
+		for i := range batch {
+			fates[i], why[i] = blobNotSent, fmt.Sprintf("delete not sent: its recorded deadline had passed %s before it could be sent", -left)
+		}
+		s.log.Warn("blob delete not sent: the recorded deadline had passed", "pass", s.cur.Pass, "bucket", bucket, "blobs", len(batch), "late", -left)
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, left)
 	failed, err := s.s3.DeleteObjects(dctx, bucket, keys)
 	cancel()
 	// Looking again is finished even when the pass is cancelled, so that
@@ -138,7 +155,7 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 			writes = append(writes, digestWrite{cmps: append(guardCmp, releaseCmps...), delta: &Report{Deleted: 1, Bytes: a.tomb.Size, Settling: 1}, ops: append([]clientv3.Op{
 				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why[i]))),
 			}, release...)})
-		case blobPresent:
+		case blobPresent, blobNotSent:
 			t := a.tomb
 			t.Attempts++
 			t.Term, t.Reason = s.term.N, why[i]

@@ -202,12 +202,16 @@ func (s *digestSweep) releaseGuards(ctx context.Context) error {
 // of batch, each in a write that compares the guard as this pass armed it
 // (and the term, as every write does), several to a transaction. It
 // returns the blobs whose attempt landed, with their guards' new mod
-// revisions: only they may be sent. A guard that changed meanwhile is left as it is, for a later pass to
+// revisions: only they may be sent, and only before sendBy, the recorded
+// deadline as read on the elapsed clock (the production clock carries
+// time.Now's monotonic reading, so a wall-clock step does not move it). A
+// guard that changed meanwhile is left as it is, for a later pass to
 // settle.
-func (s *digestSweep) recordAttempt(ctx context.Context, batch []armed) ([]armed, error) {
+func (s *digestSweep) recordAttempt(ctx context.Context, batch []armed) (sent []armed, sendBy time.Time, err error) {
 	keys := s.keys()
-	now := s.clock().UTC()
-	att := &etcdstore.DeleteAttempt{Sent: now, Deadline: now.Add(s.cfg.BackendTimeout), Term: s.term.N, Pass: s.cur.Pass}
+	now := s.clock()
+	sendBy = now.Add(s.cfg.BackendTimeout)
+	att := &etcdstore.DeleteAttempt{Sent: now.UTC(), Deadline: sendBy.UTC(), Term: s.term.N, Pass: s.cur.Pass}
 	writes := make([]digestWrite, len(batch))
 	for i, a := range batch {
 		t := a.tomb
@@ -220,9 +224,9 @@ func (s *digestSweep) recordAttempt(ctx context.Context, batch []armed) ([]armed
 	// A batch holds a digest once: each write is to a guard of its own.
 	landed, revs, err := s.commitParallel(ctx, writes)
 	if err != nil {
-		return nil, err
+		return nil, sendBy, err
 	}
-	sent := make([]armed, 0, len(batch))
+	sent = make([]armed, 0, len(batch))
 	for i, a := range batch {
 		if !landed[i] {
 			s.countChanged()
@@ -232,5 +236,5 @@ func (s *digestSweep) recordAttempt(ctx context.Context, batch []armed) ([]armed
 		a.guardRev = revs[i]
 		sent = append(sent, a)
 	}
-	return sent, nil
+	return sent, sendBy, nil
 }

@@ -424,3 +424,49 @@ func TestDigestStopBeforeGoneGuardsReleased(t *testing.T) {
 	}
 	d.wantPresent("settled", true, refd...)
 }
+
+// TestDigestDeleteAfterDeadlineNotSent stalls a leader between recording
+// its delete attempt and sending it, without cancelling anything, until
+// the recorded deadline has passed on its clock. No DeleteObjects may be
+// sent: by then a successor may have settled the guard and released it.
+// The pass counts the blobs failed and releases its guards, and the next
+// pass deletes them.
+func TestDigestDeleteAfterDeadlineNotSent(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	unref := d.putBlobs("u", 2)
+	d.ageBlobs()
+	cfg := d.config()
+	cfg.BatchSize = 1000
+	stalled := false
+	cfg.Fault = func(point string) {
+		if point == digests.FaultAttempted && !stalled {
+			stalled = true
+			d.clock.Advance(reclaim.DefaultBackendTimeout + time.Second)
+		}
+	}
+	r := d.start(cfg)
+	wantCounts(t, "first pass", d.digestPass(r), 2, 0, 0, 0)
+	before := d.be.deletes.Load()
+	rep := d.digestPass(r)
+	if !stalled {
+		t.Fatal("the pass never reached the point after recording its attempt")
+	}
+	if n := d.be.deletes.Load() - before; n != 0 {
+		t.Errorf("%d DeleteObjects sent after the recorded deadline had passed, want none", n)
+	}
+	if rep.Deleted != 0 || rep.Failed != 2 {
+		t.Errorf("stalled pass: deleted %d failed %d; want 0 deleted, 2 failed", rep.Deleted, rep.Failed)
+	}
+	d.wantPresent("delete not sent", true, unref...)
+	if n := d.count(d.store.Keys().Guards()); n != 0 {
+		t.Errorf("%d guards left after a delete that was never sent", n)
+	}
+	if rep := d.digestPass(r); rep.Deleted != 2 {
+		t.Errorf("next pass deleted %d, want 2", rep.Deleted)
+	}
+	d.wantPresent("next pass", false, unref...)
+	d.wantPresent("next pass", true, refd...)
+}

@@ -156,8 +156,8 @@ func (s *Service) settleTrash(ctx context.Context, bucket string, trashed []tras
 		return
 	}
 	var got deletesAnswer
-	if err == nil && a.Success() && xml.Unmarshal(a.Body, &got) != nil {
-		err = errors.New("unreadable DeleteResult")
+	if err == nil && a.Success() && (xml.Unmarshal(a.Body, &got) != nil || got.XMLName.Local != "DeleteResult") {
+		err = errors.New("a success whose body is not a DeleteResult")
 	}
 	failed := map[DeleteTarget]bool{}
 	for _, e := range got.Errors {

@@ -92,13 +92,14 @@ func (s *Service) listedPartsSize(ctx context.Context, bucket, key, uploadID str
 			return 0, false, nil
 		}
 		var page struct {
-			Parts []struct {
+			XMLName xml.Name
+			Parts   []struct {
 				Size int64 `xml:"Size"`
 			} `xml:"Part"`
 			IsTruncated          bool   `xml:"IsTruncated"`
 			NextPartNumberMarker string `xml:"NextPartNumberMarker"`
 		}
-		if !a.Success() || xml.Unmarshal(a.Body, &page) != nil {
+		if !a.Success() || xml.Unmarshal(a.Body, &page) != nil || page.XMLName.Local != "ListPartsResult" {
 			return 0, false, fmt.Errorf("list parts of upload %s: backend answered %d", uploadID, a.Status)
 		}
 		for _, p := range page.Parts {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/xml"
+	"errors"
 	"hash"
 	"hash/crc32"
 	"hash/crc64"
@@ -125,9 +126,15 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 			g.backendFailed(w, r, req, sendErr)
 			return
 		}
-		var got deleteResult
-		if !a.Success() || xml.Unmarshal(a.Body, &got) != nil {
+		if !a.Success() {
 			g.writeAnswer(w, req, a) // the whole request failed
+			return
+		}
+		var got deleteResult
+		if xml.Unmarshal(a.Body, &got) != nil || got.XMLName.Local != "DeleteResult" {
+			// Nothing says which keys went: the client learns that the
+			// outcome is unknown, not that they were deleted.
+			g.backendFailed(w, r, req, errors.New("backend answered DeleteObjects with a success whose body is not a DeleteResult"))
 			return
 		}
 		res.Deleted = got.Deleted

@@ -11,6 +11,7 @@ import (
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // errNoSession says the upload has no session: it is passed through.
@@ -109,17 +110,21 @@ func (s *Service) abortUpload(ctx context.Context, c *Call) error {
 }
 
 // abortOutcome reads the backend's answer to an abort: nil when the upload is
-// gone (aborted now, or NoSuchUpload because it already was), or an error
-// saying why the outcome is unclear.
+// gone (aborted now, answered 204 or 200 with no body as S3 answers an
+// abort, or NoSuchUpload because it already was), or an error saying why
+// the outcome is unclear. A success status whose body cannot be read, or
+// carries any document (an error document among them), is unclear.
 func abortOutcome(resp *http.Response, err error) error {
 	if err != nil {
 		return fmt.Errorf("no answer from the backend: %w", err)
 	}
 	defer resp.Body.Close()
-	body, _ := readBody(resp)
+	body, rerr := readBody(resp)
 	switch {
-	case resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusOK:
+	case (resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusOK) && rerr == nil && s3client.EmptyBody(body):
 		return nil
+	case resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusOK:
+		return fmt.Errorf("backend answered %d with an unexpected body (%d bytes, error code %q)", resp.StatusCode, len(body), ErrorCode(body))
 	case resp.StatusCode == http.StatusNotFound && ErrorCode(body) == "NoSuchUpload":
 		return nil
 	}

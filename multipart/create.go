@@ -2,6 +2,7 @@ package multipart
 
 import (
 	"context"
+	"encoding/xml"
 	"net/http"
 	"net/url"
 
@@ -12,9 +13,10 @@ import (
 
 // initiateResult is the backend's answer to CreateMultipartUpload.
 type initiateResult struct {
-	Bucket   string `xml:"Bucket"`
-	Key      string `xml:"Key"`
-	UploadID string `xml:"UploadId"`
+	XMLName  xml.Name `xml:"InitiateMultipartUploadResult"`
+	Bucket   string   `xml:"Bucket"`
+	Key      string   `xml:"Key"`
+	UploadID string   `xml:"UploadId"`
 }
 
 // create forwards CreateMultipartUpload and records an active session for

@@ -132,7 +132,8 @@ func (c *countingHash) Write(p []byte) (int, error) {
 
 // copyPartResult is the backend's answer to UploadPartCopy.
 type copyPartResult struct {
-	ETag string `xml:"ETag"`
+	XMLName xml.Name `xml:"CopyPartResult"`
+	ETag    string   `xml:"ETag"`
 }
 
 // uploadPart serves UploadPart and UploadPartCopy: activity and the part in

@@ -265,3 +265,71 @@ func TestContinuedListingStartsOver(t *testing.T) {
 		t.Errorf("ListObjectsNext after b = %+v, %v; want c alone", page, err)
 	}
 }
+
+// TestSuccessStatusWithForeignBody answers each call that decides a
+// deletion or reads a listing with a success status and a body that is
+// not the call's own document: every one is an error (an unclear answer),
+// never a delete with no failures, an empty listing or an abort done. The
+// call's own document, answered the same way, is a success: the check is
+// the document, not the status.
+func TestSuccessStatusWithForeignBody(t *testing.T) {
+	ctx := t.Context()
+	foreign := map[string]string{
+		"empty":          "",
+		"html page":      "<html><body>gateway timeout, retrying</body></html>",
+		"plain text":     "ok",
+		"other result":   `<?xml version="1.0"?><CopyObjectResult><ETag>"e"</ETag></CopyObjectResult>`,
+		"error document": `<Error><Code>InternalError</Code><Message>later</Message></Error>`,
+		"truncated":      `<DeleteResult><Deleted><Key>k</Key>`,
+	}
+	calls := []struct {
+		name string
+		own  string // the call's own document
+		call func(*s3client.Client) error
+	}{
+		{"DeleteObjects", `<DeleteResult></DeleteResult>`, func(c *s3client.Client) error {
+			_, err := c.DeleteObjects(ctx, "b", []string{"k"})
+			return err
+		}},
+		{"ListObjects", `<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>`, func(c *s3client.Client) error {
+			_, err := c.ListObjects(ctx, "b", "", "", 10)
+			return err
+		}},
+		{"ListBuckets", `<ListAllMyBucketsResult><Buckets></Buckets></ListAllMyBucketsResult>`, func(c *s3client.Client) error {
+			_, err := c.ListBuckets(ctx)
+			return err
+		}},
+		{"CountParts", `<ListPartsResult><IsTruncated>false</IsTruncated></ListPartsResult>`, func(c *s3client.Client) error {
+			_, _, err := c.CountParts(ctx, "b", "k", "id")
+			return err
+		}},
+		{"ListUploads", `<ListMultipartUploadsResult><IsTruncated>false</IsTruncated></ListMultipartUploadsResult>`, func(c *s3client.Client) error {
+			_, err := c.ListUploads(ctx, "b", "", "", 10)
+			return err
+		}},
+		{"Abort", ``, func(c *s3client.Client) error { return c.Abort(ctx, "b", "k", "id") }},
+	}
+	for _, call := range calls {
+		for name, body := range foreign {
+			if body == call.own {
+				continue
+			}
+			for _, status := range []int{http.StatusOK, http.StatusNoContent} {
+				if status == http.StatusNoContent && body != "" {
+					continue // a 204 carries no body
+				}
+				c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) {
+					w.WriteHeader(status)
+					_, _ = w.Write([]byte(body))
+				})
+				if err := call.call(c); err == nil {
+					t.Errorf("%s answered %d with %s: success; want an unclear answer", call.name, status, name)
+				}
+			}
+		}
+		c, _ := serve(t, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(call.own)) })
+		if err := call.call(c); err != nil {
+			t.Errorf("%s answered 200 with its own document: %v", call.name, err)
+		}
+	}
+}

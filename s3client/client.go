@@ -152,6 +152,11 @@ func ErrorDocument(body []byte) (code, message string, ok bool) {
 	}
 }
 
+// EmptyBody reports a body with nothing but white space: the answer S3
+// gives to a request whose success carries no document (an abort, a
+// delete).
+func EmptyBody(body []byte) bool { return len(bytes.TrimSpace(body)) == 0 }
+
 // ResultETag returns the ETag of a result document (CopyObjectResult,
 // CompleteMultipartUploadResult), unquoted, and false for an error
 // document or a document without one.

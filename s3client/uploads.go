@@ -174,14 +174,21 @@ func (c *Client) UploadExists(ctx context.Context, bucket, key, uploadID string)
 }
 
 // Abort aborts an upload, sending the request once. nil means it is gone:
-// aborted now, or NoSuchUpload or NoSuchBucket because it already was. Any
-// other result is unclear: the abort may or may not have happened.
+// aborted now (a success status with no body, as S3 answers an abort), or
+// NoSuchUpload or NoSuchBucket because it already was. Any other result,
+// a success status with a body among them, is unclear: the abort may or
+// may not have happened.
 func (c *Client) Abort(ctx context.Context, bucket, key, uploadID string) error {
-	_, err := c.call(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {uploadID}}, nil)
-	if errors.Is(err, ErrNoSuchUpload) || errors.Is(err, ErrNoSuchBucket) {
+	body, err := c.call(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {uploadID}}, nil)
+	switch {
+	case errors.Is(err, ErrNoSuchUpload) || errors.Is(err, ErrNoSuchBucket):
 		return nil
+	case err != nil:
+		return err
+	case !EmptyBody(body):
+		return fmt.Errorf("abort answered success with an unexpected body (%d bytes)", len(body))
 	}
-	return err
+	return nil
 }
 
 // Part is one part of an upload as the backend lists it.

@@ -3,6 +3,10 @@ package s3client
 import "encoding/xml"
 
 // The documents of the calls the client makes, with the elements it reads.
+// Every result document names its root element: a success status whose
+// body is some other document (a proxy's page, an empty body) fails to
+// decode, so it is an unclear answer, never an empty listing or a delete
+// with no failures.
 
 // errorDocument is an S3 <Error> document.
 type errorDocument struct {
@@ -18,6 +22,7 @@ type resultDocument struct {
 }
 
 type listBucketsResult struct {
+	XMLName xml.Name `xml:"ListAllMyBucketsResult"`
 	Buckets []struct {
 		Name string `xml:"Name"`
 	} `xml:"Buckets>Bucket"`
@@ -37,8 +42,9 @@ type listUploadsResult struct {
 }
 
 type listPartsResult struct {
-	IsTruncated          bool   `xml:"IsTruncated"`
-	NextPartNumberMarker string `xml:"NextPartNumberMarker"`
+	XMLName              xml.Name `xml:"ListPartsResult"`
+	IsTruncated          bool     `xml:"IsTruncated"`
+	NextPartNumberMarker string   `xml:"NextPartNumberMarker"`
 	Parts                []struct {
 		PartNumber   int    `xml:"PartNumber"`
 		ETag         string `xml:"ETag"`
@@ -48,9 +54,10 @@ type listPartsResult struct {
 }
 
 type listObjectsResult struct {
-	EncodingType          string `xml:"EncodingType"`
-	IsTruncated           bool   `xml:"IsTruncated"`
-	NextContinuationToken string `xml:"NextContinuationToken"`
+	XMLName               xml.Name `xml:"ListBucketResult"`
+	EncodingType          string   `xml:"EncodingType"`
+	IsTruncated           bool     `xml:"IsTruncated"`
+	NextContinuationToken string   `xml:"NextContinuationToken"`
 	Contents              []struct {
 		Key          string `xml:"Key"`
 		Size         int64  `xml:"Size"`
@@ -70,6 +77,7 @@ type deleteRequest struct {
 }
 
 type deleteResult struct {
+	XMLName xml.Name    `xml:"DeleteResult"`
 	Deleted []deleteKey `xml:"Deleted"`
 	Errors  []struct {
 		Key     string `xml:"Key"`

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3client"
 )
 
 // place records a write of digest's blob in flight, and returns the
@@ -206,31 +208,98 @@ func (s *Service) readBlob(ctx context.Context, w http.ResponseWriter, q *Reques
 	q.Pass(w, nil)
 }
 
+// clientDeleteTimeout is the deadline of a blob delete the gateway sends
+// for a client, recorded on the guard armed for it: until that deadline
+// plus digests.guard_settle has passed, a pass that finds the guard (its
+// gateway died, or the answer was unclear) leaves it armed.
+const clientDeleteTimeout = 30 * time.Second
+
 // deleteBlob serves a client's DeleteObject of a blob: one still referenced
-// is refused unless an admin principal asks.
+// is refused unless an admin principal asks. The digest's guard is armed
+// first, with the attempt about to be sent, so no reference write can land
+// between the reference check and the delete: a write recorded before the
+// guard is seen by the check, one after it is refused with SlowDown. The
+// guard is released once the backend's answer is clear (success or a
+// refusal); after an unclear answer it is left, with its attempt, for a
+// pass to settle (settleGuards) once the delete can no longer be executed.
 func (s *Service) deleteBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
 	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
-	referenced, err := s.store.Referenced(sctx, digest, s.now())
+	now := s.now()
+	sendBy := now.Add(clientDeleteTimeout)
+	rev, err := s.store.ArmGuard(sctx, etcdstore.Guard{
+		Digest: digest, Bucket: q.Bucket, Key: q.Key, At: now.UTC(),
+		Attempt: &etcdstore.DeleteAttempt{Sent: now.UTC(), Deadline: sendBy.UTC()},
+	})
+	if errors.Is(err, etcdstore.ErrGuarded) {
+		s.writeError(w, q, s3err.ErrSlowDown.WithMessage("The blob %s is being reclaimed or deleted, or a complete naming blobs is in flight; retry.", digest))
+		return
+	}
 	if err != nil {
+		s.refuseState(w, q, err) // the guard may be armed: a pass settles it
+		return
+	}
+	release := func() {
+		rctx, cancel := s.stateContext(ctx)
+		defer cancel()
+		if err := s.store.ReleaseGuard(rctx, digest, rev); err != nil {
+			s.log.Warn("guard of a client's blob delete not released; a pass settles it", "id", q.RequestID, "digest", digest, "err", err)
+		}
+	}
+	referenced, err := s.store.Referenced(sctx, digest, now)
+	if err != nil {
+		release()
 		s.refuseState(w, q, err)
 		return
 	}
 	if referenced {
 		if !s.isAdmin(q.Principal) {
+			release()
 			s.writeError(w, q, errReferenced(digest))
 			return
 		}
 		audit.Record(s.log, audit.DeleteBlob, digest, "an admin principal deletes a blob that is still referenced",
 			"principal", q.Principal, "id", q.RequestID, "bucket", q.Bucket, "key", q.Key)
 	}
+	send := func(out *http.Request) (*s3client.Answer, error) {
+		left := sendBy.Sub(s.now())
+		if left <= 0 {
+			return nil, errors.New("the delete's recorded deadline passed before it could be sent")
+		}
+		dctx, cancel := context.WithTimeout(out.Context(), left)
+		defer cancel()
+		return s.send(out.WithContext(dctx))
+	}
+	var a *s3client.Answer
 	if s.layout.HasReferences(q.Bucket, q.Key) {
 		// What a manifest names goes to the trash, like a reference
 		// object's references.
-		s.deleteRef(ctx, w, q)
+		a, err = s.deleteRefWith(ctx, w, q, send)
+	} else {
+		a, err = s.deleteObject(ctx, w, q, send)
+	}
+	if err == nil && (a == nil || a.Success() || a.DefiniteFailure()) {
+		release() // nothing was sent, or the answer is clear
 		return
 	}
-	q.Pass(w, nil)
+	s.log.Warn("client's blob delete unclear; its guard stays armed until a pass settles it", "id", q.RequestID, "digest", digest, "err", err)
+}
+
+// deleteObject sends a client's delete through send and answers the
+// client with the backend's answer.
+func (s *Service) deleteObject(ctx context.Context, w http.ResponseWriter, q *Request, send func(*http.Request) (*s3client.Answer, error)) (*s3client.Answer, error) {
+	out, err := q.BackendRequest(nil)
+	if err != nil {
+		s.writeError(w, q, err)
+		return nil, nil
+	}
+	a, err := send(out)
+	if err != nil {
+		s.backendFailed(ctx, w, q, err)
+		return nil, err
+	}
+	s.writeAnswer(w, q, a)
+	return a, nil
 }
 
 func errReferenced(digest string) *s3err.Error {

@@ -35,53 +35,134 @@ type trashedObject struct {
 
 // DeleteObjects does digest reclamation's part of a DeleteObjects in a
 // bucket of the layout (Serves(OpDeleteObjects, ...)), whose document the
-// gateway has parsed and checked into objs. Each referenced blob is
-// refused (unless an admin asks) and each reference object's references
-// move to the trash; then send sends the rest to the backend (keep indexes
-// objs) and returns the backend's answer, or the error that stopped it. A
-// reference object the backend did not delete gets its references back.
-// send is not called when nothing is left to send.
+// gateway has parsed and checked into objs. Each blob's guard is armed
+// first (a blob whose guard is armed already is refused with SlowDown),
+// then each referenced blob is refused (unless an admin asks) and each
+// reference object's references move to the trash; then send sends the
+// rest to the backend (keep indexes objs), with a context that ends at the
+// deadline recorded on the guards, and returns the backend's answer, or
+// the error that stopped it. A reference object the backend did not delete
+// gets its references back; the guards are released once the answer is
+// clear, and left for a pass to settle otherwise. send is not called when
+// nothing is left to send, nor once the recorded deadline has passed.
 //
 // It returns the refused objects, for the gateway's DeleteResult; ok false
-// means the request has been answered (its etcd step failed).
-func (s *Service) DeleteObjects(ctx context.Context, w http.ResponseWriter, q *Request, objs []DeleteTarget, send func(keep []int) (status int, body []byte, err error)) (refused []DeleteRefusal, ok bool) {
+// means the request has been answered (its etcd step failed, or the
+// deadline passed before the request could be sent).
+func (s *Service) DeleteObjects(ctx context.Context, w http.ResponseWriter, q *Request, objs []DeleteTarget, send func(ctx context.Context, keep []int) (status int, body []byte, err error)) (refused []DeleteRefusal, ok bool) {
 	ctx = context.WithValue(ctx, serviceRequestKey{}, q)
+	sendCtx := ctx
 	ctx, cancel := s.stateContext(ctx)
 	defer cancel()
 	keep := make([]int, len(objs))
 	for i := range objs {
 		keep[i] = i
 	}
-	keep, refused, err := s.refuseReferenced(ctx, q.Bucket, q.Principal, objs, keep)
+	now := s.now()
+	sendBy := now.Add(clientDeleteTimeout)
+	keep, refused, guards, err := s.guardBlobs(ctx, q, objs, keep, now, sendBy)
 	if err != nil {
 		s.refuseState(w, q, err)
 		return nil, false
 	}
-	keep, trashed, inFlight, err := s.trashSources(ctx, q.Bucket, q.Principal, objs, keep)
-	if err != nil {
-		s.refuseState(w, q, err)
-		return nil, false
-	}
-	refused = append(refused, inFlight...)
-	if len(keep) > 0 {
-		status, body, err := send(keep)
-		var a *s3client.Answer
-		if err == nil {
-			a = &s3client.Answer{Status: status, Body: body}
+	keep, refusedRefs, err := s.refuseReferenced(ctx, q, objs, keep)
+	if err == nil {
+		refused = append(refused, refusedRefs...)
+		var inFlight []DeleteRefusal
+		var trashed []trashedObject
+		keep, trashed, inFlight, err = s.trashSources(ctx, q.Bucket, q.Principal, objs, keep)
+		refused = append(refused, inFlight...)
+		if err == nil && len(keep) > 0 {
+			left := sendBy.Sub(s.now())
+			if left <= 0 {
+				for _, t := range trashed {
+					s.restoreTrash(ctx, q.Bucket, t.obj.Key, t.at)
+				}
+				s.releaseGuards(ctx, q, guards)
+				s.writeError(w, q, s3err.ErrSlowDown.WithMessage("The delete could not be sent before its deadline; retry."))
+				return nil, false
+			}
+			dctx, dcancel := context.WithTimeout(context.WithoutCancel(sendCtx), left)
+			status, body, serr := send(dctx, keep)
+			dcancel()
+			var a *s3client.Answer
+			if serr == nil {
+				a = &s3client.Answer{Status: status, Body: body}
+			}
+			s.settleTrash(ctx, q.Bucket, trashed, a, serr)
+			if serr != nil || !(a.DefiniteFailure() || a.Success() && s3client.DocumentIs(a.Body, "DeleteResult")) {
+				if len(guards) > 0 {
+					s.log.Warn("client's DeleteObjects unclear; the guards of its blobs stay armed until a pass settles them", "id", q.RequestID, "blobs", len(guards), "err", serr)
+				}
+				return refused, true
+			}
 		}
-		s.settleTrash(ctx, q.Bucket, trashed, a, err)
+	}
+	s.releaseGuards(ctx, q, guards)
+	if err != nil {
+		s.refuseState(w, q, err)
+		return nil, false
 	}
 	return refused, true
 }
 
-// refuseReferenced splits the objects keep names into those that may be
-// deleted and the blobs that are still referenced, which a principal who
-// is not an admin may not delete. It changes nothing.
-func (s *Service) refuseReferenced(ctx context.Context, bucket, principal string, objs []DeleteTarget, keep []int) (send []int, refused []DeleteRefusal, err error) {
-	admin := s.isAdmin(principal)
+// armedGuard is a guard a client's delete armed, with its mod revision.
+type armedGuard struct {
+	digest string
+	rev    int64
+}
+
+// guardBlobs arms the guard of each blob among the objects keep names,
+// recording the delete about to be sent (deadline sendBy). A blob whose
+// guard is armed already is refused with SlowDown. On an error, the
+// guards armed so far are released.
+func (s *Service) guardBlobs(ctx context.Context, q *Request, objs []DeleteTarget, keep []int, now, sendBy time.Time) (send []int, refused []DeleteRefusal, guards []armedGuard, err error) {
+	seen := map[string]bool{}
 	for _, i := range keep {
 		o := objs[i]
-		if _, digest, blob := s.layout.Namespace(bucket, o.Key); blob && !admin {
+		_, digest, blob := s.layout.Namespace(q.Bucket, o.Key)
+		if !blob || seen[digest] {
+			send = append(send, i)
+			continue
+		}
+		rev, err := s.store.ArmGuard(ctx, etcdstore.Guard{
+			Digest: digest, Bucket: q.Bucket, Key: o.Key, At: now.UTC(),
+			Attempt: &etcdstore.DeleteAttempt{Sent: now.UTC(), Deadline: sendBy.UTC()},
+		})
+		switch {
+		case errors.Is(err, etcdstore.ErrGuarded):
+			refused = append(refused, DeleteRefusal{Key: o.Key, VersionID: o.VersionID, Code: s3err.ErrSlowDown.Code, Message: "The blob " + digest + " is being reclaimed or deleted, or a complete naming blobs is in flight; retry."})
+			continue
+		case err != nil:
+			s.releaseGuards(ctx, q, guards)
+			return nil, nil, nil, err
+		}
+		seen[digest] = true
+		guards = append(guards, armedGuard{digest: digest, rev: rev})
+		send = append(send, i)
+	}
+	return send, refused, guards, nil
+}
+
+// releaseGuards releases the guards a client's delete armed, each only if
+// it is still as armed; one left behind is settled by a pass.
+func (s *Service) releaseGuards(ctx context.Context, q *Request, guards []armedGuard) {
+	for _, g := range guards {
+		if err := s.store.ReleaseGuard(ctx, g.digest, g.rev); err != nil {
+			s.log.Warn("guard of a client's blob delete not released; a pass settles it", "id", q.RequestID, "digest", g.digest, "err", err)
+		}
+	}
+}
+
+// refuseReferenced splits the objects keep names into those that may be
+// deleted and the blobs that are still referenced, which a principal who
+// is not an admin may not delete. It changes nothing; the blobs' guards
+// are armed already, so no reference can be recorded after it looked.
+func (s *Service) refuseReferenced(ctx context.Context, q *Request, objs []DeleteTarget, keep []int) (send []int, refused []DeleteRefusal, err error) {
+	admin := s.isAdmin(q.Principal)
+	for _, i := range keep {
+		o := objs[i]
+		if _, digest, blob := s.layout.Namespace(q.Bucket, o.Key); blob && !admin {
 			referenced, err := s.store.Referenced(ctx, digest, s.now())
 			if err != nil {
 				return nil, nil, err

@@ -243,16 +243,23 @@ func (s *Service) pause(ctx context.Context, d time.Duration) bool {
 // deleteRef serves a DeleteObject of a reference object: its references
 // move to the trash first, and come back if the backend did not delete it.
 func (s *Service) deleteRef(ctx context.Context, w http.ResponseWriter, q *Request) {
+	_, _ = s.deleteRefWith(ctx, w, q, s.send)
+}
+
+// deleteRefWith is deleteRef sending the delete through send. It returns
+// the backend's answer, or the error that stands for it (no answer: the
+// outcome is unclear); nil and nil when nothing was sent.
+func (s *Service) deleteRefWith(ctx context.Context, w http.ResponseWriter, q *Request, send func(*http.Request) (*s3client.Answer, error)) (*s3client.Answer, error) {
 	bucket, key := q.Bucket, q.Key
 	now := s.now()
 	trashed, err := s.trash(ctx, bucket, key, q.Principal, now)
 	if err != nil {
 		s.refuseState(w, q, err)
-		return
+		return nil, nil
 	}
 	if !trashed {
-		q.Pass(w, nil) // no references recorded: nothing to move
-		return
+		// No references recorded: nothing to move.
+		return s.deleteObject(ctx, w, q, send)
 	}
 	audit.Record(s.log, audit.TrashObject, bucket+"/"+key, "DeleteObject of a reference object: its digests stay retained in the trash until it expires",
 		"principal", q.Principal, "id", q.RequestID, "deleted_at", now, "expires", now.Add(s.trashWindow))
@@ -262,9 +269,9 @@ func (s *Service) deleteRef(ctx context.Context, w http.ResponseWriter, q *Reque
 		defer cancel()
 		s.restoreTrash(sctx, bucket, key, now)
 		s.writeError(w, q, err)
-		return
+		return nil, nil
 	}
-	a, err := s.send(out)
+	a, err := send(out)
 	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
 	if s.stillThere(sctx, bucket, key, q.Query.Has("versionId"), a, err) {
@@ -272,9 +279,10 @@ func (s *Service) deleteRef(ctx context.Context, w http.ResponseWriter, q *Reque
 	}
 	if err != nil {
 		s.backendFailed(ctx, w, q, err)
-		return
+		return nil, err
 	}
 	s.writeAnswer(w, q, a)
+	return a, nil
 }
 
 // trash moves the references of bucket/key to the trash, stamped now.

@@ -531,6 +531,44 @@ func (s *Store) Guarded(ctx context.Context, digest string) (bool, error) {
 	return resp.Count > 0, nil
 }
 
+// ArmGuard arms g's digest's guard for a delete the gateway sends on a
+// client's behalf, recording g (with the attempt it is about to send) only
+// if no guard is armed for the digest and no reference hold exists (a
+// complete into a source whose references are not recorded yet): while it
+// stands, every reference write naming the digest, and every new hold, is
+// refused, so a reference check made after it cannot be overtaken by a
+// write. It returns the guard's mod revision, or ErrGuarded when a guard
+// or a hold was there already.
+func (s *Store) ArmGuard(ctx context.Context, g Guard) (int64, error) {
+	key := s.keys.Guard(g.Digest)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(s.keys.RefHolds()), "=", 0).WithPrefix()).
+		Then(clientv3.OpPut(key, MarshalRecord(g))).
+		Commit()
+	if err != nil {
+		return 0, fmt.Errorf("arm guard: %w", err)
+	}
+	if !resp.Succeeded {
+		return 0, ErrGuarded
+	}
+	return resp.Header.Revision, nil
+}
+
+// ReleaseGuard releases digest's guard if it is still as armed at
+// revision rev; a guard changed since (taken over by a pass) is left as
+// it is.
+func (s *Store) ReleaseGuard(ctx context.Context, digest string, rev int64) error {
+	key := s.keys.Guard(digest)
+	if _, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).
+		Commit(); err != nil {
+		return fmt.Errorf("release guard: %w", err)
+	}
+	return nil
+}
+
 // Referenced reports whether digest is named by a recorded reference or an
 // unexpired trash entry at now.
 func (s *Store) Referenced(ctx context.Context, digest string, now time.Time) (bool, error) {

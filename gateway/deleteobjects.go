@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -106,8 +107,8 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 	var a *s3client.Answer
 	var sendErr error
 	sent := false
-	sendBatch := func(objs []deleteObject) (*s3client.Answer, error) {
-		a, sendErr = g.sendDeletes(r, req, deleteRequest{Quiet: in.Quiet, Objects: objs})
+	sendBatch := func(ctx context.Context, objs []deleteObject) (*s3client.Answer, error) {
+		a, sendErr = g.sendDeletes(ctx, r, req, deleteRequest{Quiet: in.Quiet, Objects: objs})
 		sent = true
 		return a, sendErr
 	}
@@ -118,7 +119,7 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 			return
 		}
 	} else {
-		_, _ = sendBatch(in.Objects)
+		_, _ = sendBatch(r.Context(), in.Objects)
 	}
 	res := deleteResult{Errors: refused}
 	if sent {
@@ -143,8 +144,8 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 	g.writeDeleteResult(w, req, res)
 }
 
-// sendDeletes sends the rebuilt DeleteObjects request.
-func (g *Gateway) sendDeletes(r *http.Request, req *request, d deleteRequest) (*s3client.Answer, error) {
+// sendDeletes sends the rebuilt DeleteObjects request within ctx.
+func (g *Gateway) sendDeletes(ctx context.Context, r *http.Request, req *request, d deleteRequest) (*s3client.Answer, error) {
 	doc, err := xml.Marshal(d)
 	if err != nil {
 		return nil, err
@@ -161,7 +162,7 @@ func (g *Gateway) sendDeletes(r *http.Request, req *request, d deleteRequest) (*
 	}
 	sum := md5.Sum(body)
 	out.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
-	return g.send(out)
+	return g.send(out.WithContext(ctx))
 }
 
 // writeDeleteResult answers a DeleteObjects with res.

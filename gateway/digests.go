@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -144,7 +145,7 @@ func keepEncoding(out *http.Request, p *sigv4.Payload) {
 // a bucket of the layout: it refuses referenced blobs and trashes the
 // references of reference objects, and sendBatch sends the objects it
 // keeps. ok false means the request has been answered.
-func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *request, objs []deleteObject, sendBatch func([]deleteObject) (*s3client.Answer, error)) (refused []deleteError, ok bool) {
+func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *request, objs []deleteObject, sendBatch func(context.Context, []deleteObject) (*s3client.Answer, error)) (refused []deleteError, ok bool) {
 	q, err := g.digestRequest(r, req)
 	if err != nil {
 		g.writeError(w, r, err)
@@ -154,12 +155,12 @@ func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *req
 	for i, o := range objs {
 		targets[i] = digests.DeleteTarget{Key: o.Key, VersionID: o.VersionID}
 	}
-	refusals, ok := g.digests.DeleteObjects(r.Context(), w, q, targets, func(keep []int) (int, []byte, error) {
+	refusals, ok := g.digests.DeleteObjects(r.Context(), w, q, targets, func(ctx context.Context, keep []int) (int, []byte, error) {
 		kept := make([]deleteObject, len(keep))
 		for i, k := range keep {
 			kept[i] = objs[k]
 		}
-		a, err := sendBatch(kept)
+		a, err := sendBatch(ctx, kept)
 		if err != nil {
 			return 0, nil, err
 		}

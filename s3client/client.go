@@ -152,6 +152,21 @@ func ErrorDocument(body []byte) (code, message string, ok bool) {
 	}
 }
 
+// DocumentIs reports whether body is an XML document whose root element
+// is named root, in any namespace.
+func DocumentIs(body []byte, root string) bool {
+	d := xml.NewDecoder(bytes.NewReader(body))
+	for {
+		t, err := d.Token()
+		if err != nil {
+			return false
+		}
+		if se, ok := t.(xml.StartElement); ok {
+			return se.Name.Local == root
+		}
+	}
+}
+
 // EmptyBody reports a body with nothing but white space: the answer S3
 // gives to a request whose success carries no document (an abort, a
 // delete).

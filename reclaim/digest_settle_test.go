@@ -470,3 +470,81 @@ func TestDigestDeleteAfterDeadlineNotSent(t *testing.T) {
 	d.wantPresent("next pass", false, unref...)
 	d.wantPresent("next pass", true, refd...)
 }
+
+// TestDigestGuardSettledBetweenPasses leaves two guards armed by a delete
+// whose outcome was not clear (its request dropped on the way, or its
+// answer lost after the backend deleted), and runs no pass afterwards.
+// Inside the settle time the leader's timer keeps them; once it has
+// passed, the timer releases them within a few checks, so a producer's
+// manifest push gets through without waiting for the next pass.
+func TestDigestGuardSettledBetweenPasses(t *testing.T) {
+	t.Parallel()
+	for _, lost := range []bool{false, true} {
+		name := "request dropped"
+		if lost {
+			name = "answer lost"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			refd := d.putBlobs("r", 2)
+			d.putManifest("m", refd...)
+			unref := d.putBlobs("u", 2)
+			d.ageBlobs()
+			cfg := d.config()
+			cfg.BatchSize = 1000
+			cfg.GuardCheck = 10 * time.Millisecond
+			checked := make(chan struct{}, 1)
+			cfg.Fault = func(point string) {
+				if point == reclaim.FaultGuardsChecked {
+					select {
+					case checked <- struct{}{}:
+					default:
+					}
+				}
+			}
+			r := d.start(cfg)
+			client := d.gatewayClient()
+			// awaitChecks waits for n checks of the timer that began after
+			// the call.
+			awaitChecks := func(n int) {
+				t.Helper()
+				for i := 0; i <= n; i++ { // the first may have begun before
+					select {
+					case <-checked:
+					case <-time.After(30 * time.Second):
+						t.Fatal("the leader's guard check did not run")
+					}
+				}
+			}
+			wantCounts(t, "first pass", d.digestPass(r), 2, 0, 0, 0)
+			flag := &d.be.dropDelete
+			if lost {
+				flag = &d.be.loseDelete
+			}
+			flag.Store(true)
+			rep := d.digestPass(r)
+			flag.Store(false)
+			if rep.Settling != 2 {
+				t.Fatalf("pass with an unclear delete: settling %d, want 2", rep.Settling)
+			}
+			d.clock.Advance(dgSettle)
+			awaitChecks(3)
+			if n := d.count(d.store.Keys().Guards()); n != 2 {
+				t.Fatalf("%d guards inside the settle time, want 2", n)
+			}
+			d.wantGuardHolds(t, client, "inside the settle time", unref[0])
+
+			d.settle()
+			awaitChecks(3)
+			if n := d.count(d.store.Keys().Guards()); n != 0 {
+				t.Fatalf("%d guards left after the settle time with the timer running, want 0", n)
+			}
+			d.wantPresent("settled between passes", !lost, unref...)
+			if lost {
+				d.wantStates("settled between passes", etcdstore.TombstoneDeleted, unref...)
+			}
+			d.wantProducerAgain(t, r, client, unref[0])
+		})
+	}
+}

@@ -217,8 +217,10 @@ func (e *env) config() reclaim.Config {
 		MaxDelete: 1000, MaxDeleteFraction: 0.5,
 		// A test's few uploads are often all marked or deleted at once.
 		MaxDeleteUploadsFraction: 0.5, MaxMarkFraction: 1,
-		// Passes run on Trigger only.
+		// Passes run on Trigger only, and guards are settled by passes
+		// only unless a test sets a shorter GuardCheck.
 		Interval:    24 * time.Hour,
+		GuardCheck:  24 * time.Hour,
 		BatchSize:   2,
 		ElectionTTL: 60 * time.Second,
 		Now:         e.clock.Now, Monotonic: e.clock.Mono, Logger: e.logger(),

@@ -20,6 +20,9 @@ const (
 	// FaultPassStarted: reconciled and the pass claimed or resumed;
 	// nothing read yet.
 	FaultPassStarted = "pass.started"
+	// FaultGuardsChecked: the leader's timer, between passes, has settled
+	// the guards that were due (Config.GuardCheck).
+	FaultGuardsChecked = "guards.checked"
 	// FaultPlanned: the whole plan is built and passed the breaker;
 	// nothing marked or deleted yet.
 	FaultPlanned = "pass.planned"

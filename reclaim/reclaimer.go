@@ -17,6 +17,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/sweep"
 )
 
 // Defaults for Config.
@@ -26,6 +27,7 @@ const (
 	DefaultStuckLimit         = 24 * time.Hour
 	DefaultClockSkew          = 5 * time.Minute
 	DefaultInterval           = time.Hour
+	DefaultGuardCheck         = 2 * time.Second
 	DefaultBatchSize          = 1000
 	DefaultParallel           = 8
 	DefaultBackendTimeout     = 30 * time.Second
@@ -73,6 +75,11 @@ type Config struct {
 	DryRun bool
 	// Interval is the time between passes while leading.
 	Interval time.Duration
+	// GuardCheck is how often the leader, between passes, settles the
+	// blob guards whose unclear delete can no longer be executed
+	// (digests.Sweep.SettleDue), so that they stop blocking writes
+	// within seconds of their settle time; 2s when 0.
+	GuardCheck time.Duration
 	// BatchSize is how many uploads one inventory page asks for and one
 	// batch examines (S3 lists at most 1000 at a time).
 	BatchSize int
@@ -219,6 +226,7 @@ func setDefaults(cfg *Config) {
 	def(&cfg.StuckLimit, DefaultStuckLimit)
 	def(&cfg.ClockSkew, DefaultClockSkew)
 	def(&cfg.Interval, DefaultInterval)
+	def(&cfg.GuardCheck, DefaultGuardCheck)
 	def(&cfg.BackendTimeout, DefaultBackendTimeout)
 	def(&cfg.ReconcileAfter, DefaultReconcileAfter)
 	if cfg.MaxDelete == 0 {
@@ -321,15 +329,25 @@ func (r *Reclaimer) Run(ctx context.Context) {
 	}
 }
 
-// lead runs passes while l's term lasts.
+// lead runs passes while l's term lasts, and between them settles the
+// blob guards that are due (settleDue).
 func (r *Reclaimer) lead(l *Leadership) {
 	ticker := time.NewTicker(r.cfg.Interval)
 	defer ticker.Stop()
+	guards := time.NewTicker(r.cfg.GuardCheck)
+	defer guards.Stop()
 	for {
 		var waiters []chan passResult
 		select {
 		case <-l.Done():
 			return
+		case <-guards.C:
+			err := r.settleDue(l)
+			r.fault(FaultGuardsChecked)
+			if errors.Is(err, ErrFenced) {
+				return
+			}
+			continue
 		case <-ticker.C:
 		case w := <-r.triggers:
 			waiters = append(waiters, w)
@@ -351,6 +369,24 @@ func (r *Reclaimer) lead(l *Leadership) {
 			return
 		}
 	}
+}
+
+// settleDue settles, under l's term, the blob guards whose unclear delete
+// can no longer be executed (digests.Sweep.SettleDue). It runs in the
+// leader's loop, never during a pass; a dry-run reclaimer writes nothing.
+func (r *Reclaimer) settleDue(l *Leadership) error {
+	if r.digests == nil || r.cfg.DryRun {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(l.Context(), r.cfg.BackendTimeout)
+	defer cancel()
+	n, _, err := r.digests.SettleDue(ctx, &sweep.Run{Term: termOf(l), Now: r.now(), Clock: r.now, ClockSkew: r.cfg.ClockSkew})
+	if err != nil {
+		r.log.Warn("settling due guards failed; trying again", "err", err)
+	} else if n > 0 {
+		r.log.Info("guards settled between passes", "released", n, "term", l.Term)
+	}
+	return err
 }
 
 // Trigger asks the running leader loop for a pass now and returns its

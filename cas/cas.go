@@ -64,6 +64,15 @@ type Namespace struct {
 	// blob names as it is written, and the rebuild reads blobs written
 	// around it (see ContentSource).
 	Content string
+	// KeyTemplate builds the key of a digest's blob after Prefix (KeyOf):
+	// "{hex}" stands for the digest's hex, "{hex2}" for its first two
+	// digits. Empty when the pattern is not one whose keys can be built
+	// (a custom pattern): then no blob of the namespace can be confirmed.
+	KeyTemplate string
+	// ConfirmBlobs makes a write of a blob with content (a manifest) that
+	// names a digest whose blob is not stored fail (see
+	// Source.ConfirmBlobs).
+	ConfirmBlobs bool
 }
 
 // Source is a bucket prefix whose objects name digests in their bodies.
@@ -86,6 +95,11 @@ type Source struct {
 	// Kind is KindRoot (its objects keep what they name), KindCache (they
 	// keep nothing) or KindContent (a content namespace's own blobs).
 	Kind string
+	// ConfirmBlobs makes the gateway confirm, once a write's references
+	// are recorded, that every blob it names is stored in a namespace, and
+	// refuse the write (BlobNotStored, nothing stored) when one is not.
+	// Off for producers that write a reference before its blob.
+	ConfirmBlobs bool
 	// namespace is the content namespace a KindContent source reads.
 	namespace *Namespace
 }
@@ -121,7 +135,57 @@ func NewNamespace(name, bucket, prefix, pattern string, verify bool) (Namespace,
 	if name == "" {
 		name = bucket + "/" + prefix
 	}
-	return Namespace{Name: name, Bucket: bucket, Prefix: prefix, Pattern: re, Algorithm: DefaultAlgorithm, Verify: verify}, nil
+	ns := Namespace{Name: name, Bucket: bucket, Prefix: prefix, Pattern: re, Algorithm: DefaultAlgorithm, Verify: verify}
+	if pattern == DefaultNamespacePattern {
+		ns.KeyTemplate = "{hex}"
+	}
+	return ns, nil
+}
+
+// KeyOf returns the key of digest's blob in the namespace, and false when
+// the namespace cannot build one (no KeyTemplate, another algorithm).
+func (n *Namespace) KeyOf(digest string) (string, bool) {
+	algo, hex, ok := strings.Cut(digest, ":")
+	if !ok || n.KeyTemplate == "" || algo != n.Algorithm || len(hex) < 2 {
+		return "", false
+	}
+	key := n.Prefix + strings.NewReplacer("{hex2}", hex[:2], "{hex}", hex).Replace(n.KeyTemplate)
+	if d, ok := n.Digest(key); !ok || d != digest {
+		return "", false
+	}
+	return key, true
+}
+
+// BlobPlace is where a digest's blob is stored when it is.
+type BlobPlace struct{ Bucket, Key string }
+
+// BlobPlaces returns the places of digest's blob in every namespace that
+// can build its key.
+func (l *Layout) BlobPlaces(digest string) []BlobPlace {
+	if l == nil {
+		return nil
+	}
+	var out []BlobPlace
+	for i := range l.Namespaces {
+		if key, ok := l.Namespaces[i].KeyOf(digest); ok {
+			out = append(out, BlobPlace{Bucket: l.Namespaces[i].Bucket, Key: key})
+		}
+	}
+	return out
+}
+
+// ConfirmsBlobs reports whether a write of bucket/key that names digests
+// must find every named blob stored (Source.ConfirmBlobs, or
+// Namespace.ConfirmBlobs for a blob with content).
+func (l *Layout) ConfirmsBlobs(bucket, key string) bool {
+	if l == nil {
+		return false
+	}
+	if ns, _, ok := l.Namespace(bucket, key); ok {
+		return ns.Content != "" && ns.ConfirmBlobs
+	}
+	src := l.Source(bucket, key)
+	return src != nil && src.ConfirmBlobs
 }
 
 // NewSource returns a reference source, filling in the default pattern,
@@ -365,6 +429,23 @@ func (l *Layout) Validate() error {
 		}
 		if n.Content != "" && !n.Verify {
 			return fmt.Errorf("cas: namespace %s has content, so it must verify its blobs: a manifest's references hold only for the content its digest names", n.Name)
+		}
+	}
+	confirms := false
+	for _, s := range l.Sources {
+		confirms = confirms || s.ConfirmBlobs
+	}
+	for _, n := range l.Namespaces {
+		confirms = confirms || n.ConfirmBlobs
+	}
+	if confirms {
+		if len(l.Namespaces) == 0 {
+			return errors.New("cas: confirm_blobs needs a namespace where the named blobs are stored")
+		}
+		for _, n := range l.Namespaces {
+			if n.KeyTemplate == "" {
+				return fmt.Errorf("cas: confirm_blobs needs every namespace to say where a digest's blob is, and namespace %s has a custom pattern: the default pattern or the preset can", n.Name)
+			}
 		}
 	}
 	for i, a := range all {

@@ -1,6 +1,8 @@
 package cas
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -165,4 +167,47 @@ func FuzzExtract(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestKeyOf checks that the key a namespace builds for a digest is the key
+// it reads that digest from, for the default pattern and the preset, and
+// that a namespace with a custom pattern builds none.
+func TestKeyOf(t *testing.T) {
+	preset, err := Preset(PresetDistribution, "reg", "root", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := NewNamespace("", "b", "blobs/", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom, err := NewNamespace("", "b", "c/", `^x-(?P<hex>[0-9a-f]{64})$`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		sum := sha256.Sum256([]byte{byte(i)})
+		d := "sha256:" + hex.EncodeToString(sum[:])
+		for _, n := range []*Namespace{&preset.Namespaces[0], &plain} {
+			key, ok := n.KeyOf(d)
+			if !ok {
+				t.Fatalf("%s: no key for %s", n.Name, d)
+			}
+			if got, ok := n.Digest(key); !ok || got != d {
+				t.Fatalf("%s: key %q reads as %q, %v; want %s", n.Name, key, got, ok, d)
+			}
+		}
+		if key, ok := custom.KeyOf(d); ok {
+			t.Fatalf("custom pattern built key %q", key)
+		}
+	}
+	if _, ok := plain.KeyOf("sha512:abcd"); ok {
+		t.Fatal("a key for another algorithm")
+	}
+	if !preset.ConfirmsBlobs("reg", "root/docker/registry/v2/repositories/app/_manifests/tags/a/current/link") {
+		t.Fatal("the preset's roots do not confirm blobs")
+	}
+	if preset.ConfirmsBlobs("reg", "root/docker/registry/v2/repositories/app/_layers/sha256/"+strings.Repeat("a", 64)+"/link") {
+		t.Fatal("the preset's caches confirm blobs")
+	}
 }

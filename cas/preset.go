@@ -48,6 +48,11 @@ func Preset(name, bucket, root string, maxBody int64) (Layout, error) {
 		return Layout{}, err
 	}
 	ns.Content = ContentManifests
+	ns.KeyTemplate = "{hex2}/{hex}/data"
+	// A registry writes a manifest after the blobs it names, and may take
+	// a blob it remembers (a descriptor cache) for stored: every write that
+	// names blobs must find them stored.
+	ns.ConfirmBlobs = true
 	roots, err := NewSource("registry-roots", bucket, base+"repositories/", "", maxBody)
 	if err == nil {
 		err = roots.SetKeys(distributionRootKeys)
@@ -55,6 +60,7 @@ func Preset(name, bucket, root string, maxBody int64) (Layout, error) {
 	if err != nil {
 		return Layout{}, err
 	}
+	roots.ConfirmBlobs = true
 	caches, err := NewSource("registry-caches", bucket, base+"repositories/", "", maxBody)
 	if err == nil {
 		err = caches.SetKeys(distributionCacheKeys)

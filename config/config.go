@@ -159,6 +159,9 @@ type DigestNamespace struct {
 	// Content is cas.ContentManifests when the namespace's blobs may be
 	// manifests that name further blobs, or empty.
 	Content string
+	// ConfirmBlobs refuses a manifest blob that names a blob not stored
+	// (cas.Namespace.ConfirmBlobs).
+	ConfirmBlobs bool
 }
 
 // DigestSource is one configured reference source: a bucket prefix whose
@@ -174,6 +177,9 @@ type DigestSource struct {
 	MaxBody int64
 	// Kind is cas.KindRoot (the default) or cas.KindCache.
 	Kind string
+	// ConfirmBlobs refuses a write that names a blob not stored
+	// (cas.Source.ConfirmBlobs).
+	ConfirmBlobs bool
 }
 
 // String writes the namespace as BUCKET/PREFIX, with the fields that the
@@ -192,6 +198,9 @@ func (n DigestNamespace) String() string {
 	}
 	if n.Content != "" {
 		extra = append(extra, "content="+n.Content)
+	}
+	if n.ConfirmBlobs {
+		extra = append(extra, "confirm_blobs=true")
 	}
 	if len(extra) > 0 {
 		s += "{" + strings.Join(extra, " ") + "}"
@@ -218,6 +227,9 @@ func (s DigestSource) String() string {
 	}
 	if s.Kind != "" {
 		extra = append(extra, "kind="+s.Kind)
+	}
+	if s.ConfirmBlobs {
+		extra = append(extra, "confirm_blobs=true")
 	}
 	if len(extra) > 0 {
 		out += "{" + strings.Join(extra, " ") + "}"

@@ -108,7 +108,7 @@ func TestLayout(t *testing.T) {
     - {name: checked, bucket: other, prefix: b/, verify: true}
   sources:
     - registry/manifests/
-    - {bucket: other, prefix: m/, max_body: 99, keys: '/link$'}
+    - {bucket: other, prefix: m/, max_body: 99, keys: '/link$', confirm_blobs: true}
 `)), nil)
 	l, err := c.Layout()
 	if err != nil {
@@ -134,6 +134,9 @@ func TestLayout(t *testing.T) {
 	}
 	if got, err := src.Extract([]byte(`{"layers":[{"digest":"sha256:` + testHex + `"}]}`)); err != nil || len(got) != 1 || got[0] != "sha256:"+testHex {
 		t.Errorf("the default source pattern found %q, %v", got, err)
+	}
+	if l.Sources[0].ConfirmBlobs || !l.Sources[1].ConfirmBlobs || !l.ConfirmsBlobs("other", "m/repo/_layers/link") {
+		t.Errorf("confirm_blobs: %t, %t; want false (unset) and true", l.Sources[0].ConfirmBlobs, l.Sources[1].ConfirmBlobs)
 	}
 	if l.Source("other", "m/repo/_layers/link") == nil || l.Source("other", "m/repo/_uploads/u/data") != nil {
 		t.Error("a source's keys pattern does not narrow it")
@@ -174,6 +177,12 @@ func TestDigestsValidation(t *testing.T) {
 		{"name used twice", nil,
 			"digests:\n  namespaces: [{name: x, bucket: reg, prefix: b/}]\n  sources: [{name: x, bucket: reg, prefix: m/}]\n",
 			[]string{"digests.sources", `the name "x" is used twice`}},
+		{"confirm_blobs with a custom namespace pattern", nil,
+			"digests:\n  namespaces: [{bucket: reg, prefix: b/, pattern: '^x(?P<hex>[0-9a-f]{64})$'}]\n  sources: [{bucket: reg, prefix: m/, confirm_blobs: true}]\n",
+			[]string{"confirm_blobs needs every namespace", "custom pattern"}},
+		{"confirm_blobs not a boolean", nil,
+			"digests:\n  namespaces: [reg/b/]\n  sources: [{bucket: reg, prefix: m/, confirm_blobs: sometimes}]\n",
+			[]string{"digests.sources", `confirm_blobs: "sometimes" is not a boolean`}},
 		{"negative source max_body", nil,
 			"digests:\n  namespaces: [reg/b/]\n  sources: [{bucket: reg, prefix: m/, max_body: -1}]\n",
 			[]string{"digests.sources", "max_body must be 1 byte or more"}},
@@ -253,7 +262,7 @@ func TestDigestsInputErrors(t *testing.T) {
 		{"item is a list", "digests:\n  namespaces: [[reg/b/]]\n", "each item must be a string BUCKET/PREFIX or a mapping"},
 		{"item is null", "digests:\n  sources: [~]\n", "each item must be a string"},
 		{"short form without bucket", "digests:\n  namespaces: [/b/]\n", "test.yaml:2:16: digests.namespaces: \"/b/\": want BUCKET/PREFIX"},
-		{"unknown key", "digests:\n  namespaces: [{bucket: reg, max_body: 1}]\n", "unknown key max_body (want name, bucket, prefix, pattern, verify, content)"},
+		{"unknown key", "digests:\n  namespaces: [{bucket: reg, max_body: 1}]\n", "unknown key max_body (want name, bucket, prefix, pattern, verify, content, confirm_blobs)"},
 		{"source unknown key", "digests:\n  sources: [{bucket: reg, verify: true}]\n", "unknown key verify"},
 		{"missing bucket", "digests:\n  sources: [{prefix: m/}]\n", "digests.sources: bucket is required"},
 		{"verify not a bool", "digests:\n  namespaces: [{bucket: reg, verify: sometimes}]\n", `verify: "sometimes" is not a boolean`},

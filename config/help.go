@@ -196,6 +196,7 @@ variables and YAML), which uses the default pattern, or in YAML as a mapping:
 | ` + "`verify`" + ` | refuse a blob whose content does not hash to its key's digest; default ` + "`digests.verify`" + ` | - |
 | ` + "`keys`" + ` | - | a pattern the key after the prefix must match to be in the source (other keys are plain objects), such as ` + "`/link$`" + ` for a registry's link files; default: every key |
 | ` + "`max_body`" + ` | - | largest body parsed, larger writes are refused; default ` + "`digests.max_body`" + ` |
+| ` + "`confirm_blobs`" + ` | with ` + "`content`" + `: a manifest blob naming a blob that is not stored is refused | a write naming a blob that is not stored is refused (` + "`409 BlobNotStored`" + `, nothing stored); default false, true in the distribution preset. Leave it off for producers that write a reference before its blob. Needs every namespace to use the default pattern |
 
 Patterns are Go regular expressions (RE2 syntax); in YAML write them in single
 quotes, where a backslash is an ordinary character. No key may belong to two

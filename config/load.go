@@ -362,7 +362,7 @@ func (w *yamlWalker) leaf(c *Config, s Setting, n *yaml.Node) {
 		*p = out
 	case *[]DigestSource:
 		if n.Kind != yaml.SequenceNode {
-			w.errorf(n, "%s must be a list of BUCKET/PREFIX strings or {name, bucket, prefix, pattern, max_body} mappings", s.Key)
+			w.errorf(n, "%s must be a list of BUCKET/PREFIX strings or {name, bucket, prefix, pattern, max_body, confirm_blobs} mappings", s.Key)
 			return
 		}
 		out := make([]DigestSource, 0, len(n.Content))
@@ -468,7 +468,7 @@ func fieldText(fields map[string]*yaml.Node, name string) string {
 }
 
 func (w *yamlWalker) namespace(key string, n *yaml.Node) (DigestNamespace, bool) {
-	spec, fields, ok := w.casItem(key, n, []string{"name", "bucket", "prefix", "pattern", "verify", "content"})
+	spec, fields, ok := w.casItem(key, n, []string{"name", "bucket", "prefix", "pattern", "verify", "content", "confirm_blobs"})
 	if !ok {
 		return DigestNamespace{}, false
 	}
@@ -489,11 +489,14 @@ func (w *yamlWalker) namespace(key string, n *yaml.Node) (DigestNamespace, bool)
 		}
 		ns.Verify = &b
 	}
+	if ns.ConfirmBlobs, ok = w.casBool(key, fields, "confirm_blobs"); !ok {
+		return DigestNamespace{}, false
+	}
 	return ns, true
 }
 
 func (w *yamlWalker) source(key string, n *yaml.Node) (DigestSource, bool) {
-	spec, fields, ok := w.casItem(key, n, []string{"name", "bucket", "prefix", "pattern", "keys", "max_body", "kind"})
+	spec, fields, ok := w.casItem(key, n, []string{"name", "bucket", "prefix", "pattern", "keys", "max_body", "kind", "confirm_blobs"})
 	if !ok {
 		return DigestSource{}, false
 	}
@@ -514,5 +517,23 @@ func (w *yamlWalker) source(key string, n *yaml.Node) (DigestSource, bool) {
 		}
 		src.MaxBody = mb
 	}
+	if src.ConfirmBlobs, ok = w.casBool(key, fields, "confirm_blobs"); !ok {
+		return DigestSource{}, false
+	}
 	return src, true
+}
+
+// casBool reads a boolean field of a namespace or source mapping; false
+// when it is unset, ok false (reported) when it is not a boolean.
+func (w *yamlWalker) casBool(key string, fields map[string]*yaml.Node, name string) (value, ok bool) {
+	v := fields[name]
+	if v == nil {
+		return false, true
+	}
+	b, err := strconv.ParseBool(v.Value)
+	if err != nil {
+		w.errorf(v, "%s: %s: %q is not a boolean (use true or false)", key, name, v.Value)
+		return false, false
+	}
+	return b, true
 }

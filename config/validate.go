@@ -401,6 +401,7 @@ func (c *Config) buildLayout() (*cas.Layout, []error) {
 		}
 		ns, err := cas.NewNamespace(n.Name, n.Bucket, n.Prefix, n.Pattern, verify)
 		ns.Content = n.Content
+		ns.ConfirmBlobs = n.ConfirmBlobs
 		if err != nil {
 			bad(key, "%s: %v", where, err)
 			continue
@@ -430,6 +431,7 @@ func (c *Config) buildLayout() (*cas.Layout, []error) {
 		if s.Kind != "" {
 			src.Kind = s.Kind
 		}
+		src.ConfirmBlobs = s.ConfirmBlobs
 		if err != nil {
 			bad(key, "%s: %v", where, err)
 			continue

@@ -6,8 +6,10 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -153,9 +155,20 @@ func (s *Service) writeRef(ctx context.Context, w http.ResponseWriter, q *Reques
 		s.refuseState(w, q, err)
 		return
 	}
-	a, err := s.send(out)
 	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
+	if s.layout.ConfirmsBlobs(rw.bucket, rw.key) {
+		if missing, err := s.missingBlob(sctx, rw.digests); missing != "" || err != nil {
+			s.endRefWrite(sctx, rw.bucket, rw.key, id, etcdstore.WriteFailed, "")
+			if err != nil {
+				s.backendFailed(ctx, w, q, err)
+				return
+			}
+			s.writeError(w, q, s3err.ErrBlobNotStored.WithMessage("The object names %s, which is not stored (it was deleted, or never uploaded); upload that blob again, then write the object.", missing))
+			return
+		}
+	}
+	a, err := s.send(out)
 	outcome, etag := s.writeOutcome(sctx, rw, a, err)
 	s.endRefWrite(sctx, rw.bucket, rw.key, id, outcome, etag)
 	if err != nil {
@@ -170,6 +183,54 @@ func (s *Service) writeRef(ctx context.Context, w http.ResponseWriter, q *Reques
 		return
 	}
 	s.writeAnswer(w, q, a)
+}
+
+// missingBlob returns a digest of digests whose blob no namespace stores,
+// or "" when every one is stored. It is called once the write's references
+// are recorded: from then on no delete of a named blob can start (a guard
+// is armed only where no reference is recorded, and a reference write
+// meets any guard armed before it), so a blob found here stays stored. A
+// HEAD that fails otherwise than NoSuchKey is an error: nothing is
+// confirmed.
+func (s *Service) missingBlob(ctx context.Context, digests []string) (string, error) {
+	const inFlight = 8
+	missing := make([]bool, len(digests))
+	errs := make([]error, len(digests))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, inFlight)
+	for i, d := range digests {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			missing[i], errs[i] = s.blobMissing(ctx, d)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return "", fmt.Errorf("confirm the named blobs: %w", err)
+	}
+	for i, d := range digests {
+		if missing[i] {
+			return d, nil
+		}
+	}
+	return "", nil
+}
+
+// blobMissing reports whether no namespace stores digest's blob.
+func (s *Service) blobMissing(ctx context.Context, digest string) (bool, error) {
+	for _, p := range s.layout.BlobPlaces(digest) {
+		_, err := s.s3.Head(ctx, p.Bucket, p.Key)
+		switch {
+		case err == nil:
+			return false, nil
+		case !errors.Is(err, s3client.ErrNoSuchKey) && !errors.Is(err, s3client.ErrNoSuchBucket):
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // errNoResult answers a write whose backend answer said success but did

@@ -74,6 +74,12 @@ type digestEnv struct {
 
 func newDigestEnv(t *testing.T) *digestEnv {
 	t.Helper()
+	return newDigestEnvWith(t, nil)
+}
+
+// newDigestEnvWith is newDigestEnv with the layout changed by edit first.
+func newDigestEnvWith(t *testing.T, edit func(*cas.Layout)) *digestEnv {
+	t.Helper()
 	e := &digestEnv{t: t, clock: &digestClock{now: time.Now().UTC().Truncate(time.Second)}, reg: prometheus.NewRegistry()}
 	e.minio = harness.StartMinIO(t)
 	e.proxy = harness.StartFaultProxy(t, e.minio.Endpoint)
@@ -100,6 +106,9 @@ func newDigestEnv(t *testing.T) *digestEnv {
 		t.Fatal(err)
 	}
 	layout := &cas.Layout{Namespaces: []cas.Namespace{ns}, Sources: []cas.Source{src, missing}}
+	if edit != nil {
+		edit(layout)
+	}
 
 	e.creds = map[string]sigv4.Credential{
 		alicePrincipal: {AccessKey: "alicekey", SecretKey: "alice-secret-0123456789", Principal: alicePrincipal},

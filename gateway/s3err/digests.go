@@ -17,6 +17,11 @@ var (
 	// such code; 409 is the status S3 uses for a conflict with the
 	// resource's state.
 	ErrBlobReferenced = &Error{"BlobReferenced", "The blob is still referenced.", http.StatusConflict}
+	// ErrBlobNotStored refuses a write that names a blob that is not
+	// stored (deleted, or never uploaded), in a source that confirms the
+	// blobs it names: nothing of the write is stored, and the producer
+	// uploads the blob again. 409, as for BlobReferenced.
+	ErrBlobNotStored = &Error{"BlobNotStored", "A blob the object names is not stored.", http.StatusConflict}
 	// ErrMalformedXML refuses a request document that does not parse.
 	ErrMalformedXML = &Error{"MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.", http.StatusBadRequest}
 	// ErrPreconditionFailed refuses a request whose condition does not hold.

@@ -56,6 +56,13 @@ type registryUnderTest struct {
 // directory, if any), and a registry whose S3 endpoint is that sweepgate.
 func startRegistryUnderTest(t *testing.T, rootDirectory string) *registryUnderTest {
 	t.Helper()
+	return startRegistryUnderTestWith(t, rootDirectory, false)
+}
+
+// startRegistryUnderTestWith is startRegistryUnderTest with the registry's
+// blob descriptor cache on or off.
+func startRegistryUnderTestWith(t *testing.T, rootDirectory string, descriptorCache bool) *registryUnderTest {
+	t.Helper()
 	bucket := harness.BucketName(t)
 	presetStorage := bucket
 	if rootDirectory != "" {
@@ -86,9 +93,15 @@ func startRegistryUnderTest(t *testing.T, rootDirectory string) *registryUnderTe
 		oracle: harness.RegistryStorage{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
 			Bucket: bucket, RootDirectory: rootDirectory},
 	}
-	r.reg = harness.StartRegistry(t, harness.RegistryStorage{Endpoint: e.Gateway.Endpoint, AccessKey: e.AccessKey,
-		SecretKey: e.SecretKey, Bucket: bucket, RootDirectory: rootDirectory})
+	r.reg = harness.StartRegistry(t, r.storage(descriptorCache))
 	return r
+}
+
+// storage is the registry's storage: the bucket behind sweepgate.
+func (r *registryUnderTest) storage(descriptorCache bool) harness.RegistryStorage {
+	return harness.RegistryStorage{Endpoint: r.e.Gateway.Endpoint, AccessKey: r.e.AccessKey,
+		SecretKey: r.e.SecretKey, Bucket: r.oracle.Bucket, RootDirectory: r.oracle.RootDirectory,
+		DescriptorCache: descriptorCache}
 }
 
 // layer returns the tarball of a layer of size pseudo-random bytes for seed.

@@ -28,6 +28,11 @@ type RegistryStorage struct {
 	// RootDirectory is the key prefix of the registry's tree in Bucket;
 	// empty means the bucket's root.
 	RootDirectory string
+	// DescriptorCache turns on the registry's in-memory blob descriptor
+	// cache (storage.cache.blobdescriptor: inmemory), as distribution's
+	// example configuration does: the registry then answers for blobs it
+	// has seen from memory, also once they are gone from the storage.
+	DescriptorCache bool
 }
 
 // BlobsPrefix is the key prefix under which the registry stores its blobs:
@@ -92,8 +97,8 @@ func toolBinary(t testing.TB, envVar, name, buildTime string) string {
 
 // StartRegistry starts a distribution registry with its storage in s on a
 // reserved loopback port and waits until /v2/ answers. Deletes are enabled,
-// redirects to the storage are off, and there is no blob descriptor cache,
-// so a deleted blob is never served from memory. t.Cleanup stops it.
+// redirects to the storage are off, and there is no blob descriptor cache
+// unless s asks for one (DescriptorCache). t.Cleanup stops it.
 func StartRegistry(t testing.TB, s RegistryStorage) *Registry {
 	t.Helper()
 	bin := RegistryBinary(t)
@@ -182,18 +187,20 @@ func writeRegistryConfig(path string, s RegistryStorage, addr string) error {
 	if s.RootDirectory != "" {
 		s3["rootdirectory"] = s.RootDirectory
 	}
+	storage := map[string]any{
+		"s3":          s3,
+		"delete":      map[string]any{"enabled": true},
+		"redirect":    map[string]any{"disable": true},
+		"maintenance": map[string]any{"uploadpurging": map[string]any{"enabled": false}},
+	}
+	if s.DescriptorCache {
+		storage["cache"] = map[string]any{"blobdescriptor": "inmemory"}
+	}
 	cfg := map[string]any{
 		"version": "0.1",
 		"log":     map[string]any{"level": "info", "formatter": "text"},
-		"storage": map[string]any{
-			"s3":       s3,
-			"delete":   map[string]any{"enabled": true},
-			"redirect": map[string]any{"disable": true},
-			// No "cache": a blob descriptor cache could answer for a
-			// blob that is gone from the storage.
-			"maintenance": map[string]any{"uploadpurging": map[string]any{"enabled": false}},
-		},
-		"http": map[string]any{"addr": addr, "secret": "sweepgate-e2e-registry"},
+		"storage": storage,
+		"http":    map[string]any{"addr": addr, "secret": "sweepgate-e2e-registry"},
 	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {

@@ -247,6 +247,7 @@ func (s *digestSweep) armWrite(t etcdstore.Tombstone, tombRev int64, g *sweepGua
 		absent(keys.Refs(d)),
 		absent(keys.Placements(d)),
 		absent(keys.RefHolds()),
+		absent(keys.Unrecorded()),
 	}
 	if g != nil {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(keys.Guard(d)), "=", g.ModRev))

@@ -36,7 +36,7 @@ func (s *Service) completeRef(ctx context.Context, w http.ResponseWriter, q *Req
 		s.writeError(w, q, errSourceTooLarge(src, fmt.Sprintf("The upload's parts (%d bytes)", size)))
 		return
 	}
-	hold, err := s.holdRefs(sctx, q.RequestID)
+	hold, err := s.holdRefs(sctx, q.RequestID, q.Bucket, q.Key)
 	if err != nil {
 		s.refuseState(w, q, err)
 		return
@@ -46,10 +46,16 @@ func (s *Service) completeRef(ctx context.Context, w http.ResponseWriter, q *Req
 	// The complete may have taken longer than one step's timeout.
 	after, cancelAfter := s.stateContext(ctx)
 	defer cancelAfter()
+	var unrecorded string
 	if etag, ok := c.result(); ok {
-		s.recordCompleted(after, src, q.Bucket, q.Key, etag, q.RequestID)
+		if err := s.recordCompleted(after, src, q.Bucket, q.Key, etag, q.RequestID); err != nil {
+			unrecorded = err.Error()
+		}
+	} else if c.status < 400 || c.status >= 500 {
+		// No clear refusal: the object may have been made.
+		unrecorded = fmt.Sprintf("the complete's outcome is unclear (answered %d)", c.status)
 	}
-	hold.release(after)
+	hold.end(after, unrecorded)
 	c.writeTo(w)
 }
 
@@ -119,25 +125,55 @@ type refHold struct {
 	s       *Service
 	id      string
 	session *concurrency.Session
+	record  etcdstore.UnrecordedWrite
 }
 
 // holdRefs takes a reference hold (etcdstore.Store.HoldRefs) under a lease
 // of HoldTTL, renewed until release: a gateway that dies mid-complete lets
 // the collector go on after the lease runs out. The renewals do not end
 // with ctx: a hold lasts until release whatever the client does.
-func (s *Service) holdRefs(ctx context.Context, id string) (*refHold, error) {
+func (s *Service) holdRefs(ctx context.Context, id, bucket, key string) (*refHold, error) {
 	ttl := int(math.Ceil(s.holdTTL.Seconds()))
 	session, err := concurrency.NewSession(s.store.Client(),
 		concurrency.WithTTL(max(ttl, 1)), concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
 		return nil, fmt.Errorf("grant reference hold lease: %w", err)
 	}
-	h := &refHold{s: s, id: id, session: session}
-	if err := s.store.HoldRefs(ctx, id, session.Lease(), s.now()); err != nil {
-		h.release(ctx)
+	now := s.now()
+	h := &refHold{s: s, id: id, session: session, record: etcdstore.UnrecordedWrite{ID: id, Bucket: bucket, Key: key, At: now.UTC()}}
+	if err := s.store.HoldRefs(ctx, id, bucket, key, session.Lease(), now); err != nil {
+		if !errors.Is(err, etcdstore.ErrGuarded) {
+			// The hold may have been made: its record goes with it.
+			h.end(ctx, "")
+		} else {
+			h.release(ctx)
+		}
 		return nil, err
 	}
 	return h, nil
+}
+
+// end ends the hold. With unrecorded empty (the references are recorded,
+// or the complete made no object) the complete's record is deleted;
+// otherwise it is settled with that reason, so that the digest sweep keeps
+// everything until a rebuild started after now has read the object. The
+// record is written before the hold goes, so no moment is left without
+// either.
+func (h *refHold) end(ctx context.Context, unrecorded string) {
+	log := h.s.logFor(ctx)
+	var err error
+	if unrecorded == "" {
+		err = h.s.store.EndUnrecorded(ctx, h.id)
+	} else {
+		log.Error("references of a completed object not recorded; every blob is kept until a rebuild reads it", "bucket", h.record.Bucket, "key", h.record.Key, "reason", unrecorded)
+		err = h.s.store.SettleUnrecorded(ctx, h.record, unrecorded)
+	}
+	if err != nil {
+		// The record stays as the hold wrote it: a pass settles it once
+		// the hold is gone, which keeps everything until a rebuild.
+		log.Warn("record of a complete not updated; a pass settles it", "complete", h.id, "err", err)
+	}
+	h.release(ctx)
 }
 
 // release ends the hold: revoking its lease deletes the hold's key.
@@ -152,24 +188,24 @@ func (h *refHold) release(ctx context.Context) {
 // it reads the object (the version with the complete's ETag), records its
 // digests, and checks the object is still that version once the write is
 // pending, so that no write of the object can come between. Failures are
-// logged, not answered: the object is stored, and the rebuild finds and
-// retains what could not be recorded here.
-func (s *Service) recordCompleted(ctx context.Context, src *cas.Source, bucket, key, etag, id string) {
+// not answered: the object is stored, and the caller keeps the complete's
+// record (everything kept) until a rebuild reads the object. It returns
+// why the references are not recorded, or nil.
+func (s *Service) recordCompleted(ctx context.Context, src *cas.Source, bucket, key, etag, id string) error {
 	log := s.logFor(ctx).With("bucket", bucket, "key", key, "etag", etag)
 	body, _, err := s.s3.Get(ctx, bucket, key, s3client.GetOptions{IfMatch: etag}, src.MaxBody)
 	var refused *s3client.Error
 	switch {
 	case errors.As(err, &refused):
+		// Another write replaced it: that write records its own.
 		log.Info("completed reference object was replaced before its references were read", "status", refused.Status)
-		return
+		return nil
 	case err != nil:
-		log.Error("references of a completed object not recorded", "err", err)
-		return
+		return fmt.Errorf("read the completed object: %w", err)
 	}
 	digests, err := src.Extract(body)
 	if err != nil {
-		log.Error("references of a completed object not recorded", "err", err)
-		return
+		return fmt.Errorf("parse the completed object: %w", err)
 	}
 	w := etcdstore.RefWrite{ID: id, Digests: digests, At: s.now()}
 	for attempt := range 5 {
@@ -184,8 +220,7 @@ func (s *Service) recordCompleted(ctx context.Context, src *cas.Source, bucket, 
 		if !errors.Is(err, etcdstore.ErrWriteInFlight) {
 			s.endRefWrite(ctx, bucket, key, id, etcdstore.WriteFailed, "")
 		}
-		log.Error("references of a completed object not recorded", "err", err)
-		return
+		return fmt.Errorf("record the completed object's references: %w", err)
 	}
 	outcome := etcdstore.WriteCommitted
 	if now, err := s.s3.Head(ctx, bucket, key); err != nil || now.ETag != etag {
@@ -194,4 +229,5 @@ func (s *Service) recordCompleted(ctx context.Context, src *cas.Source, bucket, 
 		outcome = etcdstore.WriteUnknown
 	}
 	s.endRefWrite(ctx, bucket, key, id, outcome, etag)
+	return nil
 }

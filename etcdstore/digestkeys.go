@@ -92,6 +92,13 @@ func (k Keys) RefHolds() string { return k.Root() + "refholds/" }
 // RefHold returns the key of one reference hold.
 func (k Keys) RefHold(id string) string { return k.RefHolds() + url.PathEscape(id) }
 
+// Unrecorded returns the prefix of the records of completed reference
+// objects whose references are not recorded (UnrecordedWrite).
+func (k Keys) Unrecorded() string { return k.Root() + "unrecorded/" }
+
+// UnrecordedOf returns the key of the record of the complete id.
+func (k Keys) UnrecordedOf(id string) string { return k.Unrecorded() + url.PathEscape(id) }
+
 // AllTrash returns the prefix of every trash record.
 func (k Keys) AllTrash() string { return k.Root() + "trash/" }
 

@@ -179,7 +179,7 @@ type Frontier struct {
 
 // MarshalRecord encodes one of the digest records above with its version
 // set.
-func MarshalRecord[T RefSource | Ref | TrashRecord | TrashRef | Placement | Tombstone | Guard | Frontier](r T) string {
+func MarshalRecord[T RefSource | Ref | TrashRecord | TrashRef | Placement | Tombstone | Guard | Frontier | UnrecordedWrite](r T) string {
 	switch v := any(&r).(type) {
 	case *RefSource:
 		v.Version = digestRecordVersion
@@ -196,6 +196,8 @@ func MarshalRecord[T RefSource | Ref | TrashRecord | TrashRef | Placement | Tomb
 	case *Guard:
 		v.Version = digestRecordVersion
 	case *Frontier:
+		v.Version = digestRecordVersion
+	case *UnrecordedWrite:
 		v.Version = digestRecordVersion
 	}
 	b, _ := json.Marshal(r) // plain structs always marshal

@@ -493,13 +493,37 @@ func (s *Store) EndPlacement(ctx context.Context, digest, id string) error {
 	return nil
 }
 
+// UnrecordedWrite records a complete of a multipart upload into a
+// reference source whose object's references may not be recorded: written
+// with the complete's hold, deleted once they are. While one stands no
+// guard is armed anywhere; the digest sweep deletes it only once it is
+// settled (its hold gone and the record written again after that) and a
+// rebuild that started after that write has read every source.
+type UnrecordedWrite struct {
+	Version int       `json:"v"`
+	ID      string    `json:"id"`
+	Bucket  string    `json:"bucket"`
+	Key     string    `json:"key"`
+	At      time.Time `json:"at"`
+	// Settled says the record was written again after the complete's
+	// hold ended (by the gateway that failed to record the references,
+	// or by a pass that found the hold lapsed): its mod revision is after
+	// any write of the object.
+	Settled bool   `json:"settled,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
 // HoldRefs puts a reference hold under lease: while it exists, no guard can
 // be armed anywhere, and every verdict made before it is void (it advances
-// every shard). It fails with ErrGuarded while any guard is armed. A
-// complete of a multipart upload into a reference source holds until the
-// assembled object's references are recorded.
-func (s *Store) HoldRefs(ctx context.Context, id string, lease clientv3.LeaseID, now time.Time) error {
-	ops := []clientv3.Op{clientv3.OpPut(s.keys.RefHold(id), now.UTC().Format(time.RFC3339Nano), clientv3.WithLease(lease))}
+// every shard). With it goes a record of the complete (UnrecordedWrite of
+// bucket/key), which outlives the lease. It fails with ErrGuarded while
+// any guard is armed. A complete of a multipart upload into a reference
+// source holds until the assembled object's references are recorded.
+func (s *Store) HoldRefs(ctx context.Context, id, bucket, key string, lease clientv3.LeaseID, now time.Time) error {
+	ops := []clientv3.Op{
+		clientv3.OpPut(s.keys.RefHold(id), now.UTC().Format(time.RFC3339Nano), clientv3.WithLease(lease)),
+		clientv3.OpPut(s.keys.UnrecordedOf(id), MarshalRecord(UnrecordedWrite{ID: id, Bucket: bucket, Key: key, At: now.UTC()})),
+	}
 	for _, sh := range AllRefShards() {
 		ops = append(ops, clientv3.OpPut(s.keys.RefRev(sh), ""))
 	}
@@ -510,6 +534,26 @@ func (s *Store) HoldRefs(ctx context.Context, id string, lease clientv3.LeaseID,
 	}
 	if !resp.Succeeded {
 		return ErrGuarded
+	}
+	return nil
+}
+
+// EndUnrecorded deletes the record of the complete id: its object's
+// references are recorded, or it made no object.
+func (s *Store) EndUnrecorded(ctx context.Context, id string) error {
+	if _, err := s.cli.Delete(ctx, s.keys.UnrecordedOf(id)); err != nil {
+		return fmt.Errorf("end unrecorded write: %w", err)
+	}
+	return nil
+}
+
+// SettleUnrecorded writes the record of the complete id again, settled,
+// with why its references are not recorded: its object stays unread until
+// a rebuild that starts after this write.
+func (s *Store) SettleUnrecorded(ctx context.Context, u UnrecordedWrite, why string) error {
+	u.Settled, u.Reason = true, why
+	if _, err := s.cli.Put(ctx, s.keys.UnrecordedOf(u.ID), MarshalRecord(u)); err != nil {
+		return fmt.Errorf("settle unrecorded write: %w", err)
 	}
 	return nil
 }

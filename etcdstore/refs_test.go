@@ -149,7 +149,7 @@ func TestRefWriteRefusedByGuard(t *testing.T) {
 	if err := s.PlaceBlob(ctx, b, "p1", "reg", "blobs/b", t0); !errors.Is(err, etcdstore.ErrGuarded) {
 		t.Fatalf("placing a guarded blob: %v, want ErrGuarded", err)
 	}
-	if err := s.HoldRefs(ctx, "h1", clientv3.NoLease, t0); !errors.Is(err, etcdstore.ErrGuarded) {
+	if err := s.HoldRefs(ctx, "h1", "b", "k", clientv3.NoLease, t0); !errors.Is(err, etcdstore.ErrGuarded) {
 		t.Fatalf("a hold while a guard is armed: %v, want ErrGuarded", err)
 	}
 	if _, err := s.Client().Delete(ctx, s.Keys().Guard(b)); err != nil {
@@ -159,7 +159,7 @@ func TestRefWriteRefusedByGuard(t *testing.T) {
 	if err := s.PlaceBlob(ctx, b, "p1", "reg", "blobs/b", t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.HoldRefs(ctx, "h1", clientv3.NoLease, t0); err != nil {
+	if err := s.HoldRefs(ctx, "h1", "b", "k", clientv3.NoLease, t0); err != nil {
 		t.Fatal(err)
 	}
 }

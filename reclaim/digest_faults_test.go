@@ -308,7 +308,7 @@ func TestDigestHoldsKeepEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.store.HoldRefs(t.Context(), "complete-1", lease.ID, d.clock.Now()); err != nil {
+	if err := d.store.HoldRefs(t.Context(), "complete-1", dgBucket, dgManifests+"held", lease.ID, d.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	rep := d.digestPass(r)
@@ -316,6 +316,10 @@ func TestDigestHoldsKeepEverything(t *testing.T) {
 		t.Errorf("kept %q pending %d; want everything kept for the hold", rep.Kept, rep.Pending)
 	}
 	d.wantStates("held", "", unref...)
+	// The complete recorded its references: its hold and record end.
+	if err := d.store.EndUnrecorded(t.Context(), "complete-1"); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.store.ReleaseRefHold(t.Context(), "complete-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -518,5 +522,38 @@ func TestDigestStatusInProgress(t *testing.T) {
 	d.digestPass(r)
 	if seen == nil || seen.Phase == "" || seen.Report.Stored == 0 {
 		t.Fatalf("status during the digest sweep = %+v, want its phase and the blobs listed so far", seen)
+	}
+}
+
+// TestDigestLapsedHoldKeepsEverything lets a complete's hold lapse with
+// its lease, as when its gateway stops mid-complete, without its record
+// being ended. The next pass keeps everything and settles the record; the
+// pass after it, whose rebuild started after that, goes on.
+func TestDigestLapsedHoldKeepsEverything(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	d.putBlobs("u", 2)
+	d.ageBlobs()
+	r := d.start(d.config())
+	lease, err := d.cli.Grant(t.Context(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.store.HoldRefs(t.Context(), "complete-2", dgBucket, dgManifests+"lapsed", lease.ID, d.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.cli.Revoke(t.Context(), lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	rep := d.digestPass(r)
+	if !contains(rep.Kept, "not recorded") || rep.Pending != 0 {
+		t.Errorf("pass after the hold lapsed: kept %q pending %d; want everything kept", rep.Kept, rep.Pending)
+	}
+	rep = d.digestPass(r)
+	if rep.Kept != "" || rep.Pending != 2 {
+		t.Errorf("pass after a rebuild that started after the record was settled: kept %q pending %d", rep.Kept, rep.Pending)
+	}
+	if n := d.count(d.store.Keys().Unrecorded()); n != 0 {
+		t.Errorf("%d unrecorded completes left", n)
 	}
 }

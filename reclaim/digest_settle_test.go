@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/minio/minio-go/v7"
 
 	"github.com/sweepgate/sweepgate/digests"
@@ -547,4 +548,91 @@ func TestDigestGuardSettledBetweenPasses(t *testing.T) {
 			d.wantProducerAgain(t, r, client, unref[0])
 		})
 	}
+}
+
+// TestDigestUnrecordedCompleteKeepsEverything completes a multipart upload
+// of a manifest through the gateway while another write of the same key
+// is pending, so the complete cannot record what the manifest names, with
+// a rebuild only every hour. The complete lands after the pass's rebuild
+// has read the sources and before its tombstones are judged, so the blob
+// it names is ready by every other rule. Nothing may be deleted until a
+// rebuild that started after the complete has read the manifest; then the
+// named blob stays and the free one goes.
+func TestDigestUnrecordedCompleteKeepsEverything(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	named := d.putBlob("named")
+	free := d.putBlob("free")
+	d.ageBlobs()
+	client := d.gatewayClient()
+	key := dgManifests + "completed"
+	complete := func() {
+		ctx := context.Background()
+		// Another write of the key is in flight: the complete's record
+		// of its references is refused, after its retries.
+		if err := d.store.BeginRefWrite(ctx, dgBucket, key, etcdstore.RefWrite{ID: "other", Digests: nil, At: d.clock.Now()}); err != nil {
+			t.Error(err)
+			return
+		}
+		up, err := client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(dgBucket), Key: aws.String(key)})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		part, err := client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(dgBucket), Key: aws.String(key), UploadId: up.UploadId,
+			PartNumber: aws.Int32(1), Body: bytes.NewReader(dgManifest([]string{named}))})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(dgBucket), Key: aws.String(key), UploadId: up.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag}}}}); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := d.store.EndRefWrite(ctx, dgBucket, key, "other", etcdstore.WriteFailed, "", d.clock.Now()); err != nil {
+			t.Error(err)
+		}
+	}
+	cfg := d.config()
+	cfg.Digests.RebuildInterval = time.Hour
+	var armed atomic.Bool
+	cfg.Fault = func(point string) {
+		if point == digests.FaultBeforeTombstone && armed.CompareAndSwap(true, false) {
+			complete()
+		}
+	}
+	r := d.start(cfg)
+	wantCounts(t, "first pass", d.digestPass(r), 2, 0, 0, 0)
+
+	d.clock.Advance(time.Hour + time.Minute)
+	armed.Store(true)
+	rep := d.digestPass(r)
+	if armed.Load() {
+		t.Fatal("the complete was not made during the pass")
+	}
+	if !rep.Rebuild.Ran || rep.Deleted != 0 {
+		t.Errorf("pass during which the complete landed: rebuild ran %v, deleted %d; want a rebuild and nothing deleted", rep.Rebuild.Ran, rep.Deleted)
+	}
+	d.wantPresent("complete unrecorded", true, named, free)
+	for i := range 2 {
+		d.clock.Advance(10 * time.Minute)
+		rep := d.digestPass(r)
+		if rep.Deleted != 0 || !contains(rep.Kept, "not recorded") {
+			t.Errorf("pass %d before the next rebuild: deleted %d, kept %q; want everything kept for the unrecorded complete", i, rep.Deleted, rep.Kept)
+		}
+	}
+	d.wantPresent("before the next rebuild", true, named, free)
+
+	d.clock.Advance(time.Hour)
+	for range 3 {
+		d.digestPass(r)
+	}
+	if n := d.count(d.store.Keys().Unrecorded()); n != 0 {
+		t.Errorf("%d unrecorded completes left after a rebuild read them", n)
+	}
+	d.wantPresent("after the rebuild", true, append(refd, named)...)
+	d.wantPresent("after the rebuild", false, free)
 }

@@ -211,3 +211,42 @@ func TestKeyOf(t *testing.T) {
 		t.Fatal("the preset's caches confirm blobs")
 	}
 }
+
+// TestFingerprint checks that the fingerprint follows every field that
+// decides what is recorded, and nothing else.
+func TestFingerprint(t *testing.T) {
+	base := func() Layout {
+		l, err := Preset(PresetDistribution, "reg", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b := base(), base()
+	if a.Fingerprint() != b.Fingerprint() || a.Fingerprint() == "" {
+		t.Fatalf("the same layout has fingerprints %q and %q", a.Fingerprint(), b.Fingerprint())
+	}
+	if (&Layout{}).Fingerprint() != "" {
+		t.Fatal("an empty layout has a fingerprint")
+	}
+	changes := map[string]func(*Layout){
+		"namespace prefix":  func(l *Layout) { l.Namespaces[0].Prefix += "x/" },
+		"namespace verify":  func(l *Layout) { l.Namespaces[0].Verify = false },
+		"namespace content": func(l *Layout) { l.Namespaces[0].Content = "" },
+		"source confirm":    func(l *Layout) { l.Sources[0].ConfirmBlobs = false },
+		"source kind":       func(l *Layout) { l.Sources[1].Kind = KindRoot },
+		"source max body":   func(l *Layout) { l.Sources[0].MaxBody++ },
+		"source dropped":    func(l *Layout) { l.Sources = l.Sources[:1] },
+		"source added": func(l *Layout) {
+			s, _ := NewSource("more", "reg", "more/", "", 0)
+			l.Sources = append(l.Sources, s)
+		},
+	}
+	for name, change := range changes {
+		l := base()
+		change(&l)
+		if l.Fingerprint() == a.Fingerprint() {
+			t.Errorf("%s: the fingerprint did not change", name)
+		}
+	}
+}

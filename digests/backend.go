@@ -54,6 +54,8 @@ type SweepMetrics interface {
 	// DeniedBucket counts a bucket the backend refused to the sweep
 	// (AccessDenied), once a pass.
 	DeniedBucket()
+	// LayoutMismatch sets how many live gateways serve another layout.
+	LayoutMismatch(n int)
 }
 
 // noMetrics counts nothing.
@@ -64,3 +66,4 @@ func (noMetrics) BreakerRefused()                               {}
 func (noMetrics) Deleted(int64, int64)                          {}
 func (noMetrics) Tombstones(map[etcdstore.TombstoneState]int64) {}
 func (noMetrics) DeniedBucket()                                 {}
+func (noMetrics) LayoutMismatch(int)                            {}

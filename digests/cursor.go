@@ -94,6 +94,10 @@ type lastRebuild struct {
 	Started  int64         `json:"started,omitempty"`
 	Finished time.Time     `json:"finished"`
 	Result   RebuildResult `json:"result"`
+	// Layout is the fingerprint of the layout the rebuild read the
+	// sources of (cas.Layout.Fingerprint): under another layout its
+	// picture proves nothing, and a rebuild is due before any deletion.
+	Layout string `json:"layout,omitempty"`
 }
 
 // loadSweepCursor reads the digest sweep's cursor; ok is false when there

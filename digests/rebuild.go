@@ -344,6 +344,13 @@ func (s *digestSweep) rebuildDue(ctx context.Context) (bool, lastRebuild, error)
 	if err != nil {
 		return false, last, err
 	}
+	if ok && last.Layout != s.cfg.Layout.Fingerprint() {
+		// The last rebuild read another layout's sources: nothing it saw
+		// proves a verdict under this one.
+		s.log.Warn("the layout changed since the last rebuild: a rebuild is due, and no blob advances until it completes", "last_layout", last.Layout, "layout", s.cfg.Layout.Fingerprint())
+		last.Started = 0
+		return true, last, nil
+	}
 	return s.rebuildDueAt(last, ok, s.now), last, nil
 }
 
@@ -452,6 +459,6 @@ func (s *digestSweep) runRebuild(ctx context.Context) error {
 	finished := s.clock().UTC()
 	rep.Last = finished
 	s.cur.Rebuild.Proof = s.cur.Rebuild.Started
-	b2, _ := json.Marshal(lastRebuild{Version: sweepCursorVersion, Pass: s.cur.Pass, Started: s.cur.Rebuild.Started, Finished: finished, Result: res})
+	b2, _ := json.Marshal(lastRebuild{Version: sweepCursorVersion, Pass: s.cur.Pass, Started: s.cur.Rebuild.Started, Finished: finished, Result: res, Layout: s.cfg.Layout.Fingerprint()})
 	return s.save(ctx, clientv3.OpPut(s.keys().Cursor(rebuildStateName), string(b2)))
 }

@@ -108,6 +108,11 @@ func (s *digestSweep) startTombstones(ctx context.Context) error {
 	if holds.Count > 0 {
 		s.keepAll(fmt.Sprintf("%d reference hold(s) exist at revision %d: a complete into a reference source is recording its references", holds.Count, s.cur.Rev))
 	}
+	if why, err := s.layoutsDiffer(ctx); err != nil {
+		return err
+	} else if why != "" {
+		s.keepAll(why)
+	}
 	why, err := s.unrecorded(ctx)
 	if err != nil {
 		return err

@@ -15,6 +15,13 @@ type GatewayClock struct {
 	// Refresh is how often the record is rewritten: a record read at any
 	// moment was written at most Refresh (and the write's own latency) ago.
 	Refresh time.Duration `json:"refresh"`
+	// Layout is the fingerprint of the process's content-addressed layout
+	// (cas.Layout.Fingerprint), "" when digest reclamation is off. The
+	// digest sweep deletes nothing while two live processes differ.
+	Layout string `json:"layout"`
+	// Layouts is set by a process that publishes its layout; a record
+	// without it is from a version that does not, whose layout is unknown.
+	Layouts bool `json:"layouts,omitempty"`
 }
 
 // ElapsedClock is the value of Keys.ElapsedClock: time measured by the

@@ -12,6 +12,7 @@ func (d *digestMetrics) UnknownRefs(n int64)       { d.m.unknownRefs.Add(float64
 func (d *digestMetrics) BreakerRefused()           { d.m.digestRefusals.Inc() }
 func (d *digestMetrics) Deleted(blobs, size int64) { d.m.digestDeleted(blobs, size) }
 func (d *digestMetrics) DeniedBucket()             { d.m.deniedBuckets.WithLabelValues(PauseDigests).Inc() }
+func (d *digestMetrics) LayoutMismatch(n int)      { d.m.layoutMismatch.Set(float64(n)) }
 
 func (d *digestMetrics) Tombstones(counts map[etcdstore.TombstoneState]int64) {
 	for _, st := range etcdstore.AllTombstoneStates {

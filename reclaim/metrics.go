@@ -48,6 +48,8 @@ type metrics struct {
 	covered *prometheus.GaugeVec
 	// deniedBuckets counts bucket listings the backend refused, by sweep.
 	deniedBuckets *prometheus.CounterVec
+	// layoutMismatch is how many live gateways serve another layout.
+	layoutMismatch prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -106,8 +108,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.deniedBuckets = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "denied_buckets_total",
 		Help: "Buckets the backend refused with AccessDenied (the reclaimer key's policy), by sweep (uploads, digests), once a pass each: the upload sweep skips the bucket, judging nothing in it, and names it in the pass report's denied_buckets; the digest sweep skips a denied namespace, keeps every blob for a denied reference source, and names it in the report's digests.denied_buckets."}, []string{"sweep"})
+	m.layoutMismatch = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "layout_mismatch_gateways",
+		Help: "Live gateways whose content-addressed layout (digests.namespaces, digests.sources, preset) differs from the leader's, or which publish none (an older version), as the last digest sweep found them: while it is above 0 the digest sweep deletes nothing. Set by the leader each pass."})
 	if reg != nil {
-		reg.MustRegister(m.deniedBuckets)
+		reg.MustRegister(m.deniedBuckets, m.layoutMismatch)
 		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.markedParts, m.markedBytes, m.deletedParts, m.deletedBytes, m.refusals,
 			m.orphans, m.orphanParts, m.oldestOrphan, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished, m.aroundGateway,
 			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs, m.paused, m.covered)

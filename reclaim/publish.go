@@ -26,6 +26,9 @@ type PublishConfig struct {
 	// Refresh is how often the record is rewritten; zero means
 	// DefaultClockRefresh.
 	Refresh time.Duration
+	// Layout is the fingerprint of the process's content-addressed layout
+	// (cas.Layout.Fingerprint), published with the clock.
+	Layout string
 	// Now is the process's clock, the one its records are stamped with.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -83,7 +86,7 @@ func (p *publisher) run(ctx context.Context) {
 // there is none or it expired.
 func (p *publisher) publish(ctx context.Context) error {
 	host, _ := os.Hostname()
-	rec := etcdstore.GatewayClock{Version: 1, ID: p.cfg.ID, Host: host, Listen: p.cfg.Listen, At: p.cfg.Now().UTC(), Refresh: p.cfg.Refresh}
+	rec := etcdstore.GatewayClock{Version: 1, ID: p.cfg.ID, Host: host, Listen: p.cfg.Listen, At: p.cfg.Now().UTC(), Refresh: p.cfg.Refresh, Layout: p.cfg.Layout, Layouts: true}
 	val, err := json.Marshal(&rec)
 	if err != nil {
 		return err

@@ -1,0 +1,115 @@
+package reclaim_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// publishLayout publishes gateway id's clock with layout fingerprint fp
+// until the test ends, and waits for its record.
+func (d *digestEnv) publishLayout(id, fp string) (stop func()) {
+	d.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := reclaim.PublishClock(ctx, reclaim.PublishConfig{
+		Store: d.store, ID: id, Refresh: time.Second, Layout: fp, Now: d.clock.Now,
+	})
+	stop = func() { cancel(); <-done }
+	d.t.Cleanup(stop)
+	waitFor(d.t, "gateway "+id+" to publish its layout", func() bool {
+		resp, err := d.cli.Get(d.t.Context(), d.store.Keys().Gateway(id))
+		return err == nil && len(resp.Kvs) == 1
+	})
+	return stop
+}
+
+// TestDigestLayoutMismatchKeepsEverything runs a gateway that publishes
+// another layout than the reclaimer's (a source the reclaimer lacks, so
+// the objects it stores there name blobs the reclaimer would not see)
+// beside one with the same layout. While it is live the digest sweep
+// deletes nothing, says which gateway differs, and sets the gauge; once it
+// is gone the sweep goes on.
+func TestDigestLayoutMismatchKeepsEverything(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	unref := d.putBlobs("u", 2)
+	d.ageBlobs()
+	r := d.start(d.config())
+	wider := *d.layout
+	extra, err := cas.NewSource("elsewhere", dgBucket, "elsewhere/", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wider.Sources = append(append([]cas.Source{}, wider.Sources...), extra)
+	if wider.Fingerprint() == d.layout.Fingerprint() {
+		t.Fatal("a layout with another source has the same fingerprint")
+	}
+	d.publishLayout("gw-alike", d.layout.Fingerprint())
+	stop := d.publishLayout("gw-other", wider.Fingerprint())
+	for i := range 3 {
+		rep := d.digestPass(r)
+		if !strings.Contains(rep.Kept, "gw-other") || !strings.Contains(rep.Kept, "layout") || rep.Pending != 0 || rep.Deleted != 0 {
+			t.Fatalf("pass %d with a gateway of another layout: kept %q pending %d deleted %d; want everything kept, naming it", i, rep.Kept, rep.Pending, rep.Deleted)
+		}
+		if strings.Contains(rep.Kept, "gw-alike") {
+			t.Errorf("the report names a gateway whose layout is the reclaimer's: %q", rep.Kept)
+		}
+	}
+	if got := metric(t, d.reg, "sweepgate_reclaim_layout_mismatch_gateways"); got != 1 {
+		t.Errorf("layout mismatch gauge %v, want 1", got)
+	}
+	d.wantPresent("layouts differ", true, unref...)
+	stop()
+	if rep := d.digestPass(r); rep.Kept != "" || rep.Pending != 2 {
+		t.Errorf("pass once the other gateway is gone: kept %q pending %d", rep.Kept, rep.Pending)
+	}
+	if got := metric(t, d.reg, "sweepgate_reclaim_layout_mismatch_gateways"); got != 0 {
+		t.Errorf("layout mismatch gauge %v after the gateway went, want 0", got)
+	}
+}
+
+// TestDigestLayoutChangeRebuilds records the last rebuild as made under
+// another layout, as after a configuration change, with a rebuild due only
+// every hour: the next pass rebuilds before it advances anything.
+func TestDigestLayoutChangeRebuilds(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	d.putBlobs("u", 2)
+	d.ageBlobs()
+	cfg := d.config()
+	cfg.Digests.RebuildInterval = time.Hour
+	r := d.start(cfg)
+	if rep := d.digestPass(r); !rep.Rebuild.Ran {
+		t.Fatal("first pass did not rebuild")
+	}
+	d.clock.Advance(time.Minute)
+	if rep := d.digestPass(r); rep.Rebuild.Ran {
+		t.Fatal("second pass rebuilt within the interval")
+	}
+	key := d.store.Keys().Cursor("rebuild")
+	resp, err := d.cli.Get(t.Context(), key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("last rebuild record: %v", err)
+	}
+	var last map[string]any
+	if err := json.Unmarshal(resp.Kvs[0].Value, &last); err != nil {
+		t.Fatal(err)
+	}
+	if last["layout"] != d.layout.Fingerprint() {
+		t.Fatalf("the last rebuild recorded layout %v, want %s", last["layout"], d.layout.Fingerprint())
+	}
+	last["layout"] = "another"
+	b, _ := json.Marshal(last)
+	if _, err := d.cli.Put(t.Context(), key, string(b)); err != nil {
+		t.Fatal(err)
+	}
+	d.clock.Advance(time.Minute)
+	if rep := d.digestPass(r); !rep.Rebuild.Ran {
+		t.Errorf("first pass after the layout changed did not rebuild (report %+v)", rep.Rebuild)
+	}
+}

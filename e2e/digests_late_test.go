@@ -122,3 +122,77 @@ func requireGuardHolds(t *testing.T, sdk *s3.Client, bucket string, blobs []laye
 		t.Fatalf("%s: the refused manifest is stored", when)
 	}
 }
+
+// TestDigestGuardSettledWithoutPass drops the reclaimer's DeleteObjects on
+// its way to MinIO, so its outcome is unclear and the blob's guard stays
+// armed, with passes an hour apart. A producer retrying its manifest push
+// once a second gets through within the guard's settle time (the delete's
+// deadline, reclaim.backend_timeout after it was sent, plus
+// digests.guard_settle plus reclaim.clock_skew) and a few seconds, with no
+// pass run meanwhile: the leader settles the guard on its own.
+func TestDigestGuardSettledWithoutPass(t *testing.T) {
+	t.Parallel()
+	const (
+		backendTimeout = 2 * time.Second
+		guardSettle    = 4 * time.Second
+		clockSkew      = time.Second
+	)
+	bucket := harness.BucketName(t)
+	e, proxy := harness.StartWithFaultProxy(t, harness.Options{Config: map[string]any{
+		"digests": map[string]any{
+			"namespaces":          []string{bucket + "/blobs/sha256/"},
+			"sources":             []string{bucket + "/manifests/"},
+			"placement_grace":     digestPlacementGrace.String(),
+			"max_delete_fraction": 1,
+			"guard_settle":        guardSettle.String(),
+		},
+		"reclaim": map[string]any{"interval": "1h", "backend_timeout": backendTimeout.String(), "election_ttl": "1s", "clock_skew": clockSkew.String()},
+	}})
+	e.RequireGateway(t)
+	admin := e.Gateway.AdminEndpoint
+	awaitLeading(t, e.Gateway)
+	sdk, direct := e.SDK(t), e.DirectSDK(t)
+	ctx := t.Context()
+	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	blobs := pushLayers(t, sdk, bucket, 2)
+	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("manifests/app/v1"), Body: bytes.NewReader(ociManifest(blobs, 0))}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for digestPassReport(t, admin).Digests.Pending != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("blob 1 not pending within 30s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	dropped := proxy.Inject(harness.Rule{
+		Match: func(r harness.ProxiedRequest) bool { return r.Method == http.MethodPost && r.Query.Has("delete") },
+		Fault: harness.CloseBeforeForward, Times: 1,
+	})
+	rep := digestPassReport(t, admin)
+	sent := time.Now()
+	if dropped.Hits() != 1 || rep.Digests.Settling != 1 || rep.Digests.Deleted != 0 {
+		t.Fatalf("pass whose delete was dropped: %d dropped, report %+v; want the guard kept settling", dropped.Hits(), *rep.Digests)
+	}
+	requireGuardHolds(t, sdk, bucket, blobs, "right after the unclear delete")
+
+	// Retry once a second, as a registry client does, and run no pass.
+	settled := sent.Add(backendTimeout + guardSettle + clockSkew)
+	limit := settled.Add(5 * time.Second)
+	for {
+		_, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("manifests/app/v2"), Body: bytes.NewReader(ociManifest(blobs, 0, 1))})
+		if err == nil {
+			break
+		}
+		if apiErrorCode(err) != "SlowDown" {
+			t.Fatalf("manifest push while the guard stands: %v, want SlowDown", err)
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("manifest push still refused %v after the guard's settle time, with no pass run: %v", time.Since(settled).Round(time.Millisecond), err)
+		}
+		time.Sleep(time.Second)
+	}
+	requireLayersPresent(t, direct, bucket, blobs, "after the guard was settled: every blob a manifest names", 0, 1)
+}

@@ -25,41 +25,10 @@ import (
 // no manifest names a missing blob.
 func TestDigestLateDelete(t *testing.T) {
 	t.Parallel()
-	bucket := harness.BucketName(t)
-	e, proxy := harness.StartWithFaultProxy(t, harness.Options{Config: map[string]any{
-		"digests": map[string]any{
-			"namespaces":          []string{bucket + "/blobs/sha256/"},
-			"sources":             []string{bucket + "/manifests/"},
-			"placement_grace":     digestPlacementGrace.String(),
-			"max_delete_fraction": 1,
-			"guard_settle":        "4s",
-		},
-		"reclaim": map[string]any{"interval": "1h", "backend_timeout": "2s", "election_ttl": "1s", "clock_skew": "1s"},
-	}})
-	e.RequireGateway(t)
-	admin := e.Gateway.AdminEndpoint
-	awaitLeading(t, e.Gateway)
-	sdk, direct := e.SDK(t), e.DirectSDK(t)
+	l := startLateDeleteEnv(t, 2*time.Second, 4*time.Second, time.Second)
+	admin, proxy, sdk, direct, bucket, blobs := l.admin, l.proxy, l.sdk, l.direct, l.bucket, l.blobs
 	ctx := t.Context()
-	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
-	blobs := pushLayers(t, sdk, bucket, 2)
-	put := func(key string, ids ...int) error {
-		_, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(ociManifest(blobs, ids...))})
-		return err
-	}
-	if err := put("manifests/app/v1", 0); err != nil {
-		t.Fatal(err)
-	}
-	// Passes until blob 1, older than the placement grace, is pending.
-	deadline := time.Now().Add(30 * time.Second)
-	for digestPassReport(t, admin).Digests.Pending != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("blob 1 not pending within 30s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	put := func(key string, ids ...int) error { return l.put(t, key, ids...) }
 
 	release := make(chan struct{})
 	held := proxy.Inject(harness.Rule{
@@ -74,7 +43,7 @@ func TestDigestLateDelete(t *testing.T) {
 	}
 	requireGuardHolds(t, sdk, bucket, blobs, "while the delete is held")
 	close(release)
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for layerPresent(t, direct, bucket, blobs, 1) {
 		if time.Now().After(deadline) {
 			t.Fatal("the held delete did not land within 30s")
@@ -102,6 +71,56 @@ func TestDigestLateDelete(t *testing.T) {
 	}
 	digestPassReport(t, admin)
 	requireLayersPresent(t, direct, bucket, blobs, "at the end: every blob a manifest names", 0, 1)
+}
+
+// lateDeleteEnv is a sweepgate behind a fault proxy to MinIO, passes an
+// hour apart, two layers pushed, a manifest naming layer 0, and passes
+// run until layer 1 is pending.
+type lateDeleteEnv struct {
+	e             *harness.Env
+	proxy         *harness.FaultProxy
+	admin, bucket string
+	sdk, direct   *s3.Client
+	blobs         []layerBlob
+}
+
+func startLateDeleteEnv(t *testing.T, backendTimeout, guardSettle, clockSkew time.Duration) *lateDeleteEnv {
+	t.Helper()
+	bucket := harness.BucketName(t)
+	e, proxy := harness.StartWithFaultProxy(t, harness.Options{Config: map[string]any{
+		"digests": map[string]any{
+			"namespaces":          []string{bucket + "/blobs/sha256/"},
+			"sources":             []string{bucket + "/manifests/"},
+			"placement_grace":     digestPlacementGrace.String(),
+			"max_delete_fraction": 1,
+			"guard_settle":        guardSettle.String(),
+		},
+		"reclaim": map[string]any{"interval": "1h", "backend_timeout": backendTimeout.String(), "election_ttl": "1s", "clock_skew": clockSkew.String()},
+	}})
+	e.RequireGateway(t)
+	awaitLeading(t, e.Gateway)
+	l := &lateDeleteEnv{e: e, proxy: proxy, admin: e.Gateway.AdminEndpoint, bucket: bucket, sdk: e.SDK(t), direct: e.DirectSDK(t)}
+	if _, err := l.sdk.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	l.blobs = pushLayers(t, l.sdk, bucket, 2)
+	if err := l.put(t, "manifests/app/v1", 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for digestPassReport(t, l.admin).Digests.Pending != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("blob 1 not pending within 30s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return l
+}
+
+// put pushes a manifest naming the layers ids to key.
+func (l *lateDeleteEnv) put(t *testing.T, key string, ids ...int) error {
+	_, err := l.sdk.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(l.bucket), Key: aws.String(key), Body: bytes.NewReader(ociManifest(l.blobs, ids...))})
+	return err
 }
 
 // requireGuardHolds checks that blobs[1]'s guard holds producers off: a
@@ -137,36 +156,9 @@ func TestDigestGuardSettledWithoutPass(t *testing.T) {
 		guardSettle    = 4 * time.Second
 		clockSkew      = time.Second
 	)
-	bucket := harness.BucketName(t)
-	e, proxy := harness.StartWithFaultProxy(t, harness.Options{Config: map[string]any{
-		"digests": map[string]any{
-			"namespaces":          []string{bucket + "/blobs/sha256/"},
-			"sources":             []string{bucket + "/manifests/"},
-			"placement_grace":     digestPlacementGrace.String(),
-			"max_delete_fraction": 1,
-			"guard_settle":        guardSettle.String(),
-		},
-		"reclaim": map[string]any{"interval": "1h", "backend_timeout": backendTimeout.String(), "election_ttl": "1s", "clock_skew": clockSkew.String()},
-	}})
-	e.RequireGateway(t)
-	admin := e.Gateway.AdminEndpoint
-	awaitLeading(t, e.Gateway)
-	sdk, direct := e.SDK(t), e.DirectSDK(t)
+	l := startLateDeleteEnv(t, backendTimeout, guardSettle, clockSkew)
+	admin, proxy, sdk, direct, bucket, blobs := l.admin, l.proxy, l.sdk, l.direct, l.bucket, l.blobs
 	ctx := t.Context()
-	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
-	blobs := pushLayers(t, sdk, bucket, 2)
-	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("manifests/app/v1"), Body: bytes.NewReader(ociManifest(blobs, 0))}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for digestPassReport(t, admin).Digests.Pending != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("blob 1 not pending within 30s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 	dropped := proxy.Inject(harness.Rule{
 		Match: func(r harness.ProxiedRequest) bool { return r.Method == http.MethodPost && r.Query.Has("delete") },
 		Fault: harness.CloseBeforeForward, Times: 1,

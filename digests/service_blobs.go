@@ -210,8 +210,8 @@ func (s *Service) readBlob(ctx context.Context, w http.ResponseWriter, q *Reques
 
 // clientDeleteTimeout is the deadline of a blob delete the gateway sends
 // for a client, recorded on the guard armed for it: until that deadline
-// plus digests.guard_settle has passed, a pass that finds the guard (its
-// gateway died, or the answer was unclear) leaves it armed.
+// plus digests.guard_settle has passed, the leader leaves a guard it finds
+// (its gateway died, or the answer was unclear) armed.
 const clientDeleteTimeout = 30 * time.Second
 
 // deleteBlob serves a client's DeleteObject of a blob: one still referenced
@@ -220,8 +220,9 @@ const clientDeleteTimeout = 30 * time.Second
 // between the reference check and the delete: a write recorded before the
 // guard is seen by the check, one after it is refused with SlowDown. The
 // guard is released once the backend's answer is clear (success or a
-// refusal); after an unclear answer it is left, with its attempt, for a
-// pass to settle (settleGuards) once the delete can no longer be executed.
+// refusal); after an unclear answer it is left, with its attempt, for the
+// leader to settle once the delete can no longer be executed (SettleDue
+// between passes, settleGuards at a pass's start).
 func (s *Service) deleteBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
 	sctx, cancel := s.stateContext(ctx)
 	defer cancel()

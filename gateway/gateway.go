@@ -219,10 +219,16 @@ type request struct {
 	// signer signs the request's backend calls with the identity of the
 	// client that signed it; nil until it is verified.
 	signer *sigv4.Signer
-	// backendRequestID is the backend's own id for its response, for the log.
-	backendRequestID string
+	// backendRequestID is the backend's own id for its (last) response,
+	// for the log; set from every backend call made for the request, some
+	// of which run at once.
+	backendRequestID atomic.Pointer[string]
 	backendStart     time.Time
 }
+
+// setBackendRequestID notes the backend's id for a response to a call made
+// for the request; calls made at once may each set it.
+func (req *request) setBackendRequestID(id string) { req.backendRequestID.Store(&id) }
 
 type requestKey struct{}
 
@@ -298,8 +304,8 @@ func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorde
 	if req.auth != nil {
 		attrs = append(attrs, slog.String("principal", req.auth.Principal))
 	}
-	if req.backendRequestID != "" {
-		attrs = append(attrs, slog.String("backend_id", req.backendRequestID))
+	if id := req.backendRequestID.Load(); id != nil && *id != "" {
+		attrs = append(attrs, slog.String("backend_id", *id))
 	}
 	g.requestLog.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
@@ -395,7 +401,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	if err := req.auth.Payload.Err(); err != nil {
 		return err
 	}
-	req.backendRequestID = resp.Header.Get("X-Amz-Request-Id")
+	req.setBackendRequestID(resp.Header.Get("X-Amz-Request-Id"))
 	resp.Header.Set("X-Amz-Request-Id", req.id)
 	s3err.StampResponse(resp, req.id)
 	return nil

@@ -75,7 +75,7 @@ func (b *backendClient) RoundTrip(req *http.Request) (*http.Response, error) {
 		b.observe(r.route.Operation, time.Since(start))
 	}
 	if err == nil && r != nil {
-		r.backendRequestID = resp.Header.Get("X-Amz-Request-Id")
+		r.setBackendRequestID(resp.Header.Get("X-Amz-Request-Id"))
 	}
 	return resp, err
 }

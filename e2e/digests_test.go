@@ -33,6 +33,7 @@ type digestReport struct {
 		Deleted  int64  `json:"deleted"`
 		Bytes    int64  `json:"bytes"`
 		Refused  string `json:"refused"`
+		Kept     string `json:"kept"`
 		Settling int64  `json:"settling"`
 	} `json:"digests"`
 }

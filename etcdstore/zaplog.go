@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -111,8 +112,22 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	for _, k := range keys {
 		attrs = append(attrs, slog.Any(k, enc.Fields[k]))
 	}
-	c.log.LogAttrs(context.Background(), c.level(e), e.Message, attrs...)
+	level := c.level(e)
+	if termNotYetRecorded(enc.Fields) {
+		level = slog.LevelDebug
+	}
+	c.log.LogAttrs(context.Background(), level, e.Message, attrs...)
 	return nil
+}
+
+// termNotYetRecorded reports a record whose error is etcd's storage version
+// check running before the backend has recorded its first raft term: on a
+// node just elected, or stopped right after its start, etcd says it cannot
+// detect the schema version and retries at its next check, which finds the
+// term. Nothing is wrong, so it is not an operator's warning.
+func termNotYetRecorded(fields map[string]any) bool {
+	err, ok := fields["error"].(string)
+	return ok && strings.Contains(err, "missing term information")
 }
 
 func (c *slogCore) Sync() error { return nil }

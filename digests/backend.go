@@ -33,6 +33,13 @@ type Backend interface {
 	// codes; every other key is gone. An error means the outcome is
 	// unknown for every key.
 	DeleteObjects(ctx context.Context, bucket string, keys []string) (map[string]string, error)
+	// Versioning returns a bucket's versioning state.
+	Versioning(ctx context.Context, bucket string) (s3client.Versioning, error)
+	// ListVersions returns a page of the versions and delete markers of
+	// whole keys of bucket under prefix that sort after keyMarker.
+	ListVersions(ctx context.Context, bucket, prefix, keyMarker string, max int) (s3client.VersionPage, error)
+	// KeyVersions returns every version and delete marker of exactly key.
+	KeyVersions(ctx context.Context, bucket, key string) ([]s3client.ObjectVersion, error)
 	// UploadInFlight reports whether the backend has a multipart upload of
 	// exactly bucket/key (false when the bucket does not exist).
 	UploadInFlight(ctx context.Context, bucket, key string) (bool, error)

@@ -122,20 +122,14 @@ func (b *Rebuilder) Run(ctx context.Context, pos RebuildPos, res RebuildResult, 
 	var cont *s3client.ObjectPage
 	for pos.Source < len(b.Sources) {
 		src := &b.Sources[pos.Source]
-		var page s3client.ObjectPage
-		var err error
-		if cont != nil {
-			page, err = b.Backend.ListObjectsNext(ctx, src.Bucket, src.Prefix, *cont, batch)
-		} else {
-			page, err = b.Backend.ListObjects(ctx, src.Bucket, src.Prefix, pos.After, batch)
-		}
+		page, err := b.list(ctx, src, pos, cont, batch)
 		if errors.Is(err, s3client.ErrNoSuchBucket) {
 			// No bucket holds no reference objects, so nothing is missing
 			// from the records; those recorded for it stay (see above).
 			b.logger().Warn("rebuild: the bucket of a reference source does not exist", "source", src.Name, "bucket", src.Bucket)
-			page = s3client.ObjectPage{Done: true}
+			page = keyPage{ObjectPage: s3client.ObjectPage{Done: true}}
 		} else if err == nil {
-			err = b.page(ctx, src, page.Objects, &res)
+			err = b.page(ctx, src, page.keys, &res)
 		}
 		next := RebuildPos{Source: pos.Source, After: page.Next}
 		switch {
@@ -154,7 +148,7 @@ func (b *Rebuilder) Run(ctx context.Context, pos RebuildPos, res RebuildResult, 
 		}
 		cont = nil
 		if next.Source == pos.Source {
-			cont = &s3client.ObjectPage{Next: page.Next, Token: page.Token}
+			cont = &page.ObjectPage
 		}
 		pos = next
 	}
@@ -163,7 +157,7 @@ func (b *Rebuilder) Run(ctx context.Context, pos RebuildPos, res RebuildResult, 
 
 // page compares the objects of one listing page with their records, a few
 // at a time, adding what each found to res. Any failure fails the page.
-func (b *Rebuilder) page(ctx context.Context, src *cas.Source, objects []s3client.Object, res *RebuildResult) error {
+func (b *Rebuilder) page(ctx context.Context, src *cas.Source, objects []listedKey, res *RebuildResult) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -204,14 +198,24 @@ func (b *Rebuilder) page(ctx context.Context, src *cas.Source, objects []s3clien
 
 // check compares one listed object with its record and returns what it
 // found. An object it cannot account for (too large, too many digests, a
-// failed read) is an error: what that object references is unknown.
-func (b *Rebuilder) check(ctx context.Context, src *cas.Source, o s3client.Object) (RebuildResult, error) {
+// failed read) is an error: what that object references is unknown. In a
+// versioned bucket the object is every stored version of its key, and the
+// record keeps what any of them names.
+func (b *Rebuilder) check(ctx context.Context, src *cas.Source, o listedKey) (RebuildResult, error) {
 	var d RebuildResult
 	limit := src.MaxBody
 	if limit <= 0 {
 		limit = cas.DefaultMaxBody
 	}
-	for range rebuildAttempts {
+	for attempt := range rebuildAttempts {
+		if attempt > 0 && o.versioned {
+			// The key may have gained or lost versions since it was listed.
+			vs, err := b.Backend.KeyVersions(ctx, src.Bucket, o.Key)
+			if err != nil {
+				return d, fmt.Errorf("list versions of reference object %s/%s: %w", src.Bucket, o.Key, err)
+			}
+			o = versionedKey(o.Key, vs)
+		}
 		rec, modRev, err := b.record(ctx, src.Bucket, o.Key)
 		if err != nil {
 			return d, err
@@ -228,21 +232,20 @@ func (b *Rebuilder) check(ctx context.Context, src *cas.Source, o s3client.Objec
 		if o.Size > limit {
 			return d, fmt.Errorf("reference object %s/%s is %d bytes, over the parse limit of %d: its references cannot be known", src.Bucket, o.Key, o.Size, limit)
 		}
-		body, etag, err := b.Backend.Get(ctx, src.Bucket, o.Key, s3client.GetOptions{}, limit)
+		digests, etag, reads, err := b.read(ctx, src, o, limit)
+		d.Read += reads
 		switch {
+		case errors.Is(err, s3client.ErrNoSuchKey) && o.versioned:
+			continue // a version went since the listing: list the key again
 		case errors.Is(err, s3client.ErrNoSuchKey):
 			// Deleted since the listing: through the gateway, its record
 			// went to the trash; around it, its references are not needed.
 			return d, nil
-		case errors.Is(err, s3client.ErrTooLarge):
-			return d, fmt.Errorf("reference object %s/%s is over the parse limit of %d bytes: its references cannot be known: %w", src.Bucket, o.Key, limit, err)
 		case err != nil:
-			return d, fmt.Errorf("read reference object %s/%s: %w", src.Bucket, o.Key, err)
+			return d, err
 		}
-		d.Read++
-		digests, err := src.Extract(body)
-		if err != nil {
-			return d, fmt.Errorf("reference object %s/%s: %w", src.Bucket, o.Key, err)
+		if o.versioned && rec == nil && len(digests) == 0 {
+			return d, nil // no stored version names anything
 		}
 
 		// A gateway write between the record's read and the body's may

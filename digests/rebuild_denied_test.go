@@ -31,7 +31,7 @@ func TestRebuildDeniedSource(t *testing.T) {
 	}
 	r.put(manifestsPrefix+"m.json", manifestBody([]string{blobDigest(1), blobDigest(2)}))
 	policy := `{"Version":"2012-10-17","Statement":[` +
-		`{"Effect":"Allow","Action":["s3:ListBucket"],"Resource":["arn:aws:s3:::registry","arn:aws:s3:::unread"]},` +
+		`{"Effect":"Allow","Action":["s3:ListBucket","s3:GetBucketVersioning"],"Resource":["arn:aws:s3:::registry","arn:aws:s3:::unread"]},` +
 		`{"Effect":"Allow","Action":["s3:GetObject"],"Resource":["arn:aws:s3:::registry/*"]}]}`
 	if err := r.minio.AddUser(t.Context(), "narrow", "narrow-secret", policy); err != nil {
 		t.Fatal(err)

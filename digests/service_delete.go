@@ -245,19 +245,10 @@ func (s *Service) settleTrash(ctx context.Context, bucket string, trashed []tras
 		failed[DeleteTarget{Key: e.Key, VersionID: e.VersionID}] = true
 	}
 	for _, t := range trashed {
-		var back bool
-		switch {
-		case err == nil && a.DefiniteFailure():
-			back = true
-		case err == nil && a.Success() && failed[DeleteTarget{Key: t.obj.Key, VersionID: t.obj.VersionID}]:
-			back = true
-		case err == nil && a.Success() && t.obj.VersionID == "":
-			back = false
-		default:
-			back = s.stillThere(ctx, bucket, t.obj.Key, t.obj.VersionID != "", a, err)
-		}
-		if back {
+		if err == nil && a.Success() && failed[DeleteTarget{Key: t.obj.Key, VersionID: t.obj.VersionID}] {
 			s.restoreTrash(ctx, bucket, t.obj.Key, t.at)
+			continue
 		}
+		s.settleDeleted(ctx, bucket, t.obj.Key, t.obj.VersionID != "", a, err, t.at)
 	}
 }

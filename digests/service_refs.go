@@ -274,12 +274,21 @@ func (s *Service) writeOutcome(ctx context.Context, rw refWrite, a *s3client.Ans
 	return etcdstore.WriteUnknown, ""
 }
 
-// endRefWrite records a write's outcome. It retries briefly, since a write
+// endRefWrite records a write's outcome (a committed write in a bucket
+// that keeps versions as a version added). It retries briefly, since a write
 // left pending refuses every later write of the object.
 func (s *Service) endRefWrite(ctx context.Context, bucket, key, id string, outcome etcdstore.WriteOutcome, etag string) {
 	var err error
+	settle := false
+	if outcome == etcdstore.WriteCommitted {
+		outcome, settle = s.committed(ctx, bucket, key)
+	}
 	for attempt := range 3 {
 		if err = s.store.EndRefWrite(ctx, bucket, key, id, outcome, etag, s.now()); err == nil {
+			if settle {
+				vs, lerr := s.s3.KeyVersions(ctx, bucket, key)
+				s.settleVersions(ctx, bucket, key, vs, lerr)
+			}
 			return
 		}
 		if !s.pause(ctx, time.Duration(attempt+1)*100*time.Millisecond) {
@@ -335,9 +344,7 @@ func (s *Service) deleteRefWith(ctx context.Context, w http.ResponseWriter, q *R
 	a, err := send(out)
 	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
-	if s.stillThere(sctx, bucket, key, q.Query.Has("versionId"), a, err) {
-		s.restoreTrash(sctx, bucket, key, now)
-	}
+	s.settleDeleted(sctx, bucket, key, q.Query.Has("versionId"), a, err, now)
 	if err != nil {
 		s.backendFailed(ctx, w, q, err)
 		return nil, err

@@ -183,11 +183,17 @@ const (
 	// WriteUnknown: no clear answer. Both bodies' digests stay recorded and
 	// the record is marked dirty for the rebuild to settle.
 	WriteUnknown
+	// WriteCommittedVersion: the backend stored the new body as a new
+	// version and keeps the older ones (a versioned bucket). The record
+	// keeps the digests of every stored version: the new body's are added,
+	// none is removed.
+	WriteCommittedVersion
 )
 
 // EndRefWrite records the outcome of the pending write id of bucket/key:
-// committed, its digests replace the old ones; failed, its digests are
-// removed again; unknown, both stay. etag is the backend's ETag of a
+// committed, its digests replace the old ones; committed as a version, its
+// digests join the old ones; failed, its digests are removed again;
+// unknown, both stay. etag is the backend's ETag of a
 // committed body. References are removed only after the record says they
 // are no longer needed, so every moment retains at least what the backend
 // may hold.
@@ -211,6 +217,8 @@ func (s *Store) EndRefWrite(ctx context.Context, bucket, key, id string, outcome
 		switch outcome {
 		case WriteCommitted:
 			rec.Digests, rec.ETag, rec.Dirty, rec.Restored, rec.Unknown = w.Digests, etag, false, false, false
+		case WriteCommittedVersion:
+			rec.Digests, rec.ETag, rec.Restored, rec.Unknown = union(rec.Digests, w.Digests), etag, false, false
 		case WriteUnknown:
 			rec.Digests, rec.Dirty = union(rec.Digests, w.Digests), true
 		}
@@ -406,66 +414,6 @@ func (s *Store) RestoreTrash(ctx context.Context, bucket, key string, deletedAt,
 		return tr, nil
 	}
 	return TrashRecord{}, ErrConflict
-}
-
-// RecordFoundRefs records the references of an object that the rebuild
-// found on the backend but the gateway did not see written (or whose body
-// differs from the recorded one): digests are added to the record, which is
-// marked Unknown when it gains any (a producer writing around the gateway).
-// A dirty record (a write of unknown outcome) is settled instead: it keeps
-// exactly digests. It returns the digests that were not recorded before.
-//
-// modRev is the record's mod revision (0: no record) read before the body
-// was: if the record changed since, a gateway write may have made the body
-// older than the record, and it fails with ErrConflict so the caller looks
-// again. A pending write fails it with ErrWriteInFlight: its end settles
-// the record.
-func (s *Store) RecordFoundRefs(ctx context.Context, bucket, key string, digests []string, etag string, modRev int64, now time.Time) ([]string, error) {
-	digests = slices.Compact(slices.Sorted(slices.Values(digests)))
-	cur, err := s.readSource(ctx, bucket, key, now)
-	if err != nil {
-		return nil, err
-	}
-	if cur.ModRev != modRev {
-		return nil, ErrConflict
-	}
-	rec := cur.Value
-	if rec.Pending != nil {
-		return nil, ErrWriteInFlight
-	}
-	added := minus(digests, rec.Digests)
-	var drop []string
-	if rec.Dirty {
-		// The body is known now: it names exactly digests, and the extra
-		// ones the unknown write left can go.
-		drop = minus(rec.Digests, digests)
-		rec.Digests, rec.Dirty = digests, false
-	} else {
-		rec.Digests = union(rec.Digests, digests)
-		if len(added) > 0 {
-			rec.Unknown = true
-		}
-	}
-	if len(rec.Digests) > MaxRecordedDigests {
-		return nil, fmt.Errorf("etcdstore: %s/%s names more than %d digests", bucket, key, MaxRecordedDigests)
-	}
-	rec.ETag, rec.Updated = etag, now
-	ops := []clientv3.Op{clientv3.OpPut(s.keys.RefSource(bucket, key), MarshalRecord(rec))}
-	for _, d := range added {
-		ops = append(ops, clientv3.OpPut(s.keys.Ref(d, bucket, key), MarshalRecord(Ref{At: now})))
-	}
-	for _, d := range drop {
-		ops = append(ops, clientv3.OpDelete(s.keys.Ref(d, bucket, key)))
-	}
-	ops = append(ops, s.refRevOps(added, drop)...)
-	ok, err := s.commitRefTxn(ctx, []clientv3.Cmp{s.sourceCmp(bucket, key, modRev)}, ops, nil)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, ErrConflict
-	}
-	return added, nil
 }
 
 // PlaceBlob records a write of digest's blob (bucket/key) in flight, before

@@ -16,8 +16,8 @@ import (
 // (docs/architecture.md, "Backend identities").
 func reclaimerPolicy(bucket string) string {
 	return `{"Version":"2012-10-17","Statement":[` +
-		`{"Effect":"Allow","Action":["s3:ListBucket","s3:ListBucketMultipartUploads"],"Resource":["arn:aws:s3:::` + bucket + `"]},` +
-		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:DeleteObject"],"Resource":["arn:aws:s3:::` + bucket + `/*"]}]}`
+		`{"Effect":"Allow","Action":["s3:ListBucket","s3:ListBucketMultipartUploads","s3:ListBucketVersions","s3:GetBucketVersioning"],"Resource":["arn:aws:s3:::` + bucket + `"]},` +
+		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:GetObjectVersion","s3:DeleteObject"],"Resource":["arn:aws:s3:::` + bucket + `/*"]}]}`
 }
 
 // TestDeniedBucketIsSkipped runs the reclaimer with a key MinIO allows one

@@ -32,8 +32,8 @@ func policyOn(buckets ...string) string {
 		objs = append(objs, `"arn:aws:s3:::`+b+`/*"`)
 	}
 	return `{"Version":"2012-10-17","Statement":[` +
-		`{"Effect":"Allow","Action":["s3:ListBucket","s3:ListBucketMultipartUploads"],"Resource":[` + strings.Join(bs, ",") + `]},` +
-		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:DeleteObject"],"Resource":[` + strings.Join(objs, ",") + `]}]}`
+		`{"Effect":"Allow","Action":["s3:ListBucket","s3:ListBucketMultipartUploads","s3:ListBucketVersions","s3:GetBucketVersioning"],"Resource":[` + strings.Join(bs, ",") + `]},` +
+		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:GetObjectVersion","s3:DeleteObject"],"Resource":[` + strings.Join(objs, ",") + `]}]}`
 }
 
 // deniedEnv is a digest test world whose reclaimer signs with the MinIO

@@ -110,17 +110,20 @@ var diffOpCalls = map[string][]string{
 //     request's own upload (abortStored).
 //   - DeleteObject of a reference object and DeleteObjects naming one: a
 //     HEAD says whether the object is still there (stillThere).
+//   - A write or delete of a reference object asks the bucket's
+//     versioning; in a bucket that may hold versions it lists the key's
+//     versions and reads them (settleVersions, service_versions.go).
 //   - CreateMultipartUpload: an AbortMultipartUpload of the upload this
 //     request created, when its session could not be recorded.
 //
 // A mutating helper call (diffMutating) must act on the request's own
 // object, and on its own upload when it names one.
 var diffHelperCalls = map[string][]string{
-	"PutObject":               {"s3.HeadObject"},
-	"CopyObject":              {"s3.GetObject", "s3.HeadObject"},
-	"CompleteMultipartUpload": {"s3.ListObjectParts", "s3.GetObject", "s3.HeadObject", "s3.DeleteObject", "s3.AbortMultipartUpload"},
-	"DeleteObject":            {"s3.HeadObject"},
-	"DeleteObjects":           {"s3.HeadObject"},
+	"PutObject":               {"s3.HeadObject", "s3.GetBucketVersioning", "s3.ListObjectVersions", "s3.GetObject"},
+	"CopyObject":              {"s3.GetObject", "s3.HeadObject", "s3.GetBucketVersioning", "s3.ListObjectVersions"},
+	"CompleteMultipartUpload": {"s3.ListObjectParts", "s3.GetObject", "s3.HeadObject", "s3.DeleteObject", "s3.AbortMultipartUpload", "s3.GetBucketVersioning", "s3.ListObjectVersions"},
+	"DeleteObject":            {"s3.HeadObject", "s3.GetBucketVersioning", "s3.ListObjectVersions", "s3.GetObject"},
+	"DeleteObjects":           {"s3.HeadObject", "s3.GetBucketVersioning", "s3.ListObjectVersions", "s3.GetObject"},
 	"CreateMultipartUpload":   {"s3.AbortMultipartUpload"},
 }
 

@@ -202,10 +202,13 @@ func (i trashInventory) Retained(ctx context.Context, blobs []Blob) (map[string]
 }
 
 // placementsInventory retains blobs being written: a placement younger
-// than the grace (a write in flight through a gateway), and a blob whose
-// backend copy is younger than the grace (a write just finished, or one
-// made around the gateway). An older placement is the leftover of a
-// gateway that died; it is counted in stale, and pruned by the pass.
+// than the grace (a write in flight through a gateway, or the record of
+// its latest finished write, which may have left the stored copy and its
+// modification time as they were), and a blob whose backend copy is
+// younger than the grace (a write just finished, or one made around the
+// gateway). An older placement of a write in flight is the leftover of a
+// gateway that died; it is counted in stale. Older placements are pruned
+// by the pass.
 type placementsInventory struct {
 	cli   *clientv3.Client
 	keys  etcdstore.Keys
@@ -230,7 +233,9 @@ func (i placementsInventory) Retained(ctx context.Context, blobs []Blob) (map[st
 			out[d] = true
 			return true, nil
 		}
-		*i.stale++
+		if !p.Written {
+			*i.stale++
+		}
 		return false, nil
 	})
 	if err != nil {

@@ -26,8 +26,8 @@ func (s *Service) place(ctx context.Context, w http.ResponseWriter, q *Request, 
 	end = func() {
 		ctx, cancel := s.stateContext(ctx)
 		defer cancel()
-		if err := s.store.EndPlacement(ctx, digest, q.RequestID); err != nil {
-			s.log.Warn("blob placement not removed; the reclaimer ignores it once the blob is stored", "id", q.RequestID, "digest", digest, "err", err)
+		if err := s.store.EndPlacement(ctx, digest, q.RequestID, q.Bucket, q.Key, s.now()); err != nil {
+			s.log.Warn("blob placement not ended; it retains the blob until it is older than the placement grace", "id", q.RequestID, "digest", digest, "err", err)
 		}
 	}
 	sctx, cancel := s.stateContext(ctx)

@@ -92,6 +92,9 @@ type Placement struct {
 	Bucket  string    `json:"bucket"`
 	Key     string    `json:"key"`
 	At      time.Time `json:"at"`
+	// Written says the write is over (at At): the record gives the blob
+	// the placement grace from its latest write through a gateway.
+	Written bool `json:"written,omitempty"`
 }
 
 // TombstoneState is where a digest's reclamation stands.

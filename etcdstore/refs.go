@@ -419,8 +419,7 @@ func (s *Store) RestoreTrash(ctx context.Context, bucket, key string, deletedAt,
 // PlaceBlob records a write of digest's blob (bucket/key) in flight, before
 // its bytes go to the backend. It fails with ErrGuarded when the digest's
 // guard is armed. While the placement exists no guard can be armed for the
-// digest; EndPlacement removes it once the write is over, after which the
-// blob's young age retains it.
+// digest; EndPlacement turns it into the record of the finished write.
 func (s *Store) PlaceBlob(ctx context.Context, digest, id, bucket, key string, now time.Time) error {
 	ops := append([]clientv3.Op{clientv3.OpPut(s.keys.Placement(digest, id), MarshalRecord(Placement{Bucket: bucket, Key: key, At: now}))}, s.refRevOps([]string{digest})...)
 	ok, err := s.commitRefTxn(ctx, s.notGuarded([]string{digest}), ops, []string{digest})
@@ -433,9 +432,24 @@ func (s *Store) PlaceBlob(ctx context.Context, digest, id, bucket, key string, n
 	return nil
 }
 
-// EndPlacement removes a placement made by PlaceBlob.
-func (s *Store) EndPlacement(ctx context.Context, digest, id string) error {
-	if _, err := s.cli.Delete(ctx, s.keys.Placement(digest, id)); err != nil {
+// writtenPlacement is the id of the placement that records digest's latest
+// finished write through a gateway.
+const writtenPlacement = "written"
+
+// EndPlacement ends the placement id made by PlaceBlob, in one
+// transaction with the record of the finished write (a placement marked
+// Written, at now): the blob is retained for the placement grace from this
+// write, even when the write left the stored copy as it was (a blob
+// written again keeps the backend's older modification time). The record
+// is kept per digest, the latest write's, and pruned once older than the
+// grace.
+func (s *Store) EndPlacement(ctx context.Context, digest, id, bucket, key string, now time.Time) error {
+	written := Placement{Bucket: bucket, Key: key, At: now, Written: true}
+	_, err := s.cli.Txn(ctx).Then(
+		clientv3.OpDelete(s.keys.Placement(digest, id)),
+		clientv3.OpPut(s.keys.Placement(digest, writtenPlacement), MarshalRecord(written)),
+	).Commit()
+	if err != nil {
 		return fmt.Errorf("end placement: %w", err)
 	}
 	return nil

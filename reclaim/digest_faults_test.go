@@ -380,14 +380,16 @@ func TestDigestUploadsInventory(t *testing.T) {
 }
 
 // TestDigestPlacements retains a blob with a placement younger than the
-// grace; an older placement (a gateway that died) retains nothing and is
-// pruned.
+// grace, in flight or finished (a blob written again through a gateway
+// keeps its stored copy's older modification time, so only its finished
+// placement retains it); an older placement retains nothing and is pruned,
+// and only one of a write in flight (a gateway that died) counts as stale.
 func TestDigestPlacements(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
 	refd := d.putBlobs("r", 6)
 	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 2)
+	unref := d.putBlobs("u", 4)
 	d.ageBlobs()
 	now := d.clock.Now()
 	if err := d.store.PlaceBlob(t.Context(), unref[0], "young", dgBucket, blobKey(unref[0]), now.Add(-time.Hour)); err != nil {
@@ -396,17 +398,28 @@ func TestDigestPlacements(t *testing.T) {
 	if err := d.store.PlaceBlob(t.Context(), unref[1], "stale", dgBucket, blobKey(unref[1]), now.Add(-2*dgGrace)); err != nil {
 		t.Fatal(err)
 	}
+	// Blobs written again through a gateway: one within the grace, one
+	// before it.
+	for i, at := range []time.Time{now.Add(-time.Hour), now.Add(-2 * dgGrace)} {
+		dg := unref[2+i]
+		if err := d.store.PlaceBlob(t.Context(), dg, "again", dgBucket, blobKey(dg), at); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.store.EndPlacement(t.Context(), dg, "again", dgBucket, blobKey(dg), at); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r := d.start(d.config())
 	rep := d.digestPass(r)
-	if rep.RetainedBy["placements"] != 1 || rep.Pending != 1 || rep.StalePlacements != 1 || rep.Pruned.Placements != 1 {
-		t.Errorf("retained by %v, pending %d, stale %d, pruned %d", rep.RetainedBy, rep.Pending, rep.StalePlacements, rep.Pruned.Placements)
+	if rep.RetainedBy["placements"] != 2 || rep.Pending != 2 || rep.StalePlacements != 1 || rep.Pruned.Placements != 2 {
+		t.Errorf("retained by %v, pending %d, stale %d, pruned %d; want 2 retained, 2 pending, 1 stale, 2 pruned", rep.RetainedBy, rep.Pending, rep.StalePlacements, rep.Pruned.Placements)
 	}
 	rep = d.digestPass(r)
-	wantCounts(t, "after the prune", rep, 0, 1, 0, 1)
-	d.wantPresent("placed", true, unref[0])
-	d.wantPresent("stale placement", false, unref[1])
-	if n := d.count(d.store.Keys().AllPlacements()); n != 1 {
-		t.Errorf("%d placements left, want the young one", n)
+	wantCounts(t, "after the prune", rep, 0, 2, 0, 2)
+	d.wantPresent("placed", true, unref[0], unref[2])
+	d.wantPresent("placement older than the grace", false, unref[1], unref[3])
+	if n := d.count(d.store.Keys().AllPlacements()); n != 2 {
+		t.Errorf("%d placements left, want the two young ones", n)
 	}
 }
 

@@ -97,6 +97,9 @@ type workload struct {
 	names []string
 	// around writes parts straight to MinIO (nil: none are).
 	around *aroundWriter
+	// pull reads MinIO directly, for the remembering producers' checks
+	// of their tags (nil: none are made).
+	pull *direct
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -129,6 +132,16 @@ func (w *workload) start(ctx context.Context) {
 		go func() {
 			defer w.wg.Done()
 			c.run(ctx)
+		}()
+	}
+	// The remembering producers (remember_test.go), after the clients in
+	// eps and in their own random streams.
+	for i := range registryClients {
+		c := &client{w: w, id: w.cfg.clients + i, rng: w.cfg.rng(uint64(200 + i)), gw: i % len(w.names)}
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			c.runRegistry(ctx)
 		}()
 	}
 }

@@ -72,6 +72,7 @@ func TestChaos(t *testing.T) {
 	w := newWorkload(cfg, bucket, clog, eps, sys.names)
 	w.around = &aroundWriter{d: d, cli: cli, keys: keys}
 	w.pull = &d
+	w.steer = &sys.steer
 	var bg sync.WaitGroup
 	// Registered after every process's cleanup, so it runs before them: no
 	// gateway stays paused and no goroutine of the campaign outlives it.
@@ -160,6 +161,7 @@ func (c *checker) runChecks(t *testing.T, aud *blobAuditor) {
 	c.checkTerms()
 	c.checkAroundParts()
 	c.checkClockOffsets()
+	c.checkLayouts()
 }
 
 // clientEndpoints gives each of n clients both libraries for both

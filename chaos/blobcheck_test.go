@@ -21,6 +21,23 @@ var digestRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
 
 func blobKey(digest string) string { return "blobs/sha256/" + strings.TrimPrefix(digest, "sha256:") }
 
+// sourcePrefixes are the reference sources the workload writes: the
+// clients' manifests and the remembering producers' tags.
+var sourcePrefixes = []string{"manifests/", tagPrefix}
+
+// listSources lists the objects of every reference source on MinIO.
+func (d direct) listSources(ctx context.Context) ([]listed, error) {
+	var all []listed
+	for _, p := range sourcePrefixes {
+		l, err := d.list(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, l...)
+	}
+	return all, nil
+}
+
 // observation is a manifest on MinIO naming a blob that MinIO does not
 // hold, seen at etcd revision rev.
 type observation struct {
@@ -74,7 +91,7 @@ func (a *blobAuditor) run(ctx context.Context) {
 func (a *blobAuditor) round(ctx context.Context) ([]observation, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	manifests, err := a.d.list(ctx, "manifests/")
+	manifests, err := a.d.listSources(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +146,7 @@ func (c *checker) checkBlobs(ctx context.Context, aud *blobAuditor) {
 		c.v.violate("cannot read the manifests on MinIO: %v", err)
 	}
 	// The content of every blob a manifest names, at the end.
-	manifests, err := c.d.list(ctx, "manifests/")
+	manifests, err := c.d.listSources(ctx)
 	if err != nil {
 		c.v.violate("cannot list the manifests on MinIO: %v", err)
 	}
@@ -158,6 +175,10 @@ func (c *checker) checkBlobs(ctx context.Context, aud *blobAuditor) {
 	judge := func(o observation, when string) {
 		verdict, isLate := c.judgeMissing(o)
 		switch {
+		case isLate && strings.HasPrefix(o.manifest, tagPrefix) && !c.w.deleteInFlight(o.manifest, o.at):
+			// Its source confirms blobs: the write must have been
+			// refused with BlobNotStored.
+			c.v.violate("a confirmed tag names a blob reclaimed before it was written (%s): %s", when, verdict)
 		case isLate:
 			late++
 			c.v.log.printf("check", "%s: %s", when, verdict)

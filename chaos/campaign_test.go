@@ -63,7 +63,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("chaos: %v", err)
 	}
 
-	eps := clientEndpoints(t, sys, cfg.clients)
+	eps := clientEndpoints(t, sys, cfg.clients+registryClients)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	f := newFaults(sys, clog, cfg)
@@ -71,6 +71,8 @@ func TestChaos(t *testing.T) {
 	aud := &blobAuditor{d: d, cli: cli, log: clog}
 	w := newWorkload(cfg, bucket, clog, eps, sys.names)
 	w.around = &aroundWriter{d: d, cli: cli, keys: keys}
+	w.pull = &d
+	w.steer = &sys.steer
 	var bg sync.WaitGroup
 	// Registered after every process's cleanup, so it runs before them: no
 	// gateway stays paused and no goroutine of the campaign outlives it.
@@ -159,6 +161,7 @@ func (c *checker) runChecks(t *testing.T, aud *blobAuditor) {
 	c.checkTerms()
 	c.checkAroundParts()
 	c.checkClockOffsets()
+	c.checkLayouts()
 }
 
 // clientEndpoints gives each of n clients both libraries for both
@@ -246,8 +249,13 @@ func startSystem(t *testing.T, clog *campaignLog) *system {
 				"reconcile_after":    "3s",
 			},
 			"digests": map[string]any{
-				"namespaces":          []string{bucket + "/blobs/sha256/"},
-				"sources":             []string{bucket + "/manifests/"},
+				"namespaces": []string{bucket + "/blobs/sha256/"},
+				// The remembering producers' tags are confirmed: a tag
+				// naming a blob that is not stored is refused.
+				"sources": []any{
+					bucket + "/manifests/",
+					map[string]any{"name": "tags", "bucket": bucket, "prefix": tagPrefix, "confirm_blobs": true},
+				},
 				"placement_grace":     placementGrace.String(),
 				"trash_window":        trashWindow.String(),
 				"guard_settle":        guardSettle.String(),

@@ -4,18 +4,24 @@
 // side, with the gateways' backend behind another one. Clients using
 // aws-sdk-go-v2 and minio-go upload, pause, resume, abort and abandon
 // multipart uploads and push blobs and manifests into a content-addressed
-// layout, and a writer around the gateways adds parts straight to MinIO
+// layout; producers like a registry with a blob descriptor cache write
+// tags (a source with confirm_blobs) naming blobs they pushed long ago
+// without pushing them again, and upload a blob again when the tag is
+// refused with BlobNotStored, or push a blob that is stored and then name
+// it; and a writer around the gateways adds parts straight to MinIO
 // to paused uploads, while the reclaimer runs with grace periods of
 // seconds and faults arrive at random: lost and delayed responses, backend
 // deletes delivered after their sender timed out, gateways killed and
-// restarted, a gateway restarted with its clock offset, an etcd member
-// killed, the reclaimer leader paused past its lease. A checker then
-// proves what sweepgate promises: no acknowledged object lost or changed,
-// no live upload reclaimed, no upload aborted with a part newer than its
-// mark, nothing abandoned left behind, no referenced blob deleted (also by
-// a delete that outlived its guard), nothing deleted by a pass that
-// decided while a clock was off, no destructive step outside a term that
-// led.
+// restarted, a gateway restarted with its clock offset, or with another
+// digests layout (without the manifests' source, or with a namespace
+// more), an etcd member killed, the reclaimer leader paused past its
+// lease. A checker then proves what sweepgate promises: no acknowledged
+// object lost or changed, no live upload reclaimed, no upload aborted
+// with a part newer than its mark, nothing abandoned left behind, no
+// referenced blob deleted (also by a delete that outlived its guard), no
+// acknowledged tag that does not pull, nothing deleted by a pass that
+// decided while a clock was off or while the gateways' layouts differed,
+// no destructive step outside a term that led.
 //
 // Everything random comes from one seed, so a failing campaign is run again
 // with the same schedule of operations and faults (the exact interleaving

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,9 @@ type system struct {
 	status   *http.Client
 	// startRev is the etcd revision before the gateways' first write.
 	startRev int64
+	// steer is 1 + the gateway the clients' calls start on, 0 for none
+	// (workload.steer).
+	steer atomic.Int32
 }
 
 // arrivalLog records the time each request reached a proxy. It is the
@@ -121,6 +125,7 @@ type faults struct {
 	pauses     []pause
 	stopped    map[int]bool // gateways under SIGSTOP now
 	offsets    []offsetWindow
+	layouts    []layoutWindow
 	counts     map[string]int
 }
 
@@ -134,7 +139,7 @@ func (f *faults) count(what string) {
 	f.mu.Unlock()
 }
 
-// The process faults (and faultClockOffset), taken in turns in an order
+// The process faults (and faultClockOffset, faultLayout), taken in turns in an order
 // drawn from the seed, so that even a short campaign has each of them.
 const (
 	faultKillGateway = "kill-gateway"
@@ -146,7 +151,7 @@ const (
 // goroutine, since restarting a process may fail the test.
 func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) {
 	rng := f.cfg.rng(1)
-	kinds := []string{faultKillGateway, faultKillEtcd, faultStopLeader, faultClockOffset}
+	kinds := []string{faultKillGateway, faultKillEtcd, faultStopLeader, faultClockOffset, faultLayout}
 	next := time.Now().Add(time.Duration(4000+rng.IntN(4000)) * time.Millisecond)
 	for turn := 0; ; turn++ {
 		if turn%len(kinds) == 0 {
@@ -159,8 +164,13 @@ func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) 
 		pick := rng.IntN(100)
 		offset := drawOffset(rng)
 		lead := rng.IntN(3) == 0
+		variant := []string{layoutWithoutSource, layoutWithoutSource, layoutExtraNamespace}[rng.IntN(3)]
 		length := down
-		if kind == faultClockOffset {
+		switch kind {
+		case faultLayout:
+			// Long enough for a few passes while the layouts differ.
+			length = down + 5*time.Second
+		case faultClockOffset:
 			// Long enough for passes to start while it lives.
 			length = down + 3*time.Second
 			if o := (offsetWindow{offset: offset}); o.large() {
@@ -185,6 +195,8 @@ func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) 
 			f.stopLeader(ctx, down+electionTTL+time.Second)
 		case faultClockOffset:
 			f.clockOffset(t, ctx, pick, offset, length, lead)
+		case faultLayout:
+			f.layoutMismatch(t, ctx, pick, variant, length)
 		}
 		next = time.Now().Add(time.Duration(4000+rng.IntN(6000)) * time.Millisecond)
 	}

@@ -182,8 +182,13 @@ type history struct {
 	// decisions lists reclaimer decisions (marks, aborts) recorded
 	// without a term.
 	untermed []string
-	events   int
-	last     int64
+	// layoutsDiffer is the revisions during which the live gateways
+	// published more than one layout; layoutKept the first revision at
+	// which each pass's digest report said it keeps everything for it.
+	layoutsDiffer []span
+	layoutKept    map[int64]int64
+	events        int
+	last          int64
 }
 
 type termAt struct{ rev, term int64 }
@@ -225,6 +230,7 @@ func replay(ctx context.Context, cli *clientv3.Client, keys etcdstore.Keys, from
 
 	h := &history{keys: keys, leaders: map[int64]span{}, refs: map[string][]span{}, trashRefs: map[string][]span{}, transitions: map[string][]etcdstore.Transition{}}
 	h.trRevs = map[string][]int64{}
+	h.layoutKept = map[int64]int64{}
 	st := &replayState{h: h, election: map[string]int64{}, sessions: map[string][]etcdstore.Transition{}, refsByDigest: map[string]map[string]bool{}, cursors: map[string]cursorRec{}, passes: map[int64]bool{}}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -258,6 +264,7 @@ type replayState struct {
 	// seen in any.
 	cursors map[string]cursorRec
 	passes  map[int64]bool
+	layouts layoutReplay
 }
 
 // cursorRec is what the replay reads of a sweep's cursor: the upload
@@ -267,7 +274,8 @@ type cursorRec struct {
 	Term    int64 `json:"term"`
 	Resumed int   `json:"resumed"`
 	Report  struct {
-		Resumed int `json:"resumed"`
+		Resumed int    `json:"resumed"`
+		Kept    string `json:"kept"`
 	} `json:"report"`
 }
 
@@ -295,6 +303,9 @@ func (st *replayState) applyCursor(ev *clientv3.Event, key string, rev int64, pu
 		return
 	}
 	st.cursors[name] = c
+	if name == digestCursor {
+		st.noteLayoutKept(c, rev)
+	}
 	// A pass decides when it starts (its first cursor, whichever sweep)
 	// and when it is resumed (in a new term, or after an interruption).
 	start := !st.passes[c.Pass]
@@ -375,6 +386,8 @@ func (st *replayState) apply(ev *clientv3.Event) {
 			return
 		}
 		h.writes = append(h.writes, termWrite{rev: rev, term: t.Term, what: fmt.Sprintf("tombstone of %s: %s", t.Digest, t.State)})
+	case strings.HasPrefix(key, keys.Gateways()):
+		st.applyGateway(ev, key, rev, put)
 	case strings.HasPrefix(key, keys.AllSessions()):
 		st.applySession(ev, key, rev, put)
 	case strings.HasPrefix(key, keys.Cursor("")):

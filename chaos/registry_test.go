@@ -29,6 +29,8 @@ type manifestWrite struct {
 	key        string
 	digests    []string
 	sent, recv time.Time
+	// gw is the gateway that acknowledged it.
+	gw string
 }
 
 // manifestDelete is a manifest DELETE; end is zero when it never got an
@@ -132,7 +134,7 @@ func (c *client) writeManifest(ctx context.Context) {
 	c.w.log.printf("manifest", "c%d wrote %s -> %s names %s", c.id, key, outcome, strings.Join(digests, ","))
 	if err == nil {
 		c.w.mu.Lock()
-		c.w.writes = append(c.w.writes, manifestWrite{key: key, digests: digests, sent: res.sent, recv: res.recv})
+		c.w.writes = append(c.w.writes, manifestWrite{key: key, digests: digests, sent: res.sent, recv: res.recv, gw: res.gw})
 		c.w.lastWrite = time.Now()
 		c.w.mu.Unlock()
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sweepgate/sweepgate/e2e/harness"
@@ -97,6 +98,12 @@ type workload struct {
 	names []string
 	// around writes parts straight to MinIO (nil: none are).
 	around *aroundWriter
+	// pull reads MinIO directly, for the remembering producers' checks
+	// of their tags (nil: none are made).
+	pull *direct
+	// steer, when set, holds 1 + the gateway every call starts on (the
+	// one a fault gave another layout), 0 for none.
+	steer *atomic.Int32
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -129,6 +136,16 @@ func (w *workload) start(ctx context.Context) {
 		go func() {
 			defer w.wg.Done()
 			c.run(ctx)
+		}()
+	}
+	// The remembering producers (remember_test.go), after the clients in
+	// eps and in their own random streams.
+	for i := range registryClients {
+		c := &client{w: w, id: w.cfg.clients + i, rng: w.cfg.rng(uint64(200 + i)), gw: i % len(w.names)}
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			c.runRegistry(ctx)
 		}()
 	}
 }
@@ -227,6 +244,9 @@ type callResult struct {
 func (c *client) call(ctx context.Context, lib int, what string, before func(ctx context.Context) error, op func(ctx context.Context, o s3ops) error) (callResult, error) {
 	deadline := time.Now().Add(callDeadline)
 	var res callResult
+	if g, ok := c.w.steered(); ok {
+		c.gw = g
+	}
 	for attempt := 1; ; attempt++ {
 		if before != nil {
 			if err := before(ctx); err != nil {

@@ -1,0 +1,152 @@
+package reclaim_test
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reclaim"
+)
+
+// etcdCopy is every record under the test's prefix but the election's and
+// the gateways' (which live under leases of running processes): what a
+// snapshot of etcd brings back, for the purpose of these tests.
+type etcdCopy map[string]string
+
+// saveEtcd copies the records a restore brings back.
+func (e *env) saveEtcd() etcdCopy {
+	e.t.Helper()
+	resp, err := e.cli.Get(e.t.Context(), e.store.Keys().Root(), clientv3.WithPrefix())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := etcdCopy{}
+	for _, kv := range resp.Kvs {
+		if k := string(kv.Key); e.restorable(k) {
+			out[k] = string(kv.Value)
+		}
+	}
+	return out
+}
+
+func (e *env) restorable(key string) bool {
+	keys := e.store.Keys()
+	return !strings.HasPrefix(key, keys.Election()) && !strings.HasPrefix(key, keys.Gateways())
+}
+
+// rewind puts etcd back to c, as a restore from a snapshot does to every
+// record the election and the gateways do not hold: records written
+// since are gone, records changed since are as they were.
+func (e *env) rewind(c etcdCopy) {
+	e.t.Helper()
+	ctx := e.t.Context()
+	resp, err := e.cli.Get(ctx, e.store.Keys().Root(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if k := string(kv.Key); e.restorable(k) {
+			if _, err := e.cli.Delete(ctx, k); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+	for k, v := range c {
+		if _, err := e.cli.Put(ctx, k, v); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// putGateway writes gateway id's clock record at the world's clock, once,
+// as a gateway's publication does.
+func (e *env) putGateway(id string) {
+	e.t.Helper()
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(etcdstore.GatewayClock{Version: 1, ID: id, Host: host, At: e.clock.Now(), Refresh: time.Second, Layouts: true})
+	if _, err := e.cli.Put(e.t.Context(), e.store.Keys().Gateway(id), string(b)); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestRestoreHoldsDeletions: etcd goes back to a copy taken after an idle
+// upload was marked, while the backend's witness went on. The next pass
+// finds the restore and, while a gateway has not published its clock
+// since, no pass aborts the upload though its mark is past delete_after
+// on both clocks, nor runs the reconciler; once the gateway published,
+// the mark is cleared, and the upload's mark (recorded before the
+// restore) is made again rather than acted on; it goes only after
+// delete_after from that new mark.
+func TestRestoreHoldsDeletions(t *testing.T) {
+	e := newEnv(t)
+	reg := prometheus.NewRegistry()
+	cfg := e.deletable()
+	// Within the clock skew allowance, so that a gateway record written
+	// once stays good across the test.
+	cfg.DeleteAfter, cfg.Metrics = time.Minute, reg
+	r := e.start(cfg)
+	e.putGateway("g1")
+	id := e.idleMarked(r)
+	snap := e.saveEtcd()
+	// After the copy: a pass advances the witness on both sides.
+	if rep := e.mustPass(r); rep.Restored != "" || rep.Acted.Deleted.Sessions != 0 {
+		t.Fatalf("pass after the copy: restored %q, acted %+v", rep.Restored, rep.Acted)
+	}
+	e.rewind(snap)
+
+	rep := e.mustPass(r)
+	if !contains(rep.Restored, "restored from a snapshot", "g1") || rep.Reconcile != nil {
+		t.Fatalf("pass after the restore: restored %q, reconcile %+v", rep.Restored, rep.Reconcile)
+	}
+	if got := metric(t, reg, "sweepgate_reclaim_etcd_restored"); got != 1 {
+		t.Errorf("sweepgate_reclaim_etcd_restored = %v, want 1", got)
+	}
+	st, err := r.Status(t.Context())
+	if err != nil || st.Restored == nil || !st.Restored.Standing() {
+		t.Fatalf("status: %v, restored %+v, want a standing mark", err, st.Restored)
+	}
+
+	// The mark is past delete_after on both clocks: without the restore
+	// mark this pass would abort the upload.
+	e.clock.Advance(2 * time.Minute)
+	rep = e.mustPass(r)
+	e.wantStanding("while the restore mark stands", id)
+	if n := e.backend.aborts.Load(); n != 0 {
+		t.Fatalf("%d aborts sent while the restore mark stands", n)
+	}
+	if rep.Restored == "" || rep.Refused != rep.Restored || rep.Acted != (reclaim.Acted{}) {
+		t.Fatalf("pass while the mark stands: restored %q, refused %q, acted %+v", rep.Restored, rep.Refused, rep.Acted)
+	}
+
+	// The gateway publishes its clock after the mark: cleared, and the
+	// upload's pre-restore mark is made again, not acted on.
+	e.putGateway("g1")
+	rep = e.mustPass(r)
+	e.wantStanding("after the mark cleared", id)
+	if n := e.backend.aborts.Load(); n != 0 {
+		t.Fatalf("%d aborts sent on a mark recorded before the restore", n)
+	}
+	if rep.Restored != "" || rep.Acted.Marked.Sessions != 1 || rep.Acted.Deleted.Sessions != 0 {
+		t.Fatalf("pass after the mark cleared: restored %q, acted %+v", rep.Restored, rep.Acted)
+	}
+	if got := metric(t, reg, "sweepgate_reclaim_etcd_restored"); got != 0 {
+		t.Errorf("sweepgate_reclaim_etcd_restored = %v after clearing, want 0", got)
+	}
+	st, err = r.Status(t.Context())
+	if err != nil || st.Restored == nil || st.Restored.Standing() {
+		t.Fatalf("status: %v, restored %+v, want a cleared mark", err, st.Restored)
+	}
+
+	// Deleted once the new mark stood delete_after.
+	e.clock.Advance(2 * time.Minute)
+	e.putGateway("g1")
+	if rep = e.mustPass(r); rep.Acted.Deleted.Sessions != 1 {
+		t.Fatalf("pass delete_after past the new mark: acted %+v", rep.Acted)
+	}
+}

@@ -2,7 +2,9 @@ package reclaim_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +150,72 @@ func TestRestoreHoldsDeletions(t *testing.T) {
 	e.putGateway("g1")
 	if rep = e.mustPass(r); rep.Acted.Deleted.Sessions != 1 {
 		t.Fatalf("pass delete_after past the new mark: acted %+v", rep.Acted)
+	}
+}
+
+// witnessSeq reads the seq of etcd's copy of the restore witness (0: none).
+func (e *env) witnessSeq() int64 {
+	e.t.Helper()
+	resp, err := e.cli.Get(e.t.Context(), e.store.Keys().Witness())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0
+	}
+	w, err := etcdstore.UnmarshalWitness(resp.Kvs[0].Value)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return w.Seq
+}
+
+// TestRestoreHoldsDigestDeletions: etcd goes back to a copy taken after a
+// pass made two unreferenced blobs pending; since then a manifest names
+// one of them, and the leader's timer advanced the witness. The pass
+// after the restore rebuilds (due for the mark, not by the interval) and
+// judges, and its collector deletes nothing, though the other blob's
+// tombstone would be ready. The mark clears at the next pass (the
+// rebuild started after it), and after the next rebuild the unreferenced
+// blob goes while the one the later manifest names stays.
+func TestRestoreHoldsDigestDeletions(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("ref", 2)
+	d.putManifest("app/v1", refd...)
+	u, v := d.putBlob("u"), d.putBlob("v")
+	d.setClock(newest(d.modified()).Add(dgGrace + time.Minute))
+	cfg := d.config()
+	// The leader's timer advances the witness between passes. A rebuild
+	// is not due again for a day: the restore mark makes it due.
+	cfg.GuardCheck, cfg.Digests.RebuildInterval = 20*time.Millisecond, 24*time.Hour
+	r := d.start(cfg)
+	wantCounts(t, "pass one", d.digestPass(r), 2, 0, 0, 0)
+	snap, seq := d.saveEtcd(), d.witnessSeq()
+	d.putManifest("app/v2", v)
+	waitFor(t, "the timer to advance the witness past the copy", func() bool { return d.witnessSeq() >= seq+2 })
+	d.rewind(snap)
+
+	rep := d.mustPass(r)
+	d.wantPresent("while the restore mark stands", true, u, v)
+	if rep.Digests == nil || rep.Digests.Deleted != 0 || !strings.Contains(rep.Digests.Kept, "restored from a snapshot") || !rep.Digests.Rebuild.Ran {
+		t.Fatalf("pass after the restore: restored %q, digests %+v", rep.Restored, rep.Digests)
+	}
+	rep = d.mustPass(r)
+	if rep.Restored != "" {
+		t.Fatalf("pass %d: the mark stands after a complete rebuild started after it: %s", rep.Pass, rep.Restored)
+	}
+	// The next rebuild (a day later) lets the unreferenced blob go; the
+	// one the later manifest names stays.
+	d.clock.Advance(25 * time.Hour)
+	for i := 0; d.present(u)[0]; i++ {
+		if i == 3 {
+			t.Fatalf("the unreferenced blob was not deleted in 3 passes after the mark cleared")
+		}
+		rep = d.mustPass(r)
+		if rep.Restored != "" {
+			t.Fatalf("pass %d: the restore mark came back: %s", rep.Pass, rep.Restored)
+		}
+		d.wantPresent(fmt.Sprintf("pass %d after the restore", rep.Pass), true, append(slices.Clone(refd), v)...)
 	}
 }

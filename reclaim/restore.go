@@ -144,3 +144,25 @@ func restoreRemark(d Decision, sessionRev, floor int64) Decision {
 		sessionRev, floor, d.Reason)
 	return d
 }
+
+// explainRestore applies to an upload's explanation what the restore mark
+// adds to a pass's decision: a session recorded at or below the latest
+// mark's revision is marked afresh rather than deleted (restoreRemark),
+// and while the mark stands nothing is marked or deleted at all (a note).
+func (r *Reclaimer) explainRestore(ctx context.Context, ex *UploadExplanation, d *Decision) error {
+	v, err := r.store.GetRestored(ctx)
+	if errors.Is(err, etcdstore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reclaim: %w", err)
+	}
+	if ex.Session != nil {
+		*d = restoreRemark(*d, ex.Session.ModRevision, v.Value.Rev)
+	}
+	if v.Value.Standing() {
+		ex.Notes = append(ex.Notes, fmt.Sprintf("etcd was restored from a snapshot (restore mark at revision %d, detected %s): no pass marks or deletes anything until every live gateway has published its clock since and a complete rebuild started after it has finished",
+			v.ModRev, v.Value.DetectedAt.Format(time.RFC3339)))
+	}
+	return nil
+}

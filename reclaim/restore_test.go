@@ -125,6 +125,13 @@ func TestRestoreHoldsDeletions(t *testing.T) {
 	if rep.Restored == "" || rep.Refused != rep.Restored || rep.Acted != (reclaim.Acted{}) {
 		t.Fatalf("pass while the mark stands: restored %q, refused %q, acted %+v", rep.Restored, rep.Refused, rep.Acted)
 	}
+	// The explanation says what a pass does: mark afresh, and nothing
+	// while the mark stands.
+	ex, err := r.ExplainUpload(t.Context(), "idle", id, "idle/object")
+	if err != nil || ex.Verdict != string(reclaim.Mark) || !strings.Contains(ex.Reason, "before etcd was restored") ||
+		!slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "restored from a snapshot") }) {
+		t.Fatalf("explanation while the mark stands: %v, verdict %s (%s), notes %q", err, ex.Verdict, ex.Reason, ex.Notes)
+	}
 
 	// The gateway publishes its clock after the mark: cleared, and the
 	// upload's pre-restore mark is made again, not acted on.

@@ -226,3 +226,33 @@ func TestRestoreHoldsDigestDeletions(t *testing.T) {
 		d.wantPresent(fmt.Sprintf("pass %d after the restore", rep.Pass), true, append(slices.Clone(refd), v)...)
 	}
 }
+
+// TestRestoreWitnessCopies: a copy of etcd's witness that does not decode
+// proves nothing and is written anew, past the backend's; an etcd that
+// lost the record altogether while the backend holds one was restored
+// from a snapshot taken before the witness existed.
+func TestRestoreWitnessCopies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.bucket("witness")
+	r := e.start(e.config())
+	if rep := e.mustPass(r); rep.Restored != "" || rep.Stopped != "" || e.witnessSeq() != 1 {
+		t.Fatalf("first pass: restored %q, stopped %q, witness seq %d; want a new witness at seq 1", rep.Restored, rep.Stopped, e.witnessSeq())
+	}
+	if _, err := e.cli.Put(t.Context(), e.store.Keys().Witness(), "not a witness"); err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.mustPass(r); rep.Restored != "" || rep.Stopped != "" || e.witnessSeq() != 2 {
+		t.Fatalf("pass over an undecodable etcd copy: restored %q, stopped %q, witness seq %d; want it written anew at 2", rep.Restored, rep.Stopped, e.witnessSeq())
+	}
+	if _, err := e.cli.Delete(t.Context(), e.store.Keys().Witness()); err != nil {
+		t.Fatal(err)
+	}
+	// No gateway and no digest sweep: the same pass clears the mark it
+	// recorded, which stays as the record of the restore.
+	e.mustPass(r)
+	st, err := r.Status(t.Context())
+	if err != nil || st.Restored == nil || !contains(st.Restored.Reason, "etcd holds no restore witness") || e.witnessSeq() != 3 {
+		t.Fatalf("after etcd lost the record: %v, restore mark %+v, witness seq %d; want a restore and seq 3", err, st.Restored, e.witnessSeq())
+	}
+}

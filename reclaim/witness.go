@@ -136,8 +136,10 @@ type witnessRead struct {
 	bucket, key   string
 	etcd, backend *etcdstore.Witness
 	// rev is the etcd revision etcd's copy was read at, modRev its mod
-	// revision (0: none).
+	// revision (0: none); etcdBad says etcd holds a copy that does not
+	// decode, which proves nothing either way.
 	rev, modRev int64
+	etcdBad     bool
 }
 
 // readWitness reads etcd's copy, then the backend's. A copy that does not
@@ -159,6 +161,7 @@ func (r *Reclaimer) readWitness(ctx context.Context) (witnessRead, error) {
 		if w, err := etcdstore.UnmarshalWitness(resp.Kvs[0].Value); err == nil {
 			wr.etcd = &w
 		} else {
+			wr.etcdBad = true
 			r.log.Warn("etcd's restore witness does not decode; it is written anew", "err", err)
 		}
 	}
@@ -201,7 +204,7 @@ func (r *Reclaimer) advanceWitness(ctx context.Context, t term) (*etcdstore.Rest
 	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", wr.modRev)
 	ops := []clientv3.Op{clientv3.OpPut(key, etcdstore.MarshalWitness(next))}
 	var mark *etcdstore.Restored
-	if why := judgeWitness(wr.etcd, wr.backend); why != "" {
+	if why := judgeWitness(wr.etcd, wr.backend); why != "" && !wr.etcdBad {
 		mark = &etcdstore.Restored{Rev: wr.rev, Reason: why, Etcd: wr.etcd, Backend: *wr.backend,
 			DetectedAt: r.now().UTC(), Term: t.N, By: r.cfg.ID}
 		ops = append(ops, clientv3.OpPut(r.keys().Restored(), etcdstore.MarshalRestored(*mark)))

@@ -245,6 +245,9 @@ func TestRestoreWitnessCopies(t *testing.T) {
 	if rep := e.mustPass(r); rep.Restored != "" || rep.Stopped != "" || e.witnessSeq() != 2 {
 		t.Fatalf("pass over an undecodable etcd copy: restored %q, stopped %q, witness seq %d; want it written anew at 2", rep.Restored, rep.Stopped, e.witnessSeq())
 	}
+	if st, err := r.Status(t.Context()); err != nil || st.Restored != nil {
+		t.Fatalf("after an undecodable etcd copy: %v, restore mark %+v; want none", err, st.Restored)
+	}
 	if _, err := e.cli.Delete(t.Context(), e.store.Keys().Witness()); err != nil {
 		t.Fatal(err)
 	}

@@ -105,8 +105,9 @@ type Config struct {
 	// at all); empty lists every bucket the backend lists.
 	Buckets []string
 	// WitnessBucket and WitnessKey locate the backend's copy of the
-	// restore witness (witness.go). An empty bucket is the first of
-	// Buckets, else the first bucket the backend lists; an empty key is
+	// restore witness (witness.go). An empty bucket is the first digest
+	// namespace's, else the first of Buckets, else none: the witness is
+	// off and a restore of etcd goes unseen. An empty key is
 	// DefaultWitnessKey of the store's prefix.
 	WitnessBucket string
 	WitnessKey    string
@@ -165,6 +166,12 @@ func New(cfg Config) (*Reclaimer, error) {
 		return nil, errors.New("reclaim: store, sessions and backend are required")
 	}
 	setDefaults(&cfg)
+	if cfg.WitnessBucket == "" {
+		cfg.WitnessBucket = defaultWitnessBucket(&cfg)
+	}
+	if cfg.WitnessBucket == "" {
+		cfg.Logger.Warn("no bucket for the restore witness (reclaim.witness_bucket, reclaim.buckets and the digest namespaces are all empty): a restore of etcd from a snapshot will not be detected")
+	}
 	if len(cfg.Buckets) > 0 {
 		cfg.Buckets = slices.Compact(slices.Sorted(slices.Values(cfg.Buckets)))
 	}

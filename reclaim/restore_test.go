@@ -91,7 +91,7 @@ func TestRestoreHoldsDeletions(t *testing.T) {
 	cfg := e.deletable()
 	// Within the clock skew allowance, so that a gateway record written
 	// once stays good across the test.
-	cfg.DeleteAfter, cfg.Metrics = time.Minute, reg
+	cfg.DeleteAfter, cfg.Metrics, cfg.WitnessBucket = time.Minute, reg, "idle"
 	r := e.start(cfg)
 	e.putGateway("g1")
 	id := e.idleMarked(r)
@@ -235,7 +235,9 @@ func TestRestoreWitnessCopies(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.bucket("witness")
-	r := e.start(e.config())
+	cfg := e.config()
+	cfg.WitnessBucket = "witness"
+	r := e.start(cfg)
 	if rep := e.mustPass(r); rep.Restored != "" || rep.Stopped != "" || e.witnessSeq() != 1 {
 		t.Fatalf("first pass: restored %q, stopped %q, witness seq %d; want a new witness at seq 1", rep.Restored, rep.Stopped, e.witnessSeq())
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -110,25 +109,20 @@ func newEpoch() string {
 	return hex.EncodeToString(b)
 }
 
-// witnessBucket is the bucket of the backend's copy: Config.WitnessBucket,
-// else the first of Config.Buckets, else the first bucket the backend
-// lists (by name); "" when the backend has no bucket at all, which holds
-// nothing a pass could delete.
-func (r *Reclaimer) witnessBucket(ctx context.Context) (string, error) {
-	if r.cfg.WitnessBucket != "" {
-		return r.cfg.WitnessBucket, nil
+// defaultWitnessBucket is the bucket of the backend's copy when
+// Config.WitnessBucket is empty: the bucket of the first content-addressed
+// namespace (sweepgate's own), else the first of Config.Buckets as
+// configured; "" when there is neither, and the witness is off. A bucket
+// the backend lists is never chosen by itself: the object would show in a
+// client's listing and keep the client from removing its bucket.
+func defaultWitnessBucket(cfg *Config) string {
+	switch {
+	case cfg.Digests != nil && cfg.Digests.Layout != nil && len(cfg.Digests.Layout.Namespaces) > 0:
+		return cfg.Digests.Layout.Namespaces[0].Bucket
+	case len(cfg.Buckets) > 0:
+		return cfg.Buckets[0]
 	}
-	if len(r.cfg.Buckets) > 0 {
-		return r.cfg.Buckets[0], nil
-	}
-	all, err := r.s3.ListBuckets(ctx)
-	if err != nil {
-		return "", fmt.Errorf("list buckets for the restore witness: %w", err)
-	}
-	if len(all) == 0 {
-		return "", nil
-	}
-	return slices.Min(all), nil
+	return ""
 }
 
 // witnessRead is one reading of both copies of the witness.
@@ -144,10 +138,10 @@ type witnessRead struct {
 
 // readWitness reads etcd's copy, then the backend's. A copy that does not
 // decode counts as none (logged): it proves nothing either way. A failed
-// read is an error: nothing can be said. With no bucket on the backend
-// (bucket "") the backend's copy is none.
+// read is an error: nothing can be said. With the witness off (no bucket)
+// the backend's copy is none.
 func (r *Reclaimer) readWitness(ctx context.Context) (witnessRead, error) {
-	wr := witnessRead{key: r.cfg.WitnessKey}
+	wr := witnessRead{bucket: r.cfg.WitnessBucket, key: r.cfg.WitnessKey}
 	if wr.key == "" {
 		wr.key = DefaultWitnessKey(r.keys().Root())
 	}
@@ -165,8 +159,8 @@ func (r *Reclaimer) readWitness(ctx context.Context) (witnessRead, error) {
 			r.log.Warn("etcd's restore witness does not decode; it is written anew", "err", err)
 		}
 	}
-	if wr.bucket, err = r.witnessBucket(ctx); err != nil || wr.bucket == "" {
-		return wr, err
+	if wr.bucket == "" {
+		return wr, nil
 	}
 	body, _, err := r.s3.Get(ctx, wr.bucket, wr.key, s3client.GetOptions{}, witnessMaxBody)
 	switch {
@@ -194,8 +188,8 @@ func (r *Reclaimer) advanceWitness(ctx context.Context, t term) (*etcdstore.Rest
 		return nil, err
 	}
 	if wr.bucket == "" {
-		// No bucket: nothing stored that a pass could delete, and nowhere
-		// to keep the backend's copy; the first bucket made starts it.
+		// The witness is off (New logged it): nowhere to keep the
+		// backend's copy.
 		return nil, nil
 	}
 	next := nextWitness(wr.etcd, wr.backend)

@@ -83,7 +83,7 @@ func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gatewa
 		MissingCheckBudget: rc.MissingCheckBudget,
 		PassUploads:        rc.PassUploads,
 		Buckets:            rc.Buckets,
-		WitnessBucket:      witnessBucket(rc, layout),
+		WitnessBucket:      rc.WitnessBucket,
 		WitnessKey:         rc.WitnessKey,
 		Now:                clock,
 		Logger:             logger.With("component", "reclaimer"),
@@ -147,20 +147,4 @@ func reclaimDigests(cfg *config.Config, layout *cas.Layout) *digests.SweepConfig
 		DeleteParallel:     int(d.DeleteParallel),
 		PassBlobs:          d.PassBlobs,
 	}
-}
-
-// witnessBucket is the bucket of the backend's copy of the restore
-// witness: reclaim.witness_bucket, else the first of reclaim.buckets,
-// else the first namespace's bucket; "" leaves the choice to the
-// reclaimer (the first bucket the backend lists).
-func witnessBucket(rc config.Reclaim, layout *cas.Layout) string {
-	switch {
-	case rc.WitnessBucket != "":
-		return rc.WitnessBucket
-	case len(rc.Buckets) > 0:
-		return rc.Buckets[0]
-	case layout != nil && len(layout.Namespaces) > 0:
-		return layout.Namespaces[0].Bucket
-	}
-	return ""
 }

@@ -72,8 +72,11 @@ func TestEtcdRestoredFromSnapshot(t *testing.T) {
 	putManifest("before", ociManifest(blobs, 0, 1))
 	witnessKey := reclaim.DefaultWitnessKey(etcdPrefix)
 	cli := etcd.Client(t)
-	snapSeq := awaitWitness(t, cli, direct, bucket, witnessKey, 0)
+	awaitWitness(t, cli, direct, bucket, witnessKey, 1)
 	snap := etcd.Snapshot(t)
+	// etcd's seq now, at least the snapshot's: a round past it is one the
+	// snapshot does not hold.
+	seen := awaitWitness(t, cli, direct, bucket, witnessKey, 0)
 
 	// After it: blobs 3 and 4 named by a manifest, an upload with a part,
 	// and witness rounds the snapshot does not hold.
@@ -81,7 +84,7 @@ func TestEtcdRestoredFromSnapshot(t *testing.T) {
 	const afterKey = "uploads/after.bin"
 	afterID := createUpload(t, sdk, bucket, afterKey)
 	mustUploadPart(t, sdk, bucket, afterKey, afterID, 1, smallPart())
-	awaitWitness(t, cli, direct, bucket, witnessKey, snapSeq+1)
+	awaitWitness(t, cli, direct, bucket, witnessKey, seen+1)
 
 	e.Gateway.Stop()
 	etcd.RestoreFrom(t, snap, 1_000_000)
@@ -134,9 +137,9 @@ func TestEtcdRestoredFromSnapshot(t *testing.T) {
 }
 
 // awaitWitness waits until the backend's copy of the restore witness is at
-// seq at least min and etcd's is not behind it (a round has completed),
-// and returns etcd's seq.
-func awaitWitness(t *testing.T, cli *clientv3.Client, direct *s3.Client, bucket, key string, min int64) int64 {
+// seq at least least (and at least 1: a round has completed), and returns
+// the seq of etcd's copy read after it.
+func awaitWitness(t *testing.T, cli *clientv3.Client, direct *s3.Client, bucket, key string, least int64) int64 {
 	t.Helper()
 	var seq int64
 	eventually(t, 20*time.Second, func() (bool, string) {
@@ -161,7 +164,7 @@ func awaitWitness(t *testing.T, cli *clientv3.Client, direct *s3.Client, bucket,
 			return false, err.Error()
 		}
 		seq = w.Seq
-		return b.Seq >= min && b.Seq > 0 && w.Seq >= b.Seq, fmt.Sprintf("witness backend seq %d, etcd seq %d, want at least %d", b.Seq, w.Seq, min)
+		return b.Seq >= least && b.Seq > 0 && w.Seq >= b.Seq, fmt.Sprintf("witness backend seq %d, etcd seq %d, want at least %d", b.Seq, w.Seq, least)
 	})
 	return seq
 }

@@ -41,17 +41,7 @@ func TestEtcdRestoredFromSnapshot(t *testing.T) {
 	}
 	etcd := harness.StartEtcdCluster(t, 1)
 	bucket := harness.BucketName(t)
-	e := harness.Start(t, harness.Options{
-		EtcdEndpoints: etcd.Endpoints(),
-		Config: map[string]any{
-			"digests": map[string]any{
-				"namespaces": []string{bucket + "/blobs/sha256/"}, "sources": []string{bucket + "/manifests/"},
-				"placement_grace": digestPlacementGrace.String(), "max_delete_fraction": 1, "max_mark_fraction": 1,
-			},
-			"reclaim": map[string]any{"grace": reclaimGrace.String(), "delete_after": "1s", "interval": "1h", "election_ttl": "2s",
-				"max_delete_fraction": 1, "max_delete_uploads_fraction": 1, "max_mark_fraction": 1},
-		},
-	})
+	e := startRestoreGateway(t, etcd, bucket)
 	admin := e.Gateway.AdminEndpoint
 	sdk, direct := e.SDK(t), e.DirectSDK(t)
 	ctx := t.Context()
@@ -134,6 +124,24 @@ func TestEtcdRestoredFromSnapshot(t *testing.T) {
 	if st := restoreMark(t, admin); st == nil || st.Cleared == nil {
 		t.Errorf("status after the passes: restore mark %+v, want a cleared one", st)
 	}
+}
+
+// startRestoreGateway starts MinIO and a gateway over etcd, with a
+// digest layout in bucket and every breaker fraction at 1 (the test's few
+// blobs and uploads are its whole plan).
+func startRestoreGateway(t *testing.T, etcd *harness.EtcdCluster, bucket string) *harness.Env {
+	t.Helper()
+	return harness.Start(t, harness.Options{
+		EtcdEndpoints: etcd.Endpoints(),
+		Config: map[string]any{
+			"digests": map[string]any{
+				"namespaces": []string{bucket + "/blobs/sha256/"}, "sources": []string{bucket + "/manifests/"},
+				"placement_grace": digestPlacementGrace.String(), "max_delete_fraction": 1, "max_mark_fraction": 1,
+			},
+			"reclaim": map[string]any{"grace": reclaimGrace.String(), "delete_after": "1s", "interval": "1h", "election_ttl": "2s",
+				"max_delete_fraction": 1, "max_delete_uploads_fraction": 1, "max_mark_fraction": 1},
+		},
+	})
 }
 
 // awaitWitness waits until the backend's copy of the restore witness is at

@@ -22,6 +22,7 @@ func fromReport(in reclaim.Report) adminapi.Report {
 		Finished:      in.Finished,
 		Refused:       in.Refused,
 		Paused:        in.Paused,
+		Restored:      in.Restored,
 		Uploads:       fromUploads(in.Uploads),
 		Stuck:         convertSlice(in.Stuck, fromStuck),
 		Orphans:       convertSlice(in.Orphans, fromOrphan),
@@ -223,4 +224,9 @@ func toOrphanRef(r adminapi.OrphanRef) reclaim.OrphanRef {
 func fromOrphanResult(r reclaim.OrphanResult) adminapi.OrphanResult {
 	return adminapi.OrphanResult{Bucket: r.Bucket, Key: r.Key, UploadID: r.UploadID, Parts: r.Parts, Bytes: r.Bytes,
 		Outcome: r.Outcome, Uncertain: r.Uncertain, Deleted: r.Deleted}
+}
+
+func fromRestored(in etcdstore.Restored) adminapi.RestoreMark {
+	return adminapi.RestoreMark{Revision: in.Rev, Reason: in.Reason, DetectedAt: in.DetectedAt, Term: in.Term, By: in.By,
+		Cleared: in.Cleared, ClearedWhy: in.ClearedWhy}
 }

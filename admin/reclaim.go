@@ -254,6 +254,7 @@ func (a *reclaimAPI) status(w http.ResponseWriter, r *http.Request) {
 		InProgress: convertPtr(st.InProgress, fromProgress),
 		LastLocal:  convertPtr(st.LastLocal, fromReport),
 		Paused:     convertSlice(st.Paused, fromPause),
+		Restored:   convertPtr(st.Restored, fromRestored),
 	}
 	if out.Paused == nil {
 		out.Paused = []adminapi.Pause{}

@@ -97,6 +97,11 @@ type Reclaim struct {
 	// Buckets are the buckets the reclaimer sweeps; empty means every
 	// bucket the backend lists.
 	Buckets []string
+	// WitnessBucket and WitnessKey locate the backend's copy of the
+	// restore witness (reclaim.Config.WitnessBucket); empty takes the
+	// defaults that setting's help names.
+	WitnessBucket string
+	WitnessKey    string
 }
 
 // Digests configures digest reclamation (docs/digests.md): the

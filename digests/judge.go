@@ -256,6 +256,11 @@ func (s *digestSweep) judgePlan(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.run.Restored != "" {
+		// Checked here, so a pass resumed in the collect phase reads it
+		// too: while the restore mark stands the collector never runs.
+		s.keepAll(s.run.Restored)
+	}
 	_, kept := s.keepsAll()
 	switch {
 	case kept:

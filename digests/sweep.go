@@ -165,6 +165,12 @@ func (s *digestSweep) begin(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.run.Restored != "" && last.Started <= s.run.RestoredRev {
+		// Etcd was restored: a rebuild started after the restore mark
+		// reads back every reference the snapshot lost, and clears the
+		// mark; until one finished, no earlier rebuild proves anything.
+		due, last.Started = true, 0
+	}
 	s.cur.Rebuild.Due, s.cur.Rebuild.Proof = due, last.Started
 	if len(s.cfg.Layout.RebuildSources()) == 0 || s.dry && due {
 		// No source holds a reference: there is nothing a rebuild could

@@ -35,11 +35,13 @@ func s3Policy(actions []string, buckets ...string) string {
 }
 
 // reclaimerMinimumPolicy is the reclaimer's minimum policy on bucket, as
-// docs/architecture.md ("Backend identities") gives it.
+// docs/architecture.md ("Backend identities") gives it, with bucket the
+// restore witness's (the first of reclaim.buckets).
 func reclaimerMinimumPolicy(bucket string) string {
 	return `{"Version":"2012-10-17","Statement":[` +
 		`{"Effect":"Allow","Action":["s3:ListBucket","s3:ListBucketMultipartUploads","s3:ListBucketVersions","s3:GetBucketVersioning"],"Resource":["arn:aws:s3:::` + bucket + `"]},` +
-		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:GetObjectVersion","s3:DeleteObject"],"Resource":["arn:aws:s3:::` + bucket + `/*"]}]}`
+		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:GetObjectVersion","s3:DeleteObject"],"Resource":["arn:aws:s3:::` + bucket + `/*"]},` +
+		`{"Effect":"Allow","Action":["s3:PutObject"],"Resource":["arn:aws:s3:::` + bucket + `/.sweepgate-witness/*"]}]}`
 }
 
 // requireDenied checks that err is MinIO's AccessDenied passed through as

@@ -13,11 +13,13 @@ import (
 )
 
 // reclaimerPolicy is the minimum policy of the reclaimer's key on bucket
-// (docs/architecture.md, "Backend identities").
+// (docs/architecture.md, "Backend identities"), the restore witness's
+// bucket.
 func reclaimerPolicy(bucket string) string {
 	return `{"Version":"2012-10-17","Statement":[` +
 		`{"Effect":"Allow","Action":["s3:ListBucket","s3:ListBucketMultipartUploads","s3:ListBucketVersions","s3:GetBucketVersioning"],"Resource":["arn:aws:s3:::` + bucket + `"]},` +
-		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:GetObjectVersion","s3:DeleteObject"],"Resource":["arn:aws:s3:::` + bucket + `/*"]}]}`
+		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:GetObjectVersion","s3:DeleteObject"],"Resource":["arn:aws:s3:::` + bucket + `/*"]},` +
+		`{"Effect":"Allow","Action":["s3:PutObject"],"Resource":["arn:aws:s3:::` + bucket + `/` + reclaim.DefaultWitnessKeyPrefix + `/*"]}]}`
 }
 
 // TestDeniedBucketIsSkipped runs the reclaimer with a key MinIO allows one
@@ -48,7 +50,7 @@ func TestDeniedBucketIsSkipped(t *testing.T) {
 	scoped := &countingBackend{Backend: be}
 	scoped.date.Store(e.backend.date.Load())
 	cfg := e.config()
-	cfg.Backend, cfg.Buckets = scoped, []string{"open", "closed"}
+	cfg.Backend, cfg.Buckets, cfg.WitnessBucket = scoped, []string{"open", "closed"}, "open"
 	// The only upload the sweep sees is the one it deletes.
 	cfg.MaxDeleteFraction, cfg.MaxDeleteUploadsFraction = 1, 1
 	reg := prometheus.NewRegistry()

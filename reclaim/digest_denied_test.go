@@ -33,8 +33,15 @@ func policyOn(buckets ...string) string {
 	}
 	return `{"Version":"2012-10-17","Statement":[` +
 		`{"Effect":"Allow","Action":["s3:ListBucket","s3:ListBucketMultipartUploads","s3:ListBucketVersions","s3:GetBucketVersioning"],"Resource":[` + strings.Join(bs, ",") + `]},` +
-		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:GetObjectVersion","s3:DeleteObject"],"Resource":[` + strings.Join(objs, ",") + `]}]}`
+		`{"Effect":"Allow","Action":["s3:ListMultipartUploadParts","s3:AbortMultipartUpload","s3:GetObject","s3:GetObjectVersion","s3:DeleteObject"],"Resource":[` + strings.Join(objs, ",") + `]},` +
+		// The restore witness stays readable and writable whatever the
+		// test denies.
+		`{"Effect":"Allow","Action":["s3:GetObject","s3:PutObject"],"Resource":["arn:aws:s3:::` + deniedWitness + `/*"]}]}`
 }
+
+// deniedWitness is the bucket of the restore witness of the denied tests,
+// which no policy of theirs takes away.
+const deniedWitness = "witness"
 
 // deniedEnv is a digest test world whose reclaimer signs with the MinIO
 // user digester, whose policy the test changes between passes.
@@ -48,7 +55,7 @@ type deniedEnv struct {
 func newDeniedEnv(t *testing.T, buckets ...string) (*deniedEnv, reclaim.Config) {
 	t.Helper()
 	d := &deniedEnv{digestEnv: newDigestEnv(t)}
-	for _, b := range buckets {
+	for _, b := range append(buckets, deniedWitness) {
 		d.bucket(b)
 	}
 	if err := d.minio.AddUser(t.Context(), digester, digester+"-secret", policyOn(append(buckets, dgBucket)...)); err != nil {
@@ -62,7 +69,7 @@ func newDeniedEnv(t *testing.T, buckets ...string) (*deniedEnv, reclaim.Config) 
 	scoped.date.Store(d.backend.date.Load())
 	d.s3 = s3client.New(scoped, 0)
 	cfg := d.config()
-	cfg.Backend = scoped
+	cfg.Backend, cfg.WitnessBucket = scoped, deniedWitness
 	return d, cfg
 }
 

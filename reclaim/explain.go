@@ -215,6 +215,9 @@ func (r *Reclaimer) ExplainUpload(ctx context.Context, bucket, uploadID, key str
 	if !d.FutureTime {
 		r.explainActivity(&ex, &d, p, now, sess)
 	}
+	if err := r.explainRestore(ctx, &ex, &d); err != nil {
+		return ex, err
+	}
 	ex.Verdict, ex.Reason, ex.Stuck = string(d.Verdict), d.Reason, d.Stuck
 	r.explainNotes(&ex, d, p)
 	return ex, nil

@@ -76,6 +76,10 @@ type inventory struct {
 	// lists at most limit uploads in all (listed counts them, carried
 	// across resumes) and then stops with errSliceFull (see slice.go).
 	limit, listed int64
+	// restoreFloor is the revision of the latest restore mark (0: none):
+	// a session last written at or below it is marked afresh rather than
+	// deleted (restoreRemark).
+	restoreFloor int64
 }
 
 // handler receives the inventory's results in order. page is called for
@@ -406,6 +410,7 @@ func (inv *inventory) decide(u Upload, st etcdstore.UploadState) item {
 		return it
 	}
 	it.Decision = streaming(it.Decision, st.InFlight, st.InFlightSince)
+	it.Decision = restoreRemark(it.Decision, it.SessionRev, inv.restoreFloor)
 	return it
 }
 

@@ -50,6 +50,11 @@ type metrics struct {
 	deniedBuckets *prometheus.CounterVec
 	// layoutMismatch is how many live gateways serve another layout.
 	layoutMismatch prometheus.Gauge
+	// restored is 1 while the restore mark stands (etcd was restored from
+	// a snapshot); witnessFailures counts rounds of the restore witness
+	// that failed.
+	restored        prometheus.Gauge
+	witnessFailures prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -110,8 +115,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Buckets the backend refused with AccessDenied (the reclaimer key's policy), by sweep (uploads, digests), once a pass each: the upload sweep skips the bucket, judging nothing in it, and names it in the pass report's denied_buckets; the digest sweep skips a denied namespace, keeps every blob for a denied reference source, and names it in the report's digests.denied_buckets."}, []string{"sweep"})
 	m.layoutMismatch = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "layout_mismatch_gateways",
 		Help: "Live gateways whose content-addressed layout (digests.namespaces, digests.sources, preset) differs from the leader's, or which publish none (an older version), as the last digest sweep found them: while it is above 0 the digest sweep deletes nothing. Set by the leader each pass."})
+	m.restored = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "etcd_restored",
+		Help: "1 while the restore mark stands: the leader found the backend's copy of the restore witness ahead of etcd's, so etcd was restored from a snapshot and lost writes. No pass deletes anything (no upload marked or aborted, no blob deleted) until every live gateway has published its clock since the mark and a complete rebuild started after it has finished. Set by the leader at each pass and on detection."})
+	m.witnessFailures = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "witness_failures_total",
+		Help: "Rounds of the restore witness (the leader's timer and each pass start) that failed to read or write etcd's or the backend's copy (reclaim.witness_bucket, reclaim.witness_key); a pass whose round fails stops and deletes nothing."})
 	if reg != nil {
-		reg.MustRegister(m.deniedBuckets, m.layoutMismatch)
+		reg.MustRegister(m.deniedBuckets, m.layoutMismatch, m.restored, m.witnessFailures)
 		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.markedParts, m.markedBytes, m.deletedParts, m.deletedBytes, m.refusals,
 			m.orphans, m.orphanParts, m.oldestOrphan, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished, m.aroundGateway,
 			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs, m.paused, m.covered)
@@ -157,7 +166,7 @@ func (m *metrics) pass(rep Report, err error, d time.Duration) {
 	res := result(rep, err)
 	m.passes.WithLabelValues(res).Inc()
 	m.duration.WithLabelValues(res).Observe(d.Seconds())
-	if rep.Refused != "" && !rep.Paused && !rep.DryRun {
+	if rep.Refused != "" && !rep.Paused && rep.Restored == "" && !rep.DryRun {
 		m.refusals.Inc()
 	}
 	if res != "ok" && res != "refused" && res != "dry_run" {
@@ -248,4 +257,13 @@ func (m *metrics) setPaused(sweep string, paused bool) {
 		v = 1
 	}
 	m.paused.WithLabelValues(sweep).Set(v)
+}
+
+// setRestored sets the restore mark's gauge.
+func (m *metrics) setRestored(standing bool) {
+	v := 0.0
+	if standing {
+		v = 1
+	}
+	m.restored.Set(v)
 }

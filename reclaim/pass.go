@@ -60,6 +60,13 @@ type pass struct {
 	// set, is the pause a refusal of this pass records with its report.
 	paused bool
 	pause  *etcdstore.Pause
+	// restored, when set, is why nothing is marked or deleted: the restore
+	// mark stands (restoreGate); restoredRev is the mark's revision and
+	// restoreFloor the revision of the latest mark, standing or cleared
+	// (0: none).
+	restored     string
+	restoredRev  int64
+	restoreFloor int64
 }
 
 // runPass runs one pass under leadership l, or a dry run when l is nil or
@@ -93,7 +100,14 @@ func (p *pass) run(ctx context.Context, started time.Time) (Report, error) {
 	if err := p.passClock(ctx); err != nil {
 		return p.stop(ctx, started, err, rec), err
 	}
-	if !p.dry {
+	// So is etcd: a restore from a snapshot holds every deletion.
+	if err := p.restoreGate(ctx); err != nil {
+		return p.stop(ctx, started, err, rec), err
+	}
+	if !p.dry && p.restored != "" {
+		r.log.Warn("the reconciler does not run while the restore mark stands: a session restored from the snapshot may be older than the backend", "why", p.restored)
+	}
+	if !p.dry && p.restored == "" {
 		// Settle what earlier deletes and completes left unclear before
 		// deciding anything; a reconciler that cannot look at the backend
 		// means this pass cannot either.
@@ -169,6 +183,7 @@ func (p *pass) digests(ctx context.Context) error {
 	rep, err := sw.Run(ctx, &sweep.Run{
 		Term: p.term, Pass: p.cur.Pass, Now: p.cur.Now, Clock: p.r.now, DryRun: p.dry, Fault: p.r.cfg.Fault,
 		Elapsed: p.cur.Elapsed, ClockSkew: p.r.cfg.ClockSkew,
+		Restored: p.restored, RestoredRev: p.restoredRev,
 		ElapsedNow: func() time.Duration { return p.r.elapsedNow(p.cur.Elapsed) },
 	})
 	p.digest = rep
@@ -210,6 +225,7 @@ func (p *pass) begin(ctx context.Context, started time.Time) error {
 		s3: r.s3, store: r.store, policy: pol, now: p.cur.Now, rev: p.cur.Rev,
 		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel, buckets: r.cfg.Buckets,
 		checkBudget: r.cfg.MissingCheckBudget, missingChecks: p.cur.Tally.MissingChecks,
+		restoreFloor: p.restoreFloor,
 	}
 	if p.cur.Slice != nil {
 		p.inv.limit, p.inv.listed = p.cur.Slice.Budget, p.cur.Tally.Listed
@@ -402,7 +418,7 @@ func (p *pass) report(ctx context.Context, started time.Time, rec *multipart.Rec
 // transaction. A dry run only returns the report.
 func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped string, rec *multipart.ReconcileReport) (Report, error) {
 	rep := p.report(ctx, started, rec)
-	rep.Refused, rep.Stopped, rep.Paused = refused, stopped, p.paused
+	rep.Refused, rep.Stopped, rep.Paused, rep.Restored = refused, stopped, p.paused, p.restored
 	rep.Slice = p.sliceReport(refused, stopped)
 	rep.Finished = p.r.now().UTC()
 	p.r.logReport(rep)

@@ -41,6 +41,12 @@ var pauseSweeps = []string{PauseUploads, PauseDigests}
 func (p *pass) check(ctx context.Context) (string, error) {
 	r := p.r
 	refused := r.breaker(p.cur.Tally.Uploads, &p.cur.Breaker)
+	if p.restored != "" {
+		// Read first, so that no pause is recorded on a plan made from
+		// records etcd may have lost.
+		r.log.Warn("etcd was restored: the upload sweep marks and deletes nothing", "pass", p.cur.Pass, "why", p.restored)
+		return p.restored, nil
+	}
 	cur, err := r.store.GetPause(ctx, PauseUploads)
 	switch {
 	case err == nil:

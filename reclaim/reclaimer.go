@@ -104,6 +104,13 @@ type Config struct {
 	// the backend's clock is read from a HEAD of the first (no ListBuckets
 	// at all); empty lists every bucket the backend lists.
 	Buckets []string
+	// WitnessBucket and WitnessKey locate the backend's copy of the
+	// restore witness (witness.go). An empty bucket is the first digest
+	// namespace's, else the first of Buckets, else none: the witness is
+	// off and a restore of etcd goes unseen. An empty key is
+	// DefaultWitnessKey of the store's prefix.
+	WitnessBucket string
+	WitnessKey    string
 
 	Now func() time.Time
 	// Monotonic returns the time elapsed since some fixed moment of this
@@ -159,6 +166,12 @@ func New(cfg Config) (*Reclaimer, error) {
 		return nil, errors.New("reclaim: store, sessions and backend are required")
 	}
 	setDefaults(&cfg)
+	if cfg.WitnessBucket == "" {
+		cfg.WitnessBucket = defaultWitnessBucket(&cfg)
+	}
+	if cfg.WitnessBucket == "" {
+		cfg.Logger.Warn("no bucket for the restore witness (reclaim.witness_bucket, reclaim.buckets and the digest namespaces are all empty): a restore of etcd from a snapshot will not be detected")
+	}
 	if len(cfg.Buckets) > 0 {
 		cfg.Buckets = slices.Compact(slices.Sorted(slices.Values(cfg.Buckets)))
 	}
@@ -342,6 +355,9 @@ func (r *Reclaimer) lead(l *Leadership) {
 		case <-l.Done():
 			return
 		case <-guards.C:
+			if err := r.witnessTick(l); errors.Is(err, ErrFenced) {
+				return
+			}
 			err := r.settleDue(l)
 			r.fault(FaultGuardsChecked)
 			if errors.Is(err, ErrFenced) {
@@ -440,6 +456,9 @@ type Status struct {
 	// Paused are the sweeps the breaker paused, until a person resumes
 	// them (Resume).
 	Paused []etcdstore.Pause `json:"paused,omitempty"`
+	// Restored is the restore mark, standing or cleared: when etcd was
+	// last found restored from a snapshot (nil: never).
+	Restored *etcdstore.Restored `json:"restored,omitempty"`
 }
 
 // Progress describes a pass in progress: the uploads counted so far and
@@ -479,6 +498,9 @@ func (r *Reclaimer) Status(ctx context.Context) (Status, error) {
 	st.LastLocal = r.last
 	r.mu.Unlock()
 	if st.Paused, err = r.Pauses(ctx); err != nil {
+		return st, err
+	}
+	if st.Restored, err = r.RestoreMark(ctx); err != nil {
 		return st, err
 	}
 	cur, _, ok, err := loadCursor(ctx, r.store)

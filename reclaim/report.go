@@ -30,6 +30,10 @@ type Report struct {
 	// refusal (Refused says since when and why): nothing was marked or
 	// deleted.
 	Paused bool `json:"paused,omitempty"`
+	// Restored is set while the restore mark stands (etcd was restored
+	// from a snapshot): why nothing was marked or deleted, and what the
+	// mark waits for. Refused says the same.
+	Restored string `json:"restored,omitempty"`
 	// Uploads is the plan: every backend upload the pass saw, by verdict.
 	Uploads Uploads   `json:"uploads"`
 	Stuck   []Stuck   `json:"stuck"`

@@ -33,6 +33,12 @@ type Run struct {
 	ClockSkew time.Duration
 	// DryRun makes the run decide and count, and write nothing anywhere.
 	DryRun bool
+	// Restored, when not empty, is why the run must delete nothing: etcd
+	// was found restored from a snapshot and the restore mark stands.
+	// RestoredRev is the mark's etcd revision: only a rebuild that started
+	// after it can clear the mark, so one is due.
+	Restored    string
+	RestoredRev int64
 	// Fault, when set, is called at the sweep's named fault points, so
 	// that a test can stop or disturb a run at a precise step.
 	Fault func(point string)

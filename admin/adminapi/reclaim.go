@@ -22,6 +22,27 @@ type ReclaimStatus struct {
 	LastLocal *Report `json:"last_local"`
 	// Paused are the sweeps the breaker paused; empty when none is.
 	Paused []Pause `json:"paused"`
+	// Restored is the restore mark, standing or cleared: when etcd was
+	// last found restored from a snapshot; absent when never.
+	Restored *RestoreMark `json:"restored,omitempty"`
+}
+
+// RestoreMark says when the reclaim leader found etcd restored from a
+// snapshot (the backend's copy of the restore witness ahead of etcd's).
+// While it stands (Cleared absent) no pass marks, aborts or deletes.
+type RestoreMark struct {
+	// Revision is the etcd revision the detection read etcd's witness at:
+	// a session last written at or below it is marked afresh, never
+	// aborted on its restored mark.
+	Revision   int64     `json:"revision"`
+	Reason     string    `json:"reason"`
+	DetectedAt time.Time `json:"detected_at"`
+	Term       int64     `json:"term"`
+	By         string    `json:"by,omitempty"`
+	// Cleared is when every live gateway had published its clock after the
+	// mark and a complete rebuild started after it had finished.
+	Cleared    *time.Time `json:"cleared,omitempty"`
+	ClearedWhy string     `json:"cleared_why,omitempty"`
 }
 
 // Pause is a sweep that the breaker paused when it refused a plan: while

@@ -524,6 +524,10 @@ func writeStatus(w io.Writer, st *adminapi.ReclaimStatus, now time.Time) {
 		fmt.Fprintf(w, "PAUSED: the %s sweep, since pass %d (term %d, %s): the breaker refused its plan: %s\n  It marks and deletes nothing until a person runs 'sweepgate reclaim resume --%s'.\n",
 			p.Sweep, p.Pass, p.Term, when(p.At), p.Reason, p.Sweep)
 	}
+	if m := st.Restored; m != nil && m.Cleared == nil {
+		fmt.Fprintf(w, "ETCD RESTORED: found %s (term %d, revision %d): %s\n  No pass marks, aborts or deletes until every gateway has published its clock since and a rebuild started after it has finished (docs/runbook.md, SweepgateEtcdRestored).\n",
+			when(m.DetectedAt), m.Term, m.Revision, m.Reason)
+	}
 	if p := st.InProgress; p != nil {
 		fmt.Fprintf(w, "In progress: %s\n", progressText(p, now))
 	}

@@ -83,6 +83,8 @@ func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gatewa
 		MissingCheckBudget: rc.MissingCheckBudget,
 		PassUploads:        rc.PassUploads,
 		Buckets:            rc.Buckets,
+		WitnessBucket:      rc.WitnessBucket,
+		WitnessKey:         rc.WitnessKey,
 		Now:                clock,
 		Logger:             logger.With("component", "reclaimer"),
 		Metrics:            reg,

@@ -92,7 +92,9 @@ func (s *digestSweep) collect(ctx context.Context) error {
 
 // collectPages reads the tombstones in [start, end) page by page, at most
 // a batch each, a bounded stretch at the latest revision a request (see
-// sweepScan), guards each page's ready ones and hands them to d.
+// sweepScan), guards each page's ready ones and hands them to d. Before
+// each page it compares the gateways' layouts again, and stops (keeping
+// the rest) when one differs.
 func (s *digestSweep) collectPages(ctx context.Context, d *deletes, start, end string) error {
 	p := etcdstore.NewRangePager(s.cli().KV, start, end, etcdstore.LatestRev, int64(s.batch))
 	for {
@@ -101,6 +103,15 @@ func (s *digestSweep) collectPages(ctx context.Context, d *deletes, start, end s
 			return fmt.Errorf("reclaim: read tombstones: %w", err)
 		}
 		if len(kvs) == 0 {
+			return nil
+		}
+		// A gateway of another layout that came after the plan was
+		// judged may have stored, as plain objects, references to blobs
+		// the plan holds ready: no further guard is armed.
+		if why, err := s.layoutsDiffer(ctx); err != nil {
+			return err
+		} else if why != "" {
+			s.keepAll(why)
 			return nil
 		}
 		guarded, err := s.collectPage(ctx, kvs)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -111,5 +112,53 @@ func TestDigestLayoutChangeRebuilds(t *testing.T) {
 	d.clock.Advance(time.Minute)
 	if rep := d.digestPass(r); !rep.Rebuild.Ran {
 		t.Errorf("first pass after the layout changed did not rebuild (report %+v)", rep.Rebuild)
+	}
+}
+
+// TestDigestLayoutMismatchStopsCollect starts a gateway of another layout
+// while a pass's collector is at work (its first page of guards armed):
+// the collector arms no further guard, so a manifest that gateway stores
+// as a plain object cannot lose its blobs to a plan judged before it came,
+// and the pass says why it stopped.
+func TestDigestLayoutMismatchStopsCollect(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.putBlobs("r", 6)
+	d.putManifest("m", refd...)
+	unref := d.putBlobs("u", 4)
+	d.ageBlobs()
+	wider := *d.layout
+	extra, err := cas.NewSource("elsewhere", dgBucket, "elsewhere/", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wider.Sources = append(append([]cas.Source{}, wider.Sources...), extra)
+	cfg := d.config()
+	published := false
+	cfg.Fault = func(point string) {
+		if point == digests.FaultGuarded && !published {
+			published = true
+			d.publishLayout("gw-other", wider.Fingerprint())
+		}
+	}
+	r := d.start(cfg)
+	if rep := d.digestPass(r); rep.Pending != 4 {
+		t.Fatalf("first pass: pending %d, want 4", rep.Pending)
+	}
+	rep := d.digestPass(r)
+	if !published {
+		t.Fatal("the collector armed no guard")
+	}
+	if rep.Deleted != 2 || !strings.Contains(rep.Kept, "gw-other") {
+		t.Errorf("pass whose collector met another layout after its first page: deleted %d, kept %q; want the first page's 2 deleted, then nothing, naming the gateway", rep.Deleted, rep.Kept)
+	}
+	present := 0
+	for _, ok := range d.present(unref...) {
+		if ok {
+			present++
+		}
+	}
+	if present != 2 {
+		t.Errorf("%d of the 4 unreferenced blobs stored, want the 2 of the pages after the layouts differed", present)
 	}
 }

@@ -96,6 +96,10 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 			g.writeError(w, r, err)
 			return
 		}
+		if err := g.checkReserved(o.Key); err != nil {
+			g.writeError(w, r, err)
+			return
+		}
 	}
 	bucket := req.route.Bucket
 	// The backend always gets the body rebuilt from what was parsed here,

@@ -181,7 +181,7 @@ func (w *diffWorld) checkProtected(entries []harness.TraceEntry, outcomes []*dif
 		}
 		return b.String()
 	}
-	for _, p := range []*diffProtected{w.refBlob, w.manifest, w.guardBlob} {
+	for _, p := range []*diffProtected{w.refBlob, w.manifest, w.guardBlob, w.witness} {
 		obj, err := w.direct.GetObject(ctx, p.bucket, p.key, minio.GetObjectOptions{})
 		var got []byte
 		if err == nil {

@@ -53,6 +53,8 @@ func (g *diffGen) targets() []diffTarget {
 		{name: "manifest", bucket: diffRegBucket, key: w.manifest.key, protected: w.manifest, content: w.manifest.body},
 		{name: "manifest-new", bucket: diffRegBucket, key: diffSourcePrefix + "gen/new"},
 		{name: "missing-bucket", bucket: diffMissingBucket, key: "obj"},
+		{name: "witness", bucket: diffPlainBucket, key: w.witness.key, protected: w.witness, content: w.witness.body},
+		{name: "witness", bucket: diffPlainBucket, key: w.witness.key, protected: w.witness, content: w.witness.body},
 		// Prefixes of the protected keys, for what would act on a whole
 		// prefix (x-minio-force-delete).
 		{name: "prefix", bucket: diffRegBucket, key: "blobs/sha256"},

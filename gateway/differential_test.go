@@ -42,6 +42,9 @@ const (
 	diffSourcePrefix  = "manifests/"
 	// diffUploadKey is where the owner's protected upload is in progress.
 	diffUploadKey = "uploads/protected"
+	// diffReservedPrefix is the gateway's reserved key prefix (the
+	// restore witness's).
+	diffReservedPrefix = ".sweepgate-witness/"
 	// diffMineKey is where mallory's own upload is in progress.
 	diffMineKey = "mp/mine"
 

@@ -168,6 +168,9 @@ type diffWorld struct {
 	refBlob, guardBlob     *diffProtected
 	freeBlobKey            string
 	manifest               *diffProtected
+	// witness is a record of sweepgate's own under the reserved prefix,
+	// which no client may change.
+	witness *diffProtected
 	// uploadID is the owner's upload, in progress, and uploadParts the
 	// parts it had before the run.
 	uploadID    string
@@ -222,9 +225,10 @@ func newDiffWorld(t *testing.T) *diffWorld {
 	g, err := New(Config{
 		BackendEndpoint: w.minio.Endpoint, BackendRegion: w.minio.Region,
 		BackendAccessKey: w.minio.AccessKey, BackendSecretKey: w.minio.SecretKey,
-		Credentials: []sigv4.Credential{w.creds[diffMallory], w.creds[diffOwner], w.creds[diffAdmin]},
-		Logger:      slog.New(&diffLogHandler{logs: w.logs}),
-		Sessions:    &SessionsConfig{Store: w.store, EnforceOwnership: true, AdminPrincipals: []string{diffAdmin}},
+		Credentials:  []sigv4.Credential{w.creds[diffMallory], w.creds[diffOwner], w.creds[diffAdmin]},
+		ReservedKeys: []string{diffReservedPrefix},
+		Logger:       slog.New(&diffLogHandler{logs: w.logs}),
+		Sessions:     &SessionsConfig{Store: w.store, EnforceOwnership: true, AdminPrincipals: []string{diffAdmin}},
 		Digests: &DigestsConfig{
 			Store: w.store, Layout: &cas.Layout{Namespaces: []cas.Namespace{ns}, Sources: []cas.Source{src}},
 			AdminPrincipals: []string{diffAdmin},
@@ -275,6 +279,10 @@ func (w *diffWorld) layOut() {
 		t.Fatal(err)
 	}
 	w.guardBlob = &diffProtected{name: "guarded blob", bucket: diffRegBucket, key: guardKey, body: guardBody, writable: true}
+
+	witness := []byte(`{"epoch":"differential","seq":7}`)
+	w.witness = &diffProtected{name: "restore witness", bucket: diffPlainBucket, key: diffReservedPrefix + "differential", body: witness}
+	w.putDirect(diffPlainBucket, w.witness.key, witness)
 
 	w.uploadID = w.createUpload(diffOwner, diffRegBucket, diffUploadKey)
 	for n := 1; n <= 2; n++ {

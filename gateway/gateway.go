@@ -64,6 +64,10 @@ type Config struct {
 	// CheckBuckets, when set, are the buckets CheckBackend asks about
 	// (a one-key listing of each) instead of listing every bucket.
 	CheckBuckets []string
+	// ReservedKeys are key prefixes, in every bucket, that hold sweepgate's
+	// own records on the backend (the restore witness): no client may
+	// write or delete a key under one (403 AccessDenied); reads pass.
+	ReservedKeys []string
 	// MaxClockSkew is how far a request's time may lie from the gateway's clock.
 	MaxClockSkew time.Duration
 	// Logger receives the gateway's warnings and errors.
@@ -94,6 +98,7 @@ type Gateway struct {
 	}
 	backendRegion string
 	checkBuckets  []string
+	reservedKeys  []string
 	backend       *url.URL
 	client        *http.Client // signed requests to the backend, for health checks
 	backendClient *backendClient
@@ -129,6 +134,7 @@ func New(cfg Config) (*Gateway, error) {
 		domains:       cfg.Domains,
 		backendRegion: cfg.BackendRegion,
 		checkBuckets:  cfg.CheckBuckets,
+		reservedKeys:  cfg.ReservedKeys,
 		backend:       backend,
 		log:           cfg.Logger,
 		requestLog:    cfg.RequestLog,
@@ -285,6 +291,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := checkBackendControls(r.Header); err != nil {
 		g.writeError(rec, r, err)
 		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if err := g.checkReserved(req.route.Key); err != nil {
+			g.writeError(rec, r, err)
+			return
+		}
 	}
 	g.dispatch(rec, r, req)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reclaim"
 	"github.com/sweepgate/sweepgate/reload"
 )
 
@@ -179,6 +180,7 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 		Identities:       backendIdentities(cfg),
 		Background:       cfg.Reclaim.BackendIdentity,
 		CheckBuckets:     cfg.Reclaim.Buckets,
+		ReservedKeys:     reservedKeys(cfg),
 		MaxClockSkew:     cfg.MaxClockSkew,
 		Now:              s.clock,
 		Logger:           s.logger,
@@ -477,4 +479,15 @@ func shutdown(servers []*http.Server, names []string, timeout time.Duration, log
 func (s *server) reloadForAdmin(ctx context.Context) (adminapi.ReloadResult, error) {
 	restart, err := s.reloader.Reload(ctx)
 	return adminapi.ReloadResult{RestartNeeded: restart}, err
+}
+
+// reservedKeys are the key prefixes of sweepgate's own records on the
+// backend, which no client may change through the gateway: the restore
+// witness's default prefix (in every bucket) and its configured key.
+func reservedKeys(cfg *config.Config) []string {
+	keys := []string{reclaim.DefaultWitnessKeyPrefix + "/"}
+	if k := cfg.Reclaim.WitnessKey; k != "" {
+		keys = append(keys, k)
+	}
+	return keys
 }

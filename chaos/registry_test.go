@@ -143,6 +143,13 @@ func (c *client) writeManifest(ctx context.Context) {
 // deleteManifest deletes one of the manifests the client may have written.
 func (c *client) deleteManifest(ctx context.Context) {
 	key := c.manifestKey()
+	err := c.deleteReference(ctx, key, "manifest")
+	c.w.log.printf("manifest", "c%d deleted %s -> %s", c.id, key, describe(err))
+}
+
+// deleteReference deletes the reference object key (a manifest, what)
+// through a gateway, recording the delete for the checker.
+func (c *client) deleteReference(ctx context.Context, key, what string) error {
 	d := &manifestDelete{key: key, start: time.Now()}
 	c.w.mu.Lock()
 	c.w.deletes = append(c.w.deletes, d)
@@ -157,10 +164,10 @@ func (c *client) deleteManifest(ctx context.Context) {
 	c.w.lastWrite = time.Now()
 	c.w.mu.Unlock()
 	if err != nil && !retryable(err) && ctx.Err() == nil {
-		c.w.anomaly("c%d delete manifest %s: %v", c.id, key, err)
+		c.w.anomaly("c%d delete %s %s: %v", c.id, what, key, err)
 	}
-	c.w.count("manifest delete " + describe(err))
-	c.w.log.printf("manifest", "c%d deleted %s -> %s", c.id, key, describe(err))
+	c.w.count(what + " delete " + describe(err))
+	return err
 }
 
 // deleteInFlight reports whether a DELETE of key was under way at t (or

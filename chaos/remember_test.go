@@ -193,24 +193,7 @@ func (c *client) checkRefusal(ctx context.Context, digest string, layers []*blob
 
 // deleteTag deletes one of the producer's tags through a gateway.
 func (c *client) deleteTag(ctx context.Context) {
-	key := c.tagKey()
-	d := &manifestDelete{key: key, start: time.Now()}
-	c.w.mu.Lock()
-	c.w.deletes = append(c.w.deletes, d)
-	c.w.mu.Unlock()
-	_, err := c.call(ctx, c.rng.IntN(2), "DeleteObject "+key, nil, func(ctx context.Context, o s3ops) error {
-		return o.del(ctx, key)
-	})
-	c.w.mu.Lock()
-	if err == nil || !retryable(err) {
-		d.end, d.ok = time.Now(), err == nil
-	}
-	c.w.lastWrite = time.Now()
-	c.w.mu.Unlock()
-	if err != nil && !retryable(err) && ctx.Err() == nil {
-		c.w.anomaly("c%d delete tag %s: %v", c.id, key, err)
-	}
-	c.w.count("registry tag delete " + describe(err))
+	_ = c.deleteReference(ctx, c.tagKey(), "registry tag")
 }
 
 // pullTag pulls one of the producer's tags as a registry serving it

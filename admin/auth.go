@@ -17,8 +17,9 @@ import (
 // other is answered 401 with the API's error document and
 // WWW-Authenticate: Bearer, and goes no further. Without a token every
 // such request is refused: serve always has one, configured or generated,
-// and no mistake may leave the API open. /metrics, /healthz and /readyz
-// are registered outside it, for scrapers and probes.
+// and no mistake may leave the API open. /metrics and the probes
+// (/healthz, /readyz, /etcdz) are registered outside it, for scrapers and
+// probes.
 func requireAdmin(token config.Secret, log *slog.Logger) func(http.Handler) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

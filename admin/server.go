@@ -35,6 +35,13 @@ type ReadyCheck struct {
 	Check func(context.Context) error
 }
 
+// EtcdState is etcd's availability as this process last saw it
+// (etcdstore.Availability): State returns nil while etcd answers, and
+// since when its state has been what it is.
+type EtcdState interface {
+	State() (error, time.Time)
+}
+
 // Config is what the admin listener serves from.
 type Config struct {
 	// Registry is what /metrics serves.
@@ -42,8 +49,13 @@ type Config struct {
 	// Draining is set once shutdown starts, so that /readyz tells load
 	// balancers to stop sending new requests while in-flight ones finish.
 	Draining *atomic.Bool
-	// Checks are the dependencies /readyz asks, in parallel.
+	// Checks are the dependencies /readyz asks, in parallel: those without
+	// which the gateway cannot serve S3 traffic at all.
 	Checks []ReadyCheck
+	// Etcd is what /etcdz reports: whether etcd answers, on which
+	// multipart calls, reference writes and the reclaimer depend. Nil
+	// (sessions off, no etcd) answers 200 "not used".
+	Etcd EtcdState
 	// Store holds the session, reclaimer and digest records; nil when
 	// sessions are off, which the API then answers.
 	Store *etcdstore.Store
@@ -95,6 +107,7 @@ func New(cfg Config) http.Handler {
 		registry: cfg.Registry,
 		draining: draining,
 		checks:   cfg.Checks,
+		etcd:     cfg.Etcd,
 		sessions: sessionsAPI{store: cfg.Store, log: log},
 		reclaim:  reclaimAPI{r: cfg.Reclaimer, store: cfg.Store, info: cfg.ReclaimerInfo, progress: progress, log: log},
 		digests:  digestAPI{store: cfg.Store, planes: cfg.Planes, now: cfg.Now, log: log},
@@ -117,6 +130,7 @@ type handler struct {
 	// sending new requests while in-flight ones finish.
 	draining *atomic.Bool
 	checks   []ReadyCheck
+	etcd     EtcdState
 	// sessions serves /admin/v1/sessions (docs/admin-api.md).
 	sessions sessionsAPI
 	// reclaim serves /admin/v1/reclaim (docs/admin-api.md).
@@ -148,6 +162,7 @@ func (a *handler) mux() http.Handler {
 		promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})))
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.HandleFunc("GET /etcdz", a.etcdz)
 	protect := requireAdmin(a.token, a.log)
 	a.sessions.routes(mux, protect)
 	a.reclaim.routes(mux, protect)
@@ -196,6 +211,23 @@ func (a *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(reasons) > 0 {
 		writeText(w, http.StatusServiceUnavailable, "not ready: "+strings.Join(reasons, "; "))
+		return
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+// etcdz answers 200 while etcd answers this process's probes and 503,
+// with the failure and since when, while it does not. It is not a
+// readiness probe: without etcd the gateway still serves every request that
+// needs no session, and refuses the others with SlowDown.
+func (a *handler) etcdz(w http.ResponseWriter, _ *http.Request) {
+	if a.etcd == nil {
+		writeText(w, http.StatusOK, "ok: not used (sessions are off)")
+		return
+	}
+	err, since := a.etcd.State()
+	if err != nil {
+		writeText(w, http.StatusServiceUnavailable, fmt.Sprintf("etcd unavailable since %s: %v", since.UTC().Format(time.RFC3339), err))
 		return
 	}
 	writeText(w, http.StatusOK, "ok")

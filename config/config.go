@@ -304,6 +304,8 @@ type Etcd struct {
 	Endpoints   []string
 	Prefix      string
 	DialTimeout time.Duration
+	// RequestTimeout bounds each etcd request made for a client's request.
+	RequestTimeout time.Duration
 	// CAFile verifies the cluster's certificates (https:// endpoints);
 	// CertFile and KeyFile are the client certificate a cluster that
 	// checks client certificates asks for.

@@ -49,8 +49,9 @@ func TestDefaults(t *testing.T) {
 		AcceptBackendCredentials: true,
 		MaxClockSkew:             15 * time.Minute,
 		Etcd: Etcd{
-			Prefix:      "/sweepgate/",
-			DialTimeout: 5 * time.Second,
+			Prefix:         "/sweepgate/",
+			DialTimeout:    5 * time.Second,
+			RequestTimeout: 3 * time.Second,
 			Embedded: EmbeddedEtcd{
 				DataDir:                 ".data/etcd",
 				ClientURL:               "http://127.0.0.1:2379",

@@ -1,3 +1,6 @@
+// Size: the table of every setting, kept in one place so that the
+// configuration reference (docs/configuration.md) is generated from one list.
+
 package config
 
 import (
@@ -182,6 +185,9 @@ func Settings() []Setting {
 		setting("etcd.dial_timeout", "DURATION", duration(etcdstore.DefaultDialTimeout),
 			"How long to wait for etcd to answer when connecting.",
 			func(c *Config) any { return &c.Etcd.DialTimeout }),
+		setting("etcd.request_timeout", "DURATION", duration(etcdstore.DefaultRequestTimeout),
+			"Longest a client's request waits for one etcd request (multipart calls, reference writes, blob writes and deletes) before it is refused with SlowDown and Retry-After; also the bound of the probe behind /etcdz, repeated every second, while which fails such requests are refused at once. Blob reads and requests outside digest layouts never wait for etcd.",
+			func(c *Config) any { return &c.Etcd.RequestTimeout }),
 		setting("etcd.ca_file", "FILE", "",
 			"PEM file of the certificate authorities that sign an external etcd cluster's certificates (https:// endpoints). Empty uses the system's roots.",
 			func(c *Config) any { return &c.Etcd.CAFile }),

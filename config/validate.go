@@ -58,6 +58,9 @@ func (c *Config) Validate() error {
 	if _, err := etcdstore.NewKeys(c.Etcd.Prefix); err != nil {
 		bad("etcd.prefix", "%v", err)
 	}
+	if c.Etcd.RequestTimeout <= 0 {
+		bad("etcd.request_timeout", "must be positive, got %s", c.Etcd.RequestTimeout)
+	}
 	if c.Etcd.DialTimeout <= 0 {
 		bad("etcd.dial_timeout", "must be positive, got %s", c.Etcd.DialTimeout)
 	}

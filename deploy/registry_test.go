@@ -146,6 +146,7 @@ func wire(t *testing.T) *recorder {
 
 	e, cli := etcdtest.Start(t)
 	reg.MustRegister(etcdstore.NewStatusCollector(cli, e.Endpoints()))
+	etcdstore.NewAvailability(cli, time.Second, etcdstore.DefaultRequestTimeout, reg)
 	keys, err := etcdstore.NewKeys(cfg.Etcd.Prefix)
 	if err != nil {
 		t.Fatal(err)

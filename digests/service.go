@@ -146,6 +146,9 @@ type Service struct {
 	s3  *s3client.Client
 	now func() time.Time
 	log *slog.Logger
+	// guards is the local copy of the armed guards that blob reads ask
+	// (Run keeps it up to date).
+	guards *etcdstore.GuardWatch
 	// guardRefusals counts writes refused because a digest they name has
 	// an armed guard: producers racing the collector.
 	guardRefusals *prometheus.CounterVec
@@ -196,10 +199,29 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.guards = s.store.WatchGuards(s.log)
 	if cfg.Metrics != nil {
 		cfg.Metrics.MustRegister(s.guardRefusals)
 	}
 	return s, nil
+}
+
+// Run keeps the service's copy of the armed guards up to date until ctx
+// ends; until it has listed them once, blob reads see no guard.
+func (s *Service) Run(ctx context.Context) {
+	if s != nil {
+		s.guards.Run(ctx)
+	}
+}
+
+// Guards returns the copy of the armed guards that blob reads ask.
+func (s *Service) Guards() *etcdstore.GuardWatch { return s.guards }
+
+// NeedsState reports whether serving op, which Serves accepted, reads or
+// writes etcd: everything but a blob's GET or HEAD, which asks the local
+// copy of the guards.
+func (s *Service) NeedsState(op Op) bool {
+	return op != OpGetObject && op != OpHeadObject
 }
 
 // Serves reports whether the service serves op on bucket/key: a write or
@@ -293,8 +315,8 @@ func (s *Service) writeError(w http.ResponseWriter, q *Request, err error) {
 var errStateUnavailable = s3err.ErrServiceUnavailable.WithMessage("sweepgate could not read or record the references of this request in its state store; nothing was changed. Please retry.")
 
 // refuseState answers a request whose etcd step refused or failed: a
-// guarded digest or a write in flight is a retryable SlowDown, anything
-// else a ServiceUnavailable.
+// guarded digest, a write in flight or an etcd that does not answer is a
+// retryable SlowDown, anything else a ServiceUnavailable.
 func (s *Service) refuseState(w http.ResponseWriter, q *Request, err error) {
 	switch {
 	case errors.Is(err, etcdstore.ErrGuarded):
@@ -302,6 +324,9 @@ func (s *Service) refuseState(w http.ResponseWriter, q *Request, err error) {
 		s.writeError(w, q, s3err.ErrSlowDown.WithMessage("A blob this object names is being reclaimed; upload it again and retry."))
 	case errors.Is(err, etcdstore.ErrWriteInFlight):
 		s.writeError(w, q, s3err.ErrSlowDown.WithMessage("Another write or delete of this object is in flight; retry."))
+	case etcdstore.Unavailable(err):
+		s.log.Warn("digest request refused: etcd unavailable", "id", q.RequestID, "op", q.Op, "err", err)
+		s.writeError(w, q, s3err.ErrStateUnavailable)
 	default:
 		s.log.Error("digest state unavailable", "id", q.RequestID, "op", q.Op, "err", err)
 		s.writeError(w, q, errStateUnavailable)

@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -51,6 +52,24 @@ type Credentials struct {
 
 // ConnectSecure is ConnectLogged with credentials.
 func ConnectSecure(ctx context.Context, endpoints []string, dialTimeout time.Duration, creds Credentials, log *slog.Logger) (*clientv3.Client, error) {
+	cli, err := Dial(endpoints, dialTimeout, creds, log)
+	if err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithTimeout(ctx, cmp.Or(dialTimeout, DefaultDialTimeout))
+	defer cancel()
+	if err := Health(hctx, cli); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcdstore: connect to %s: %w", strings.Join(endpoints, ","), err)
+	}
+	return cli, nil
+}
+
+// Dial returns a client of the etcd cluster at endpoints without waiting
+// for it to answer: its requests wait for (or fail on) the cluster, each
+// under its own context. A process that must start while etcd is down
+// dials, and learns whether etcd answers from Health.
+func Dial(endpoints []string, dialTimeout time.Duration, creds Credentials, log *slog.Logger) (*clientv3.Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("etcdstore: no etcd endpoints")
 	}
@@ -70,12 +89,6 @@ func ConnectSecure(ctx context.Context, endpoints []string, dialTimeout time.Dur
 		Password:             creds.Password,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("etcdstore: connect to %s: %w", strings.Join(endpoints, ","), err)
-	}
-	hctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	if err := Health(hctx, cli); err != nil {
-		cli.Close()
 		return nil, fmt.Errorf("etcdstore: connect to %s: %w", strings.Join(endpoints, ","), err)
 	}
 	return cli, nil

@@ -158,6 +158,7 @@ type diffWorld struct {
 	minio  *harness.MinIO
 	direct *minio.Client
 	store  *etcdstore.Store
+	gw     *Gateway
 	logs   *diffLogs
 	front  *diffFront
 	url    string
@@ -238,6 +239,8 @@ func newDiffWorld(t *testing.T) *diffWorld {
 		t.Fatal(err)
 	}
 	w.front = &diffFront{g: g, ids: map[int]string{}}
+	w.gw = g
+	go g.Run(t.Context())
 	srv := httptest.NewServer(w.front)
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
@@ -275,9 +278,11 @@ func (w *diffWorld) layOut() {
 	var guardKey string
 	w.guardDigest, guardKey = diffBlobKey(guardBody)
 	w.putDirect(diffRegBucket, guardKey, guardBody)
-	if _, err := w.store.Client().Put(ctx, w.store.Keys().Guard(w.guardDigest), `{"v":1}`); err != nil {
+	resp, err := w.store.Client().Put(ctx, w.store.Keys().Guard(w.guardDigest), `{"v":1}`)
+	if err != nil {
 		t.Fatal(err)
 	}
+	waitGuardsCaught(t, w.gw, resp.Header.Revision)
 	w.guardBlob = &diffProtected{name: "guarded blob", bucket: diffRegBucket, key: guardKey, body: guardBody, writable: true}
 
 	witness := []byte(`{"epoch":"differential","seq":7}`)

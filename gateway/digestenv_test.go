@@ -64,6 +64,7 @@ type digestEnv struct {
 	direct *minio.Client
 	store  *etcdstore.Store
 	reg    *prometheus.Registry
+	g      *Gateway
 	clock  *digestClock
 	url    string
 	// alice is an ordinary principal, admin an admin principal.
@@ -132,6 +133,8 @@ func newDigestEnvWith(t *testing.T, edit func(*cas.Layout)) *digestEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.g = g
+	go g.Run(t.Context())
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
@@ -252,17 +255,37 @@ func (e *digestEnv) requireRecord(bucket, key string, digests ...string) *etcdst
 	return rec
 }
 
+// guard arms digest's guard in etcd, as the collector does, and waits
+// until the gateway's local copy of the guards has it.
 func (e *digestEnv) guard(digest string) {
 	e.t.Helper()
-	if _, err := e.store.Client().Put(e.t.Context(), e.store.Keys().Guard(digest), `{"v":1}`); err != nil {
+	resp, err := e.store.Client().Put(e.t.Context(), e.store.Keys().Guard(digest), `{"v":1}`)
+	if err != nil {
 		e.t.Fatal(err)
 	}
+	waitGuardsCaught(e.t, e.g, resp.Header.Revision)
 }
 
+// unguard removes digest's guard and waits until the local copy has.
 func (e *digestEnv) unguard(digest string) {
 	e.t.Helper()
-	if _, err := e.store.Client().Delete(e.t.Context(), e.store.Keys().Guard(digest)); err != nil {
+	resp, err := e.store.Client().Delete(e.t.Context(), e.store.Keys().Guard(digest))
+	if err != nil {
 		e.t.Fatal(err)
+	}
+	waitGuardsCaught(e.t, e.g, resp.Header.Revision)
+}
+
+// waitGuardsCaught waits until g's copy of the guards is as of etcd
+// revision rev.
+func waitGuardsCaught(t testing.TB, g *Gateway, rev int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !g.digests.Guards().Caught(rev) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway's copy of the guards did not reach etcd revision %d", rev)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -171,3 +171,17 @@ func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *req
 	}
 	return refused, ok
 }
+
+// GuardsCaught reports whether the local copy of the armed guards that blob
+// reads ask is as of etcd revision rev or later; always true when digest
+// reclamation is off.
+func (g *Gateway) GuardsCaught(rev int64) bool {
+	return g.digests == nil || g.digests.Guards().Caught(rev)
+}
+
+// Run does the gateway's background work until ctx ends: it keeps the
+// digest service's local copy of the armed guards, which blob reads ask
+// (nothing to do when digest reclamation is off).
+func (g *Gateway) Run(ctx context.Context) {
+	g.digests.Run(ctx)
+}

@@ -84,6 +84,13 @@ type Config struct {
 	// Digests turns on reference recording for content-addressed layouts;
 	// nil passes their writes through like any other.
 	Digests *DigestsConfig
+	// StateHealth returns nil while etcd answers (etcdstore.Availability's
+	// Err); while it returns an error, requests that must be recorded in
+	// etcd (multipart calls, reference writes, blob writes and deletes)
+	// are refused at once with SlowDown and Retry-After. Nil always
+	// answers nil: each such request then waits for etcd up to the store's
+	// request timeout.
+	StateHealth func() error
 }
 
 // Gateway is an http.Handler that serves the S3 API in front of a backend.
@@ -104,6 +111,7 @@ type Gateway struct {
 	backendClient *backendClient
 	sessions      *multipart.Service
 	digests       *digests.Service // nil when digest reclamation is off
+	stateHealth   func() error
 	proxy         *passThrough
 	log           *slog.Logger
 	requestLog    *slog.Logger
@@ -141,6 +149,7 @@ func New(cfg Config) (*Gateway, error) {
 		metrics:       newMetrics(cfg.Metrics),
 		ids:           newRequestIDs(),
 		now:           cfg.Now,
+		stateHealth:   cfg.StateHealth,
 	}
 	g.verify.region, g.verify.maxSkew = cfg.Region, cfg.MaxClockSkew
 	keys := Keys{Clients: cfg.Credentials, Backend: map[string]BackendKey{}, Background: cfg.Background}
@@ -332,12 +341,35 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request)
 	case req.route.Operation == OpDeleteObjects:
 		g.deleteObjects(w, r, req)
 	case g.digests.Serves(digests.Op(req.route.Operation), req.route.Bucket, req.route.Key):
+		if g.digests.NeedsState(digests.Op(req.route.Operation)) && g.refuseWithoutState(w, r) {
+			return
+		}
 		g.serveDigests(w, r, req)
 	case req.route.Operation.IsMultipart() && g.sessions != nil:
+		if g.refuseWithoutState(w, r) {
+			return
+		}
 		g.serveMultipart(w, r, req)
 	default:
 		g.forward(w, r, req)
 	}
+}
+
+// refuseWithoutState answers a request that must be recorded in etcd with
+// SlowDown and Retry-After, and reports true, while the last probe of etcd
+// failed: the client retries instead of waiting on a store that does not
+// answer. Nothing reached etcd or the backend.
+func (g *Gateway) refuseWithoutState(w http.ResponseWriter, r *http.Request) bool {
+	if g.stateHealth == nil {
+		return false
+	}
+	err := g.stateHealth()
+	if err == nil {
+		return false
+	}
+	g.metrics.stateRefusals.Inc()
+	g.writeError(w, r, s3err.ErrStateUnavailable)
+	return true
 }
 
 // forward passes the request to the backend through the streaming proxy

@@ -13,6 +13,7 @@ type metrics struct {
 	requestDuration *prometheus.HistogramVec
 	backendDuration *prometheus.HistogramVec
 	authFailures    *prometheus.CounterVec
+	stateRefusals   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -36,9 +37,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "sweepgate", Name: "auth_failures_total",
 			Help: "Requests refused by signature verification, by S3 error code.",
 		}, []string{"code"}),
+		stateRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sweepgate", Name: "state_unavailable_refusals_total",
+			Help: "Requests that must be recorded in etcd refused at once with SlowDown because etcd did not answer its last probe.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.requestDuration, m.backendDuration, m.authFailures)
+		reg.MustRegister(m.requests, m.requestDuration, m.backendDuration, m.authFailures, m.stateRefusals)
 	}
 	return m
 }

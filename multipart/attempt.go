@@ -26,18 +26,27 @@ type completeAttempt struct {
 }
 
 // newCompleteAttempt grants the attempt's lease, which the request's
-// context bounds, and keeps it alive until release, whatever the request's
+// context and etcd.request_timeout bound, and keeps it alive until release, whatever the request's
 // context does after that: a complete finishes whatever its client does.
 func (s *Service) newCompleteAttempt(ctx context.Context, c *Call) (*completeAttempt, error) {
+	gctx, gcancel := s.bounded(ctx)
+	grant, err := s.store.Client().Grant(gctx, int64(max(int(s.hold/time.Second), 1)))
+	gcancel()
+	if err != nil {
+		return nil, fmt.Errorf("grant complete attempt lease: %w", err)
+	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopTie := context.AfterFunc(ctx, cancel)
-	session, err := concurrency.NewSession(s.store.Client(),
+	session, err := concurrency.NewSession(s.store.Client(), concurrency.WithLease(grant.ID),
 		concurrency.WithTTL(max(int(s.hold/time.Second), 1)), concurrency.WithContext(sctx))
 	ended := !stopTie() // the request ended meanwhile, which cancelled sctx
 	switch {
 	case err != nil:
 		cancel()
-		return nil, fmt.Errorf("grant complete attempt lease: %w", err)
+		rctx, rcancel := detached(ctx)
+		defer rcancel()
+		_, _ = s.store.Client().Revoke(rctx, grant.ID)
+		return nil, fmt.Errorf("keep complete attempt lease alive: %w", err)
 	case ended:
 		// The request ended as the lease was granted, which stopped its
 		// renewals: the grant counts as cut short.

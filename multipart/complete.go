@@ -185,7 +185,9 @@ func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) 
 func (s *Service) claimComplete(ctx context.Context, w http.ResponseWriter, c *Call, parts []completePart, body []byte, attempt *completeAttempt) (etcdstore.Session, bool) {
 	digest := partsDigest(parts)
 	inFlight := func() bool {
-		live, err := attempt.live(ctx)
+		lctx, cancel := s.bounded(ctx)
+		defer cancel()
+		live, err := attempt.live(lctx)
 		if err != nil {
 			s.writeError(w, c, err)
 			return true

@@ -24,8 +24,10 @@ const InFlightTTL = 5 * time.Second
 // ends (etcd lost it) is replaced by the next part that needs one.
 type flights struct {
 	cli *clientv3.Client
-	mu  sync.Mutex
-	id  clientv3.LeaseID
+	// timeout bounds a grant (etcd.request_timeout): parts wait on it.
+	timeout time.Duration
+	mu      sync.Mutex
+	id      clientv3.LeaseID
 }
 
 // lease returns the live lease, granting one if there is none.
@@ -35,7 +37,9 @@ func (f *flights) lease(ctx context.Context) (clientv3.LeaseID, error) {
 	if f.id != 0 {
 		return f.id, nil
 	}
-	g, err := f.cli.Grant(ctx, int64(InFlightTTL/time.Second))
+	gctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	g, err := f.cli.Grant(gctx, int64(InFlightTTL/time.Second))
 	if err != nil {
 		return 0, err
 	}
@@ -91,7 +95,10 @@ func (s *Service) endPart(ctx context.Context, c *Call, part int, flight string)
 	for range s.attempts {
 		v, found, err := s.loadSession(ctx, c)
 		if err != nil || !found || (v.Value.State != etcdstore.StateActive && v.Value.State != etcdstore.StateExpired) {
-			if _, derr := s.store.Client().Txn(ctx).Then(end).Commit(); derr != nil {
+			bctx, bcancel := s.bounded(ctx)
+			_, derr := s.store.Client().Txn(bctx).Then(end).Commit()
+			bcancel()
+			if derr != nil {
 				s.log.Warn("part in flight not cleared; its lease ends it", "id", c.RequestID, "upload_id", c.UploadID, "part", part, "err", derr)
 			}
 			return

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/s3client"
 )
@@ -78,11 +79,18 @@ func (s *Service) writeNoContent(w http.ResponseWriter, c *Call) {
 }
 
 // writeError answers with an S3 error document. Errors that are not S3
-// errors (etcd failures) become ServiceUnavailable: the client may retry,
-// and nothing was done that a retry would repeat wrongly.
+// errors are etcd failures: one that says etcd is unreachable or slow
+// becomes SlowDown with Retry-After (s3err.ErrStateUnavailable), any other
+// ServiceUnavailable. Either way the client may retry: nothing was done
+// that a retry would repeat wrongly.
 func (s *Service) writeError(w http.ResponseWriter, c *Call, err error) {
 	var s3e *s3err.Error
-	if !errors.As(err, &s3e) {
+	switch {
+	case errors.As(err, &s3e):
+	case etcdstore.Unavailable(err):
+		s.log.Warn("multipart call refused: etcd unavailable", "id", c.RequestID, "op", c.Op, "upload_id", c.UploadID, "err", err)
+		err = s3err.ErrStateUnavailable
+	default:
 		s.log.Error("multipart call failed", "id", c.RequestID, "op", c.Op, "upload_id", c.UploadID, "err", err)
 		err = s3err.ErrServiceUnavailable.WithMessage("The gateway could not record the upload's state; please retry.")
 	}

@@ -11,6 +11,7 @@
 package multipart
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -173,7 +174,7 @@ func New(cfg Config) (*Service, error) {
 		now:      cfg.Now,
 		log:      cfg.Logger,
 		metrics:  newMetrics(cfg.Metrics),
-		flights:  &flights{cli: cfg.Store.Client()},
+		flights:  &flights{cli: cfg.Store.Client(), timeout: cmp.Or(cfg.Store.RequestTimeout(), etcdstore.DefaultRequestTimeout)},
 		attempts: 16,
 	}, nil
 }
@@ -286,6 +287,16 @@ func (s *Service) settle(ctx context.Context, bucket, uploadID string, from, to 
 }
 
 var errTooManyConflicts = s3err.ErrServiceUnavailable.WithMessage("The upload is changing too quickly; please retry.")
+
+// bounded returns ctx bounded as the store bounds its own requests
+// (etcd.request_timeout), for the etcd calls made around the store: lease
+// grants and the complete attempt's reads.
+func (s *Service) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d := s.store.RequestTimeout(); d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
+}
 
 // detached returns a context for recording an outcome: it keeps the request's
 // values but not its cancellation, so a client that hangs up after the

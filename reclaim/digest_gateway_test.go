@@ -9,11 +9,13 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/minio/minio-go/v7"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/e2e/harness"
@@ -37,9 +39,34 @@ func (d *digestEnv) gatewayClient() *s3.Client {
 	if err != nil {
 		d.t.Fatal(err)
 	}
+	d.gw = gw
+	go gw.Run(d.t.Context())
 	srv := httptest.NewServer(gw)
 	d.t.Cleanup(srv.Close)
 	return harness.NewS3Client(srv.URL, m.Region, m.AccessKey, m.SecretKey, http.DefaultTransport, true)
+}
+
+// syncGuards waits until the gateway's local copy of the guards, which
+// its blob reads ask, holds every guard armed in etcd now: until it is as
+// of the newest guard's revision.
+func (d *digestEnv) syncGuards() {
+	d.t.Helper()
+	resp, err := d.store.Client().Get(d.t.Context(), d.store.Keys().Guards(), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var rev int64
+	if len(resp.Kvs) > 0 {
+		rev = resp.Kvs[0].ModRevision
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !d.gw.GuardsCaught(rev) {
+		if time.Now().After(deadline) {
+			d.t.Fatalf("the gateway's copy of the guards did not reach etcd revision %d", rev)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func errorCode(err error) string {
@@ -75,6 +102,7 @@ func TestDigestGuardRefusesProducers(t *testing.T) {
 		_, pushErr = client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket: aws.String(dgBucket), Key: aws.String(dgManifests + "app/v1"), Body: bytes.NewReader(dgManifest([]string{blob})),
 		})
+		d.syncGuards()
 		_, headErr = client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob))})
 	}
 	r := d.start(cfg)
@@ -147,6 +175,7 @@ func (d *digestEnv) wantGuardHolds(t *testing.T, client *s3.Client, what, blob s
 	if _, err := d.store.GetRefSource(ctx, dgBucket, key); !errors.Is(err, etcdstore.ErrNotFound) {
 		t.Errorf("%s: the refused push recorded references: %v", what, err)
 	}
+	d.syncGuards()
 	_, err = client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob))})
 	var nf interface{ ErrorCode() string }
 	if !errors.As(err, &nf) || nf.ErrorCode() != "NotFound" && nf.ErrorCode() != "NoSuchKey" {

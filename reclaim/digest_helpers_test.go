@@ -23,6 +23,7 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -154,6 +155,8 @@ type digestEnv struct {
 	layout *cas.Layout
 	reg    *prometheus.Registry
 	seq    atomic.Int64
+	// gw is the gateway gatewayClient serves, nil before.
+	gw *gateway.Gateway
 }
 
 func newDigestEnv(t *testing.T) *digestEnv {

@@ -75,8 +75,8 @@ func (c *cli) healthcheckHelp(w io.Writer) {
 	fmt.Fprint(w, `Usage: sweepgate healthcheck [--ready] [--admin URL] [--config FILE] [--timeout D]
 
 Asks a running gateway whether it is alive (/healthz) or, with --ready,
-ready to serve (/readyz: etcd and the backend answer and it is not shutting
-down), and exits 0 when it answers 200, 1 otherwise. The container image's
+ready to serve (/readyz: the backend answers and it is not shutting down;
+etcd is not asked, see /etcdz), and exits 0 when it answers 200, 1 otherwise. The container image's
 HEALTHCHECK runs it, as the image has no shell or curl.
 
   --ready         probe /readyz instead of /healthz

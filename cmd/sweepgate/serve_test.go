@@ -161,7 +161,15 @@ func get(t *testing.T, client *http.Client, url string) (int, string) {
 // would.
 func signedGet(t *testing.T, client *http.Client, url, accessKey, secret string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/", nil)
+	resp, body := signedDo(t, client, http.MethodGet, url+"/", accessKey, secret)
+	return resp.StatusCode, body
+}
+
+// signedDo sends an empty-bodied request signed with SigV4, as an S3
+// client would, and returns the response (its body read) and the body.
+func signedDo(t *testing.T, client *http.Client, method, url, accessKey, secret string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,11 +182,11 @@ func signedGet(t *testing.T, client *http.Client, url, accessKey, secret string)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("signed GET %s: %v", url, err)
+		t.Fatalf("signed %s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return resp, string(body)
 }
 
 func TestServeEmbedded(t *testing.T) {
@@ -302,11 +310,14 @@ func checkServeSessionsAndStop(t *testing.T, s *runningServe, hc *http.Client, a
 	}
 }
 
+// TestServeExternalEtcd runs serve on an external etcd that then goes
+// away: the gateway stays ready (it still serves what needs no session),
+// and /etcdz says etcd is gone.
 func TestServeExternalEtcd(t *testing.T) {
 	t.Parallel()
 	etcd, _ := etcdtest.Start(t)
 	b := newBackend(t)
-	s := startServe(t, append(baseArgs(t, b), "--etcd-endpoints="+strings.Join(etcd.Endpoints(), ","), "--etcd-dial-timeout=2s")...)
+	s := startServe(t, append(baseArgs(t, b), "--etcd-endpoints="+strings.Join(etcd.Endpoints(), ","), "--etcd-dial-timeout=2s", "--etcd-request-timeout=1s", "--credential=AKCLIENT:client-secret-value:alice")...)
 	if s.addrs.EmbeddedEtcd {
 		t.Error("serve started an embedded etcd although endpoints were given")
 	}
@@ -315,9 +326,16 @@ func TestServeExternalEtcd(t *testing.T) {
 	if code, body := get(t, hc, admin+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz = %d %q", code, body)
 	}
+	if code, body := get(t, hc, admin+"/etcdz"); code != http.StatusOK {
+		t.Errorf("/etcdz = %d %q", code, body)
+	}
 	etcd.Close()
-	if code, body := get(t, hc, admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: etcd:") {
-		t.Errorf("/readyz with etcd gone = %d %q", code, body)
+	waitEtcdz(t, hc, admin, http.StatusServiceUnavailable)
+	if code, body := get(t, hc, admin+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz with etcd gone = %d %q, want 200: the gateway still serves", code, body)
+	}
+	if code, body := signedGet(t, hc, "http://"+s.addrs.S3, "AKCLIENT", "client-secret-value"); code != http.StatusOK {
+		t.Errorf("ListBuckets with etcd gone = %d %q", code, body)
 	}
 	if code := s.stop(t); code != exitOK {
 		t.Errorf("exit %d, want 0", code)
@@ -327,16 +345,80 @@ func TestServeExternalEtcd(t *testing.T) {
 	}
 }
 
-func TestServeExternalEtcdUnreachable(t *testing.T) {
+// waitEtcdz waits up to 15 s for /etcdz to answer want.
+func waitEtcdz(t *testing.T, hc *http.Client, admin string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, body := get(t, hc, admin+"/etcdz")
+		if code == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/etcdz = %d %q, want %d", code, body, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestServeStartsWithoutEtcd starts serve while its etcd does not answer:
+// it serves and is ready, refuses a multipart call at once with a
+// retryable SlowDown, and reports etcd's state on /etcdz.
+func TestServeStartsWithoutEtcd(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
-	args := append(append([]string{"serve"}, baseArgs(t, b)...), "--etcd-endpoints=http://127.0.0.1:1", "--etcd-dial-timeout=300ms")
-	code, _, errOut := runCLI(t, nil, args...)
-	if code != exitError {
-		t.Errorf("exit %d, want %d", code, exitError)
+	s := startServe(t, append(baseArgs(t, b), "--etcd-endpoints=http://127.0.0.1:1", "--etcd-dial-timeout=300ms", "--etcd-request-timeout=500ms", "--credential=AKCLIENT:client-secret-value:alice")...)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	admin := "http://" + s.addrs.Admin
+	if code, body := get(t, hc, admin+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz without etcd = %d %q, want 200", code, body)
 	}
-	if !strings.Contains(errOut, "127.0.0.1:1") {
-		t.Errorf("error does not name the endpoint:\n%s", errOut)
+	if code, body := get(t, hc, admin+"/etcdz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "etcd unavailable") {
+		t.Errorf("/etcdz without etcd = %d %q, want 503", code, body)
+	}
+	s3 := "http://" + s.addrs.S3
+	if code, body := signedGet(t, hc, s3, "AKCLIENT", "client-secret-value"); code != http.StatusOK {
+		t.Errorf("ListBuckets without etcd = %d %q", code, body)
+	}
+	before := b.requests.Load()
+	start := time.Now()
+	resp, body := signedDo(t, hc, http.MethodPost, s3+"/bucket/key?uploads", "AKCLIENT", "client-secret-value")
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "<Code>SlowDown</Code>") || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("CreateMultipartUpload without etcd = %d Retry-After %q %q, want 503 SlowDown with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the refusal took %v", d)
+	}
+	if n := b.requests.Load() - before; n != 0 {
+		t.Errorf("the refused multipart call sent %d requests to the backend", n)
+	}
+	if !strings.Contains(s.logs.String(), "etcd does not answer") || !strings.Contains(s.logs.String(), "127.0.0.1:1") {
+		t.Errorf("the log does not say etcd does not answer:\n%s", s.logs)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Errorf("exit %d, want 0", code)
+	}
+}
+
+// TestServeWithoutSessionsNeedsNoEtcd: with sessions off, serve starts no
+// etcd and dials none, even one that cannot be reached.
+func TestServeWithoutSessionsNeedsNoEtcd(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	s := startServe(t, append(baseArgs(t, b), "--etcd-endpoints=http://127.0.0.1:1", "--sessions-enabled=false", "--credential=AKCLIENT:client-secret-value:alice")...)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	admin := "http://" + s.addrs.Admin
+	if code, body := get(t, hc, admin+"/etcdz"); code != http.StatusOK || !strings.Contains(body, "not used") {
+		t.Errorf("/etcdz with sessions off = %d %q", code, body)
+	}
+	if code, body := signedGet(t, hc, "http://"+s.addrs.S3, "AKCLIENT", "client-secret-value"); code != http.StatusOK {
+		t.Errorf("ListBuckets = %d %q", code, body)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Errorf("exit %d, want 0", code)
+	}
+	if !strings.Contains(s.logs.String(), `"etcd":"none (sessions off)"`) {
+		t.Errorf("startup line does not say no etcd is used:\n%s", s.logs)
 	}
 }
 

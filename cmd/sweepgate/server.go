@@ -47,8 +47,12 @@ type server struct {
 	endpoints []string
 	etcdDied  <-chan error // the embedded etcd's failure; nil with external etcd
 	etcd      *clientv3.Client
-	// store is nil when sessions are off.
-	store  *etcdstore.Store
+	// store is nil when sessions are off; requestStore is store with each
+	// etcd request bounded by etcd.request_timeout, for the gateway.
+	store        *etcdstore.Store
+	requestStore *etcdstore.Store
+	// avail says whether etcd answers; nil when sessions are off.
+	avail  *etcdstore.Availability
 	layout *cas.Layout
 	gw     *gateway.Gateway
 	rec    serveReclaimer
@@ -108,9 +112,17 @@ func newServer(ctx context.Context, cfg *config.Config, load func() (*config.Con
 }
 
 // openStore starts the embedded etcd when there is one, connects to etcd
-// and opens the store of the session records.
+// and opens the store of the session records. With sessions off nothing
+// needs etcd, and none is started or dialled. An external etcd that does
+// not answer does not stop the start: the gateway serves what needs no
+// session, refuses the rest with SlowDown, and starts what needs etcd once
+// it answers (s.avail). A refusal etcd gives (the prefix not granted)
+// still does.
 func (s *server) openStore(ctx context.Context) error {
 	cfg := s.cfg
+	if !cfg.Sessions.Enabled {
+		return nil
+	}
 	s.endpoints = cfg.Etcd.Endpoints
 	if cfg.UsesEmbeddedEtcd() {
 		ecfg := cfg.Etcd.Embedded.StoreConfig()
@@ -132,28 +144,54 @@ func (s *server) openStore(ctx context.Context) error {
 		}
 		creds = c
 	}
-	etcdClient, err := etcdstore.ConnectSecure(ctx, s.endpoints, cfg.Etcd.DialTimeout, creds, s.logger)
+	etcdClient, err := etcdstore.Dial(s.endpoints, cfg.Etcd.DialTimeout, creds, s.logger)
 	if err != nil {
 		return err
 	}
 	s.etcd = etcdClient
 	s.closers = append(s.closers, func() { etcdClient.Close() })
 	s.reg.MustRegister(etcdstore.NewStatusCollector(etcdClient, s.endpoints))
+	s.avail = etcdstore.NewAvailability(etcdClient, availabilityProbeInterval, cfg.Etcd.RequestTimeout, s.reg)
 	keys, _ := etcdstore.NewKeys(cfg.Etcd.Prefix) // config validated the prefix
-	actx, cancel := context.WithTimeout(ctx, cfg.Etcd.DialTimeout)
-	defer cancel()
-	if err := etcdstore.CheckAccess(actx, etcdClient, keys); err != nil {
+	if err := s.checkEtcd(ctx, keys); err != nil {
 		return err
 	}
 	// One store for everything that reads or writes the session records,
-	// so that its etcd requests are timed in one histogram.
-	if cfg.Sessions.Enabled {
-		s.store = etcdstore.NewStore(etcdClient, keys).WithMetrics(s.reg)
-		if len(cfg.Digests.Planes) > 0 {
-			s.reg.MustRegister(digests.NewPlaneCollector(s.store, cfg.Digests.Planes, s.clock))
-		}
+	// so that its etcd requests are timed in one histogram; requests made
+	// on a client's behalf go through requestStore, whose every etcd call
+	// is bounded by etcd.request_timeout.
+	s.store = etcdstore.NewStore(etcdClient, keys).WithMetrics(s.reg)
+	s.requestStore = s.store.WithRequestTimeout(cfg.Etcd.RequestTimeout)
+	if len(cfg.Digests.Planes) > 0 {
+		s.reg.MustRegister(digests.NewPlaneCollector(s.store, cfg.Digests.Planes, s.clock))
 	}
 	return nil
+}
+
+// availabilityProbeInterval is how often serve asks etcd whether it
+// answers (etcdstore.Availability).
+const availabilityProbeInterval = time.Second
+
+// checkEtcd asks etcd once, within etcd.dial_timeout, whether it answers
+// and lets this process read and write under keys. An etcd that does not
+// answer is logged and the start goes on; a refusal is returned.
+func (s *server) checkEtcd(ctx context.Context, keys etcdstore.Keys) error {
+	actx, cancel := context.WithTimeout(ctx, s.cfg.Etcd.DialTimeout)
+	defer cancel()
+	err := s.avail.Probe(actx)
+	if err == nil {
+		err = etcdstore.CheckAccess(actx, s.etcd, keys)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case etcdstore.Unavailable(err) || s.avail.Err() != nil:
+		s.logger.Warn("etcd does not answer; serving what needs no session, refusing multipart and reference writes with SlowDown until it does",
+			"etcd_endpoints", s.endpoints, "err", err)
+		return nil
+	default:
+		return err
+	}
 }
 
 // startGateway builds the gateway and starts the session reconciler and
@@ -186,8 +224,9 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 		Logger:           s.logger,
 		RequestLog:       s.requestLog,
 		Metrics:          s.reg,
-		Sessions:         sessionsConfig(cfg, s.store, fault),
-		Digests:          digestsConfig(cfg, s.store, s.layout),
+		Sessions:         sessionsConfig(cfg, s.requestStore, fault),
+		Digests:          digestsConfig(cfg, s.requestStore, s.layout),
+		StateHealth:      s.avail.Err,
 	})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -199,13 +238,24 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 		}
 		return install, nil
 	})
+	if s.avail != nil {
+		go s.avail.Run(ctx)
+		go s.gw.Run(ctx)
+	}
 	if sessions := s.gw.Sessions(); sessions != nil {
-		go runReconciler(ctx, sessions, cfg.Sessions, s.logger)
 		gauge, err := multipart.NewStateGauge(s.store, s.reg, s.logger)
 		if err != nil {
 			return err
 		}
-		go gauge.Run(ctx)
+		// The reconciler and the gauge read etcd from their start: they
+		// start once it answers.
+		go func() {
+			if s.avail.WaitUp(ctx) != nil {
+				return
+			}
+			go gauge.Run(ctx)
+			runReconciler(ctx, sessions, cfg.Sessions, s.logger)
+		}()
 	}
 	return nil
 }
@@ -301,10 +351,14 @@ func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin
 	h := admin.New(admin.Config{
 		Registry: s.reg,
 		Draining: &s.draining,
+		// Ready means this process can serve S3 traffic: the backend
+		// answers. etcd's state is /etcdz's, so that an etcd outage
+		// degrades multipart and reclamation without taking every gateway
+		// out of its load balancer.
 		Checks: []admin.ReadyCheck{
-			{Name: "etcd", Check: func(ctx context.Context) error { return etcdstore.Health(ctx, s.etcd) }},
 			{Name: "backend", Check: s.gw.CheckBackend},
 		},
+		Etcd:          s.etcdState(),
 		Store:         s.store,
 		Reclaimer:     s.rec.r,
 		ReclaimerInfo: s.rec.info,
@@ -329,6 +383,14 @@ func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin
 		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       httpErrorLog(s.logger),
 	}
+}
+
+// etcdState is what /etcdz reports: nil when this process uses no etcd.
+func (s *server) etcdState() admin.EtcdState {
+	if s.avail == nil {
+		return nil
+	}
+	return s.avail
 }
 
 // run serves until ctx is done or something the server depends on fails,
@@ -394,7 +456,10 @@ func (s *server) run(ctx context.Context, onServing func(serving)) error {
 
 func (s *server) logServing() {
 	etcdMode := "external"
-	if s.embedded != nil {
+	switch {
+	case s.etcd == nil:
+		etcdMode = "none (sessions off)"
+	case s.embedded != nil:
 		etcdMode = "embedded"
 	}
 	s.logger.Info("sweepgate serving",

@@ -10,7 +10,10 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // Error is an S3 error: a code from S3's published list, the HTTP status S3
@@ -19,6 +22,9 @@ type Error struct {
 	Code       string
 	Message    string
 	HTTPStatus int
+	// RetryAfter, when positive, is sent as the Retry-After header (in
+	// whole seconds): when a retry may succeed.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -40,27 +46,34 @@ func (e *Error) WithMessage(format string, args ...any) *Error {
 // The errors sweepgate produces. Codes and statuses follow
 // https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html.
 var (
-	ErrAccessDenied                 = &Error{"AccessDenied", "Access Denied.", http.StatusForbidden}
-	ErrAuthorizationHeaderMalformed = &Error{"AuthorizationHeaderMalformed", "The authorization header is malformed.", http.StatusBadRequest}
-	ErrAuthorizationQueryMalformed  = &Error{"AuthorizationQueryParametersError", "Error parsing the X-Amz-Credential parameter.", http.StatusBadRequest}
-	ErrBadDigest                    = &Error{"BadDigest", "The checksum you specified did not match what we received.", http.StatusBadRequest}
-	ErrEntityTooLarge               = &Error{"EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size.", http.StatusBadRequest}
-	ErrExpiredToken                 = &Error{"AccessDenied", "Request has expired.", http.StatusForbidden}
-	ErrIncompleteBody               = &Error{"IncompleteBody", "You did not provide the number of bytes specified by the Content-Length HTTP header.", http.StatusBadRequest}
-	ErrInternal                     = &Error{"InternalError", "We encountered an internal error. Please try again.", http.StatusInternalServerError}
-	ErrInvalidAccessKeyID           = &Error{"InvalidAccessKeyId", "The AWS access key ID you provided does not exist in our records.", http.StatusForbidden}
-	ErrInvalidArgument              = &Error{"InvalidArgument", "Invalid argument.", http.StatusBadRequest}
-	ErrInvalidBucketName            = &Error{"InvalidBucketName", "The specified bucket is not valid.", http.StatusBadRequest}
-	ErrInvalidDigest                = &Error{"InvalidDigest", "The Content-MD5 or checksum value you specified is not valid.", http.StatusBadRequest}
-	ErrInvalidRequest               = &Error{"InvalidRequest", "Invalid request.", http.StatusBadRequest}
-	ErrMissingContentLength         = &Error{"MissingContentLength", "You must provide the Content-Length HTTP header.", http.StatusLengthRequired}
-	ErrNotImplemented               = &Error{"NotImplemented", "A header or query you provided implies functionality that is not implemented.", http.StatusNotImplemented}
-	ErrRequestTimeTooSkewed         = &Error{"RequestTimeTooSkewed", "The difference between the request time and the server's time is too large.", http.StatusForbidden}
-	ErrServiceUnavailable           = &Error{"ServiceUnavailable", "Reduce your request rate.", http.StatusServiceUnavailable}
-	ErrSignatureDoesNotMatch        = &Error{"SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your key and signing method.", http.StatusForbidden}
-	ErrSignatureVersionNotSupported = &Error{"InvalidRequest", "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.", http.StatusBadRequest}
-	ErrXAmzContentSHA256Mismatch    = &Error{"XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.", http.StatusBadRequest}
-	ErrBadGateway                   = &Error{"ServiceUnavailable", "The backend could not be reached. Please try again.", http.StatusServiceUnavailable}
+	ErrAccessDenied                 = &Error{Code: "AccessDenied", Message: "Access Denied.", HTTPStatus: http.StatusForbidden}
+	ErrAuthorizationHeaderMalformed = &Error{Code: "AuthorizationHeaderMalformed", Message: "The authorization header is malformed.", HTTPStatus: http.StatusBadRequest}
+	ErrAuthorizationQueryMalformed  = &Error{Code: "AuthorizationQueryParametersError", Message: "Error parsing the X-Amz-Credential parameter.", HTTPStatus: http.StatusBadRequest}
+	ErrBadDigest                    = &Error{Code: "BadDigest", Message: "The checksum you specified did not match what we received.", HTTPStatus: http.StatusBadRequest}
+	ErrEntityTooLarge               = &Error{Code: "EntityTooLarge", Message: "Your proposed upload exceeds the maximum allowed object size.", HTTPStatus: http.StatusBadRequest}
+	ErrExpiredToken                 = &Error{Code: "AccessDenied", Message: "Request has expired.", HTTPStatus: http.StatusForbidden}
+	ErrIncompleteBody               = &Error{Code: "IncompleteBody", Message: "You did not provide the number of bytes specified by the Content-Length HTTP header.", HTTPStatus: http.StatusBadRequest}
+	ErrInternal                     = &Error{Code: "InternalError", Message: "We encountered an internal error. Please try again.", HTTPStatus: http.StatusInternalServerError}
+	ErrInvalidAccessKeyID           = &Error{Code: "InvalidAccessKeyId", Message: "The AWS access key ID you provided does not exist in our records.", HTTPStatus: http.StatusForbidden}
+	ErrInvalidArgument              = &Error{Code: "InvalidArgument", Message: "Invalid argument.", HTTPStatus: http.StatusBadRequest}
+	ErrInvalidBucketName            = &Error{Code: "InvalidBucketName", Message: "The specified bucket is not valid.", HTTPStatus: http.StatusBadRequest}
+	ErrInvalidDigest                = &Error{Code: "InvalidDigest", Message: "The Content-MD5 or checksum value you specified is not valid.", HTTPStatus: http.StatusBadRequest}
+	ErrInvalidRequest               = &Error{Code: "InvalidRequest", Message: "Invalid request.", HTTPStatus: http.StatusBadRequest}
+	ErrMissingContentLength         = &Error{Code: "MissingContentLength", Message: "You must provide the Content-Length HTTP header.", HTTPStatus: http.StatusLengthRequired}
+	ErrNotImplemented               = &Error{Code: "NotImplemented", Message: "A header or query you provided implies functionality that is not implemented.", HTTPStatus: http.StatusNotImplemented}
+	ErrRequestTimeTooSkewed         = &Error{Code: "RequestTimeTooSkewed", Message: "The difference between the request time and the server's time is too large.", HTTPStatus: http.StatusForbidden}
+	ErrServiceUnavailable           = &Error{Code: "ServiceUnavailable", Message: "Reduce your request rate.", HTTPStatus: http.StatusServiceUnavailable}
+	ErrSignatureDoesNotMatch        = &Error{Code: "SignatureDoesNotMatch", Message: "The request signature we calculated does not match the signature you provided. Check your key and signing method.", HTTPStatus: http.StatusForbidden}
+	ErrSignatureVersionNotSupported = &Error{Code: "InvalidRequest", Message: "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.", HTTPStatus: http.StatusBadRequest}
+	ErrXAmzContentSHA256Mismatch    = &Error{Code: "XAmzContentSHA256Mismatch", Message: "The provided 'x-amz-content-sha256' header does not match what was computed.", HTTPStatus: http.StatusBadRequest}
+	ErrBadGateway                   = &Error{Code: "ServiceUnavailable", Message: "The backend could not be reached. Please try again.", HTTPStatus: http.StatusServiceUnavailable}
+	// ErrStateUnavailable refuses a request that needs sweepgate's state
+	// store (etcd) while it does not answer: multipart calls, reference
+	// writes, blob writes and deletes. The client retries after
+	// Retry-After: each such request is safe to retry. SlowDown is the code
+	// S3 clients back off on.
+	ErrStateUnavailable = &Error{Code: "SlowDown", Message: "sweepgate's state store (etcd) did not answer in time, and this request must be recorded there. Please retry.",
+		HTTPStatus: http.StatusServiceUnavailable, RetryAfter: 2 * time.Second}
 )
 
 // As returns err as an *Error, or ErrInternal when err is not one.
@@ -96,6 +109,10 @@ func Write(w http.ResponseWriter, err error, resource, requestID string) {
 	h.Set("Content-Type", "application/xml")
 	h.Set("X-Amz-Request-Id", requestID)
 	h.Set("Content-Length", fmt.Sprint(len(body)))
-	w.WriteHeader(As(err).HTTPStatus)
+	e := As(err)
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
+	}
+	w.WriteHeader(e.HTTPStatus)
 	_, _ = w.Write(body)
 }

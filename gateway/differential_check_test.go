@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"path"
 	"slices"
@@ -47,6 +48,9 @@ type diffReport struct {
 	ops        map[string]int
 	// refusals counts the gateway's refusals by error code.
 	refusals map[string]int
+	// controlPassed and controlRefused count the requests with a control
+	// character in a query value that the gateway passed on and refused.
+	controlPassed, controlRefused int
 	// damage lists the protected targets that changed.
 	damage   []string
 	duration time.Duration
@@ -78,6 +82,7 @@ func diffCheckOutcome(o *diffOutcome, routedAway map[string]int) []string {
 	for _, c := range o.calls {
 		names = append(names, c.String())
 	}
+	diffCheckControl(o, fail)
 	if o.op == diffRefused {
 		if len(o.calls) > 0 {
 			fail("refused by the gateway, yet MinIO executed %v", names)
@@ -117,6 +122,61 @@ func diffCheckOutcome(o *diffOutcome, routedAway map[string]int) []string {
 		}
 	}
 	return bad
+}
+
+// diffCheckControl checks a request whose query values hold control
+// characters: a listing sent as S3 defines it, with them only in its
+// filters, is passed on and executed by MinIO as that listing; one with
+// them anywhere else is refused with a 400 S3 error; none is accepted as
+// any other operation. (A request with a trick or a rerouting header may
+// be refused for that, before or after it is classified.)
+func diffCheckControl(o *diffOutcome, fail func(string, ...any)) {
+	q := o.req
+	if len(q.control) == 0 {
+		return
+	}
+	inFilters := func(op string) bool {
+		for _, n := range q.control {
+			if !slices.Contains(diffListingFilters[op], n) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case q.listing != "" && inFilters(q.listing) && o.op != q.listing:
+		fail("a %s with a control character only in %v, which MinIO's router never reads: want it classified %s and passed on", q.listing, q.control, q.listing)
+	case o.op == diffRefused:
+		// A HEAD's error has no body to name its code; a trick (a ';',
+		// an encoded name, a presigned URL) may be refused for itself
+		// first, by the signature check among others.
+		switch {
+		case o.resp == nil:
+			fail("a control character in %v: refused with no answer", q.control)
+		case q.trick != "" || diffRoutingHeader(q):
+			// Refused perhaps for the trick, or for the header that would
+			// reroute it to a call the gateway does not serve.
+			if o.resp.status/100 != 4 && o.resp.status != http.StatusNotImplemented {
+				fail("a control character in %v, and a trick or a rerouting header: refused, but not with a 4xx or 501", q.control)
+			}
+		case o.resp.status != 400 || o.resp.code == "" && !strings.EqualFold(q.method, http.MethodHead):
+			fail("a control character in %v: refused, but not with a 400 S3 error", q.control)
+		}
+	case !inFilters(o.op):
+		fail("a control character in %v: accepted as %s, which takes one only in %v", q.control, o.op, diffListingFilters[o.op])
+	case q.trick == "" && !slices.ContainsFunc(o.calls, func(c harness.TraceEntry) bool {
+		return slices.ContainsFunc(diffOwnCalls(o.op), func(own string) bool { return strings.EqualFold(own, c.FuncName) })
+	}):
+		fail("a control character in %v: accepted as %s, but MinIO did not execute %v", q.control, o.op, diffOwnCalls(o.op))
+	}
+}
+
+// diffRoutingHeader reports whether q carries a header that makes MinIO
+// route it to a call the gateway does not serve (an extract, an append, a
+// form upload).
+func diffRoutingHeader(q *diffRequest) bool {
+	return q.header.Get("X-Amz-Meta-Snowball-Auto-Extract") != "" || q.header.Get("X-Amz-Write-Offset-Bytes") != "" ||
+		strings.HasPrefix(q.header.Get("Content-Type"), "multipart/form-data")
 }
 
 // diffSameTarget reports whether a traced call acts on q's object, and on
@@ -241,6 +301,7 @@ func (rep *diffReport) log(t *testing.T) {
 	}
 	sort.Strings(refusals)
 	t.Logf("refusals: %s", strings.Join(refusals, ", "))
+	t.Logf("requests with a control character in a query value: %d passed on, %d refused", rep.controlPassed, rep.controlRefused)
 	if len(rep.routedAway) > 0 {
 		var ra []string
 		for op, n := range rep.routedAway {

@@ -23,6 +23,9 @@ type diffGen struct {
 	rng  *rand.Rand
 	n    int
 	apis []diffAPI
+	// control names the parameters of the request being drawn whose
+	// values were given a control character.
+	control []string
 }
 
 func diffPick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
@@ -174,10 +177,15 @@ func (g *diffGen) next() *diffRequest {
 	q := &diffRequest{n: g.n, header: http.Header{}}
 	api, tweak := g.drawMethod(q)
 	t := g.drawTarget(q, api, tweak)
+	g.control = nil
 	names, query := g.drawQuery(api, tweak, t)
 	q.rawQuery = strings.Join(query, "&")
+	q.control = g.control
 	if api == nil && g.rng.IntN(5) == 0 || tweak == "trick" {
 		g.trick(q, query)
+	}
+	if api != nil && tweak == "" {
+		q.listing = api.listing()
 	}
 	g.drawCopySource(q, api, tweak)
 	g.drawHeaders(q, api)
@@ -278,6 +286,21 @@ func (g *diffGen) drawQuery(api *diffAPI, tweak string, t diffTarget) (names, qu
 			}
 		case "@mine":
 			v = g.w.mineID
+		}
+		// A control character, in a listing's filters most often (where
+		// the gateway must pass it) and in any other parameter (where it
+		// must refuse it: the router may not see the parameter).
+		if diffIsListingFilter(name) && rng.IntN(2) == 0 || rng.IntN(12) == 0 {
+			c := diffPick(rng, diffControls)
+			switch rng.IntN(3) {
+			case 0:
+				v = c
+			case 1:
+				v += c
+			default:
+				v = c + v + c
+			}
+			g.control = append(g.control, name)
 		}
 		if v == "" && rng.IntN(2) == 0 {
 			query = append(query, url.QueryEscape(name))

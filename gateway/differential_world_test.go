@@ -368,6 +368,11 @@ type diffRequest struct {
 	// ("" for none); presign sends it as a presigned URL.
 	trick   string
 	presign bool
+	// control names the parameters whose values hold a control
+	// character; listing names the bucket listing the request is, sent
+	// as S3 defines it (no tweak, no trick), or "".
+	control []string
+	listing string
 }
 
 func (q *diffRequest) String() string {

@@ -94,7 +94,7 @@ func parseCopySource(v string) (copySource, error) {
 	if err := checkKey(key); err != nil {
 		return copySource{}, err
 	}
-	q, err := parseQuery(u.RawQuery)
+	q, err := parseQuery(u.RawQuery, nil)
 	if err != nil {
 		return bad("its query does not parse")
 	}

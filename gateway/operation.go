@@ -278,7 +278,7 @@ func (rule *operationRule) accepts(name string) bool {
 // carries a header that would make the backend read it as another
 // operation.
 func classify(r *http.Request, t target) (Operation, error) {
-	q, err := parseQuery(r.URL.RawQuery)
+	q, err := parseQuery(r.URL.RawQuery, isListingFilter)
 	if err != nil {
 		return OpUnsupported, err
 	}
@@ -295,6 +295,9 @@ func classify(r *http.Request, t target) (Operation, error) {
 			if !rule.accepts(p.name) {
 				return OpUnsupported, s3err.ErrInvalidArgument.WithMessage("The query parameter %q is not accepted on %s through sweepgate.", p.name, rule.op)
 			}
+			if p.control && !allowsControl(rule.op, p.name) {
+				return OpUnsupported, errControl(p.name)
+			}
 		}
 		if copy && !rule.copy {
 			return OpUnsupported, s3err.ErrInvalidArgument.WithMessage("x-amz-copy-source is not accepted on %s.", rule.op)
@@ -305,6 +308,11 @@ func classify(r *http.Request, t target) (Operation, error) {
 			}
 		}
 		return rule.op, nil
+	}
+	for _, p := range q {
+		if p.control {
+			return OpUnsupported, errControl(p.name)
+		}
 	}
 	return OpUnsupported, errNotServed(r.Method, t, q)
 }

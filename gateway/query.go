@@ -2,13 +2,18 @@ package gateway
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/sweepgate/sweepgate/gateway/s3err"
 )
 
 // queryParam is one parameter of a request's query string, decoded.
-type queryParam struct{ name, value string }
+// control reports that its value holds a control character.
+type queryParam struct {
+	name, value string
+	control     bool
+}
 
 // query is a request's query string, in the order it was written.
 type query []queryParam
@@ -23,16 +28,69 @@ func (q query) get(name string) (string, bool) {
 	return "", false
 }
 
+// listingFilters are the only query parameters whose values may hold a
+// control character, each only on the listings named: the parameters
+// that choose which keys (or uploads, or versions) a bucket listing
+// returns, and nothing else. MinIO's router never reads them: its route
+// matchers (cmd/api-router.go, and the STS, admin, KMS and metrics
+// routers before it) test only the values of the parameters they name
+// (acl, uploads, uploadId, partNumber, list-type, versions, metadata,
+// tagging and the other sub-resources, Action and Version for STS), and a
+// matcher reads the value of its own name alone, so the route MinIO
+// takes, and the operation it executes, does not depend on these values.
+// Nor does the gateway's classification: none of them selects a row of
+// operationRules. What they change is only which entries the listing
+// holds; ceph's s3-tests list with a delimiter, prefix, marker or
+// start-after of "\n", and MinIO answers them.
+var listingFilters = map[Operation][]string{
+	OpListObjects:          {"prefix", "delimiter", "marker"},
+	OpListObjectsV2:        {"prefix", "delimiter", "start-after", "continuation-token"},
+	OpListObjectVersions:   {"prefix", "delimiter", "key-marker", "version-id-marker"},
+	OpListMultipartUploads: {"prefix", "delimiter", "key-marker", "upload-id-marker"},
+}
+
+// isListingFilter reports whether name is a listing filter of some
+// listing (listingFilters).
+func isListingFilter(name string) bool {
+	for _, names := range listingFilters {
+		if slices.Contains(names, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowsControl reports whether op takes a control character in the value
+// of its parameter name.
+func allowsControl(op Operation, name string) bool {
+	return slices.Contains(listingFilters[op], name)
+}
+
+// errControl refuses a control character in the value of the query
+// parameter name.
+func errControl(name string) error {
+	return s3err.ErrInvalidArgument.WithMessage("The value of query parameter %q contains a control character; sweepgate accepts one only in the prefix, delimiter and marker parameters of a bucket listing.", name)
+}
+
 // parseQuery reads a raw query string the one way that Go's url.ParseQuery
 // (the gateway's signature check and handlers) and MinIO's router agree
 // on, and refuses the rest: a ";" (the router splits on it, Go refuses
 // the pair), a parameter name written with percent-encoding or "+" (the
 // router decodes names, and an encoded name is an attempt to be read two
 // ways), a value that does not decode (Go drops the pair, the router skips
-// it), a value with a control character (the router's patterns do not
-// match across a line break), and a name given twice (each reader takes the first, but a signer
-// or a proxy on the way may not).
-func parseQuery(raw string) (query, error) {
+// it), a name given twice (each reader takes the first, but a signer or a
+// proxy on the way may not), and a value with a control character, unless
+// control(name) allows it there.
+//
+// A control character is refused by default because the router's patterns
+// (".*") do not match across a line break: a parameter that selects an
+// operation (uploadId, partNumber, uploads, tagging, list-type...) with a
+// line break in its value is one the router does not see, and MinIO would
+// execute another operation than the gateway classified. The parameters
+// control may allow are the listing filters (listingFilters), which the
+// router never reads; classify then accepts them only on the listings
+// they filter.
+func parseQuery(raw string, control func(name string) bool) (query, error) {
 	if raw == "" {
 		return nil, nil
 	}
@@ -52,15 +110,14 @@ func parseQuery(raw string) (query, error) {
 		if err != nil {
 			return nil, s3err.ErrInvalidArgument.WithMessage("The value of query parameter %q is not validly percent-encoded.", name)
 		}
-		if strings.ContainsFunc(value, isControl) {
-			// MinIO's router matches a value with ".*", which stops at a
-			// line break: it would not see the parameter at all.
-			return nil, s3err.ErrInvalidArgument.WithMessage("The value of query parameter %q contains a control character.", name)
+		hasControl := strings.ContainsFunc(value, isControl)
+		if hasControl && (control == nil || !control(name)) {
+			return nil, errControl(name)
 		}
 		if _, dup := q.get(name); dup {
 			return nil, s3err.ErrInvalidArgument.WithMessage("The query parameter %q is given more than once.", name)
 		}
-		q = append(q, queryParam{name: name, value: value})
+		q = append(q, queryParam{name: name, value: value, control: hasControl})
 	}
 	return q, nil
 }

@@ -77,17 +77,21 @@ type etcdReads struct {
 	// GatewayGets is the gateway's own count of its etcd gets
 	// (sweepgate_etcd_request_duration_seconds_count{op="get"}).
 	GatewayGets float64 `json:"gateway_gets"`
+	// GatewayGetSeconds is the time the gateway waited for those gets
+	// (the histogram's _sum), summed over requests in parallel.
+	GatewayGetSeconds float64 `json:"gateway_get_seconds"`
 }
 
 func (r etcdReads) sub(r0 etcdReads) etcdReads {
-	return etcdReads{Range: r.Range - r0.Range, MVCCRange: r.MVCCRange - r0.MVCCRange, GatewayGets: r.GatewayGets - r0.GatewayGets}
+	return etcdReads{Range: r.Range - r0.Range, MVCCRange: r.MVCCRange - r0.MVCCRange, GatewayGets: r.GatewayGets - r0.GatewayGets,
+		GatewayGetSeconds: r.GatewayGetSeconds - r0.GatewayGetSeconds}
 }
 
 func (r etcdReads) div(n float64) etcdReads {
 	if n == 0 {
 		return etcdReads{}
 	}
-	return etcdReads{Range: r.Range / n, MVCCRange: r.MVCCRange / n, GatewayGets: r.GatewayGets / n}
+	return etcdReads{Range: r.Range / n, MVCCRange: r.MVCCRange / n, GatewayGets: r.GatewayGets / n, GatewayGetSeconds: r.GatewayGetSeconds / n}
 }
 
 // registryPull is the benchmark's result.
@@ -116,6 +120,9 @@ type registryPull struct {
 	BlobGetsPerPull  float64 `json:"blob_gets_per_pull"`
 	BlobHeadsPerPull float64 `json:"blob_heads_per_pull"`
 	BlobGets         float64 `json:"blob_gets"`
+	// S3CallsPerPull are all the calls on the bucket that reached MinIO
+	// from sweepgate per traced pull, blob reads included.
+	S3CallsPerPull float64 `json:"s3_calls_per_pull"`
 	// ReadsPerBlobGet is (PullReads - IdleReads) / BlobGets.
 	ReadsPerBlobGet etcdReads `json:"etcd_reads_per_blob_get"`
 	// TracedReadsPerBlobGet is the same over the traced pulls, without
@@ -236,7 +243,8 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 		b.Fatal(err)
 	}
 	tr.Stop()
-	gets, heads := countBlobReads(tr.Entries(), online)
+	gets, heads, calls := countBlobReads(tr.Entries(), online)
+	res.S3CallsPerPull = float64(calls) / pullTraced
 	res.BlobGetsPerPull = float64(gets+heads) / pullTraced
 	res.BlobHeadsPerPull = float64(heads) / pullTraced
 	res.BlobGets = res.BlobGetsPerPull * float64(rounds)
@@ -408,11 +416,16 @@ func pullImage(ctx context.Context, reg string) (int, int64, error) {
 }
 
 // countBlobReads counts the GetObject and HeadObject calls on blob data
-// keys of bucket that reached MinIO from sweepgate.
-func countBlobReads(entries []harness.TraceEntry, bucket string) (gets, heads int) {
+// keys of bucket that reached MinIO from sweepgate, and all its calls on
+// the bucket.
+func countBlobReads(entries []harness.TraceEntry, bucket string) (gets, heads, calls int) {
 	prefix := "/" + bucket + "/docker/registry/v2/blobs/"
 	for _, e := range entries {
-		if e.RequestID == "" || harness.IsTraceSync(e) || !strings.HasPrefix(e.Path, prefix) || !strings.HasSuffix(e.Path, "/data") {
+		if e.RequestID == "" || harness.IsTraceSync(e) || !strings.HasPrefix(e.Path, "/"+bucket) {
+			continue
+		}
+		calls++
+		if !strings.HasPrefix(e.Path, prefix) || !strings.HasSuffix(e.Path, "/data") {
 			continue
 		}
 		switch e.FuncName {
@@ -422,7 +435,7 @@ func countBlobReads(entries []harness.TraceEntry, bucket string) (gets, heads in
 			heads++
 		}
 	}
-	return gets, heads
+	return gets, heads, calls
 }
 
 // scrapeEtcdReads reads the embedded etcd's read counters from its client
@@ -478,11 +491,24 @@ func scrapeEtcdReads(g *harness.Gateway) (etcdReads, error) {
 		return r, fmt.Errorf("etcd metrics: no %s", etcdMVCCRange)
 	}
 	_ = seenRange // absent until etcd handled a first Range
-	cs, err := scrapeEtcd(g)
+	text, err := g.Metrics()
+	if err != nil {
+		return r, err
+	}
+	cs, err := parseEtcdCounts(text)
 	if err != nil {
 		return r, err
 	}
 	r.GatewayGets = cs[opGet]
+	sumLine := strings.TrimSuffix(etcdMetric, "_count") + `_sum{op="get"} `
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(line, sumLine); ok {
+			v, _, _ = strings.Cut(strings.TrimSpace(v), " ")
+			if r.GatewayGetSeconds, err = strconv.ParseFloat(v, 64); err != nil {
+				return r, fmt.Errorf("metrics: malformed line %q", line)
+			}
+		}
+	}
 	return r, nil
 }
 
@@ -508,6 +534,10 @@ func printRegistryPull(w io.Writer, r *registryPull) {
 	fmt.Fprintf(w, "    pull phase %.1fs: %.0f Range RPCs, %.0f mvcc ranges, %.0f gateway gets; idle window %.1fs: %.0f, %.0f, %.0f\n",
 		r.PullSeconds, r.PullReads.Range, r.PullReads.MVCCRange, r.PullReads.GatewayGets,
 		r.IdleSeconds, r.IdleReads.Range, r.IdleReads.MVCCRange, r.IdleReads.GatewayGets)
-	fmt.Fprintf(w, "    blob GETs through sweepgate: %.1f per pull (%.1f of them HEAD), %.0f over the rounds\n",
-		r.BlobGetsPerPull, r.BlobHeadsPerPull, r.BlobGets)
+	fmt.Fprintf(w, "    blob GETs through sweepgate: %.1f per pull (%.1f of them HEAD) of %.1f S3 calls, %.0f over the rounds\n",
+		r.BlobGetsPerPull, r.BlobHeadsPerPull, r.S3CallsPerPull, r.BlobGets)
+	if r.Rounds > 0 {
+		fmt.Fprintf(w, "    gateway's wait for etcd gets: %.1f ms per pull (summed over blobs in flight), %.2f ms per get\n",
+			r.PullReads.GatewayGetSeconds/float64(r.Rounds)*1e3, r.PullReads.GatewayGetSeconds/max(1, r.PullReads.GatewayGets)*1e3)
+	}
 }

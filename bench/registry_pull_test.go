@@ -10,7 +10,9 @@ package bench
 // is a fresh client (new connections, nothing cached) fetching the manifest
 // by tag, then the config and the layers, pullParallel at a time, to a
 // digest check and io.Discard. It also counts the etcd reads the pulls
-// cause per blob GET through sweepgate.
+// cause per blob GET through sweepgate. For reference, a third registry
+// stores through the same sweepgate in a bucket outside the digest layout
+// (the gateway's proxying alone, no guard read), in the same rounds.
 
 import (
 	"bufio"
@@ -105,8 +107,13 @@ type registryPull struct {
 	Parallel int      `json:"parallel"`
 	Direct   pullSide `json:"direct"`
 	Gateway  pullSide `json:"gateway"`
-	// Throughput is MB/s per pull, through sweepgate over direct.
-	Throughput comparison `json:"throughput"`
+	// Plain is the registry through sweepgate in a bucket the digest
+	// service does not serve.
+	Plain pullSide `json:"gateway_without_digests"`
+	// Throughput is MB/s per pull, through sweepgate over direct;
+	// PlainThroughput the same for Plain (reference, no target of its own).
+	Throughput      comparison `json:"throughput"`
+	PlainThroughput comparison `json:"throughput_without_digests"`
 	// PullSeconds is the length of the timed pull phase (both registries'
 	// pulls); IdleSeconds that of the idle window measured after it.
 	PullSeconds float64   `json:"pull_seconds"`
@@ -153,6 +160,7 @@ func BenchmarkRegistryPull(b *testing.B) {
 func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	online := harness.BucketName(b)
 	direct := online + "-direct"
+	plain := online + "-plain"
 	env := harness.Start(b, harness.Options{Config: map[string]any{
 		"digests": map[string]any{"preset": "distribution", "preset_storage": online},
 		"reclaim": map[string]any{"interval": "1h"},
@@ -165,7 +173,7 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, bucket := range []string{online, direct} {
+	for _, bucket := range []string{online, direct, plain} {
 		if err := mc.MakeBucket(b.Context(), bucket, minio.MakeBucketOptions{}); err != nil {
 			b.Fatal(err)
 		}
@@ -174,16 +182,19 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 		AccessKey: env.AccessKey, SecretKey: env.SecretKey, Bucket: online})
 	regDirect := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: m.Endpoint,
 		AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: direct})
+	regPlain := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: g.Endpoint,
+		AccessKey: env.AccessKey, SecretKey: env.SecretKey, Bucket: plain})
+	regs := []string{regGateway.URL, regDirect.URL, regPlain.URL}
 
 	res := &registryPull{Layers: pullLayers, Rounds: rounds, Parallel: pullParallel}
-	for _, reg := range []string{regGateway.URL, regDirect.URL} {
+	for _, reg := range regs {
 		if err := pushPullImage(b.Context(), reg, int64(kib)<<10); err != nil {
 			b.Fatal(err)
 		}
 	}
 	// One untimed pull from each: the registries' and MinIO's first-use
 	// costs, and the check that both serve the same image.
-	for _, reg := range []string{regGateway.URL, regDirect.URL} {
+	for _, reg := range regs {
 		blobs, n, err := pullImage(b.Context(), reg)
 		if err != nil {
 			b.Fatal(err)
@@ -208,18 +219,16 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 		}
 		return time.Since(start).Seconds()
 	}
-	var directSecs, gatewaySecs []float64
+	secs := make([][]float64, len(regs))
 	r0, start := reads(), time.Now()
 	for i := range rounds {
-		// Each round alternates which registry goes first.
-		if i%2 == 0 {
-			gatewaySecs = append(gatewaySecs, timed(regGateway.URL))
-			directSecs = append(directSecs, timed(regDirect.URL))
-		} else {
-			directSecs = append(directSecs, timed(regDirect.URL))
-			gatewaySecs = append(gatewaySecs, timed(regGateway.URL))
+		// Each round rotates which registry goes first.
+		for k := range regs {
+			j := (i + k) % len(regs)
+			secs[j] = append(secs[j], timed(regs[j]))
 		}
 	}
+	gatewaySecs, directSecs, plainSecs := secs[0], secs[1], secs[2]
 	pull := time.Since(start)
 	res.PullReads = reads().sub(r0)
 	res.PullSeconds = pull.Seconds()
@@ -260,13 +269,18 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	}
 	res.Direct = newPullSide(directSecs)
 	res.Gateway = newPullSide(gatewaySecs)
+	res.Plain = newPullSide(plainSecs)
 	res.Throughput = newComparison("registry_pull", "registry pull (MB/s)", "MB/s",
 		fmt.Sprintf("one pull of a %d-layer image (%d blobs, %d bytes): manifest by tag, then config and layers %d at a time, digest-checked to io.Discard; a fresh client per pull",
 			pullLayers, res.Blobs, res.Bytes, pullParallel),
 		targetPullRatio, toMBps(directSecs), toMBps(gatewaySecs))
+	res.PlainThroughput = newComparison("registry_pull_without_digests", "  same, bucket outside the digest layout", "MB/s",
+		"the same pulls from a registry storing through sweepgate in a bucket the digest service does not serve: no guard read",
+		targetPullRatio, toMBps(directSecs), toMBps(plainSecs))
 	res.Notes = []string{
 		"the image is pushed to both registries over the registry API; the gateway's registry stores through sweepgate (digests.preset: distribution), the other on MinIO directly",
-		"rounds interleave the two registries, alternating which goes first",
+		"rounds interleave the registries, rotating which goes first",
+		"for reference, a third registry stores through the same sweepgate in a bucket outside the digest layout (proxying only, no guard read); its pulls are in the same rounds and make no etcd read",
 		"etcd reads are the embedded etcd's counters from its client URL's /metrics, over the timed pull phase minus an idle window of the same length measured right after it",
 		fmt.Sprintf("blob GETs: GetObject and HeadObject calls on blob data keys that reached MinIO from sweepgate, on MinIO's trace over %d untimed pulls through sweepgate, times the rounds", pullTraced),
 	}
@@ -520,13 +534,26 @@ func printRegistryPull(w io.Writer, r *registryPull) {
 		runtime.Version(), runtime.NumCPU(), r.Layers, r.Blobs, float64(r.Bytes)/1e6, r.Parallel, r.Rounds)
 	fmt.Fprintf(w, "%-*s %14s %14s %7s %8s  %s\n", titleWidth, "", "direct", "gateway", "ratio", "target", "")
 	secs := func(x float64) string { return fmt.Sprintf("%.1f ms", x*1e3) }
-	fmt.Fprintf(w, "%-*s %14s %14s %7.3f\n", titleWidth, "pull time, median", secs(r.Direct.MedianSeconds), secs(r.Gateway.MedianSeconds),
-		r.Gateway.MedianSeconds/r.Direct.MedianSeconds)
-	fmt.Fprintf(w, "%-*s %14s %14s %7.3f\n", titleWidth, "pull time, p90", secs(r.Direct.P90Seconds), secs(r.Gateway.P90Seconds),
-		r.Gateway.P90Seconds/r.Direct.P90Seconds)
-	fmt.Fprintf(w, "%-*s %14s %14s %7.3f %8s  %s\n", titleWidth, c.Title,
-		fmt.Sprintf("%.1f %s", c.Direct, c.Unit), fmt.Sprintf("%.1f %s", c.Gateway, c.Unit),
-		c.Ratio, fmt.Sprintf(">= %.2f", c.TargetRatio), c.Status)
+	for _, row := range []struct {
+		title      string
+		direct, gw float64
+	}{
+		{"pull time, median", r.Direct.MedianSeconds, r.Gateway.MedianSeconds},
+		{"pull time, p90", r.Direct.P90Seconds, r.Gateway.P90Seconds},
+		{"  median, bucket outside the digest layout", r.Direct.MedianSeconds, r.Plain.MedianSeconds},
+		{"  p90, bucket outside the digest layout", r.Direct.P90Seconds, r.Plain.P90Seconds},
+	} {
+		fmt.Fprintf(w, "%-*s %14s %14s %7.3f\n", titleWidth, row.title, secs(row.direct), secs(row.gw), row.gw/row.direct)
+	}
+	for _, c := range []comparison{c, r.PlainThroughput} {
+		status, target := c.Status, fmt.Sprintf(">= %.2f", c.TargetRatio)
+		if c.Name != r.Throughput.Name {
+			status, target = "(reference)", ""
+		}
+		fmt.Fprintf(w, "%-*s %14s %14s %7.3f %8s  %s\n", titleWidth, c.Title,
+			fmt.Sprintf("%.1f %s", c.Direct, c.Unit), fmt.Sprintf("%.1f %s", c.Gateway, c.Unit),
+			c.Ratio, target, status)
+	}
 	fmt.Fprintf(w, "%-*s %14s %14s\n", titleWidth, "etcd reads per blob GET (Range RPCs)", "", fmt.Sprintf("%.2f /GET", r.ReadsPerBlobGet.Range))
 	fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "mvcc ranges per blob GET", "", fmt.Sprintf("%.2f /GET", r.ReadsPerBlobGet.MVCCRange))
 	fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "gateway etcd gets per blob GET", "", fmt.Sprintf("%.2f /GET", r.ReadsPerBlobGet.GatewayGets))

@@ -36,10 +36,10 @@ type ReadyCheck struct {
 }
 
 // EtcdState is etcd's availability as this process last saw it
-// (etcdstore.Availability): State returns nil while etcd answers, and
-// since when its state has been what it is.
+// (etcdstore.Availability): State returns since when its state has been
+// what it is, and nil while etcd answers.
 type EtcdState interface {
-	State() (error, time.Time)
+	State() (since time.Time, err error)
 }
 
 // Config is what the admin listener serves from.
@@ -225,7 +225,7 @@ func (a *handler) etcdz(w http.ResponseWriter, _ *http.Request) {
 		writeText(w, http.StatusOK, "ok: not used (sessions are off)")
 		return
 	}
-	err, since := a.etcd.State()
+	since, err := a.etcd.State()
 	if err != nil {
 		writeText(w, http.StatusServiceUnavailable, fmt.Sprintf("etcd unavailable since %s: %v", since.UTC().Format(time.RFC3339), err))
 		return

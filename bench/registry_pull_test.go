@@ -157,6 +157,11 @@ func BenchmarkRegistryPull(b *testing.B) {
 	fmt.Fprintf(os.Stdout, "results: %s\n\n", path)
 }
 
+// benchRegistryPull runs the scenario once: the servers, the pushes, the
+// interleaved timed rounds and the counts of etcd reads and blob GETs.
+//
+// Size: one scenario read top to bottom, each step using the servers and
+// counts of the ones before.
 func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	online := harness.BucketName(b)
 	direct := online + "-direct"

@@ -120,12 +120,12 @@ func (a *Availability) Err() error {
 	return fmt.Errorf("%w: %v", ErrUnavailable, a.err)
 }
 
-// State returns Err and when it last changed.
-func (a *Availability) State() (error, time.Time) {
-	err := a.Err()
+// State returns when the state last changed, and Err.
+func (a *Availability) State() (since time.Time, err error) {
+	err = a.Err()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return err, a.since
+	return a.since, err
 }
 
 // WaitUp returns once etcd answers a probe, or with ctx's error.

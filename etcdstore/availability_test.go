@@ -87,7 +87,7 @@ func TestUnavailableEtcdFailsFast(t *testing.T) {
 	if err := a.Err(); !errors.Is(err, etcdstore.ErrUnavailable) || !etcdstore.Unavailable(err) {
 		t.Errorf("Err = %v, want ErrUnavailable", err)
 	}
-	if err, since := a.State(); err == nil || time.Since(since) > time.Minute {
+	if since, err := a.State(); err == nil || time.Since(since) > time.Minute {
 		t.Errorf("State = %v, %v", err, since)
 	}
 	wctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)

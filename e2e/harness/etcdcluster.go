@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -559,4 +560,29 @@ func readFrom(path string, offset int64) []byte {
 	}
 	b, _ := io.ReadAll(f)
 	return b
+}
+
+// Freeze stops member i with SIGSTOP, as a hung member or a partition
+// looks from outside: its connections stay open and nothing answers. Thaw
+// or Kill ends it.
+func (c *EtcdCluster) Freeze(i int) {
+	c.t.Helper()
+	c.signalMember(i, syscall.SIGSTOP)
+}
+
+// Thaw resumes member i after Freeze.
+func (c *EtcdCluster) Thaw(i int) {
+	c.t.Helper()
+	c.signalMember(i, syscall.SIGCONT)
+}
+
+func (c *EtcdCluster) signalMember(i int, sig syscall.Signal) {
+	c.t.Helper()
+	p := c.member(i).current()
+	if p == nil {
+		c.t.Fatalf("harness: etcd member %d is not running", i)
+	}
+	if err := syscall.Kill(p.pid(), sig); err != nil {
+		c.t.Fatalf("harness: signal %v to etcd member %d: %v", sig, i, err)
+	}
 }

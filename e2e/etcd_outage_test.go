@@ -1,0 +1,265 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/sweepgate/sweepgate/e2e/harness"
+)
+
+const (
+	// outagePhase is how long etcd stays frozen, and then killed.
+	outagePhase = 30 * time.Second
+	// outageRequestTimeout is the gateway's etcd.request_timeout: the
+	// bound within which a request that needs etcd is answered.
+	outageRequestTimeout = 2 * time.Second
+)
+
+// outageLoad is the session-free workload's record: every request's
+// latency, and every failure.
+type outageLoad struct {
+	mu        sync.Mutex
+	latencies []time.Duration
+	failures  []string
+	written   map[string][]byte // key -> body of every PUT that succeeded
+	deleted   map[string]bool
+}
+
+// record notes one request; one cut off because the workload ended is
+// not counted.
+func (l *outageLoad) record(ctx context.Context, what string, start time.Time, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.latencies = append(l.latencies, time.Since(start))
+	if err != nil {
+		l.failures = append(l.failures, fmt.Sprintf("%s: %v", what, err))
+	}
+}
+
+// TestEtcdOutageKeepsSessionFreeTraffic freezes the gateway's external
+// etcd (SIGSTOP, a hung member) and then kills it, under a workload of
+// plain PUT/GET/HEAD/LIST/DELETE and blob GETs from a digest layout: none
+// of those fails and their p99 stays under a second; multipart calls are
+// answered 503 SlowDown within the request bound; once etcd is back a
+// multipart upload works within 10 s, and every object written before or
+// during the outage is there, unchanged.
+func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
+	t.Parallel()
+	if harness.DirectMode() {
+		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
+	}
+	etcd := harness.StartEtcdCluster(t, 1)
+	bucket := harness.BucketName(t)
+	e := harness.Start(t, harness.Options{
+		EtcdEndpoints: etcd.Endpoints(),
+		Config: map[string]any{
+			"etcd":    map[string]any{"request_timeout": outageRequestTimeout.String(), "dial_timeout": "2s"},
+			"digests": map[string]any{"namespaces": []string{bucket + "/blobs/sha256/"}, "sources": []string{bucket + "/manifests/"}},
+			"reclaim": map[string]any{"interval": "1h", "election_ttl": "2s"},
+		},
+	})
+	sdk, direct := e.SDK(t), e.DirectSDK(t)
+	ctx := t.Context()
+	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	blobs := pushLayers(t, sdk, bucket, 4)
+	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("manifests/app/v1"),
+		Body: bytes.NewReader(ociManifest(blobs, 0, 1, 2, 3))}); err != nil {
+		t.Fatal(err)
+	}
+	load := &outageLoad{written: map[string][]byte{}, deleted: map[string]bool{}}
+	for i := range 5 {
+		key := fmt.Sprintf("plain/before-%d", i)
+		body := []byte("written before the outage " + key)
+		if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+			t.Fatal(err)
+		}
+		load.written[key] = body
+	}
+
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() { runOutageWorker(wctx, sdk, bucket, w, blobs, load) })
+	}
+
+	etcd.Freeze(0)
+	frozen := time.Now()
+	refusals := outageMultipart(t, sdk, bucket, "frozen", frozen.Add(outagePhase))
+	etcd.Kill(0)
+	killed := time.Now()
+	refusals += outageMultipart(t, sdk, bucket, "killed", killed.Add(outagePhase))
+	etcd.Restart(0)
+	back := time.Now()
+
+	// Multipart uploads work again within 10 s of etcd's return.
+	var uploaded bool
+	for !uploaded && time.Since(back) < 10*time.Second {
+		uploaded = tryMultipart(ctx, sdk, bucket, "uploads/after") == nil
+		if !uploaded {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	stop()
+	wg.Wait()
+	if !uploaded {
+		t.Errorf("no multipart upload succeeded within 10s of etcd's return: %v", tryMultipart(ctx, sdk, bucket, "uploads/after"))
+	}
+	if refusals == 0 {
+		t.Error("no multipart call was tried during the outage")
+	}
+
+	load.mu.Lock()
+	defer load.mu.Unlock()
+	for _, f := range load.failures[:min(len(load.failures), 10)] {
+		t.Errorf("a session-free request failed during the outage: %s", f)
+	}
+	if len(load.latencies) < 100 {
+		t.Fatalf("only %d session-free requests ran", len(load.latencies))
+	}
+	slices.Sort(load.latencies)
+	if p99 := load.latencies[len(load.latencies)*99/100]; p99 > time.Second {
+		t.Errorf("session-free p99 latency %v over %d requests, want under 1s", p99, len(load.latencies))
+	}
+	t.Logf("%d session-free requests, p99 %v, max %v; %d multipart calls refused", len(load.latencies),
+		load.latencies[len(load.latencies)*99/100], load.latencies[len(load.latencies)-1], refusals)
+	for key, body := range load.written {
+		if load.deleted[key] {
+			continue
+		}
+		out, err := direct.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		if err != nil {
+			t.Errorf("%s, written before or during the outage, is missing: %v", key, err)
+			continue
+		}
+		got, _ := io.ReadAll(out.Body)
+		out.Body.Close()
+		if !bytes.Equal(got, body) {
+			t.Errorf("%s reads back different from what was written", key)
+		}
+	}
+	for i := range blobs {
+		if !layerPresent(t, direct, bucket, blobs, i) {
+			t.Errorf("blob %d, named by a manifest, is gone", i)
+		}
+	}
+}
+
+// runOutageWorker sends session-free requests until ctx ends: a PUT, GET,
+// HEAD and LIST of a plain key, a DELETE of every other one, and a GET
+// and HEAD of a blob in the digest layout.
+func runOutageWorker(ctx context.Context, sdk *s3.Client, bucket string, w int, blobs []layerBlob, load *outageLoad) {
+	for i := 0; ctx.Err() == nil; i++ {
+		key := fmt.Sprintf("plain/w%d-%d", w, i)
+		body := []byte("written during the outage " + key)
+		start := time.Now()
+		_, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)})
+		if ctx.Err() != nil {
+			return // whether it landed is unknown
+		}
+		load.record(ctx, "PUT "+key, start, err)
+		if err == nil {
+			load.mu.Lock()
+			load.written[key] = body
+			load.mu.Unlock()
+		}
+		start = time.Now()
+		out, err := sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		if err == nil {
+			got, rerr := io.ReadAll(out.Body)
+			out.Body.Close()
+			if err = rerr; err == nil && !bytes.Equal(got, body) {
+				err = errors.New("read back different bytes")
+			}
+		}
+		load.record(ctx, "GET "+key, start, err)
+		start = time.Now()
+		_, err = sdk.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		load.record(ctx, "HEAD "+key, start, err)
+		start = time.Now()
+		_, err = sdk.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(fmt.Sprintf("plain/w%d-", w)), MaxKeys: aws.Int32(50)})
+		load.record(ctx, "LIST", start, err)
+		if i%2 == 1 {
+			// Marked before it is sent: a DELETE whose answer is cut off
+			// may still have landed.
+			load.mu.Lock()
+			load.deleted[key] = true
+			load.mu.Unlock()
+			start = time.Now()
+			_, err = sdk.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+			load.record(ctx, "DELETE "+key, start, err)
+		}
+		b := blobs[i%len(blobs)]
+		start = time.Now()
+		out, err = sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(b.key)})
+		if err == nil {
+			got, rerr := io.ReadAll(out.Body)
+			out.Body.Close()
+			if err = rerr; err == nil && !bytes.Equal(got, b.body) {
+				err = errors.New("blob read back different bytes")
+			}
+		}
+		load.record(ctx, "GET blob "+b.key, start, err)
+		start = time.Now()
+		_, err = sdk.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(b.key)})
+		load.record(ctx, "HEAD blob "+b.key, start, err)
+	}
+}
+
+// outageMultipart tries CreateMultipartUpload until the deadline while
+// etcd is out: each must be refused with 503 SlowDown and Retry-After
+// within the request bound (and a little for the request itself). It
+// returns how many it tried.
+func outageMultipart(t *testing.T, sdk *s3.Client, bucket, phase string, until time.Time) int {
+	t.Helper()
+	n := 0
+	for time.Now().Before(until) {
+		start := time.Now()
+		_, err := sdk.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("uploads/" + phase)})
+		took := time.Since(start)
+		n++
+		var api smithy.APIError
+		if !errors.As(err, &api) || api.ErrorCode() != "SlowDown" {
+			t.Errorf("etcd %s: CreateMultipartUpload = %v, want SlowDown", phase, err)
+		}
+		if took > outageRequestTimeout+time.Second {
+			t.Errorf("etcd %s: CreateMultipartUpload answered after %v, want within %v", phase, took, outageRequestTimeout+time.Second)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return n
+}
+
+// tryMultipart creates, uploads one part to and completes an upload of key.
+func tryMultipart(ctx context.Context, sdk *s3.Client, bucket, key string) error {
+	created, err := sdk.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return err
+	}
+	part, err := uploadPart(ctx, sdk, bucket, key, aws.ToString(created.UploadId), 1, smallPart())
+	if err != nil {
+		return err
+	}
+	_, err = completeUpload(ctx, sdk, bucket, key, aws.ToString(created.UploadId), []s3types.CompletedPart{
+		{PartNumber: aws.Int32(1), ETag: part.ETag, ChecksumCRC32: part.ChecksumCRC32},
+	})
+	return err
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -262,4 +263,64 @@ func tryMultipart(ctx context.Context, sdk *s3.Client, bucket, key string) error
 		{PartNumber: aws.Int32(1), ETag: part.ETag, ChecksumCRC32: part.ChecksumCRC32},
 	})
 	return err
+}
+
+// TestServeStartsWithoutEtcd starts a gateway while its external etcd is
+// down: it is ready, serves plain PUT and GET, refuses a multipart call
+// with SlowDown, and once etcd comes up takes multipart uploads and leads
+// the reclaimer election.
+func TestServeStartsWithoutEtcd(t *testing.T) {
+	t.Parallel()
+	if harness.DirectMode() {
+		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
+	}
+	etcd := harness.StartEtcdCluster(t, 1)
+	etcd.Kill(0)
+	bucket := harness.BucketName(t)
+	e := harness.Start(t, harness.Options{
+		EtcdEndpoints: etcd.Endpoints(),
+		Config: map[string]any{
+			"etcd":    map[string]any{"request_timeout": outageRequestTimeout.String(), "dial_timeout": "1s"},
+			"reclaim": map[string]any{"interval": "1h", "election_ttl": "2s"},
+		},
+	})
+	sdk := e.SDK(t)
+	ctx := t.Context()
+	for path, want := range map[string]int{"/readyz": http.StatusOK, "/etcdz": http.StatusServiceUnavailable} {
+		resp, err := http.Get(e.Gateway.AdminEndpoint + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s without etcd = %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("written while etcd was down")
+	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("plain"), Body: bytes.NewReader(body)}); err != nil {
+		t.Fatalf("PUT without etcd: %v", err)
+	}
+	out, err := sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("plain")})
+	if err != nil {
+		t.Fatalf("GET without etcd: %v", err)
+	}
+	got, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if !bytes.Equal(got, body) {
+		t.Error("GET without etcd read back different bytes")
+	}
+	var api smithy.APIError
+	if err := tryMultipart(ctx, sdk, bucket, "uploads/early"); !errors.As(err, &api) || api.ErrorCode() != "SlowDown" {
+		t.Errorf("multipart upload without etcd = %v, want SlowDown", err)
+	}
+
+	etcd.Restart(0)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		err := tryMultipart(ctx, sdk, bucket, "uploads/after")
+		return err == nil, fmt.Sprintf("multipart upload after etcd came up: %v", err)
+	})
+	awaitLeading(t, e.Gateway)
 }

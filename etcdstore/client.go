@@ -12,6 +12,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // DefaultDialTimeout bounds how long Connect waits for etcd to answer.
@@ -50,6 +52,10 @@ type Credentials struct {
 	Username, Password string
 }
 
+// reconnectMaxDelay is the longest a client waits between attempts to
+// reach a member it lost.
+const reconnectMaxDelay = 2 * time.Second
+
 // ConnectSecure is ConnectLogged with credentials.
 func ConnectSecure(ctx context.Context, endpoints []string, dialTimeout time.Duration, creds Credentials, log *slog.Logger) (*clientv3.Client, error) {
 	cli, err := Dial(endpoints, dialTimeout, creds, log)
@@ -87,6 +93,13 @@ func Dial(endpoints []string, dialTimeout time.Duration, creds Credentials, log 
 		TLS:                  creds.TLS,
 		Username:             creds.Username,
 		Password:             creds.Password,
+		// gRPC waits up to two minutes between attempts to reconnect to a
+		// member that went away; etcd coming back must be noticed within
+		// seconds, so that multipart calls and the reclaimer resume.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMaxDelay},
+			MinConnectTimeout: dialTimeout,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: connect to %s: %w", strings.Join(endpoints, ","), err)

@@ -14,8 +14,8 @@
 // deletes delivered after their sender timed out, gateways killed and
 // restarted, a gateway restarted with its clock offset, or with another
 // digests layout (without the manifests' source, or with a namespace
-// more), an etcd member killed, the reclaimer leader paused past its
-// lease. A checker then proves what sweepgate promises: no acknowledged
+// more), an etcd member killed, the whole etcd cluster frozen (SIGSTOP),
+// the reclaimer leader paused past its lease. A checker then proves what sweepgate promises: no acknowledged
 // object lost or changed, no live upload reclaimed, no upload aborted
 // with a part newer than its mark, nothing abandoned left behind, no
 // referenced blob deleted (also by a delete that outlived its guard), no

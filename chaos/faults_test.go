@@ -144,6 +144,7 @@ func (f *faults) count(what string) {
 const (
 	faultKillGateway = "kill-gateway"
 	faultKillEtcd    = "kill-etcd"
+	faultFreezeEtcd  = "freeze-etcd"
 	faultStopLeader  = "stop-leader"
 )
 
@@ -151,7 +152,7 @@ const (
 // goroutine, since restarting a process may fail the test.
 func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) {
 	rng := f.cfg.rng(1)
-	kinds := []string{faultKillGateway, faultKillEtcd, faultStopLeader, faultClockOffset, faultLayout}
+	kinds := []string{faultKillGateway, faultKillEtcd, faultFreezeEtcd, faultStopLeader, faultClockOffset, faultLayout}
 	next := time.Now().Add(time.Duration(4000+rng.IntN(4000)) * time.Millisecond)
 	for turn := 0; ; turn++ {
 		if turn%len(kinds) == 0 {
@@ -191,6 +192,8 @@ func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) 
 			f.killGateway(t, ctx, pick, down)
 		case faultKillEtcd:
 			f.killEtcd(t, pick, down+time.Second)
+		case faultFreezeEtcd:
+			f.freezeEtcd(down + time.Second)
 		case faultStopLeader:
 			f.stopLeader(ctx, down+electionTTL+time.Second)
 		case faultClockOffset:
@@ -237,6 +240,23 @@ func (f *faults) killEtcd(t *testing.T, pick int, down time.Duration) {
 	start := time.Now()
 	f.sys.cluster.Restart(victim)
 	f.log.printf("FAULT", "etcd member %s restarted in %s", f.sys.cluster.Name(victim), time.Since(start).Round(time.Millisecond))
+}
+
+// freezeEtcd stops every etcd member with SIGSTOP for d, as a hung
+// cluster or a partition from all gateways looks (connections stay open,
+// nothing answers), and resumes them.
+func (f *faults) freezeEtcd(d time.Duration) {
+	n := f.sys.cluster.Len()
+	f.log.printf("FAULT", "SIGSTOP every etcd member for %s", d)
+	for i := range n {
+		f.sys.cluster.Freeze(i)
+	}
+	f.count(faultFreezeEtcd)
+	time.Sleep(d)
+	for i := range n {
+		f.sys.cluster.Thaw(i)
+	}
+	f.log.printf("FAULT", "SIGCONT every etcd member")
 }
 
 // stopLeader pauses the reclaimer leader with SIGSTOP for d, past its

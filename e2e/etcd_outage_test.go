@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,8 +58,9 @@ func (l *outageLoad) record(ctx context.Context, what string, start time.Time, e
 
 // TestEtcdOutageKeepsSessionFreeTraffic freezes the gateway's external
 // etcd (SIGSTOP, a hung member) and then kills it, under a workload of
-// plain PUT/GET/HEAD/LIST/DELETE and blob GETs from a digest layout: none
-// of those fails and their p99 stays under a second; multipart calls are
+// plain PUT/GET/HEAD/LIST/DELETE, GETs and HEADs of a registry's blobs
+// (`digests.preset: distribution`) and crane pulls through the registry:
+// none of those fails and their p99 stays under a second; multipart calls are
 // answered 503 SlowDown within the request bound; once etcd is back a
 // multipart upload works within 10 s, and every object written before or
 // during the outage is there, unchanged.
@@ -72,7 +75,7 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 		EtcdEndpoints: etcd.Endpoints(),
 		Config: map[string]any{
 			"etcd":    map[string]any{"request_timeout": outageRequestTimeout.String(), "dial_timeout": "2s"},
-			"digests": map[string]any{"namespaces": []string{bucket + "/blobs/sha256/"}, "sources": []string{bucket + "/manifests/"}},
+			"digests": map[string]any{"preset": "distribution", "preset_storage": bucket + "/registry"},
 			"reclaim": map[string]any{"interval": "1h", "election_ttl": "2s"},
 		},
 	})
@@ -81,10 +84,22 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
 	}
-	blobs := pushLayers(t, sdk, bucket, 4)
-	if _, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("manifests/app/v1"),
-		Body: bytes.NewReader(ociManifest(blobs, 0, 1, 2, 3))}); err != nil {
-		t.Fatal(err)
+	// A registry writing through the gateway, with an image pushed before
+	// the outage: its blobs are the layout's, read by pulls and directly.
+	storage := harness.RegistryStorage{Endpoint: e.Gateway.Endpoint, AccessKey: e.AccessKey, SecretKey: e.SecretKey,
+		Bucket: bucket, RootDirectory: "registry"}
+	reg := harness.StartRegistry(t, storage)
+	crane := harness.NewCrane(t)
+	layers := t.TempDir()
+	image := crane.PushImage(reg.Ref("app", ":v1"), false,
+		harness.WriteLayerTar(t, layers, 1, 200<<10), harness.WriteLayerTar(t, layers, 2, 100<<10))
+	var blobs []layerBlob
+	for d, b := range image.Blobs {
+		if b.LayerTar != "" {
+			continue // a layer's stored bytes are compressed: read by the pulls
+		}
+		hexDigest := strings.TrimPrefix(d, "sha256:")
+		blobs = append(blobs, layerBlob{digest: d, key: storage.BlobsPrefix() + "sha256/" + hexDigest[:2] + "/" + hexDigest + "/data", body: b.Bytes})
 	}
 	load := &outageLoad{written: map[string][]byte{}, deleted: map[string]bool{}}
 	for i := range 5 {
@@ -101,6 +116,23 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 	for w := range 3 {
 		wg.Go(func() { runOutageWorker(wctx, sdk, bucket, w, blobs, load) })
 	}
+	var pulls, pullFailures []string
+	wg.Go(func() {
+		for wctx.Err() == nil {
+			dir, err := os.MkdirTemp(layers, "pull-")
+			if err == nil {
+				_, err = crane.Run("pull", "--format", "oci", image.Ref, dir)
+				os.RemoveAll(dir)
+			}
+			if wctx.Err() != nil {
+				return
+			}
+			pulls = append(pulls, image.Ref)
+			if err != nil {
+				pullFailures = append(pullFailures, err.Error())
+			}
+		}
+	})
 
 	etcd.Freeze(0)
 	frozen := time.Now()
@@ -127,6 +159,13 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 	if refusals == 0 {
 		t.Error("no multipart call was tried during the outage")
 	}
+	for _, f := range pullFailures[:min(len(pullFailures), 5)] {
+		t.Errorf("a crane pull through the registry failed during the outage: %s", f)
+	}
+	if len(pulls) < 10 {
+		t.Errorf("only %d crane pulls ran during the outage", len(pulls))
+	}
+	crane.RequirePullIntact(image)
 
 	load.mu.Lock()
 	defer load.mu.Unlock()
@@ -140,8 +179,8 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 	if p99 := load.latencies[len(load.latencies)*99/100]; p99 > time.Second {
 		t.Errorf("session-free p99 latency %v over %d requests, want under 1s", p99, len(load.latencies))
 	}
-	t.Logf("%d session-free requests, p99 %v, max %v; %d multipart calls refused", len(load.latencies),
-		load.latencies[len(load.latencies)*99/100], load.latencies[len(load.latencies)-1], refusals)
+	t.Logf("%d session-free requests, p99 %v, max %v; %d crane pulls; %d multipart calls refused", len(load.latencies),
+		load.latencies[len(load.latencies)*99/100], load.latencies[len(load.latencies)-1], len(pulls), refusals)
 	for key, body := range load.written {
 		if load.deleted[key] {
 			continue
@@ -159,7 +198,7 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 	}
 	for i := range blobs {
 		if !layerPresent(t, direct, bucket, blobs, i) {
-			t.Errorf("blob %d, named by a manifest, is gone", i)
+			t.Errorf("blob %s, named by a manifest, is gone", blobs[i].digest)
 		}
 	}
 }

@@ -84,23 +84,8 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
 	}
-	// A registry writing through the gateway, with an image pushed before
-	// the outage: its blobs are the layout's, read by pulls and directly.
-	storage := harness.RegistryStorage{Endpoint: e.Gateway.Endpoint, AccessKey: e.AccessKey, SecretKey: e.SecretKey,
-		Bucket: bucket, RootDirectory: "registry"}
-	reg := harness.StartRegistry(t, storage)
-	crane := harness.NewCrane(t)
+	crane, image, blobs := pushOutageImage(t, e, bucket)
 	layers := t.TempDir()
-	image := crane.PushImage(reg.Ref("app", ":v1"), false,
-		harness.WriteLayerTar(t, layers, 1, 200<<10), harness.WriteLayerTar(t, layers, 2, 100<<10))
-	var blobs []layerBlob
-	for d, b := range image.Blobs {
-		if b.LayerTar != "" {
-			continue // a layer's stored bytes are compressed: read by the pulls
-		}
-		hexDigest := strings.TrimPrefix(d, "sha256:")
-		blobs = append(blobs, layerBlob{digest: d, key: storage.BlobsPrefix() + "sha256/" + hexDigest[:2] + "/" + hexDigest + "/data", body: b.Bytes})
-	}
 	load := &outageLoad{written: map[string][]byte{}, deleted: map[string]bool{}}
 	for i := range 5 {
 		key := fmt.Sprintf("plain/before-%d", i)
@@ -167,25 +152,33 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 	}
 	crane.RequirePullIntact(image)
 
-	load.mu.Lock()
-	defer load.mu.Unlock()
-	for _, f := range load.failures[:min(len(load.failures), 10)] {
+	load.check(t, direct, bucket, blobs, len(pulls), refusals)
+}
+
+// check fails t for every session-free request that failed, a p99 latency
+// of a second or more, and any object written (and not deleted) or blob
+// that is missing or different on the backend.
+func (l *outageLoad) check(t *testing.T, direct *s3.Client, bucket string, blobs []layerBlob, pulls, refusals int) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.failures[:min(len(l.failures), 10)] {
 		t.Errorf("a session-free request failed during the outage: %s", f)
 	}
-	if len(load.latencies) < 100 {
-		t.Fatalf("only %d session-free requests ran", len(load.latencies))
+	if len(l.latencies) < 100 {
+		t.Fatalf("only %d session-free requests ran", len(l.latencies))
 	}
-	slices.Sort(load.latencies)
-	if p99 := load.latencies[len(load.latencies)*99/100]; p99 > time.Second {
-		t.Errorf("session-free p99 latency %v over %d requests, want under 1s", p99, len(load.latencies))
+	slices.Sort(l.latencies)
+	if p99 := l.latencies[len(l.latencies)*99/100]; p99 > time.Second {
+		t.Errorf("session-free p99 latency %v over %d requests, want under 1s", p99, len(l.latencies))
 	}
-	t.Logf("%d session-free requests, p99 %v, max %v; %d crane pulls; %d multipart calls refused", len(load.latencies),
-		load.latencies[len(load.latencies)*99/100], load.latencies[len(load.latencies)-1], len(pulls), refusals)
-	for key, body := range load.written {
-		if load.deleted[key] {
+	t.Logf("%d session-free requests, p99 %v, max %v; %d crane pulls; %d multipart calls refused", len(l.latencies),
+		l.latencies[len(l.latencies)*99/100], l.latencies[len(l.latencies)-1], pulls, refusals)
+	for key, body := range l.written {
+		if l.deleted[key] {
 			continue
 		}
-		out, err := direct.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		out, err := direct.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 		if err != nil {
 			t.Errorf("%s, written before or during the outage, is missing: %v", key, err)
 			continue
@@ -201,6 +194,30 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 			t.Errorf("blob %s, named by a manifest, is gone", blobs[i].digest)
 		}
 	}
+}
+
+// pushOutageImage starts a registry writing through e's gateway under
+// bucket/registry, pushes an image of two layers to it, and returns crane,
+// the image and its manifest and config as blobs of the layout (the
+// layers' stored bytes are compressed: the pulls read those).
+func pushOutageImage(t *testing.T, e *harness.Env, bucket string) (*harness.Crane, harness.Pushed, []layerBlob) {
+	t.Helper()
+	storage := harness.RegistryStorage{Endpoint: e.Gateway.Endpoint, AccessKey: e.AccessKey, SecretKey: e.SecretKey,
+		Bucket: bucket, RootDirectory: "registry"}
+	reg := harness.StartRegistry(t, storage)
+	crane := harness.NewCrane(t)
+	layers := t.TempDir()
+	image := crane.PushImage(reg.Ref("app", ":v1"), false,
+		harness.WriteLayerTar(t, layers, 1, 200<<10), harness.WriteLayerTar(t, layers, 2, 100<<10))
+	var blobs []layerBlob
+	for d, b := range image.Blobs {
+		if b.LayerTar != "" {
+			continue
+		}
+		hexDigest := strings.TrimPrefix(d, "sha256:")
+		blobs = append(blobs, layerBlob{digest: d, key: storage.BlobsPrefix() + "sha256/" + hexDigest[:2] + "/" + hexDigest + "/data", body: b.Bytes})
+	}
+	return crane, image, blobs
 }
 
 // runOutageWorker sends session-free requests until ctx ends: a PUT, GET,

@@ -1,18 +1,17 @@
 package etcdstore
 
 import (
-	"context"
 	"errors"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // storeClient is the etcd client a Store talks through. Its KV shadows the
-// client's own, so that WithMetrics can time every KV call the store makes
-// (s.cli.Get, s.cli.Txn, ...) in one place instead of at each call; leases,
-// watches and everything else are the client's.
+// client's own, so that WithMetrics and WithRequestTimeout can time and
+// bound every KV call the store makes (s.cli.Get, s.cli.Txn, ...) in one
+// place (storeKV) instead of at each call; leases, watches and everything
+// else are the client's.
 type storeClient struct {
 	*clientv3.Client
 	clientv3.KV
@@ -43,15 +42,14 @@ func (s *Store) WithMetrics(reg prometheus.Registerer) *Store {
 		return s
 	}
 	seconds := requestDuration(reg)
-	c := *s
-	c.cli.KV = &timedKV{
-		kv:  s.cli.Client.KV, // the client's own, so timing never nests
-		get: seconds.WithLabelValues(opGet),
-		put: seconds.WithLabelValues(opPut),
-		del: seconds.WithLabelValues(opDelete),
-		txn: seconds.WithLabelValues(opTxn),
-	}
-	return &c
+	return s.withKV(func(k *storeKV) {
+		k.timed = &kvObservers{
+			get: seconds.WithLabelValues(opGet),
+			put: seconds.WithLabelValues(opPut),
+			del: seconds.WithLabelValues(opDelete),
+			txn: seconds.WithLabelValues(opTxn),
+		}
+	})
 }
 
 // requestDuration registers the histogram on reg, or returns the one a
@@ -74,82 +72,4 @@ func requestDuration(reg prometheus.Registerer) *prometheus.HistogramVec {
 		panic(err)
 	}
 	return h
-}
-
-// timedKV times each request of kv.
-type timedKV struct {
-	kv                 clientv3.KV
-	get, put, del, txn prometheus.Observer
-}
-
-func observeSince(o prometheus.Observer, start time.Time) {
-	o.Observe(time.Since(start).Seconds())
-}
-
-func (k *timedKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	defer observeSince(k.get, time.Now())
-	return k.kv.Get(ctx, key, opts...)
-}
-
-func (k *timedKV) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) (*clientv3.PutResponse, error) {
-	defer observeSince(k.put, time.Now())
-	return k.kv.Put(ctx, key, val, opts...)
-}
-
-func (k *timedKV) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
-	defer observeSince(k.del, time.Now())
-	return k.kv.Delete(ctx, key, opts...)
-}
-
-// Compact is an operator's maintenance call, not a store request: untimed.
-func (k *timedKV) Compact(ctx context.Context, rev int64, opts ...clientv3.CompactOption) (*clientv3.CompactResponse, error) {
-	return k.kv.Compact(ctx, rev, opts...)
-}
-
-func (k *timedKV) Do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, error) {
-	var o prometheus.Observer
-	switch {
-	case op.IsGet():
-		o = k.get
-	case op.IsPut():
-		o = k.put
-	case op.IsDelete():
-		o = k.del
-	case op.IsTxn():
-		o = k.txn
-	default:
-		return k.kv.Do(ctx, op)
-	}
-	defer observeSince(o, time.Now())
-	return k.kv.Do(ctx, op)
-}
-
-func (k *timedKV) Txn(ctx context.Context) clientv3.Txn {
-	return &timedTxn{Txn: k.kv.Txn(ctx), obs: k.txn}
-}
-
-// timedTxn times a transaction's Commit, the one call that reaches etcd.
-type timedTxn struct {
-	clientv3.Txn
-	obs prometheus.Observer
-}
-
-func (t *timedTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
-	t.Txn = t.Txn.If(cs...)
-	return t
-}
-
-func (t *timedTxn) Then(ops ...clientv3.Op) clientv3.Txn {
-	t.Txn = t.Txn.Then(ops...)
-	return t
-}
-
-func (t *timedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
-	t.Txn = t.Txn.Else(ops...)
-	return t
-}
-
-func (t *timedTxn) Commit() (*clientv3.TxnResponse, error) {
-	defer observeSince(t.obs, time.Now())
-	return t.Txn.Commit()
 }

@@ -251,3 +251,50 @@ func TestSessionStatesAndActivities(t *testing.T) {
 		t.Errorf("GetActivities(nil) = %v, %v", got, err)
 	}
 }
+
+// deadlineKV is a KV whose Get records the deadline it was called with.
+type deadlineKV struct {
+	clientv3.KV
+	deadline time.Duration // 0: none
+}
+
+func (k *deadlineKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	k.deadline = 0
+	if d, ok := ctx.Deadline(); ok {
+		k.deadline = time.Until(d)
+	}
+	return &clientv3.GetResponse{}, nil
+}
+
+// TestRequestBoundAndMetricsCompose: a request bound and metrics applied
+// in either order both hold on every request, and leave the store they
+// came from as it was.
+func TestRequestBoundAndMetricsCompose(t *testing.T) {
+	kv := &deadlineKV{}
+	base := &Store{cli: storeClient{Client: &clientv3.Client{KV: kv}, KV: kv}}
+	for _, order := range []string{"bound, then timed", "timed, then bound"} {
+		reg := prometheus.NewRegistry()
+		st := base.WithRequestTimeout(time.Minute).WithMetrics(reg)
+		if order == "timed, then bound" {
+			st = base.WithMetrics(reg).WithRequestTimeout(time.Minute)
+		}
+		if _, err := st.cli.Get(t.Context(), "k"); err != nil {
+			t.Fatal(err)
+		}
+		if kv.deadline <= 0 || kv.deadline > time.Minute {
+			t.Errorf("%s: the request's deadline was %v away, want within the minute's bound", order, kv.deadline)
+		}
+		if got := requestCounts(t, reg)["get"]; got != 1 {
+			t.Errorf("%s: %d gets timed, want 1", order, got)
+		}
+		if st.RequestTimeout() != time.Minute {
+			t.Errorf("%s: RequestTimeout = %v", order, st.RequestTimeout())
+		}
+	}
+	if _, err := base.cli.Get(t.Context(), "k"); err != nil || kv.deadline != 0 {
+		t.Errorf("the base store's request: deadline %v, %v; want none", kv.deadline, err)
+	}
+	if base.RequestTimeout() != 0 {
+		t.Errorf("the base store's RequestTimeout = %v, want 0", base.RequestTimeout())
+	}
+}

@@ -121,3 +121,41 @@ func TestTCPProxyUnreachableTargetCloses(t *testing.T) {
 		t.Fatalf("read %v, want the connection closed", err)
 	}
 }
+
+// TestTCPProxyTargetCloses: a connection the target closes is closed to
+// its client too, and Close returns once its client has gone.
+func TestTCPProxyTargetCloses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	p, err := NewTCPProxy(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("read from a connection the target closed: %v, want EOF", err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		p.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return after the target closed a connection")
+	}
+}

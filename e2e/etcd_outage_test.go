@@ -61,9 +61,10 @@ func (l *outageLoad) record(ctx context.Context, what string, start time.Time, e
 // plain PUT/GET/HEAD/LIST/DELETE, GETs and HEADs of a registry's blobs
 // (`digests.preset: distribution`) and crane pulls through the registry:
 // none of those fails and their p99 stays under a second; multipart calls are
-// answered 503 SlowDown within the request bound; once etcd is back a
-// multipart upload works within 10 s, and every object written before or
-// during the outage is there, unchanged.
+// answered 503 SlowDown within the request bound, also those of an upload
+// begun before the outage; once etcd is back a multipart upload works
+// within 10 s, the upload begun before completes with its parts, and every
+// object written before or during the outage is there, unchanged.
 func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 	t.Parallel()
 	if harness.DirectMode() {
@@ -119,12 +120,13 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 		}
 	})
 
+	inflight := beginInflightUpload(t, sdk, bucket)
 	etcd.Freeze(0)
 	frozen := time.Now()
-	refusals := outageMultipart(t, sdk, bucket, "frozen", frozen.Add(outagePhase))
+	refusals := outageMultipart(t, sdk, bucket, "frozen", frozen.Add(outagePhase), inflight)
 	etcd.Kill(0)
 	killed := time.Now()
-	refusals += outageMultipart(t, sdk, bucket, "killed", killed.Add(outagePhase))
+	refusals += outageMultipart(t, sdk, bucket, "killed", killed.Add(outagePhase), inflight)
 	etcd.Restart(0)
 	back := time.Now()
 
@@ -141,6 +143,7 @@ func TestEtcdOutageKeepsSessionFreeTraffic(t *testing.T) {
 	if !uploaded {
 		t.Errorf("no multipart upload succeeded within 10s of etcd's return: %v", tryMultipart(ctx, sdk, bucket, "uploads/after"))
 	}
+	inflight.finish(t, sdk, direct, bucket)
 	if refusals == 0 {
 		t.Error("no multipart call was tried during the outage")
 	}
@@ -281,28 +284,94 @@ func runOutageWorker(ctx context.Context, sdk *s3.Client, bucket string, w int, 
 	}
 }
 
-// outageMultipart tries CreateMultipartUpload until the deadline while
-// etcd is out: each must be refused with 503 SlowDown and Retry-After
-// within the request bound (and a little for the request itself). It
-// returns how many it tried.
-func outageMultipart(t *testing.T, sdk *s3.Client, bucket, phase string, until time.Time) int {
+// outageMultipart tries multipart calls until the deadline while etcd is
+// out: a CreateMultipartUpload, and an UploadPart, ListParts and
+// CompleteMultipartUpload of the upload begun before the outage. Each must
+// be refused with 503 SlowDown within the request bound (and a little for
+// the request itself). It returns how many it tried.
+func outageMultipart(t *testing.T, sdk *s3.Client, bucket, phase string, until time.Time, inflight *inflightUpload) int {
 	t.Helper()
+	ctx := t.Context()
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"CreateMultipartUpload", func() error {
+			_, err := sdk.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("uploads/" + phase)})
+			return err
+		}},
+		{"UploadPart of an upload begun before", func() error {
+			_, err := uploadPart(ctx, sdk, bucket, inflight.key, inflight.id, 2, inflight.lastPart())
+			return err
+		}},
+		{"ListParts of an upload begun before", func() error {
+			_, err := sdk.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(inflight.key), UploadId: aws.String(inflight.id)})
+			return err
+		}},
+		{"CompleteMultipartUpload of an upload begun before", func() error {
+			_, err := completeUpload(ctx, sdk, bucket, inflight.key, inflight.id, []s3types.CompletedPart{inflight.first})
+			return err
+		}},
+	}
 	n := 0
 	for time.Now().Before(until) {
+		c := calls[n%len(calls)]
 		start := time.Now()
-		_, err := sdk.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("uploads/" + phase)})
+		err := c.call()
 		took := time.Since(start)
 		n++
 		var api smithy.APIError
 		if !errors.As(err, &api) || api.ErrorCode() != "SlowDown" {
-			t.Errorf("etcd %s: CreateMultipartUpload = %v, want SlowDown", phase, err)
+			t.Errorf("etcd %s: %s = %v, want SlowDown", phase, c.name, err)
 		}
 		if took > outageRequestTimeout+time.Second {
-			t.Errorf("etcd %s: CreateMultipartUpload answered after %v, want within %v", phase, took, outageRequestTimeout+time.Second)
+			t.Errorf("etcd %s: %s answered after %v, want within %v", phase, c.name, took, outageRequestTimeout+time.Second)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	return n
+}
+
+// inflightUpload is a multipart upload begun, with its first part, before
+// etcd went away.
+type inflightUpload struct {
+	key, id string
+	first   s3types.CompletedPart
+	body    []byte // both parts, as the completed object must read
+}
+
+// beginInflightUpload creates an upload and uploads its first part (5 MiB,
+// the least a part that is not the last may be) through the gateway.
+func beginInflightUpload(t *testing.T, sdk *s3.Client, bucket string) *inflightUpload {
+	t.Helper()
+	u := &inflightUpload{key: "uploads/inflight", body: append(bytes.Repeat([]byte{'1'}, 5<<20), bytes.Repeat([]byte{'2'}, 4096)...)}
+	u.id = createUpload(t, sdk, bucket, u.key)
+	u.first = mustUploadPart(t, sdk, bucket, u.key, u.id, 1, io.NewSectionReader(bytes.NewReader(u.body[:5<<20]), 0, 5<<20))
+	return u
+}
+
+// lastPart is the upload's second and last part.
+func (u *inflightUpload) lastPart() *io.SectionReader {
+	return io.NewSectionReader(bytes.NewReader(u.body[5<<20:]), 0, int64(len(u.body)-5<<20))
+}
+
+// finish uploads the last part and completes the upload once etcd is back,
+// and checks that MinIO stores both parts as the object.
+func (u *inflightUpload) finish(t *testing.T, sdk, direct *s3.Client, bucket string) {
+	t.Helper()
+	last := mustUploadPart(t, sdk, bucket, u.key, u.id, 2, u.lastPart())
+	if _, err := completeUpload(t.Context(), sdk, bucket, u.key, u.id, []s3types.CompletedPart{u.first, last}); err != nil {
+		t.Fatalf("completing the upload begun before the outage, after etcd returned: %v", err)
+	}
+	out, err := direct.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(u.key)})
+	if err != nil {
+		t.Fatalf("the upload begun before the outage: %v", err)
+	}
+	got, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if !bytes.Equal(got, u.body) {
+		t.Errorf("the upload begun before the outage reads back %d bytes, want its two parts (%d)", len(got), len(u.body))
+	}
 }
 
 // tryMultipart creates, uploads one part to and completes an upload of key.

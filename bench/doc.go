@@ -7,8 +7,9 @@
 // of an upload), and sweepgate's passes against distribution's `registry
 // garbage-collect` on a registry of 1,000 images (bin/registry), pulls of
 // one 10-layer image from a registry writing through sweepgate against the
-// same from a registry on MinIO directly (pull times, the throughput ratio
-// and the embedded etcd's reads per blob GET through sweepgate), and what
+// same from a registry on MinIO directly (pull times, the throughput ratio,
+// a bare reverse proxy's ratio beside it, and the embedded etcd's reads per
+// blob GET through sweepgate), and what
 // one etcd cluster carries, embedded and of three members (docs/envelope.md).
 //
 // Run them with `make bench` (go test -tags bench -run '^$' -bench .

@@ -12,7 +12,10 @@ package bench
 // digest check and io.Discard. It also counts the etcd reads the pulls
 // cause per blob GET through sweepgate. For reference, a third registry
 // stores through the same sweepgate in a bucket outside the digest layout
-// (the gateway's proxying alone, no guard read), in the same rounds.
+// (the gateway's proxying alone, no guard read), and a fourth through a
+// bare httputil.ReverseProxy to MinIO (bareproxy_test.go: what one proxy
+// hop costs a pull on this machine, before any of sweepgate's work), in the
+// same rounds.
 
 import (
 	"bufio"
@@ -110,10 +113,14 @@ type registryPull struct {
 	// Plain is the registry through sweepgate in a bucket the digest
 	// service does not serve.
 	Plain pullSide `json:"gateway_without_digests"`
+	// Bare is the registry through a bare reverse proxy to MinIO.
+	Bare pullSide `json:"bare_proxy"`
 	// Throughput is MB/s per pull, through sweepgate over direct;
-	// PlainThroughput the same for Plain (reference, no target of its own).
+	// PlainThroughput and BareThroughput the same for Plain and Bare
+	// (references, no target of their own).
 	Throughput      comparison `json:"throughput"`
 	PlainThroughput comparison `json:"throughput_without_digests"`
+	BareThroughput  comparison `json:"throughput_bare_proxy"`
 	// PullSeconds is the length of the timed pull phase (both registries'
 	// pulls); IdleSeconds that of the idle window measured after it.
 	PullSeconds float64   `json:"pull_seconds"`
@@ -166,6 +173,7 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	online := harness.BucketName(b)
 	direct := online + "-direct"
 	plain := online + "-plain"
+	bare := online + "-bare"
 	env := harness.Start(b, harness.Options{Config: map[string]any{
 		"digests": map[string]any{"preset": "distribution", "preset_storage": online},
 		"reclaim": map[string]any{"interval": "1h"},
@@ -178,7 +186,7 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, bucket := range []string{online, direct, plain} {
+	for _, bucket := range []string{online, direct, plain, bare} {
 		if err := mc.MakeBucket(b.Context(), bucket, minio.MakeBucketOptions{}); err != nil {
 			b.Fatal(err)
 		}
@@ -189,7 +197,10 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 		AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: direct})
 	regPlain := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: g.Endpoint,
 		AccessKey: env.AccessKey, SecretKey: env.SecretKey, Bucket: plain})
-	regs := []string{regGateway.URL, regDirect.URL, regPlain.URL}
+	proxy, _ := startChild(b, proxyChildEnv, m.Endpoint, "listening ", 10*time.Second)
+	regBare := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: "http://" + proxy,
+		AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: bare})
+	regs := []string{regGateway.URL, regDirect.URL, regPlain.URL, regBare.URL}
 
 	res := &registryPull{Layers: pullLayers, Rounds: rounds, Parallel: pullParallel}
 	for _, reg := range regs {
@@ -233,7 +244,7 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 			secs[j] = append(secs[j], timed(regs[j]))
 		}
 	}
-	gatewaySecs, directSecs, plainSecs := secs[0], secs[1], secs[2]
+	gatewaySecs, directSecs, plainSecs, bareSecs := secs[0], secs[1], secs[2], secs[3]
 	pull := time.Since(start)
 	res.PullReads = reads().sub(r0)
 	res.PullSeconds = pull.Seconds()
@@ -275,6 +286,7 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	res.Direct = newPullSide(directSecs)
 	res.Gateway = newPullSide(gatewaySecs)
 	res.Plain = newPullSide(plainSecs)
+	res.Bare = newPullSide(bareSecs)
 	res.Throughput = newComparison("registry_pull", "registry pull (MB/s)", "MB/s",
 		fmt.Sprintf("one pull of a %d-layer image (%d blobs, %d bytes): manifest by tag, then config and layers %d at a time, digest-checked to io.Discard; a fresh client per pull",
 			pullLayers, res.Blobs, res.Bytes, pullParallel),
@@ -282,10 +294,14 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	res.PlainThroughput = newComparison("registry_pull_without_digests", "  same, bucket outside the digest layout", "MB/s",
 		"the same pulls from a registry storing through sweepgate in a bucket the digest service does not serve: no guard read",
 		targetPullRatio, toMBps(directSecs), toMBps(plainSecs))
+	res.BareThroughput = newComparison("registry_pull_bare_proxy", "  same, through a bare reverse proxy", "MB/s",
+		"the same pulls from a registry storing on MinIO through a bare httputil.ReverseProxy (no verification, signing or logging): one proxy hop's cost",
+		targetPullRatio, toMBps(directSecs), toMBps(bareSecs))
 	res.Notes = []string{
 		"the image is pushed to both registries over the registry API; the gateway's registry stores through sweepgate (digests.preset: distribution), the other on MinIO directly",
 		"rounds interleave the registries, rotating which goes first",
 		"for reference, a third registry stores through the same sweepgate in a bucket outside the digest layout (proxying only, no guard read); its pulls are in the same rounds and make no etcd read",
+		"for reference, a fourth registry stores on MinIO through a bare httputil.ReverseProxy in a process of its own, in the same rounds",
 		"etcd reads are the embedded etcd's counters from its client URL's /metrics, over the timed pull phase minus an idle window of the same length measured right after it",
 		fmt.Sprintf("blob GETs: GetObject and HeadObject calls on blob data keys that reached MinIO from sweepgate, on MinIO's trace over %d untimed pulls through sweepgate, times the rounds", pullTraced),
 	}
@@ -547,10 +563,12 @@ func printRegistryPull(w io.Writer, r *registryPull) {
 		{"pull time, p90", r.Direct.P90Seconds, r.Gateway.P90Seconds},
 		{"  median, bucket outside the digest layout", r.Direct.MedianSeconds, r.Plain.MedianSeconds},
 		{"  p90, bucket outside the digest layout", r.Direct.P90Seconds, r.Plain.P90Seconds},
+		{"  median, bare reverse proxy", r.Direct.MedianSeconds, r.Bare.MedianSeconds},
+		{"  p90, bare reverse proxy", r.Direct.P90Seconds, r.Bare.P90Seconds},
 	} {
 		fmt.Fprintf(w, "%-*s %14s %14s %7.3f\n", titleWidth, row.title, secs(row.direct), secs(row.gw), row.gw/row.direct)
 	}
-	for _, c := range []comparison{c, r.PlainThroughput} {
+	for _, c := range []comparison{c, r.PlainThroughput, r.BareThroughput} {
 		status, target := c.Status, fmt.Sprintf(">= %.2f", c.TargetRatio)
 		if c.Name != r.Throughput.Name {
 			status, target = "(reference)", ""

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	harness.Main(m)
 }
 
-// Workload sizes and shapes (README: Benchmarks).
+// Workload sizes and shapes (docs/benchmarks.md).
 const (
 	largeSize        = 64 << 20 // single-PUT/GET object
 	smallSize        = 4 << 10  // small object

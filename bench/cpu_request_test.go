@@ -11,7 +11,7 @@ import (
 )
 
 // targetCPUShare is the most CPU the gateway may spend on a small request,
-// as a share of what MinIO spends on it (README: Benchmarks).
+// as a share of what MinIO spends on it (docs/benchmarks.md).
 const targetCPUShare = 0.30
 
 // cpuProcs names the processes whose CPU time a workload measures.

@@ -1,6 +1,6 @@
 // Package bench holds sweepgate's benchmarks: the same S3 workloads run
 // directly against MinIO and through sweepgate in one run, reported as
-// gateway/direct ratios against the targets the README gives, plus
+// gateway/direct ratios against the targets docs/benchmarks.md gives, plus
 // the gateway's resident memory growth while a 1 GiB object streams through
 // and the etcd writes the gateway makes per UploadPart (from its
 // sweepgate_etcd_request_duration_seconds counts, scraped between the phases

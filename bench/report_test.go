@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Targets, as the README gives them. They are reported against, never
+// Targets, as docs/benchmarks.md gives them. They are reported against, never
 // enforced: a figure below its target prints BELOW and the run goes on.
 const (
 	targetLargeRatio  = 0.90    // throughput, gateway/direct, large objects

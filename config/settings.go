@@ -198,7 +198,7 @@ func Settings() []Setting {
 			"PEM file of the private key of etcd.cert_file.",
 			func(c *Config) any { return &c.Etcd.KeyFile }),
 		setting("etcd.username", "USER", "",
-			"etcd user sweepgate signs in as when the cluster has authentication on; with etcd.password_file. Its role needs read and write on the keys under etcd.prefix (README \"Multi-node deployment\" shows how to grant it).",
+			"etcd user sweepgate signs in as when the cluster has authentication on; with etcd.password_file. Its role needs read and write on the keys under etcd.prefix (docs/deployment.md shows how to grant it).",
 			func(c *Config) any { return &c.Etcd.Username }),
 		setting("etcd.password_file", "FILE", "",
 			"File whose content, surrounding whitespace trimmed, is etcd.username's password (a mounted secret). It is read at start.",

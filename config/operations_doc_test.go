@@ -9,47 +9,47 @@ import (
 	"testing"
 )
 
-// readmeTableHeader starts the configuration table of README.md.
-const readmeTableHeader = "| setting (YAML key) | environment | default | what it is |"
+// opsTableHeader starts the configuration table of docs/operations.md.
+const opsTableHeader = "| setting (YAML key) | environment | default | what it is |"
 
-// readmeRow is one row of README.md's configuration table.
-type readmeRow struct {
+// opsTableRow is one row of docs/operations.md's configuration table.
+type opsTableRow struct {
 	line     int
 	keys     []string
 	envCell  string
 	envNames []string
 }
 
-// readmeConfigRows reads the configuration table of README.md. A key cell
+// opsConfigRows reads the configuration table of docs/operations.md. A key cell
 // lists keys in backquotes; one that starts with "." continues the key
 // before it (`etcd.embedded.data_dir`, `.client_url` is
 // etcd.embedded.client_url).
-func readmeConfigRows(t *testing.T) []readmeRow {
+func opsConfigRows(t *testing.T) []opsTableRow {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "README.md"))
+	data, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(data), "\n")
 	start := -1
 	for i, l := range lines {
-		if strings.TrimSpace(l) == readmeTableHeader {
+		if strings.TrimSpace(l) == opsTableHeader {
 			start = i
 			break
 		}
 	}
 	if start < 0 {
-		t.Fatalf("README.md has no configuration table starting %q", readmeTableHeader)
+		t.Fatalf("docs/operations.md has no configuration table starting %q", opsTableHeader)
 	}
 	code := regexp.MustCompile("`([^`]*)`")
-	var rows []readmeRow
+	var rows []opsTableRow
 	for i := start + 2; i < len(lines) && strings.HasPrefix(lines[i], "|"); i++ {
 		cells := strings.Split(strings.Trim(lines[i], "| "), " | ")
 		if len(cells) != 4 {
-			t.Errorf("README.md:%d: %d cells, want 4: %q", i+1, len(cells), lines[i])
+			t.Errorf("docs/operations.md:%d: %d cells, want 4: %q", i+1, len(cells), lines[i])
 			continue
 		}
-		row := readmeRow{line: i + 1, envCell: cells[1]}
+		row := opsTableRow{line: i + 1, envCell: cells[1]}
 		prev := ""
 		for _, m := range code.FindAllStringSubmatch(cells[0], -1) {
 			key := m[1]
@@ -57,7 +57,7 @@ func readmeConfigRows(t *testing.T) []readmeRow {
 				if j := strings.LastIndex(prev, "."); j >= 0 {
 					key = prev[:j] + key
 				} else {
-					t.Errorf("README.md:%d: %q continues no dotted key", i+1, key)
+					t.Errorf("docs/operations.md:%d: %q continues no dotted key", i+1, key)
 				}
 			}
 			row.keys = append(row.keys, key)
@@ -69,23 +69,23 @@ func readmeConfigRows(t *testing.T) []readmeRow {
 		rows = append(rows, row)
 	}
 	if len(rows) == 0 {
-		t.Fatal("README.md's configuration table has no rows")
+		t.Fatal("docs/operations.md's configuration table has no rows")
 	}
 	return rows
 }
 
-// TestReadmeConfigurationTable keeps README.md's configuration table true
+// TestOperationsConfigurationTable keeps docs/operations.md's configuration table true
 // to Settings: every key it names is a setting, and its environment column
 // names each key's variable, either one by one in the keys' order or as
 // one PREFIX_* that every key's variable starts with.
-func TestReadmeConfigurationTable(t *testing.T) {
+func TestOperationsConfigurationTable(t *testing.T) {
 	t.Parallel()
 	byKey := map[string]Setting{}
 	for _, s := range Settings() {
 		byKey[s.Key] = s
 	}
-	for _, row := range readmeConfigRows(t) {
-		where := fmt.Sprintf("README.md:%d", row.line)
+	for _, row := range opsConfigRows(t) {
+		where := fmt.Sprintf("docs/operations.md:%d", row.line)
 		if len(row.keys) == 0 {
 			t.Errorf("%s: no setting named in backquotes", where)
 			continue
@@ -122,12 +122,12 @@ func TestReadmeConfigurationTable(t *testing.T) {
 	}
 }
 
-// TestReadmeConfigurationRows checks the table reader itself, so that a
+// TestOperationsConfigurationRows checks the table reader itself, so that a
 // row it misreads cannot pass unchecked.
-func TestReadmeConfigurationRows(t *testing.T) {
+func TestOperationsConfigurationRows(t *testing.T) {
 	t.Parallel()
 	var found bool
-	for _, row := range readmeConfigRows(t) {
+	for _, row := range opsConfigRows(t) {
 		if len(row.keys) == 3 && row.keys[0] == "etcd.embedded.data_dir" {
 			found = true
 			if row.keys[1] != "etcd.embedded.client_url" || row.keys[2] != "etcd.embedded.peer_url" {

@@ -7,20 +7,20 @@ import (
 	"testing"
 )
 
-// walkthroughHeading starts README.md's deployment walk-through.
-const walkthroughHeading = "### From an empty machine to three gateways and three etcd members"
+// walkthroughHeading starts docs/deployment.md's deployment walk-through.
+const walkthroughHeading = "## From an empty machine to three gateways and three etcd members"
 
-// walkthroughYAML returns the YAML blocks of README.md's deployment
+// walkthroughYAML returns the YAML blocks of docs/deployment.md's deployment
 // walk-through, in order.
 func walkthroughYAML(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "README.md"))
+	data, err := os.ReadFile(filepath.Join("..", "docs", "deployment.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(data), walkthroughHeading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no section %q", walkthroughHeading)
+		t.Fatalf("docs/deployment.md has no section %q", walkthroughHeading)
 	}
 	if end := strings.Index(section, "\n## "); end >= 0 {
 		section = section[:end]
@@ -33,19 +33,19 @@ func walkthroughYAML(t *testing.T) []string {
 		}
 		block, after, ok := strings.Cut(rest, "```")
 		if !ok {
-			t.Fatal("README.md: a yaml block of the walk-through is not closed")
+			t.Fatal("docs/deployment.md: a yaml block of the walk-through is not closed")
 		}
 		blocks = append(blocks, block)
 		section = after
 	}
 }
 
-// TestReadmeWalkthrough checks the walk-through's files as sweepgate reads
+// TestDeploymentWalkthrough checks the walk-through's files as sweepgate reads
 // them: its credentials file parses, its configuration loads with only
 // real settings, and it keeps the production set-up it describes (TLS and
 // authentication to etcd, HTTPS only for clients, secrets from files, a
 // backend identity per client, a scoped reclaimer).
-func TestReadmeWalkthrough(t *testing.T) {
+func TestDeploymentWalkthrough(t *testing.T) {
 	t.Parallel()
 	blocks := walkthroughYAML(t)
 	if len(blocks) != 2 {
@@ -60,7 +60,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatalf("the walk-through's credentials file: %v", err)
 	}
 	c := Defaults()
-	if err := LoadYAML(c, []byte(blocks[1]), "README.md walk-through"); err != nil {
+	if err := LoadYAML(c, []byte(blocks[1]), "docs/deployment.md walk-through"); err != nil {
 		t.Fatalf("the walk-through's configuration: %v", err)
 	}
 	identities := map[string]bool{}

@@ -15,8 +15,8 @@ import (
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // place records a write of digest's blob in flight, and returns the

@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // blobReadTimeout bounds the service's own reads of a stored blob (a

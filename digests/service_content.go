@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sweepgate/sweepgate/cas"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // A content namespace's blob may be a manifest that names further blobs

@@ -10,8 +10,8 @@ import (
 	"net/url"
 
 	"github.com/sweepgate/sweepgate/cas"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // copySourceHeaders maps a CopyObject's headers about its source to the

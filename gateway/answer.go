@@ -3,8 +3,8 @@ package gateway
 import (
 	"net/http"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // send sends a client's request on to the backend and reads the answer

@@ -16,8 +16,8 @@ import (
 	"strings"
 
 	"github.com/sweepgate/sweepgate/digests"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 const (

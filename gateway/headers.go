@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // connectionTokens are what a client's Connection header may say. Every

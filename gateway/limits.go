@@ -1,7 +1,7 @@
 package gateway
 
 import (
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // maxUploadSize is the largest body S3 takes in one PutObject or one

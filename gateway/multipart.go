@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // SessionsConfig turns on sweepgate's multipart sessions: the multipart calls

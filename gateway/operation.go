@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // Operation names an S3 API operation. The set is closed and small so that it

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // queryParam is one parameter of a request's query string, decoded.

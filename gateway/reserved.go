@@ -3,7 +3,7 @@ package gateway
 import (
 	"strings"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // checkReserved refuses a change of key when it lies under one of the

@@ -10,8 +10,8 @@ import (
 
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // errNoSession says the upload has no session: it is passed through.

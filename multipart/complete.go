@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // maxCompleteBody bounds a CompleteMultipartUpload body: 10000 parts with

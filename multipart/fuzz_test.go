@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // FuzzParseComplete feeds hostile CompleteMultipartUpload bodies to the

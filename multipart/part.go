@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // maxPartNumber is S3's largest part number.

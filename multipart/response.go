@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway/s3err"
 	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // hopHeaders are connection-level headers that are not copied from the

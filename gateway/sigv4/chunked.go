@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // Bounds on what a client can make the decoder hold or wait for.

@@ -4,7 +4,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // outboundChunkSize is the chunk size of the re-encoded bodies sent to the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // requireS3Error fails unless err is nil or an *s3err.Error (possibly

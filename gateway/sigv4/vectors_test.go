@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // The AWS SigV4 test suite (testdata/aws4_testsuite, Apache-2.0) signs for a

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sweepgate/sweepgate/gateway/s3err"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 const (

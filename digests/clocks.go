@@ -25,7 +25,7 @@ type FutureTimeError struct {
 }
 
 func (e *FutureTimeError) Error() string {
-	return fmt.Sprintf("reclaim: recorded time in the future: %s: %s %s is later than now (%s) plus the clock skew allowance %s",
+	return fmt.Sprintf("digests: recorded time in the future: %s: %s %s is later than now (%s) plus the clock skew allowance %s",
 		e.Record, e.Field, e.At.Format(time.RFC3339Nano), e.Now.Format(time.RFC3339Nano), e.Skew)
 }
 
@@ -78,7 +78,7 @@ func (s *digestSweep) checkTimes(ctx context.Context) error {
 		_, _, err := s.commit(ctx, writes)
 		writes = writes[:0]
 		if err != nil && !errors.Is(err, sweep.ErrChanged) {
-			return fmt.Errorf("reclaim: stamp trash with the elapsed clock: %w", err)
+			return fmt.Errorf("digests: stamp trash with the elapsed clock: %w", err)
 		}
 		return nil
 	}

@@ -43,7 +43,7 @@ func (s *digestSweep) commitLogged(ctx context.Context, what, digest string, w d
 func (s *digestSweep) readTombstone(ctx context.Context, digest string) (*sweepTombstone, error) {
 	resp, err := s.cli().Get(ctx, s.keys().Tombstone(digest))
 	if err != nil {
-		return nil, fmt.Errorf("reclaim: read tombstone: %w", err)
+		return nil, fmt.Errorf("digests: read tombstone: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, nil
@@ -100,7 +100,7 @@ func (s *digestSweep) collectPages(ctx context.Context, d *deletes, start, end s
 	for {
 		kvs, _, err := p.Next(ctx)
 		if err != nil {
-			return fmt.Errorf("reclaim: read tombstones: %w", err)
+			return fmt.Errorf("digests: read tombstones: %w", err)
 		}
 		if len(kvs) == 0 {
 			return nil
@@ -227,7 +227,7 @@ func (s *digestSweep) readGuards(ctx context.Context, first, last string) (map[s
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reclaim: read guards: %w", err)
+		return nil, fmt.Errorf("digests: read guards: %w", err)
 	}
 	return out, nil
 }

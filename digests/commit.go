@@ -13,7 +13,7 @@ import (
 )
 
 // errSweepScanDone ends a scan early without failing it.
-var errSweepScanDone = errors.New("reclaim: scan done")
+var errSweepScanDone = errors.New("digests: scan done")
 
 // sweepScan calls fn for every key in [start, end), with the revision it
 // was read at, in key order. Each request reads one bounded stretch of the

@@ -116,10 +116,10 @@ type SweepConfig struct {
 func (c *SweepConfig) withDefaults() (*SweepConfig, error) {
 	d := *c
 	if d.Layout == nil || len(d.Layout.Namespaces) == 0 {
-		return nil, errors.New("reclaim: the digest sweep needs at least one CAS namespace")
+		return nil, errors.New("digests: the digest sweep needs at least one CAS namespace")
 	}
 	if err := d.Layout.Validate(); err != nil {
-		return nil, fmt.Errorf("reclaim: digest sweep: %w", err)
+		return nil, fmt.Errorf("digests: digest sweep: %w", err)
 	}
 	if d.PlacementGrace <= 0 {
 		d.PlacementGrace = DefaultPlacementGrace
@@ -143,10 +143,10 @@ func (c *SweepConfig) withDefaults() (*SweepConfig, error) {
 		d.DeleteParallel = DefaultDeleteParallel
 	}
 	if d.MaxDeleteFraction <= 0 || d.MaxDeleteFraction > 1 {
-		return nil, fmt.Errorf("reclaim: digest max_delete_fraction %g must be in (0, 1]", d.MaxDeleteFraction)
+		return nil, fmt.Errorf("digests: digest max_delete_fraction %g must be in (0, 1]", d.MaxDeleteFraction)
 	}
 	if d.MaxMarkFraction <= 0 || d.MaxMarkFraction > 1 {
-		return nil, fmt.Errorf("reclaim: digest max_mark_fraction %g must be in (0, 1]", d.MaxMarkFraction)
+		return nil, fmt.Errorf("digests: digest max_mark_fraction %g must be in (0, 1]", d.MaxMarkFraction)
 	}
 	def := func(v *time.Duration, f time.Duration) {
 		if *v <= 0 {
@@ -159,10 +159,10 @@ func (c *SweepConfig) withDefaults() (*SweepConfig, error) {
 	floor := d.BackendTimeout + d.ElectionTTL
 	def(&d.GuardSettle, max(DefaultGuardSettle, 2*floor))
 	if d.GuardSettle <= floor {
-		return nil, fmt.Errorf("reclaim: digest guard_settle %v must be longer than the backend timeout and the election TTL together (%v)", d.GuardSettle, floor)
+		return nil, fmt.Errorf("digests: digest guard_settle %v must be longer than the backend timeout and the election TTL together (%v)", d.GuardSettle, floor)
 	}
 	if d.RebuildInterval < 0 {
-		return nil, fmt.Errorf("reclaim: digest rebuild interval %v is negative", d.RebuildInterval)
+		return nil, fmt.Errorf("digests: digest rebuild interval %v is negative", d.RebuildInterval)
 	}
 	return &d, nil
 }

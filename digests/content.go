@@ -29,7 +29,7 @@ func (s *digestSweep) contentRelease(ctx context.Context, t etcdstore.Tombstone)
 		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("reclaim: read what blob %s named: %w", t.Digest, err)
+		return nil, nil, fmt.Errorf("digests: read what blob %s named: %w", t.Digest, err)
 	}
 	if rec.Value.Pending != nil {
 		// Cannot happen under the guard; keeping the record only retains

@@ -105,16 +105,16 @@ type lastRebuild struct {
 func loadSweepCursor(ctx context.Context, store *etcdstore.Store) (c digestCursor, ok bool, err error) {
 	resp, err := store.Client().Get(ctx, store.Keys().Cursor(CursorName))
 	if err != nil {
-		return c, false, fmt.Errorf("reclaim: read digest cursor: %w", err)
+		return c, false, fmt.Errorf("digests: read digest cursor: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
 		return c, false, nil
 	}
 	if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
-		return c, false, fmt.Errorf("reclaim: decode digest cursor: %w", err)
+		return c, false, fmt.Errorf("digests: decode digest cursor: %w", err)
 	}
 	if c.Version != sweepCursorVersion {
-		return c, false, fmt.Errorf("reclaim: digest cursor version %d, want %d", c.Version, sweepCursorVersion)
+		return c, false, fmt.Errorf("digests: digest cursor version %d, want %d", c.Version, sweepCursorVersion)
 	}
 	return c, true, nil
 }

@@ -23,7 +23,7 @@ import (
 
 // ErrBadDigest says a digest is not "<algorithm>:<hex>" of a known
 // algorithm.
-var ErrBadDigest = errors.New("reclaim: not a digest")
+var ErrBadDigest = errors.New("digests: not a digest")
 
 // maxExplainList bounds each list of an explanation (references, trash,
 // placements); the step values carry the full counts.
@@ -311,7 +311,7 @@ func (sw *Sweep) explainRecords(ctx context.Context, ex *DigestExplanation, youn
 	var tot explainTotals
 	resp, err := sw.cli().Get(ctx, sw.keys().RefRev(ex.Shard))
 	if err != nil {
-		return tot, nil, fmt.Errorf("reclaim: read reference revision: %w", err)
+		return tot, nil, fmt.Errorf("digests: read reference revision: %w", err)
 	}
 	ex.Revision = resp.Header.Revision
 	if len(resp.Kvs) > 0 {
@@ -336,7 +336,7 @@ func (sw *Sweep) explainRecords(ctx context.Context, ex *DigestExplanation, youn
 	}
 	holds, err := sw.cli().Get(ctx, sw.keys().RefHolds(), clientv3.WithPrefix(), clientv3.WithCountOnly(), at)
 	if err != nil {
-		return tot, nil, fmt.Errorf("reclaim: read reference holds: %w", err)
+		return tot, nil, fmt.Errorf("digests: read reference holds: %w", err)
 	}
 	ex.ReferenceHolds = holds.Count
 	if ex.LastPass, err = pc.LastPass(ctx); err != nil {
@@ -397,7 +397,7 @@ func (sw *Sweep) explainJudgement(ctx context.Context, ex *DigestExplanation, cl
 		if asked {
 			var err error
 			if got, err = inv.Retained(ctx, []Blob{b}); err != nil {
-				return fmt.Errorf("reclaim: inventory %s: %w", inv.Name(), err)
+				return fmt.Errorf("digests: inventory %s: %w", inv.Name(), err)
 			}
 		}
 		kept := got[b.Digest]

@@ -102,7 +102,7 @@ func (sw *Sweep) explainRefs(ctx context.Context, ex *DigestExplanation, at clie
 	prefix := keys.Refs(ex.Digest)
 	resp, err := sw.cli().Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(maxExplainList), at)
 	if err != nil {
-		return 0, fmt.Errorf("reclaim: read references: %w", err)
+		return 0, fmt.Errorf("digests: read references: %w", err)
 	}
 	for _, kv := range resp.Kvs {
 		parts, ok := unescapeSegments(strings.TrimPrefix(string(kv.Key), prefix), 2)
@@ -139,7 +139,7 @@ func (sw *Sweep) explainTrash(ctx context.Context, ex *DigestExplanation, at cli
 	prefix := keys.TrashRefs(ex.Digest)
 	resp, err := sw.cli().Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(maxExplainList), at)
 	if err != nil {
-		return 0, fmt.Errorf("reclaim: read trash references: %w", err)
+		return 0, fmt.Errorf("digests: read trash references: %w", err)
 	}
 	for _, kv := range resp.Kvs {
 		parts, ok := unescapeSegments(strings.TrimPrefix(string(kv.Key), prefix), 3)
@@ -175,7 +175,7 @@ func (sw *Sweep) explainPlacements(ctx context.Context, ex *DigestExplanation, y
 	keys := sw.keys()
 	resp, err := sw.cli().Get(ctx, keys.Placements(ex.Digest), clientv3.WithPrefix(), clientv3.WithLimit(maxExplainList), at)
 	if err != nil {
-		return 0, fmt.Errorf("reclaim: read placements: %w", err)
+		return 0, fmt.Errorf("digests: read placements: %w", err)
 	}
 	for _, kv := range resp.Kvs {
 		id, _ := etcdstore.LastSegment(string(kv.Key))
@@ -192,7 +192,7 @@ func (sw *Sweep) explainPlacements(ctx context.Context, ex *DigestExplanation, y
 func (sw *Sweep) explainTombstone(ctx context.Context, ex *DigestExplanation, at clientv3.OpOption) (*ExplainTombstone, error) {
 	resp, err := sw.cli().Get(ctx, sw.keys().Tombstone(ex.Digest), at)
 	if err != nil {
-		return nil, fmt.Errorf("reclaim: read tombstone: %w", err)
+		return nil, fmt.Errorf("digests: read tombstone: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, nil
@@ -211,7 +211,7 @@ func (sw *Sweep) explainTombstone(ctx context.Context, ex *DigestExplanation, at
 func (sw *Sweep) explainGuard(ctx context.Context, ex *DigestExplanation, at clientv3.OpOption) error {
 	resp, err := sw.cli().Get(ctx, sw.keys().Guard(ex.Digest), at)
 	if err != nil {
-		return fmt.Errorf("reclaim: read guard: %w", err)
+		return fmt.Errorf("digests: read guard: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil
@@ -325,7 +325,7 @@ func (sw *Sweep) listedBlob(ctx context.Context, bucket, key string) (Blob, bool
 		return Blob{}, false, nil
 	}
 	if err != nil {
-		return Blob{}, false, fmt.Errorf("reclaim: list %s/%s: %w", bucket, key, err)
+		return Blob{}, false, fmt.Errorf("digests: list %s/%s: %w", bucket, key, err)
 	}
 	if len(page.Objects) == 0 || page.Objects[0].Key != key {
 		return Blob{}, false, nil
@@ -344,7 +344,7 @@ func (sw *Sweep) scanNamespace(ctx context.Context, ns *cas.Namespace, digest st
 			return Blob{}, false, fmt.Sprintf("namespace %s (its bucket does not exist)", ns.Name), nil
 		}
 		if err != nil {
-			return Blob{}, false, "", fmt.Errorf("reclaim: list namespace %s: %w", ns.Name, err)
+			return Blob{}, false, "", fmt.Errorf("digests: list namespace %s: %w", ns.Name, err)
 		}
 		for _, o := range page.Objects {
 			if d, ok := ns.Digest(o.Key); ok && d == digest {

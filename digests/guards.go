@@ -59,7 +59,7 @@ func (s *digestSweep) settleGuards(ctx context.Context) error {
 		return s.settleGuard(ctx, kv)
 	})
 	if err != nil {
-		return fmt.Errorf("reclaim: settle guards: %w", err)
+		return fmt.Errorf("digests: settle guards: %w", err)
 	}
 	return nil
 }
@@ -124,7 +124,7 @@ func (s *digestSweep) settleGuard(ctx context.Context, kv *mvccpb.KeyValue) erro
 	case errors.Is(herr, s3client.ErrNoSuchKey):
 		return s.settleGone(ctx, kv, g, tomb)
 	case herr != nil:
-		return fmt.Errorf("reclaim: look at guarded blob %s/%s: %w", g.Bucket, g.Key, herr)
+		return fmt.Errorf("digests: look at guarded blob %s/%s: %w", g.Bucket, g.Key, herr)
 	case tomb == nil || tomb.Value.State != etcdstore.TombstoneReady:
 		return s.commitLogged(ctx, "guard of a blob that is no longer ready released: no delete of it can still be executed", d, release)
 	}
@@ -193,7 +193,7 @@ func (s *digestSweep) releaseGuards(ctx context.Context) error {
 		_, _, err = s.commit(ctx, writes)
 	}
 	if err != nil {
-		return fmt.Errorf("reclaim: release guards: %w", err)
+		return fmt.Errorf("digests: release guards: %w", err)
 	}
 	return nil
 }

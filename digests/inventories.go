@@ -44,7 +44,7 @@ type Inventory interface {
 // errRetired says an inventory could not prove that its reads hold for the
 // pass's revision: it is retired for the pass, and the pass keeps
 // everything.
-var errRetired = errors.New("reclaim: inventory retired for this pass")
+var errRetired = errors.New("digests: inventory retired for this pass")
 
 // sweepRangeLimit is how many keys one ranged read of an inventory asks for.
 const sweepRangeLimit = 1000

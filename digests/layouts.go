@@ -23,7 +23,7 @@ import (
 func (s *digestSweep) layoutsDiffer(ctx context.Context) (string, error) {
 	resp, err := s.cli().Get(ctx, s.keys().Gateways(), clientv3.WithPrefix())
 	if err != nil {
-		return "", fmt.Errorf("reclaim: read the gateways' layouts: %w", err)
+		return "", fmt.Errorf("digests: read the gateways' layouts: %w", err)
 	}
 	own := s.cfg.Layout.Fingerprint()
 	var differ []string

@@ -93,7 +93,7 @@ func (s *digestSweep) pruneTombstones(ctx context.Context, pruned *Pruned) (map[
 		err = flush()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reclaim: prune tombstones: %w", err)
+		return nil, fmt.Errorf("digests: prune tombstones: %w", err)
 	}
 	return counts, nil
 }
@@ -123,7 +123,7 @@ func (s *digestSweep) pruneTrash(ctx context.Context, pruned *Pruned) error {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errSweepScanDone) {
-		return fmt.Errorf("reclaim: read trash: %w", err)
+		return fmt.Errorf("digests: read trash: %w", err)
 	}
 	landed, _, err := s.commit(ctx, writes)
 	for _, ok := range landed {
@@ -132,7 +132,7 @@ func (s *digestSweep) pruneTrash(ctx context.Context, pruned *Pruned) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("reclaim: prune trash: %w", err)
+		return fmt.Errorf("digests: prune trash: %w", err)
 	}
 	return nil
 }
@@ -158,7 +158,7 @@ func (s *digestSweep) prunePlacements(ctx context.Context, pruned *Pruned) error
 		return nil
 	})
 	if err != nil && !errors.Is(err, errSweepScanDone) {
-		return fmt.Errorf("reclaim: read placements: %w", err)
+		return fmt.Errorf("digests: read placements: %w", err)
 	}
 	landed, _, err := s.commit(ctx, writes)
 	for _, ok := range landed {
@@ -167,7 +167,7 @@ func (s *digestSweep) prunePlacements(ctx context.Context, pruned *Pruned) error
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("reclaim: prune placements: %w", err)
+		return fmt.Errorf("digests: prune placements: %w", err)
 	}
 	return nil
 }

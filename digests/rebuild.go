@@ -367,13 +367,13 @@ func (s *digestSweep) lastRebuild(ctx context.Context) (lastRebuild, bool, error
 	var l lastRebuild
 	resp, err := s.cli().Get(ctx, s.keys().Cursor(rebuildStateName))
 	if err != nil {
-		return l, false, fmt.Errorf("reclaim: read the last rebuild: %w", err)
+		return l, false, fmt.Errorf("digests: read the last rebuild: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
 		return l, false, nil
 	}
 	if err := json.Unmarshal(resp.Kvs[0].Value, &l); err != nil {
-		return l, false, fmt.Errorf("reclaim: decode the last rebuild: %w", err)
+		return l, false, fmt.Errorf("digests: decode the last rebuild: %w", err)
 	}
 	return l, true, nil
 }
@@ -420,7 +420,7 @@ func (s *digestSweep) runRebuild(ctx context.Context) error {
 		// before it is older than anything this rebuild reads.
 		resp, err := s.cli().Get(ctx, s.keys().Cursor(rebuildStateName), clientv3.WithCountOnly())
 		if err != nil {
-			return fmt.Errorf("reclaim: read the etcd revision before the rebuild: %w", err)
+			return fmt.Errorf("digests: read the etcd revision before the rebuild: %w", err)
 		}
 		s.cur.Rebuild.Started = resp.Header.Revision
 		s.cur.Rebuild.Pos, s.cur.Rebuild.Result = RebuildPos{}, RebuildResult{}

@@ -50,7 +50,7 @@ func (sw *Sweep) SettleDue(ctx context.Context, run *sweep.Run) (released int, n
 		return err
 	})
 	if err != nil {
-		return released, next, fmt.Errorf("reclaim: settle due guards: %w", err)
+		return released, next, fmt.Errorf("digests: settle due guards: %w", err)
 	}
 	return released, next, nil
 }

@@ -63,11 +63,11 @@ func (s *digestSweep) startSlice(ctx context.Context) error {
 	}
 	cov, _, err := s.store.GetCoverage(ctx, CursorName)
 	if err != nil {
-		return fmt.Errorf("reclaim: %w", err)
+		return fmt.Errorf("digests: %w", err)
 	}
 	var from digestPos
 	if err := sweep.DecodePosition(cov.Next, &from); err != nil {
-		return fmt.Errorf("reclaim: decode the digest coverage position %s: %w", cov.Next, err)
+		return fmt.Errorf("digests: decode the digest coverage position %s: %w", cov.Next, err)
 	}
 	ns := s.namespaceIndex(from.NS)
 	if ns < 0 {

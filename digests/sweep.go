@@ -48,14 +48,14 @@ type SweepDeps struct {
 // limits set to their defaults, or why cfg cannot work.
 func NewSweep(cfg SweepConfig, deps SweepDeps) (*Sweep, error) {
 	if deps.Store == nil || deps.Backend == nil {
-		return nil, errors.New("reclaim: the digest sweep needs a store and a backend")
+		return nil, errors.New("digests: the digest sweep needs a store and a backend")
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	if c.PassBlobs > 0 && c.PassBlobs < int64(deps.BatchSize) {
-		return nil, fmt.Errorf("reclaim: digest pass_blobs %d is below the batch size %d: a pass lists whole pages", c.PassBlobs, deps.BatchSize)
+		return nil, fmt.Errorf("digests: digest pass_blobs %d is below the batch size %d: a pass lists whole pages", c.PassBlobs, deps.BatchSize)
 	}
 	s := &Sweep{cfg: c, store: deps.Store, s3: deps.Backend, log: deps.Logger, metrics: deps.Metrics,
 		batch: deps.BatchSize, parallel: deps.Parallel}

@@ -54,7 +54,7 @@ func (s *digestSweep) tombstones(ctx context.Context) error {
 			s.denied(ns.Bucket, "namespace", ns.Name, err)
 			page = s3client.ObjectPage{Done: true}
 		case err != nil:
-			return fmt.Errorf("reclaim: list namespace %s: %w", ns.Name, err)
+			return fmt.Errorf("digests: list namespace %s: %w", ns.Name, err)
 		}
 		delta, err := s.page(ctx, j)
 		if err != nil {
@@ -84,7 +84,7 @@ func (s *digestSweep) startTombstones(ctx context.Context) error {
 		// revision at it.
 		resp, err := cli.Get(ctx, keys.RefRevs(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {
-			return fmt.Errorf("reclaim: read reference revisions: %w", err)
+			return fmt.Errorf("digests: read reference revisions: %w", err)
 		}
 		s.cur.Rev = resp.Header.Revision
 		s.cur.Shards = make(map[string]int64, len(resp.Kvs))
@@ -103,7 +103,7 @@ func (s *digestSweep) startTombstones(ctx context.Context) error {
 		if sweep.IsCompacted(err) {
 			return sweep.Abandon(fmt.Errorf("etcd revision %d, which the digest sweep reads references at, was compacted; the next pass starts over: %w", s.cur.Rev, err))
 		}
-		return fmt.Errorf("reclaim: read reference holds: %w", err)
+		return fmt.Errorf("digests: read reference holds: %w", err)
 	}
 	if holds.Count > 0 {
 		s.keepAll(fmt.Sprintf("%d reference hold(s) exist at revision %d: a complete into a reference source is recording its references", holds.Count, s.cur.Rev))
@@ -162,7 +162,7 @@ func (s *digestSweep) frontiers(ctx context.Context) (map[string]int64, error) {
 	}
 	resp, err := s.cli().Get(ctx, s.keys().Frontiers(), clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("reclaim: read frontiers: %w", err)
+		return nil, fmt.Errorf("digests: read frontiers: %w", err)
 	}
 	for _, kv := range resp.Kvs {
 		var f etcdstore.Frontier
@@ -374,13 +374,13 @@ func (s *digestSweep) readTombstones(ctx context.Context, digests []string) (map
 		return nil
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("reclaim: read tombstones: %w", err)
+		return nil, 0, fmt.Errorf("digests: read tombstones: %w", err)
 	}
 	if rev == 0 {
 		// No tombstone in the range: one more read says where etcd stands.
 		resp, err := s.cli().Get(ctx, keys.Tombstones(), clientv3.WithCountOnly(), clientv3.WithPrefix())
 		if err != nil {
-			return nil, 0, fmt.Errorf("reclaim: read tombstones: %w", err)
+			return nil, 0, fmt.Errorf("digests: read tombstones: %w", err)
 		}
 		rev = resp.Header.Revision
 	}

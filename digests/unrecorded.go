@@ -31,7 +31,7 @@ func (s *digestSweep) unrecorded(ctx context.Context) (string, error) {
 	keys := s.keys()
 	resp, err := s.cli().Get(ctx, keys.Unrecorded(), clientv3.WithPrefix())
 	if err != nil {
-		return "", fmt.Errorf("reclaim: read unrecorded completes: %w", err)
+		return "", fmt.Errorf("digests: read unrecorded completes: %w", err)
 	}
 	waiting := 0
 	var first etcdstore.UnrecordedWrite
@@ -46,7 +46,7 @@ func (s *digestSweep) unrecorded(ctx context.Context) (string, error) {
 		cmp := clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)
 		hold, err := s.cli().Get(ctx, keys.RefHold(u.ID), clientv3.WithCountOnly())
 		if err != nil {
-			return "", fmt.Errorf("reclaim: read reference hold: %w", err)
+			return "", fmt.Errorf("digests: read reference hold: %w", err)
 		}
 		switch {
 		case hold.Count > 0:

@@ -13,7 +13,7 @@ import (
 
 // ErrNotKnown says nothing is known about the thing asked about: no record
 // in etcd and nothing on the backend.
-var ErrNotKnown = errors.New("reclaim: nothing is known about it")
+var ErrNotKnown = errors.New("sweep: nothing is known about it")
 
 // Values are what a rule compared, by name. Times are time.Time (RFC 3339
 // in JSON), durations Go duration strings ("24h0m0s"), revisions and counts

@@ -11,11 +11,11 @@ import (
 
 // ErrFenced says etcd refused a write because the term that made it has
 // ended: another reclaimer may lead now, so this one must stop acting.
-var ErrFenced = errors.New("reclaim: write refused by the fence: this term has ended")
+var ErrFenced = errors.New("sweep: write refused by the fence: this term has ended")
 
 // ErrChanged says a record the write compared changed since it was read:
 // the decision it carried no longer holds and is dropped, not retried.
-var ErrChanged = errors.New("reclaim: record changed since it was read")
+var ErrChanged = errors.New("sweep: record changed since it was read")
 
 // Term is what a write needs to be fenced: the leader key and the create
 // revision it had when the term was won. The zero Term holds no term: its
@@ -39,7 +39,7 @@ func FencedTxn(ctx context.Context, c *clientv3.Client, t Term, cmps []clientv3.
 	all := append([]clientv3.Cmp{t.Fence()}, cmps...)
 	resp, err := c.Txn(ctx).If(all...).Then(ops...).Else(clientv3.OpGet(t.Key)).Commit()
 	if err != nil {
-		return nil, fmt.Errorf("reclaim: etcd write: %w", err)
+		return nil, fmt.Errorf("sweep: etcd write: %w", err)
 	}
 	if resp.Succeeded {
 		return resp, nil

@@ -47,7 +47,7 @@ type Run struct {
 // ErrFutureTime says a recorded time lies beyond now plus the allowed
 // clock skew. A clock that ran ahead wrote it, so no age can be judged from
 // it: its record is kept (longer, never shorter).
-var ErrFutureTime = errors.New("reclaim: recorded time in the future")
+var ErrFutureTime = errors.New("sweep: recorded time in the future")
 
 // Fire calls the fault hook at point, if there is one.
 func (r *Run) Fire(point string) {

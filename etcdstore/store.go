@@ -277,3 +277,17 @@ func (s *Store) PutIdempotent(ctx context.Context, id string, o IdempotentOutcom
 	}
 	return prev, ErrConflict
 }
+
+// Holds reports whether every comparison in cmps holds now, such as a
+// reclaimer's fence, so that a caller whose fenced write failed can tell a
+// lost fence from a record that changed.
+func (s *Store) Holds(ctx context.Context, cmps ...clientv3.Cmp) (bool, error) {
+	if len(cmps) == 0 {
+		return true, nil
+	}
+	resp, err := s.cli.Txn(ctx).If(cmps...).Commit()
+	if err != nil {
+		return false, fmt.Errorf("check comparisons: %w", err)
+	}
+	return resp.Succeeded, nil
+}

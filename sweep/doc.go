@@ -11,6 +11,7 @@
 // its term cannot act; a sweep stopped by an error is resumed by the next
 // attempt of the same pass, unless the error was made with Abandon.
 //
-// Package sweep imports nothing of sweepgate: the packages of the sweeps
+// Of sweepgate, package sweep imports only etcdstore (the coverage record
+// a bounded pass's slice reads and writes): the packages of the sweeps
 // import it, never the other way round.
 package sweep

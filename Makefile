@@ -19,10 +19,11 @@
 #                (default 50000) generated requests
 #   make clean   remove bin/, .data/ and test leftovers
 #
-# Plain `go test ./...` is the quick loop: it runs the unit and integration
-# tests only. The suites that start whole systems are behind build tags on
-# their test files: e2e (./e2e), chaos (./chaos) and bench (./bench); the
-# targets below pass the tag each suite needs.
+# Plain `go test ./...` is the quick loop: unit tests only, no server
+# started and no process run. The tests against a real MinIO or etcd
+# (embedded or a process) carry the build tag integration, and the suites
+# that start whole systems theirs: e2e (./e2e), chaos (./chaos) and bench
+# (./bench); the targets below pass the tag each suite needs.
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -77,13 +78,15 @@ CHAOS_TEST_DURATION ?= 60s
 CHAOS_TEST_TIMEOUT ?= 8m
 CHAOS_TIME ?= 30m
 
-# The build tags of the suites that start whole systems. Without them those
-# packages have no tests, so `go test ./...` runs the unit and integration
-# tests alone; make lint checks the tagged files with all of them set.
+# The build tags: integration for the tests of each package against a real
+# MinIO or etcd, and those of the suites that start whole systems. Without
+# them `go test ./...` runs the unit tests alone; make lint checks the
+# tagged files with all of them set.
+INTEGRATION_TAGS := integration
 E2E_TAGS := e2e
 CHAOS_TAGS := chaos
 BENCH_TAGS := bench
-LINT_TAGS := $(E2E_TAGS),$(CHAOS_TAGS),$(BENCH_TAGS)
+LINT_TAGS := $(INTEGRATION_TAGS),$(E2E_TAGS),$(CHAOS_TAGS),$(BENCH_TAGS)
 
 .PHONY: build
 build:
@@ -115,7 +118,7 @@ bin/staticcheck:
 test: build $(TEST_TOOLS)
 	@status=0; \
 	echo "== unit and integration tests (-race)"; \
-	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./... || status=1; \
+	$(GO) test -race -tags $(INTEGRATION_TAGS) -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./... || status=1; \
 	echo "== e2e tests (real MinIO, sweepgate binary, real clients, registry and crane)"; \
 	$(GO) test -tags $(E2E_TAGS) -count=1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) ./e2e/ || status=1; \
 	echo "== chaos campaign ($(CHAOS_TEST_DURATION) of workload under faults; its seed is printed) and the cases campaigns found"; \
@@ -127,7 +130,7 @@ test: build $(TEST_TOOLS)
 
 .PHONY: test-unit
 test-unit: bin/minio
-	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./...
+	$(GO) test -race -tags $(INTEGRATION_TAGS) -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./...
 
 .PHONY: test-e2e
 test-e2e: build $(TEST_TOOLS)
@@ -164,7 +167,7 @@ run: build bin/minio
 .PHONY: fuzz
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
-	$(MAKE) --no-print-directory bin/minio && SWEEPGATE_DIFFERENTIAL_REQUESTS=$${SWEEPGATE_DIFFERENTIAL_REQUESTS:-50000} $(GO) test -count=1 -timeout 60m -v -run '^TestDifferentialOneMeaning$$' ./gateway/
+	$(MAKE) --no-print-directory bin/minio && SWEEPGATE_DIFFERENTIAL_REQUESTS=$${SWEEPGATE_DIFFERENTIAL_REQUESTS:-50000} $(GO) test -tags $(INTEGRATION_TAGS) -count=1 -timeout 60m -v -run '^TestDifferentialOneMeaning$$' ./gateway/
 
 .PHONY: clean
 clean:

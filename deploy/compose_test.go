@@ -1,3 +1,5 @@
+//go:build integration
+
 package deploy
 
 // The compose set-up's tests: the services, their configuration and

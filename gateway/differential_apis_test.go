@@ -1,3 +1,5 @@
+//go:build integration
+
 package gateway
 
 // The differential suite's vocabulary: the S3 APIs as the documentation

@@ -1,3 +1,5 @@
+//go:build integration
+
 package gateway
 
 // The differential suite's checks: each outcome against what MinIO

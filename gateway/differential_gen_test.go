@@ -1,3 +1,5 @@
+//go:build integration
+
 package gateway
 
 // The differential suite's request generator: the requests it sends, drawn

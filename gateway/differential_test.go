@@ -1,3 +1,5 @@
+//go:build integration
+
 package gateway
 
 // The differential suite: generated requests go through an in-process

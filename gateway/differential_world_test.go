@@ -1,3 +1,5 @@
+//go:build integration
+
 package gateway
 
 // The differential suite's world: the in-process gateway in front of MinIO,

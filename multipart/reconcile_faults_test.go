@@ -1,3 +1,5 @@
+//go:build integration
+
 package multipart_test
 
 // The reconciler's tests under failures: the backend or etcd failing, a

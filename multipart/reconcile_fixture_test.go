@@ -1,3 +1,5 @@
+//go:build integration
+
 package multipart_test
 
 // The reconciler tests' fixtures: etcd, the injected clock, the tap on the

@@ -245,14 +245,17 @@ func (p *TCPProxy) serve(c *tcpConn) {
 	go func() { p.pump(c, upstream, c.client); ends <- struct{}{} }()
 	go func() { p.pump(c, c.client, upstream); ends <- struct{}{} }()
 	// Either direction ending (EOF, an error, a cut held until Restore)
-	// ends the connection.
+	// ends the connection; then both pumps are waited for.
+	running := 2
 	select {
 	case <-ends:
+		running--
 	case <-c.done:
 	}
 	c.close()
-	<-ends
-	<-ends
+	for ; running > 0; running-- {
+		<-ends
+	}
 }
 
 // pump copies src to dst until src ends or the proxy is cut. Once cut,

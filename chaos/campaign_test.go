@@ -63,7 +63,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("chaos: %v", err)
 	}
 
-	eps := clientEndpoints(t, sys, cfg.clients+registryClients)
+	eps := clientEndpoints(t, sys, cfg.clients+registryClients+sessionFreeClients)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	f := newFaults(sys, clog, cfg)
@@ -138,7 +138,7 @@ func TestChaos(t *testing.T) {
 	clog.printf("phase", "checks")
 	c.runChecks(t, aud)
 
-	reportVerdict(t, cfg, clog, c, w, summarize(w, f, smp, started, stopped))
+	reportVerdict(t, cfg, clog, c, w, summarize(w, f, smp, started, stopped)+"; "+c.sessionFree)
 }
 
 // runChecks replays etcd's history since the system started and runs
@@ -162,6 +162,7 @@ func (c *checker) runChecks(t *testing.T, aud *blobAuditor) {
 	c.checkAroundParts()
 	c.checkClockOffsets()
 	c.checkLayouts()
+	c.checkSessionFree()
 }
 
 // clientEndpoints gives each of n clients both libraries for both
@@ -265,6 +266,10 @@ func startSystem(t *testing.T, clog *campaignLog) *system {
 		},
 	}
 	for i := range sys.names {
+		opts := opts
+		if i == cutGateway {
+			opts.EtcdEndpoints = startEtcdProxies(t, sys)
+		}
 		g := harness.StartGateway(t, sys.minio, opts)
 		sys.gateways = append(sys.gateways, g)
 		p := harness.StartFaultProxy(t, g.Endpoint)
@@ -272,7 +277,7 @@ func startSystem(t *testing.T, clog *campaignLog) *system {
 		p.Inject(a.rule())
 		sys.front = append(sys.front, p)
 		sys.arrivals = append(sys.arrivals, a)
-		clog.printf("setup", "%s: pid %d, S3 %s via front proxy %s, admin %s, log %s", sys.names[i], g.PID(), g.Endpoint, p.URL, g.AdminEndpoint, g.LogFile)
+		clog.printf("setup", "%s: pid %d, S3 %s via front proxy %s, admin %s, etcd %s, log %s", sys.names[i], g.PID(), g.Endpoint, p.URL, g.AdminEndpoint, strings.Join(opts.EtcdEndpoints, ","), g.LogFile)
 	}
 	clog.printf("setup", "MinIO %s (log %s) via backend proxy %s; etcd %s", sys.minio.Endpoint, sys.minio.LogFile, sys.back.URL, strings.Join(sys.cluster.Endpoints(), ","))
 	return sys

@@ -125,6 +125,8 @@ type checker struct {
 	keys    etcdstore.Keys
 	h       *history
 	started time.Time
+	// sessionFree is checkSessionFree's account, for the summary.
+	sessionFree string
 }
 
 // checkObjects reads every object whose complete succeeded from MinIO and

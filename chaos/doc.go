@@ -15,13 +15,22 @@
 // restarted, a gateway restarted with its clock offset, or with another
 // digests layout (without the manifests' source, or with a namespace
 // more), an etcd member killed, the whole etcd cluster frozen (SIGSTOP),
-// the reclaimer leader paused past its lease. A checker then proves what sweepgate promises: no acknowledged
-// object lost or changed, no live upload reclaimed, no upload aborted
-// with a part newer than its mark, nothing abandoned left behind, no
-// referenced blob deleted (also by a delete that outlived its guard), no
-// acknowledged tag that does not pull, nothing deleted by a pass that
-// decided while a clock was off or while the gateways' layouts differed,
-// no destructive step outside a term that led.
+// etcd unreachable from one gateway only (a partition: that gateway
+// reaches the members through TCP proxies that hold its connections
+// while the other gateway and the members keep talking), the reclaimer
+// leader paused past its lease. Session-free producers put, read, head
+// and list plain objects and read referenced blobs, one attempt each on
+// either gateway. A checker then proves what sweepgate promises: no
+// acknowledged object lost or changed, no live upload reclaimed, no
+// upload aborted with a part newer than its mark, nothing abandoned left
+// behind, no referenced blob deleted (also by a delete that outlived its
+// guard), no acknowledged tag that does not pull, nothing deleted by a
+// pass that decided while a clock was off or while the gateways' layouts
+// differed, no destructive step outside a term that led, and no
+// session-free request failed (a request that needs no etcd answered
+// with a server error, or left unanswered during an etcd fault, by a
+// gateway that was live and unpaused with no proxy fault or backend
+// failure on the request).
 //
 // Everything random comes from one seed, so a failing campaign is run again
 // with the same schedule of operations and faults (the exact interleaving

@@ -28,6 +28,10 @@ type system struct {
 	// proxy between both gateways and MinIO.
 	front []*harness.FaultProxy
 	back  *harness.FaultProxy
+	// etcdProxies are gateway cutGateway's ways to the etcd members, one
+	// per member (partition_test.go); the other gateway reaches them
+	// directly.
+	etcdProxies []*harness.TCPProxy
 	// backArrivals records when each request reached back.
 	backArrivals *arrivalLog
 	// arrivals[i] records when each request reached front[i], in the
@@ -126,6 +130,10 @@ type faults struct {
 	stopped    map[int]bool // gateways under SIGSTOP now
 	offsets    []offsetWindow
 	layouts    []layoutWindow
+	// etcdFaults are the times etcd was killed, frozen or cut off;
+	// restarts the times a gateway was down or restarting.
+	etcdFaults []etcdWindow
+	restarts   []gwWindow
 	counts     map[string]int
 }
 
@@ -139,8 +147,9 @@ func (f *faults) count(what string) {
 	f.mu.Unlock()
 }
 
-// The process faults (and faultClockOffset, faultLayout), taken in turns in an order
-// drawn from the seed, so that even a short campaign has each of them.
+// The process faults (and faultClockOffset, faultLayout,
+// faultPartitionEtcd), taken in turns in an order drawn from the seed, so
+// that even a short campaign has each of them.
 const (
 	faultKillGateway = "kill-gateway"
 	faultKillEtcd    = "kill-etcd"
@@ -152,7 +161,7 @@ const (
 // goroutine, since restarting a process may fail the test.
 func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) {
 	rng := f.cfg.rng(1)
-	kinds := []string{faultKillGateway, faultKillEtcd, faultFreezeEtcd, faultStopLeader, faultClockOffset, faultLayout}
+	kinds := []string{faultKillGateway, faultKillEtcd, faultFreezeEtcd, faultPartitionEtcd, faultStopLeader, faultClockOffset, faultLayout}
 	next := time.Now().Add(time.Duration(4000+rng.IntN(4000)) * time.Millisecond)
 	for turn := 0; ; turn++ {
 		if turn%len(kinds) == 0 {
@@ -194,6 +203,8 @@ func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) 
 			f.killEtcd(t, pick, down+time.Second)
 		case faultFreezeEtcd:
 			f.freezeEtcd(down + time.Second)
+		case faultPartitionEtcd:
+			f.partitionEtcd(ctx, down+time.Second, lead)
 		case faultStopLeader:
 			f.stopLeader(ctx, down+electionTTL+time.Second)
 		case faultClockOffset:
@@ -217,11 +228,13 @@ func (f *faults) killGateway(t *testing.T, ctx context.Context, pick int, down t
 	}
 	g := f.sys.gateways[victim]
 	f.log.printf("FAULT", "SIGKILL %s (pid %d, %s); restart in %s", f.sys.names[victim], g.PID(), why, down)
+	from := time.Now()
 	g.Kill()
 	f.count(faultKillGateway)
 	time.Sleep(down)
 	start := time.Now()
 	g.Restart()
+	f.restarted(victim, from, faultKillGateway)
 	f.log.printf("FAULT", "%s restarted (pid %d) in %s", f.sys.names[victim], g.PID(), time.Since(start).Round(time.Millisecond))
 }
 
@@ -234,11 +247,13 @@ func (f *faults) killEtcd(t *testing.T, pick int, down time.Duration) {
 		victim, why = f.sys.cluster.Leader(t), "the raft leader"
 	}
 	f.log.printf("FAULT", "SIGKILL etcd member %s (%s); restart in %s", f.sys.cluster.Name(victim), why, down)
+	from := time.Now()
 	f.sys.cluster.Kill(victim)
 	f.count(faultKillEtcd)
 	time.Sleep(down)
 	start := time.Now()
 	f.sys.cluster.Restart(victim)
+	f.etcdFault(faultKillEtcd, -1, from)
 	f.log.printf("FAULT", "etcd member %s restarted in %s", f.sys.cluster.Name(victim), time.Since(start).Round(time.Millisecond))
 }
 
@@ -248,6 +263,7 @@ func (f *faults) killEtcd(t *testing.T, pick int, down time.Duration) {
 func (f *faults) freezeEtcd(d time.Duration) {
 	n := f.sys.cluster.Len()
 	f.log.printf("FAULT", "SIGSTOP every etcd member for %s", d)
+	from := time.Now()
 	for i := range n {
 		f.sys.cluster.Freeze(i)
 	}
@@ -256,6 +272,7 @@ func (f *faults) freezeEtcd(d time.Duration) {
 	for i := range n {
 		f.sys.cluster.Thaw(i)
 	}
+	f.etcdFault(faultFreezeEtcd, -1, from)
 	f.log.printf("FAULT", "SIGCONT every etcd member")
 }
 
@@ -386,6 +403,9 @@ func (f *faults) heal(t *testing.T) {
 	f.mu.Unlock()
 	for _, in := range ins {
 		in.Remove()
+	}
+	for _, p := range f.sys.etcdProxies {
+		p.Restore()
 	}
 	for i := range f.sys.gateways {
 		f.cont(i)

@@ -114,6 +114,7 @@ func (f *faults) layoutMismatch(t *testing.T, ctx context.Context, pick int, var
 	f.log.printf("FAULT", "restart %s %s (another layout fingerprint) for %s", f.sys.names[victim], variant, d)
 	g.Restart()
 	w.live = time.Now()
+	f.restarted(victim, w.start, faultLayout)
 	f.log.printf("FAULT", "%s serves %s (pid %d)", f.sys.names[victim], variant, g.PID())
 	f.count(faultLayout)
 	// Put the file back at once: a kill fault's restart, or the heal,
@@ -140,6 +141,7 @@ func (f *faults) layoutMismatch(t *testing.T, ctx context.Context, pick int, var
 	f.sys.steer.Store(0)
 	w.end = time.Now()
 	g.Restart()
+	f.restarted(victim, w.end, faultLayout)
 	f.log.printf("FAULT", "%s restarted with the campaign's layout (pid %d)", f.sys.names[victim], g.PID())
 	f.mu.Lock()
 	f.layouts = append(f.layouts, w)

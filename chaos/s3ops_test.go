@@ -38,6 +38,11 @@ type s3ops interface {
 	del(ctx context.Context, key string) error
 	// get reads an object and returns its SHA-256 and size.
 	get(ctx context.Context, key string) (sum string, size int64, err error)
+	// head returns an object's size.
+	head(ctx context.Context, key string) (size int64, err error)
+	// list returns how many keys the bucket lists under prefix (up to a
+	// thousand: one page).
+	list(ctx context.Context, prefix string) (int, error)
 }
 
 // partResult is what complete needs of an uploaded part.
@@ -143,6 +148,22 @@ func (a awsOps) get(ctx context.Context, key string) (string, int64, error) {
 	return sum, n, nil
 }
 
+func (a awsOps) head(ctx context.Context, key string) (int64, error) {
+	out, err := a.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(a.bucket), Key: aws.String(key)})
+	if err != nil {
+		return 0, err
+	}
+	return aws.ToInt64(out.ContentLength), nil
+}
+
+func (a awsOps) list(ctx context.Context, prefix string) (int, error) {
+	out, err := a.c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(a.bucket), Prefix: aws.String(prefix)})
+	if err != nil {
+		return 0, err
+	}
+	return len(out.Contents), nil
+}
+
 // minioOps is minio-go's Core API (the calls its high-level API is made
 // of), with minio-go's own retries off.
 type minioOps struct {
@@ -227,6 +248,30 @@ func (m minioOps) get(ctx context.Context, key string) (string, int64, error) {
 		return "", n, fmt.Errorf("read %s after %d bytes: %w", key, n, err)
 	}
 	return sum, n, nil
+}
+
+func (m minioOps) head(ctx context.Context, key string) (int64, error) {
+	info, err := m.c.StatObject(ctx, m.bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		return 0, err
+	}
+	return info.Size, nil
+}
+
+// list reads one page of ListObjectsV2 (Core's own takes no context).
+func (m minioOps) list(ctx context.Context, prefix string) (int, error) {
+	n := 0
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for o := range m.c.Client.ListObjects(ctx, m.bucket, minio.ListObjectsOptions{Prefix: prefix, MaxKeys: 1000}) {
+		if o.Err != nil {
+			return n, o.Err
+		}
+		if n++; n == 1000 {
+			break
+		}
+	}
+	return n, nil
 }
 
 // partsMissing is a ListParts that does not show a part the client

@@ -108,15 +108,17 @@ type workload struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	mu         sync.Mutex
-	uploads    []*upload
-	writes     []manifestWrite
-	pushes     map[string][]push // by digest
-	deletes    []*manifestDelete
-	violations []string
-	anomalies  []string
-	counts     map[string]int
-	lastWrite  time.Time // last manifest or blob write answered
+	mu      sync.Mutex
+	uploads []*upload
+	writes  []manifestWrite
+	pushes  map[string][]push // by digest
+	deletes []*manifestDelete
+	// sessionFree are the session-free producers' attempts.
+	sessionFree []sessionFreeCall
+	violations  []string
+	anomalies   []string
+	counts      map[string]int
+	lastWrite   time.Time // last manifest or blob write answered
 }
 
 // endpoint is one client library talking to one gateway.
@@ -146,6 +148,15 @@ func (w *workload) start(ctx context.Context) {
 		go func() {
 			defer w.wg.Done()
 			c.runRegistry(ctx)
+		}()
+	}
+	// The session-free producers (sessionfree_test.go), after those.
+	for i := range sessionFreeClients {
+		c := &client{w: w, id: w.cfg.clients + registryClients + i, rng: w.cfg.rng(uint64(300 + i)), gw: i % len(w.names)}
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			c.runSessionFree(ctx)
 		}()
 	}
 }

@@ -108,6 +108,34 @@ func TestTCPProxyCutHoldsAndRestoreCloses(t *testing.T) {
 	}
 }
 
+// A connection its client closes ends on the proxy too, and Close does
+// not wait for it.
+func TestTCPProxyClientCloseEndsConnection(t *testing.T) {
+	target, _ := echoServer(t)
+	p, err := NewTCPProxy(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := roundTrip(c, "bye", 5*time.Second); err != nil || got != "bye" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	c.Close()
+	done := make(chan struct{})
+	go func() {
+		p.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waits 10s after the client closed its connection")
+	}
+}
+
 func TestTCPProxyUnreachableTargetCloses(t *testing.T) {
 	ports := ReservePorts(t, 1)
 	p := StartTCPProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])))

@@ -16,8 +16,8 @@ import (
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/admin/admintest"
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -330,7 +330,7 @@ func TestReclaimAPIErrors(t *testing.T) {
 	t.Parallel()
 	st := admintest.NewStore(t)
 	// A reclaimer that never campaigns: the checks come before any use.
-	be, err := gateway.NewBackendClient("http://127.0.0.1:1", "us-east-1", "AK", "SK")
+	be, err := backend.NewStatic("http://127.0.0.1:1", "us-east-1", "AK", "SK")
 	if err != nil {
 		t.Fatal(err)
 	}

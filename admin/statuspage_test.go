@@ -20,10 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sweepgate/sweepgate/admin/admintest"
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -58,7 +58,7 @@ func newStatusEnv(t *testing.T, lead bool) *statusEnv {
 	}
 	env := &statusEnv{etcd: e, store: etcdstore.NewStore(cli, keys), now: admintest.T3.Add(time.Hour)}
 	// No pass runs, so the backend is never called: nothing listens there.
-	backend, err := gateway.NewBackendClient("http://127.0.0.1:1", "us-east-1", "key", "secret")
+	backend, err := backend.NewStatic("http://127.0.0.1:1", "us-east-1", "key", "secret")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,10 +24,10 @@ import (
 	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -282,7 +282,7 @@ func newReclaimWorld(b *testing.B, cli *clientv3.Client) *reclaimWorld {
 		b.Fatal(err)
 	}
 	w.direct = minio.Core{Client: mc}
-	if w.backend, err = gateway.NewBackendClient(w.minio.Endpoint, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey); err != nil {
+	if w.backend, err = backend.NewStatic(w.minio.Endpoint, w.minio.Region, w.minio.AccessKey, w.minio.SecretKey); err != nil {
 		b.Fatal(err)
 	}
 	return w

@@ -282,7 +282,7 @@ type Backend struct {
 	// SecretKey.
 	SecretKeyFile string
 	// Identities are the other backend keys that client credentials may
-	// name (AccessKey and SecretKey are gateway.DefaultIdentity).
+	// name (AccessKey and SecretKey are backend.DefaultIdentity).
 	Identities []BackendIdentity
 }
 
@@ -294,7 +294,7 @@ type Credential struct {
 	SecretKey Secret
 	Principal string
 	// Backend names the backend identity the key's requests are signed
-	// with; "" is gateway.DefaultIdentity.
+	// with; "" is backend.DefaultIdentity.
 	Backend string
 }
 

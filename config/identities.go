@@ -7,13 +7,13 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/backend"
 )
 
 // BackendIdentity is a named backend key (backend.identities) that client
 // credentials name to have their requests signed with it, so that the
 // backend's policy for that key applies to them. backend.access_key and
-// backend.secret_key are the identity named gateway.DefaultIdentity.
+// backend.secret_key are the identity named backend.DefaultIdentity.
 type BackendIdentity struct {
 	Name      string
 	AccessKey string
@@ -131,13 +131,13 @@ func (c *Config) validateIdentities() []error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", describe(key), fmt.Sprintf(format, args...)))
 	}
-	known := map[string]bool{gateway.DefaultIdentity: true}
+	known := map[string]bool{backend.DefaultIdentity: true}
 	for i := range c.Backend.Identities {
 		id := &c.Backend.Identities[i]
 		switch {
 		case id.Name == "" || strings.ContainsAny(id.Name, ":, \t\r\n"):
 			bad("backend.identities", "entry %d: the name %q must be non-empty, without ':', ',' or spaces", i+1, id.Name)
-		case id.Name == gateway.DefaultIdentity:
+		case id.Name == backend.DefaultIdentity:
 			bad("backend.identities", "%q names backend.access_key and backend.secret_key; choose another name", id.Name)
 		case known[id.Name]:
 			bad("backend.identities", "%q is listed twice", id.Name)
@@ -166,7 +166,7 @@ func (c *Config) validateIdentities() []error {
 		}
 	}
 	if !known[c.Reclaim.BackendIdentity] {
-		bad("reclaim.backend_identity", "%q is not a backend identity (%s, or a name in backend.identities)", c.Reclaim.BackendIdentity, gateway.DefaultIdentity)
+		bad("reclaim.backend_identity", "%q is not a backend identity (%s, or a name in backend.identities)", c.Reclaim.BackendIdentity, backend.DefaultIdentity)
 	}
 	for _, b := range c.Reclaim.Buckets {
 		if err := checkBucket(b); err != nil {

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -146,7 +146,7 @@ func Settings() []Setting {
 		setting("backend.endpoint", "URL", "",
 			"URL of the S3 server behind the gateway, such as http://127.0.0.1:9100.",
 			func(c *Config) any { return &c.Backend.Endpoint }).required(),
-		setting("backend.region", "REGION", gateway.DefaultRegion,
+		setting("backend.region", "REGION", backend.DefaultRegion,
 			"Region the backend expects requests to be signed for.",
 			func(c *Config) any { return &c.Backend.Region }),
 		setting("backend.ca_file", "FILE", "",
@@ -305,7 +305,7 @@ func Settings() []Setting {
 		setting("reclaim.pass_uploads", "UPLOADS", strconv.FormatInt(reclaim.DefaultPassUploads, 10),
 			"Most backend uploads one pass lists, so that a pass over millions of uploads is short: each pass starts where the last one that ran to its end stopped (bucket and key order), decides only about what it listed, and the pass that reaches the last bucket completes a cycle; the report's slice says where a pass started and stopped and when the whole keyspace was last covered. The breaker judges each pass's own slice. 0 lists every upload in every pass.",
 			func(c *Config) any { return &c.Reclaim.PassUploads }),
-		setting("reclaim.backend_identity", "NAME", gateway.DefaultIdentity,
+		setting("reclaim.backend_identity", "NAME", backend.DefaultIdentity,
 			"Backend identity (backend.identities, or default for backend.access_key) that signs the requests of the reclaimer, the session reconciler, the digest sweep and the readiness check; no client request is signed with it unless a credential names it. Its minimum policy is in docs/architecture.md, \"Backend identities\".",
 			func(c *Config) any { return &c.Reclaim.BackendIdentity }).reloadable(),
 		setting("reclaim.buckets", "BUCKET", "",

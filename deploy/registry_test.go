@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -156,17 +157,26 @@ func wire(t *testing.T) *recorder {
 	store := etcdstore.NewStore(cli, keys).WithMetrics(reg)
 	reg.MustRegister(digests.NewPlaneCollector(store, cfg.Digests.Planes, time.Now))
 	logger := slog.New(slog.DiscardHandler)
-	gw, err := gateway.New(gateway.Config{
-		BackendEndpoint:  cfg.Backend.Endpoint,
-		BackendAccessKey: cfg.Backend.AccessKey,
-		BackendSecretKey: string(cfg.Backend.SecretKey),
-		Credentials:      []sigv4.Credential{{AccessKey: "metrics", SecretKey: "metrics-secret", Principal: "metrics"}},
-		Logger:           logger,
-		Metrics:          reg,
-		Sessions:         &gateway.SessionsConfig{Store: store},
-		Digests:          &gateway.DigestsConfig{Store: store, Layout: layout},
-	})
+	be, err := backend.NewStatic(cfg.Backend.Endpoint, "", cfg.Backend.AccessKey, string(cfg.Backend.SecretKey))
 	if err != nil {
+		t.Fatal(err)
+	}
+	sessions, err := multipart.New(multipart.Config{Store: store, Backend: be, Logger: logger, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := digests.NewService(digests.ServiceConfig{Store: store, Layout: layout, Parts: store, Sessions: sessions, Backend: be, Logger: logger, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gateway.New(gateway.Config{
+		Backend:     be,
+		Credentials: []sigv4.Credential{{AccessKey: "metrics", SecretKey: "metrics-secret", Principal: "metrics"}},
+		Logger:      logger,
+		Metrics:     reg,
+		Sessions:    sessions,
+		Digests:     blobs,
+	}); err != nil {
 		t.Fatal(err)
 	}
 	reload.New(cfg, nil, logger, reg)
@@ -175,8 +185,8 @@ func wire(t *testing.T) *recorder {
 	}
 	if _, err := reclaim.New(reclaim.Config{
 		Store:    store,
-		Sessions: gw.Sessions(),
-		Backend:  gw.Backend(),
+		Sessions: sessions,
+		Backend:  be,
 		ID:       "deploy-test",
 		Logger:   logger,
 		Metrics:  reg,

@@ -10,9 +10,9 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/s3client"
 )
 
@@ -38,7 +38,7 @@ func TestRebuildDeniedSource(t *testing.T) {
 	if err := r.minio.AddUser(t.Context(), "narrow", "narrow-secret", policy); err != nil {
 		t.Fatal(err)
 	}
-	signed, err := gateway.NewBackendClient(r.minio.Endpoint, r.minio.Region, "narrow", "narrow-secret")
+	signed, err := backend.NewStatic(r.minio.Endpoint, r.minio.Region, "narrow", "narrow-secret")
 	if err != nil {
 		t.Fatal(err)
 	}

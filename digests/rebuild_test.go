@@ -23,10 +23,10 @@ import (
 	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/s3client"
 )
 
@@ -84,7 +84,7 @@ func newRebuildEnv(t *testing.T, maxBody int64) *rebuildEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signed, err := gateway.NewBackendClient(e.minio.Endpoint, e.minio.Region, e.minio.AccessKey, e.minio.SecretKey)
+	signed, err := backend.NewStatic(e.minio.Endpoint, e.minio.Region, e.minio.AccessKey, e.minio.SecretKey)
 	if err != nil {
 		t.Fatal(err)
 	}

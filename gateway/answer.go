@@ -8,10 +8,10 @@ import (
 )
 
 // send sends a client's request on to the backend and reads the answer
-// whole; backendClient.RoundTrip times the call and notes the backend's
-// request id.
+// whole; the backend client reports the call's duration and the backend's
+// request id to the request's Caller.
 func (g *Gateway) send(out *http.Request) (*s3client.Answer, error) {
-	return s3client.Send(g.backendClient, out)
+	return s3client.Send(g.backend, out)
 }
 
 // backendFailed answers a request whose backend round trip failed.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 )
@@ -23,12 +24,15 @@ func TestBackendRootCAs(t *testing.T) {
 	m := harness.StartMinIOTLS(t)
 	creds := []sigv4.Credential{{AccessKey: "client", SecretKey: "client-secret-1", Principal: "client"}}
 	gateway := func(roots *x509.CertPool) *httptest.Server {
-		g, err := New(Config{
-			BackendEndpoint: m.Endpoint, BackendRegion: m.Region,
-			BackendAccessKey: m.AccessKey, BackendSecretKey: m.SecretKey,
-			BackendRootCAs: roots,
-			Credentials:    creds,
-		})
+		ids, err := backend.NewIdentities(map[string]backend.Key{backend.DefaultIdentity: {AccessKey: m.AccessKey, SecretKey: m.SecretKey}}, "", m.Region, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be, err := backend.New(backend.Config{Endpoint: m.Endpoint, RootCAs: roots, Identities: ids})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := New(Config{Backend: be, Credentials: creds})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +50,7 @@ func TestBackendRootCAs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := harness.SignV4(t.Context(), req, "client", "client-secret-1", m.Region, emptySHA256, time.Now()); err != nil {
+		if err := harness.SignV4(t.Context(), req, "client", "client-secret-1", m.Region, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := http.DefaultClient.Do(req)

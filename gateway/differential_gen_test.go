@@ -17,6 +17,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/sweepgate/sweepgate/backend"
 )
 
 // diffGen generates requests from a seeded source.
@@ -78,7 +80,7 @@ func (g *diffGen) shapeKey(t diffTarget) (shape, key, raw string) {
 		"upper-hex", "unicode", "trailing-slash", "backslash-dot-dot", "nul",
 	}); shape {
 	case "canonical":
-		return shape, k, escapePath(k)
+		return shape, k, backend.EscapePath(k)
 	case "leading-slash":
 		k = "/" + k
 	case "double-slash":
@@ -97,13 +99,13 @@ func (g *diffGen) shapeKey(t diffTarget) (shape, key, raw string) {
 		i := strings.LastIndex(k, "/")
 		k = k[:i+1] + "x/../" + k[i+1:]
 		if shape == "encoded-dot-dot" {
-			return shape, k, strings.ReplaceAll(escapePath(k), "/../", "/%2E%2E/")
+			return shape, k, strings.ReplaceAll(backend.EscapePath(k), "/../", "/%2E%2E/")
 		}
 	case "encoded-slash":
-		return shape, k, strings.ReplaceAll(escapePath(k), "/", "%2F")
+		return shape, k, strings.ReplaceAll(backend.EscapePath(k), "/", "%2F")
 	case "upper-hex":
 		if !t.blob {
-			return "canonical", k, escapePath(k)
+			return "canonical", k, backend.EscapePath(k)
 		}
 		k = diffBlobPrefix + strings.ToUpper(strings.TrimPrefix(k, diffBlobPrefix))
 	case "unicode":
@@ -116,7 +118,7 @@ func (g *diffGen) shapeKey(t diffTarget) (shape, key, raw string) {
 		i := strings.LastIndex(k, "/")
 		k = k[:i+1] + `x\..\` + k[i+1:]
 	}
-	return shape, k, escapePath(k)
+	return shape, k, backend.EscapePath(k)
 }
 
 func diffBadKey(key string) bool {
@@ -259,7 +261,7 @@ func (g *diffGen) drawTarget(q *diffRequest, api *diffAPI, tweak string) diffTar
 		q.rawPath = q.path
 	default:
 		t = diffPick(rng, g.targets())
-		shape, key, raw := "canonical", t.key, escapePath(t.key)
+		shape, key, raw := "canonical", t.key, backend.EscapePath(t.key)
 		if api == nil || tweak == "shape" {
 			shape, key, raw = g.shapeKey(t)
 		}

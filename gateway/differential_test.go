@@ -34,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 )
 
@@ -318,7 +319,7 @@ func (w *diffWorld) diffFixed() []*diffRequest {
 		if header == nil {
 			header = http.Header{}
 		}
-		return &diffRequest{method: method, path: p, rawPath: escapePath(p), rawQuery: rawQuery, header: header, body: body, target: "fixed", shape: "canonical"}
+		return &diffRequest{method: method, path: p, rawPath: backend.EscapePath(p), rawQuery: rawQuery, header: header, body: body, target: "fixed", shape: "canonical"}
 	}
 	deletes := func(bucket string, keys ...string) *diffRequest {
 		var b strings.Builder

@@ -27,11 +27,14 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/multipart"
 )
 
 // diffLogs keeps the gateway's "request" log lines by request id, and its
@@ -225,24 +228,20 @@ func newDiffWorld(t *testing.T) *diffWorld {
 		diffOwner:   {AccessKey: "ownerkey", SecretKey: "owner-secret-0123456789", Principal: diffOwner},
 		diffAdmin:   {AccessKey: "diffadminkey", SecretKey: "diffadmin-secret-0123456789", Principal: diffAdmin},
 	}
-	g, err := New(Config{
-		BackendEndpoint: w.minio.Endpoint, BackendRegion: w.minio.Region,
-		BackendAccessKey: w.minio.AccessKey, BackendSecretKey: w.minio.SecretKey,
-		Credentials:  []sigv4.Credential{w.creds[diffMallory], w.creds[diffOwner], w.creds[diffAdmin]},
-		ReservedKeys: []string{diffReservedPrefix},
-		Logger:       slog.New(&diffLogHandler{logs: w.logs}),
-		Sessions:     &SessionsConfig{Store: w.store, EnforceOwnership: true, AdminPrincipals: []string{diffAdmin}},
-		Digests: &DigestsConfig{
+	g := newTestGateway(t, testParts{
+		Endpoint: w.minio.Endpoint, Region: w.minio.Region, AccessKey: w.minio.AccessKey, SecretKey: w.minio.SecretKey,
+		Sessions: &multipart.Config{Store: w.store, EnforceOwnership: true, AdminPrincipals: []string{diffAdmin}},
+		Digests: &digests.ServiceConfig{
 			Store: w.store, Layout: &cas.Layout{Namespaces: []cas.Namespace{ns}, Sources: []cas.Source{src}},
 			AdminPrincipals: []string{diffAdmin},
 		},
+	}, Config{
+		Credentials:  []sigv4.Credential{w.creds[diffMallory], w.creds[diffOwner], w.creds[diffAdmin]},
+		ReservedKeys: []string{diffReservedPrefix},
+		Logger:       slog.New(&diffLogHandler{logs: w.logs}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	w.front = &diffFront{g: g, ids: map[int]string{}}
 	w.gw = g
-	go g.Run(t.Context())
 	srv := httptest.NewServer(w.front)
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
@@ -339,7 +338,7 @@ func (w *diffWorld) mustGateway(principal, method, bucket, key, rawQuery string,
 	if key != "" {
 		p += "/" + key
 	}
-	req := &diffRequest{method: method, path: p, rawPath: escapePath(p), rawQuery: rawQuery, header: header, body: body}
+	req := &diffRequest{method: method, path: p, rawPath: backend.EscapePath(p), rawQuery: rawQuery, header: header, body: body}
 	resp, err := w.send(w.t.Context(), req, principal, -1)
 	if err != nil {
 		w.t.Fatalf("fixture %s %s?%s: %v", method, p, rawQuery, err)
@@ -428,7 +427,7 @@ func (w *diffWorld) send(ctx context.Context, q *diffRequest, principal string, 
 	}
 	sum := sha256.Sum256(q.body)
 	signed := req.Clone(ctx)
-	signed.URL.RawPath = escapePath(q.path)
+	signed.URL.RawPath = backend.EscapePath(q.path)
 	c := w.creds[principal]
 	if q.presign {
 		u, h, err := harness.PresignV4(ctx, signed, c.AccessKey, c.SecretKey, w.minio.Region, time.Now(), 10*time.Minute)

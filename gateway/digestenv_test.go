@@ -27,10 +27,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/multipart"
 )
 
 // The layout of the digest tests: a registry-like bucket with verified
@@ -121,22 +123,18 @@ func newDigestEnvWith(t *testing.T, edit func(*cas.Layout)) *digestEnv {
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	g, err := New(Config{
-		BackendEndpoint: e.proxy.URL, BackendRegion: e.minio.Region,
-		BackendAccessKey: e.minio.AccessKey, BackendSecretKey: e.minio.SecretKey,
-		Credentials: []sigv4.Credential{e.creds[alicePrincipal], e.creds[adminPrincipal]},
-		Logger:      logger, Metrics: e.reg, Now: e.clock.Now,
-		Sessions: &SessionsConfig{Store: e.store},
-		Digests: &DigestsConfig{
+	g := newTestGateway(t, testParts{
+		Endpoint: e.proxy.URL, Region: e.minio.Region, AccessKey: e.minio.AccessKey, SecretKey: e.minio.SecretKey,
+		Sessions: &multipart.Config{Store: e.store},
+		Digests: &digests.ServiceConfig{
 			Store: e.store, Layout: layout, TrashWindow: 24 * time.Hour,
 			AdminPrincipals: []string{adminPrincipal}, HoldTTL: 10 * time.Second,
 		},
+	}, Config{
+		Credentials: []sigv4.Credential{e.creds[alicePrincipal], e.creds[adminPrincipal]},
+		Logger:      logger, Metrics: e.reg, Now: e.clock.Now,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.g = g
-	go g.Run(t.Context())
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL

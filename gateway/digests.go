@@ -4,54 +4,11 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"time"
 
-	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
-	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/s3client"
 )
-
-// DigestsConfig turns on reference recording for content-addressed layouts:
-// the writes, reads and deletes of the layout are served by a
-// digests.Service.
-type DigestsConfig struct {
-	Store  *etcdstore.Store
-	Layout *cas.Layout
-	// TrashWindow is how long a deleted reference object's digests stay
-	// restorable (and retained); 168h when 0.
-	TrashWindow time.Duration
-	// AdminPrincipals may delete blobs that are still referenced.
-	AdminPrincipals []string
-	// HoldTTL is the lease of a reference hold around a multipart complete
-	// into a source (default 30s): how long a hold outlives a gateway that
-	// stopped renewing it.
-	HoldTTL time.Duration
-}
-
-// newDigests returns the digest service for cfg.Digests, which calls the
-// backend through the gateway's client and aborts uploads through the
-// session service; nil when the layout is empty.
-func (g *Gateway) newDigests(cfg Config) (*digests.Service, error) {
-	dc := cfg.Digests
-	sc := digests.ServiceConfig{
-		Store:           dc.Store,
-		Layout:          dc.Layout,
-		TrashWindow:     dc.TrashWindow,
-		AdminPrincipals: dc.AdminPrincipals,
-		HoldTTL:         dc.HoldTTL,
-		Sessions:        g.sessions,
-		Backend:         g.backendClient,
-		Now:             cfg.Now,
-		Logger:          cfg.Logger,
-		Metrics:         cfg.Metrics,
-	}
-	if cfg.Sessions != nil {
-		sc.Parts = cfg.Sessions.Store
-	}
-	return digests.NewService(sc)
-}
 
 // serveDigests hands a request that the digest service serves to it, with
 // the means to read and forward its verified body and to serve it as the
@@ -170,18 +127,4 @@ func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *req
 		refused = append(refused, deleteError{Key: f.Key, VersionID: f.VersionID, Code: f.Code, Message: f.Message})
 	}
 	return refused, ok
-}
-
-// GuardsCaught reports whether the local copy of the armed guards that blob
-// reads ask is as of etcd revision rev or later; always true when digest
-// reclamation is off.
-func (g *Gateway) GuardsCaught(rev int64) bool {
-	return g.digests == nil || g.digests.Guards().Caught(rev)
-}
-
-// Run does the gateway's background work until ctx ends: it keeps the
-// digest service's local copy of the armed guards, which blob reads ask
-// (nothing to do when digest reclamation is off).
-func (g *Gateway) Run(ctx context.Context) {
-	g.digests.Run(ctx)
 }

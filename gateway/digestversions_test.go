@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/minio/minio-go/v7"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/s3client"
@@ -68,7 +69,7 @@ func newVersionedWorld(t *testing.T) *versionedWorld {
 	if err := e.direct.MakeBucket(t.Context(), versionedBucket, minio.MakeBucketOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	signed, err := NewBackendClient(e.minio.Endpoint, e.minio.Region, e.minio.AccessKey, e.minio.SecretKey)
+	signed, err := backend.NewStatic(e.minio.Endpoint, e.minio.Region, e.minio.AccessKey, e.minio.SecretKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,10 @@ package gateway
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,40 +25,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/s3err"
 )
 
-// DefaultRegion is the region the gateway signs its backend requests for
-// when none is configured.
-const DefaultRegion = "us-east-1"
-
 // Config is what a Gateway needs to know.
 type Config struct {
-	// BackendEndpoint is the URL of the backing S3 server, e.g. http://127.0.0.1:9100.
-	BackendEndpoint string
-	// BackendRegion, BackendAccessKey and BackendSecretKey sign requests to the backend.
-	BackendRegion, BackendAccessKey, BackendSecretKey string
-	// BackendRootCAs are the certificate authorities an https backend's
-	// certificate must chain to; nil uses the system's roots.
-	BackendRootCAs *x509.CertPool
+	// Backend is the signed connection to the backing S3 server; the
+	// gateway installs the identities of its key sets in it (SetKeys).
+	Backend *backend.Client
 	// Region is the region clients sign for; empty accepts any region.
 	Region string
 	// Domains enable virtual-hosted-style requests: Host bucket.<domain>.
 	Domains []string
 	// Credentials are the keys clients may sign with, each naming a
-	// principal and a backend identity. With the identities and
-	// Background they make the first key set (Keys); SetKeys installs
-	// others.
+	// principal and an identity of Backend's. With Backend's identities
+	// they make the first key set (Keys); SetKeys installs others.
 	Credentials []sigv4.Credential
-	// Identities are the backend identities other than DefaultIdentity
-	// that Credentials may name.
-	Identities map[string]BackendKey
-	// Background names the identity of the calls made outside a client
-	// request (Keys.Background); "" is DefaultIdentity.
-	Background string
 	// CheckBuckets, when set, are the buckets CheckBackend asks about
 	// (a one-key listing of each) instead of listing every bucket.
 	CheckBuckets []string
@@ -78,12 +62,12 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// Sessions turns on multipart sessions; nil passes multipart calls
-	// through like any other.
-	Sessions *SessionsConfig
-	// Digests turns on reference recording for content-addressed layouts;
-	// nil passes their writes through like any other.
-	Digests *DigestsConfig
+	// Sessions serves the multipart calls; nil passes them through like
+	// any other.
+	Sessions *multipart.Service
+	// Digests serves the writes, reads and deletes of content-addressed
+	// layouts; nil passes them through like any other.
+	Digests *digests.Service
 	// StateHealth returns nil while etcd answers (etcdstore.Availability's
 	// Err); while it returns an error, requests that must be recorded in
 	// etcd (multipart calls, reference writes, blob writes and deletes)
@@ -96,38 +80,32 @@ type Config struct {
 // Gateway is an http.Handler that serves the S3 API in front of a backend.
 type Gateway struct {
 	domains []string
-	// keys is the key set installed now (SetKeys); verify and
-	// backendRegion are what its verifiers and signers are built with.
+	// keys is the key set installed now (SetKeys); verify is what its
+	// verifiers are built with.
 	keys   atomic.Pointer[keySet]
 	verify struct {
 		region  string
 		maxSkew time.Duration
 	}
-	backendRegion string
-	checkBuckets  []string
-	reservedKeys  []string
-	backend       *url.URL
-	client        *http.Client // signed requests to the backend, for health checks
-	backendClient *backendClient
-	sessions      *multipart.Service
-	digests       *digests.Service // nil when digest reclamation is off
-	stateHealth   func() error
-	proxy         *passThrough
-	log           *slog.Logger
-	requestLog    *slog.Logger
-	metrics       *metrics
-	ids           *requestIDs
-	now           func() time.Time
+	checkBuckets []string
+	reservedKeys []string
+	backend      *backend.Client
+	sessions     *multipart.Service
+	digests      *digests.Service // nil when digest reclamation is off
+	stateHealth  func() error
+	proxy        *passThrough
+	log          *slog.Logger
+	requestLog   *slog.Logger
+	metrics      *metrics
+	ids          *requestIDs
+	now          func() time.Time
 }
 
-// New returns a Gateway for cfg.
+// New returns a gateway serving through cfg.Backend, cfg.Sessions and
+// cfg.Digests.
 func New(cfg Config) (*Gateway, error) {
-	backend, err := url.Parse(cfg.BackendEndpoint)
-	if err != nil || backend.Host == "" || (backend.Scheme != "http" && backend.Scheme != "https") {
-		return nil, fmt.Errorf("backend endpoint %q: want an http:// or https:// URL", cfg.BackendEndpoint)
-	}
-	if cfg.BackendRegion == "" {
-		cfg.BackendRegion = DefaultRegion
+	if cfg.Backend == nil {
+		return nil, errors.New("gateway: no backend client")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -139,59 +117,25 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Now = time.Now
 	}
 	g := &Gateway{
-		domains:       cfg.Domains,
-		backendRegion: cfg.BackendRegion,
-		checkBuckets:  cfg.CheckBuckets,
-		reservedKeys:  cfg.ReservedKeys,
-		backend:       backend,
-		log:           cfg.Logger,
-		requestLog:    cfg.RequestLog,
-		metrics:       newMetrics(cfg.Metrics),
-		ids:           newRequestIDs(),
-		now:           cfg.Now,
-		stateHealth:   cfg.StateHealth,
+		domains:      cfg.Domains,
+		checkBuckets: cfg.CheckBuckets,
+		reservedKeys: cfg.ReservedKeys,
+		backend:      cfg.Backend,
+		sessions:     cfg.Sessions,
+		digests:      cfg.Digests,
+		log:          cfg.Logger,
+		requestLog:   cfg.RequestLog,
+		metrics:      newMetrics(cfg.Metrics),
+		ids:          newRequestIDs(),
+		now:          cfg.Now,
+		stateHealth:  cfg.StateHealth,
 	}
 	g.verify.region, g.verify.maxSkew = cfg.Region, cfg.MaxClockSkew
-	keys := Keys{Clients: cfg.Credentials, Backend: map[string]BackendKey{}, Background: cfg.Background}
-	for name, k := range cfg.Identities {
-		if name == DefaultIdentity {
-			return nil, fmt.Errorf("backend identity %q is BackendAccessKey and BackendSecretKey", name)
-		}
-		keys.Backend[name] = k
-	}
-	keys.Backend[DefaultIdentity] = BackendKey{AccessKey: cfg.BackendAccessKey, SecretKey: cfg.BackendSecretKey}
-	if err := g.SetKeys(keys); err != nil {
+	if err := g.SetKeys(Keys{Clients: cfg.Credentials, Identities: cfg.Backend.Identities()}); err != nil {
 		return nil, err
 	}
-	transport := newBackendTransport(g.backendSigner, cfg.Now, cfg.BackendRootCAs)
-	g.client = &http.Client{Transport: transport, Timeout: 10 * time.Second}
-	g.backendClient = &backendClient{endpoint: backend, transport: transport, observe: func(op Operation, d time.Duration) {
-		g.metrics.backendDuration.WithLabelValues(string(op)).Observe(d.Seconds())
-	}}
-	if sc := cfg.Sessions; sc != nil {
-		g.sessions, err = multipart.New(multipart.Config{
-			Store:                sc.Store,
-			Backend:              g.backendClient,
-			EnforceOwnership:     sc.EnforceOwnership,
-			AdminPrincipals:      sc.AdminPrincipals,
-			IdempotencyRetention: sc.IdempotencyRetention,
-			CompleteHold:         sc.CompleteHold,
-			Fault:                sc.Fault,
-			Now:                  cfg.Now,
-			Logger:               cfg.Logger,
-			Metrics:              cfg.Metrics,
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	if cfg.Digests != nil {
-		if g.digests, err = g.newDigests(cfg); err != nil {
-			return nil, err
-		}
-	}
 	g.proxy = &passThrough{
-		transport:      transport,
+		transport:      cfg.Backend.Transport(),
 		buffers:        newBufferPool(copyBufferSize),
 		rewrite:        g.rewrite,
 		modifyResponse: g.modifyResponse,
@@ -208,7 +152,7 @@ func New(cfg Config) (*Gateway, error) {
 // Config.CheckBuckets when they are set, which a bucket the key's policy
 // denies passes (see checkBackend).
 func (g *Gateway) CheckBackend(ctx context.Context) error {
-	return checkBackend(ctx, g.client, g.backend, g.checkBuckets)
+	return g.backend.Check(ctx, g.checkBuckets)
 }
 
 // copyBufferSize is the size of the buffers that carry response bodies from
@@ -231,9 +175,10 @@ type request struct {
 	id    string
 	route Route
 	auth  *sigv4.Result
-	// signer signs the request's backend calls with the identity of the
-	// client that signed it; nil until it is verified.
-	signer *sigv4.Signer
+	// caller is who the request's backend calls are made for: it signs
+	// them with the identity of the client that signed the request, and
+	// has no signer until the request is verified.
+	caller backend.Caller
 	// backendRequestID is the backend's own id for its (last) response,
 	// for the log; set from every backend call made for the request, some
 	// of which run at once.
@@ -256,11 +201,19 @@ func requestFrom(ctx context.Context) *request {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := g.now()
 	req := &request{id: g.ids.next()}
+	req.caller = backend.Caller{RequestID: req.id, Done: func(elapsed time.Duration, backendID string) {
+		// The services' backend calls are timed under the request's
+		// operation, as the proxy's are.
+		g.metrics.backendDuration.WithLabelValues(string(req.route.Operation)).Observe(elapsed.Seconds())
+		if backendID != "" {
+			req.setBackendRequestID(backendID)
+		}
+	}}
 	rec := &responseRecorder{ResponseWriter: w}
 	rec.bodyUnread = func() bool {
 		return r.ContentLength != 0 && (req.auth == nil || !req.auth.Payload.Consumed())
 	}
-	r = r.WithContext(context.WithValue(r.Context(), requestKey{}, req))
+	r = r.WithContext(backend.WithCaller(context.WithValue(r.Context(), requestKey{}, req), &req.caller))
 	defer func() {
 		elapsed := g.now().Sub(start)
 		status := rec.status
@@ -288,7 +241,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.writeError(rec, r, err)
 		return
 	}
-	req.auth, req.signer = auth, keys.signers[auth.Backend]
+	req.auth, req.caller.Signer = auth, keys.identities.Signer(auth.Backend)
 	if routeErr != nil {
 		g.writeError(rec, r, routeErr)
 		return
@@ -400,7 +353,7 @@ var presignQuery = []string{
 
 // rewrite turns an authenticated client request into the backend request:
 // path-style address, the client's signature removed, the verified body and
-// the headers its payload mode needs. The signing transport signs it.
+// the headers its payload mode needs. The backend client signs it.
 func (g *Gateway) rewrite(out, in *http.Request) {
 	req := requestFrom(in.Context())
 	g.addressBackend(out, in, req)
@@ -411,12 +364,9 @@ func (g *Gateway) rewrite(out, in *http.Request) {
 
 // addressBackend points out, a copy of the client's request in, at the
 // backend: path-style, with the client's signature (header or presigned
-// query) removed. The signing transport adds the gateway's own.
+// query) removed. The backend client adds the gateway's own.
 func (g *Gateway) addressBackend(out, in *http.Request, req *request) {
-	path, rawPath := backendPath(req.route)
-	out.URL.Scheme = g.backend.Scheme
-	out.URL.Host = g.backend.Host
-	out.URL.Path, out.URL.RawPath = path, rawPath
+	g.backend.Address(out.URL, req.route.Bucket, req.route.Key)
 	out.Host = ""
 	if req.auth.Presigned {
 		q := in.URL.Query()

@@ -5,7 +5,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"errors"
 
 	"io"
 	"net/http/httptest"
@@ -14,10 +13,12 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/s3client"
 )
 
@@ -37,7 +38,30 @@ type identityWorld struct {
 	g      *Gateway
 	srv    *httptest.Server
 	direct *minio.Client
-	keys   Keys
+	keys   keySpec
+}
+
+// keySpec is a Keys with its identities still as key material, for a test
+// to edit before building it.
+type keySpec struct {
+	Clients    []sigv4.Credential
+	Backend    map[string]backend.Key
+	Background string
+}
+
+// build returns the Keys of ks, or fails t.
+func (ks keySpec) build(t testing.TB) Keys {
+	t.Helper()
+	k, err := ks.try()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (ks keySpec) try() (Keys, error) {
+	ids, err := backend.NewIdentities(ks.Backend, ks.Background, "", nil)
+	return Keys{Clients: ks.Clients, Identities: ids}, err
 }
 
 func newIdentityWorld(t *testing.T) *identityWorld {
@@ -65,30 +89,25 @@ func newIdentityWorld(t *testing.T) *identityWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &identityWorld{m: m, direct: direct, keys: Keys{
+	w := &identityWorld{m: m, direct: direct, keys: keySpec{
 		Clients: []sigv4.Credential{
 			{AccessKey: "ro", SecretKey: "ro-secret-1", Principal: "ro", Backend: "reader"},
 			{AccessKey: "rw", SecretKey: "rw-secret-1", Principal: "rw", Backend: "writer"},
 		},
-		Backend: map[string]BackendKey{
-			DefaultIdentity: {AccessKey: m.AccessKey, SecretKey: m.SecretKey},
-			"reader":        {AccessKey: "reader", SecretKey: "reader-secret-1"},
-			"writer":        {AccessKey: "writer", SecretKey: "writer-secret-1"},
-			"nobody":        {AccessKey: "nobody", SecretKey: "not-a-minio-user"},
+		Backend: map[string]backend.Key{
+			backend.DefaultIdentity: {AccessKey: m.AccessKey, SecretKey: m.SecretKey},
+			"reader":                {AccessKey: "reader", SecretKey: "reader-secret-1"},
+			"writer":                {AccessKey: "writer", SecretKey: "writer-secret-1"},
+			"nobody":                {AccessKey: "nobody", SecretKey: "not-a-minio-user"},
 		},
 		Background: "nobody",
 	}}
-	w.g, err = New(Config{
-		BackendEndpoint: m.Endpoint, BackendRegion: m.Region,
-		BackendAccessKey: m.AccessKey, BackendSecretKey: m.SecretKey,
-		Credentials: w.keys.Clients[:1],
-		Identities:  map[string]BackendKey{"reader": w.keys.Backend["reader"]},
-		Sessions:    &SessionsConfig{Store: etcdstore.NewStore(etcdClient, ek)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.g.SetKeys(w.keys); err != nil {
+	w.g = newTestGateway(t, testParts{
+		Endpoint: m.Endpoint, Region: m.Region, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
+		Identities: map[string]backend.Key{"reader": w.keys.Backend["reader"]},
+		Sessions:   &multipart.Config{Store: etcdstore.NewStore(etcdClient, ek)},
+	}, Config{Credentials: w.keys.Clients[:1]})
+	if err := w.g.SetKeys(w.keys.build(t)); err != nil {
 		t.Fatal(err)
 	}
 	w.srv = httptest.NewServer(w.g)
@@ -171,12 +190,12 @@ func TestRequestsSignedWithClientIdentity(t *testing.T) {
 	if err := w.g.CheckBackend(ctx); err == nil {
 		t.Error("CheckBackend passed with a background key MinIO does not know")
 	}
-	if _, err := s3client.New(w.g.Backend(), 0).ListUploads(ctx, identityBucket, "", "", 10); err == nil {
+	if _, err := s3client.New(w.g.backend, 0).ListUploads(ctx, identityBucket, "", "", 10); err == nil {
 		t.Error("the reclaimer's backend listed with a background key MinIO does not know")
 	}
 	k := w.keys
 	k.Background = "reader"
-	if err := w.g.SetKeys(k); err != nil {
+	if err := w.g.SetKeys(k.build(t)); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.g.CheckBackend(ctx); err != nil {
@@ -207,7 +226,7 @@ func TestSetKeys(t *testing.T) {
 	// A client's secret rotated: the old one is refused, the new one works.
 	k := w.keys
 	k.Clients = []sigv4.Credential{w.keys.Clients[0], {AccessKey: "rw", SecretKey: "rw-secret-2", Principal: "rw", Backend: "writer"}}
-	if err := w.g.SetKeys(k); err != nil {
+	if err := w.g.SetKeys(k.build(t)); err != nil {
 		t.Fatal(err)
 	}
 	if err := put(ctx, w.client(t, "rw", "rw-secret-1"), "b", "2"); s3Code(err) != "SignatureDoesNotMatch" {
@@ -228,15 +247,15 @@ func TestSetKeys(t *testing.T) {
 	}
 	bad := k
 	bad.Clients = append([]sigv4.Credential{{AccessKey: "x", SecretKey: "x-secret", Backend: "nosuch"}}, k.Clients...)
-	if err := w.g.SetKeys(bad); err == nil || !strings.Contains(err.Error(), `"nosuch"`) {
+	if err := w.g.SetKeys(bad.build(t)); err == nil || !strings.Contains(err.Error(), `"nosuch"`) {
 		t.Errorf("SetKeys naming an unknown identity: %v", err)
 	}
-	k.Backend = map[string]BackendKey{}
+	k.Backend = map[string]backend.Key{}
 	for name, bk := range w.keys.Backend {
 		k.Backend[name] = bk
 	}
-	k.Backend["writer"] = BackendKey{AccessKey: "writer", SecretKey: "writer-secret-2"}
-	if err := w.g.SetKeys(k); err != nil {
+	k.Backend["writer"] = backend.Key{AccessKey: "writer", SecretKey: "writer-secret-2"}
+	if err := w.g.SetKeys(k.build(t)); err != nil {
 		t.Fatal(err)
 	}
 	if err := put(ctx, rw, "c", "3"); err != nil {
@@ -245,47 +264,7 @@ func TestSetKeys(t *testing.T) {
 	if _, err := w.direct.StatObject(ctx, identityBucket, "c", minio.StatObjectOptions{}); err != nil {
 		t.Errorf("object c on MinIO: %v", err)
 	}
-	if err := w.g.SetKeys(Keys{Clients: k.Clients, Backend: map[string]BackendKey{"writer": k.Backend["writer"]}}); err == nil {
-		t.Error("SetKeys without the default identity was accepted")
-	}
-}
-
-// TestBackendSignerChoice: a backend call for a verified request is signed
-// with the signer its request was verified under, even after SetKeys
-// installed another key for that identity; a call for a request not yet
-// verified is refused; a call outside any request gets the background
-// identity of the set installed now.
-func TestBackendSignerChoice(t *testing.T) {
-	t.Parallel()
-	keys := Keys{
-		Clients: []sigv4.Credential{{AccessKey: "rw", SecretKey: "rw-secret", Backend: "writer"}},
-		Backend: map[string]BackendKey{DefaultIdentity: {AccessKey: "root", SecretKey: "root-1"}, "writer": {AccessKey: "w", SecretKey: "w-1"}},
-	}
-	g, err := New(Config{BackendEndpoint: "http://127.0.0.1:1", BackendAccessKey: "root", BackendSecretKey: "root-1",
-		Credentials: keys.Clients, Identities: map[string]BackendKey{"writer": keys.Backend["writer"]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	during := &request{signer: g.keys.Load().signers["writer"]}
-	keys.Backend = map[string]BackendKey{DefaultIdentity: {AccessKey: "root", SecretKey: "root-2"}, "writer": {AccessKey: "w", SecretKey: "w-2"}}
-	if err := g.SetKeys(keys); err != nil {
-		t.Fatal(err)
-	}
-	signer := func(r *request) (*sigv4.Signer, error) {
-		ctx := context.Background()
-		if r != nil {
-			ctx = context.WithValue(ctx, requestKey{}, r)
-		}
-		req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:1/b", nil)
-		return g.backendSigner(req)
-	}
-	if s, err := signer(during); err != nil || s.SecretKey != "w-1" {
-		t.Errorf("a request verified before SetKeys signs with %+v, %v; want the writer key it started with", s, err)
-	}
-	if _, err := signer(&request{}); !errors.Is(err, errNotAuthenticated) {
-		t.Errorf("a request not verified: %v, want errNotAuthenticated", err)
-	}
-	if s, err := signer(nil); err != nil || s.AccessKey != "root" || s.SecretKey != "root-2" {
-		t.Errorf("a background call signs with %+v, %v; want the default identity installed now", s, err)
+	if _, err := (keySpec{Clients: k.Clients, Backend: map[string]backend.Key{"writer": k.Backend["writer"]}}).try(); err == nil {
+		t.Error("identities without the default identity were accepted")
 	}
 }

@@ -61,14 +61,10 @@ func TestServeRefusesOversizedUpload(t *testing.T) {
 		backendCalls.Add(1)
 	}))
 	defer backend.Close()
-	g, err := New(Config{
-		BackendEndpoint: backend.URL, BackendAccessKey: "backend", BackendSecretKey: "backend-secret",
+	g := newTestGateway(t, testParts{Endpoint: backend.URL, AccessKey: "backend", SecretKey: "backend-secret"}, Config{
 		Region:      "us-east-1",
 		Credentials: []sigv4.Credential{{AccessKey: "AKIACLIENT", SecretKey: "client-secret", Principal: "alice"}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		name, target, payloadHash string
 		header                    map[string]string
@@ -121,14 +117,10 @@ func TestServeRefusesForceDelete(t *testing.T) {
 		backendCalls.Add(1)
 	}))
 	defer backend.Close()
-	g, err := New(Config{
-		BackendEndpoint: backend.URL, BackendAccessKey: "backend", BackendSecretKey: "backend-secret",
+	g := newTestGateway(t, testParts{Endpoint: backend.URL, AccessKey: "backend", SecretKey: "backend-secret"}, Config{
 		Region:      "us-east-1",
 		Credentials: []sigv4.Credential{{AccessKey: "AKIACLIENT", SecretKey: "client-secret", Principal: "alice"}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, target := range []string{"/b/dir", "/b"} {
 		r := httptest.NewRequest(http.MethodDelete, "http://gw.example"+target, nil)
 		r.Header.Set("X-Minio-Force-Delete", "true")

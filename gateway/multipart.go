@@ -2,83 +2,13 @@ package gateway
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 
 	"io"
 	"net/http"
-	"net/url"
-	"time"
 
-	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/s3err"
 )
-
-// SessionsConfig turns on sweepgate's multipart sessions: the multipart calls
-// are served by a multipart.Service that keeps their state in etcd.
-type SessionsConfig struct {
-	Store *etcdstore.Store
-	// EnforceOwnership limits each upload to the principal that created it
-	// and the AdminPrincipals.
-	EnforceOwnership bool
-	AdminPrincipals  []string
-	// IdempotencyRetention is how long an Idempotency-Key's outcome is kept.
-	IdempotencyRetention time.Duration
-	// CompleteHold: see multipart.Config.
-	CompleteHold time.Duration
-	// Fault lets tests stop the process at a named point (multipart.Fault*).
-	Fault func(point string)
-}
-
-// Sessions returns the multipart session service, or nil when sessions are
-// off. The reconciler runs through it.
-func (g *Gateway) Sessions() *multipart.Service { return g.sessions }
-
-// Backend returns the gateway's signed connection to the backend, for
-// components that call it outside a client request (the reclaimer): a call
-// whose context carries no client request is signed with the background
-// identity of the key set installed when it is sent.
-func (g *Gateway) Backend() multipart.Backend { return g.backendClient }
-
-// backendClient is the gateway's signed connection to the backend, in the
-// form the multipart service asks for.
-type backendClient struct {
-	endpoint  *url.URL
-	transport http.RoundTripper
-	// observe, when set, records the duration of a call made for a client
-	// request.
-	observe func(Operation, time.Duration)
-}
-
-// NewRequest builds a path-style backend request with no body.
-func (b *backendClient) NewRequest(ctx context.Context, method, bucket, key string, query url.Values) (*http.Request, error) {
-	path, rawPath := backendPath(Route{Bucket: bucket, Key: key})
-	u := *b.endpoint
-	u.Path, u.RawPath = path, rawPath
-	u.RawQuery = query.Encode()
-	return http.NewRequestWithContext(ctx, method, u.String(), nil)
-}
-
-// RoundTrip signs and sends a backend request. For a client's request (the
-// session service's calls), it notes the backend's request id for the
-// request's log line, since the answer's error document will carry the
-// gateway's id instead.
-func (b *backendClient) RoundTrip(req *http.Request) (*http.Response, error) {
-	start := time.Now()
-	resp, err := b.transport.RoundTrip(req)
-	r := requestFrom(req.Context())
-	if r != nil && b.observe != nil {
-		// The session service's backend calls on behalf of a client
-		// request are timed under that request's operation, as the
-		// proxy's are.
-		b.observe(r.route.Operation, time.Since(start))
-	}
-	if err == nil && r != nil {
-		r.setBackendRequestID(resp.Header.Get("X-Amz-Request-Id"))
-	}
-	return resp, err
-}
 
 // hopByHop are the connection-level request headers that are not forwarded.
 var hopByHop = []string{
@@ -158,19 +88,4 @@ func (g *Gateway) backendRequest(in *http.Request, req *request, body []byte) (*
 		out.Body = http.NoBody
 	}
 	return out, nil
-}
-
-// NewBackendClient returns a connection to an S3 backend that signs every
-// request with accessKey, in the form the multipart service uses, for
-// callers outside a Gateway (tests, tools).
-func NewBackendClient(endpoint, region, accessKey, secretKey string) (multipart.Backend, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("backend endpoint %q: want an http:// or https:// URL", endpoint)
-	}
-	if region == "" {
-		region = DefaultRegion
-	}
-	signer := fixedSigner(BackendKey{AccessKey: accessKey, SecretKey: secretKey}, region)
-	return &backendClient{endpoint: u, transport: newBackendTransport(signer, time.Now, nil)}, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/multipart"
 )
 
 // logBuffer collects log output that handlers write from many goroutines.
@@ -173,16 +174,13 @@ func startIDGateway(t *testing.T, m *harness.MinIO, cred sigv4.Credential, logs 
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(Config{
-		BackendEndpoint: m.Endpoint, BackendRegion: m.Region,
-		BackendAccessKey: m.AccessKey, BackendSecretKey: m.SecretKey,
+	g := newTestGateway(t, testParts{
+		Endpoint: m.Endpoint, Region: m.Region, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
+		Sessions: &multipart.Config{Store: etcdstore.NewStore(etcdClient, keys)},
+	}, Config{
 		Credentials: []sigv4.Credential{cred},
 		Logger:      slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Sessions:    &SessionsConfig{Store: etcdstore.NewStore(etcdClient, keys)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
 	return srv, etcdClient

@@ -77,37 +77,3 @@ func virtualHostBucket(host string, domains []string) (string, bool) {
 	}
 	return "", false
 }
-
-// backendPath is the path-style path of a route on the backend, as
-// (decoded, escaped). The escaped form encodes every byte but the unreserved
-// characters and '/', which is how S3 and its signature expect a path.
-func backendPath(rt Route) (string, string) {
-	if rt.Bucket == "" {
-		return "/", "/"
-	}
-	p := "/" + rt.Bucket
-	if rt.Key != "" {
-		p += "/" + rt.Key
-	}
-	return p, escapePath(p)
-}
-
-// escapePath percent-encodes s as an S3 object path: every byte except
-// A-Z a-z 0-9 - . _ ~ and / becomes %XX.
-func escapePath(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(s) + len(s)/4)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' ||
-			c == '-' || c == '.' || c == '_' || c == '~' || c == '/' {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
-}

@@ -193,23 +193,3 @@ func TestResolveRouteRefuses(t *testing.T) {
 		})
 	}
 }
-
-func TestBackendPath(t *testing.T) {
-	tests := []struct {
-		route        Route
-		path, rawURL string
-	}{
-		{Route{}, "/", "/"},
-		{Route{Bucket: "b"}, "/b", "/b"},
-		{Route{Bucket: "b", Key: "dir/file.txt"}, "/b/dir/file.txt", "/b/dir/file.txt"},
-		{Route{Bucket: "b", Key: "a b+c=d&e~f"}, "/b/a b+c=d&e~f", "/b/a%20b%2Bc%3Dd%26e~f"},
-		{Route{Bucket: "b", Key: "ሴ"}, "/b/ሴ", "/b/%E1%88%B4"},
-		{Route{Bucket: "b", Key: "./../x"}, "/b/./../x", "/b/./../x"},
-	}
-	for _, tt := range tests {
-		path, raw := backendPath(tt.route)
-		if path != tt.path || raw != tt.rawURL {
-			t.Errorf("backendPath(%+v) = %q, %q; want %q, %q", tt.route, path, raw, tt.path, tt.rawURL)
-		}
-	}
-}

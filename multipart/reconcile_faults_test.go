@@ -17,8 +17,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 )
 
@@ -40,7 +40,7 @@ func (b failingBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (su *suite) testBackendFails(t *testing.T) {
 	t.Parallel()
-	wrongKey, err := gateway.NewBackendClient(su.minio.Endpoint, su.minio.Region, su.minio.AccessKey, "not-the-secret")
+	wrongKey, err := backend.NewStatic(su.minio.Endpoint, su.minio.Region, su.minio.AccessKey, "not-the-secret")
 	if err != nil {
 		t.Fatal(err)
 	}

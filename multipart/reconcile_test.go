@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 )
 
@@ -44,9 +44,9 @@ type suite struct {
 
 func TestReconcile(t *testing.T) {
 	m := harness.StartMinIO(t)
-	backend, err := gateway.NewBackendClient(m.Endpoint, m.Region, m.AccessKey, m.SecretKey)
+	backend, err := backend.NewStatic(m.Endpoint, m.Region, m.AccessKey, m.SecretKey)
 	if err != nil {
-		t.Fatalf("NewBackendClient: %v", err)
+		t.Fatalf("backend.NewStatic: %v", err)
 	}
 	su := &suite{
 		minio:   m,

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -45,7 +45,7 @@ func TestDeniedBucketIsSkipped(t *testing.T) {
 		ids[b] = e.upload(b, "abandoned", 2)
 		e.session(b, "abandoned", ids[b], etcdstore.StateActive, now.Add(-31*time.Hour), now.Add(-30*time.Hour))
 	}
-	be, err := gateway.NewBackendClient(e.minio.Endpoint, e.minio.Region, "reclaimer", "reclaimer-secret")
+	be, err := backend.NewStatic(e.minio.Endpoint, e.minio.Region, "reclaimer", "reclaimer-secret")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,10 @@ import (
 	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/reclaim"
 	"github.com/sweepgate/sweepgate/s3client"
 )
@@ -63,7 +63,7 @@ func newDeniedEnv(t *testing.T, buckets ...string) (*deniedEnv, reclaim.Config) 
 	if err := d.minio.AddUser(t.Context(), digester, digester+"-secret", policyOn(append(buckets, dgBucket)...)); err != nil {
 		t.Fatal(err)
 	}
-	be, err := gateway.NewBackendClient(d.minio.Endpoint, d.minio.Region, digester, digester+"-secret")
+	be, err := backend.NewStatic(d.minio.Endpoint, d.minio.Region, digester, digester+"-secret")
 	if err != nil {
 		t.Fatal(err)
 	}

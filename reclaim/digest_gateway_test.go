@@ -19,11 +19,13 @@ import (
 	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/multipart"
 )
 
 // gatewayClient serves a real gateway over the test's store and layout and
@@ -32,17 +34,28 @@ import (
 func (d *digestEnv) gatewayClient() *s3.Client {
 	d.t.Helper()
 	m := d.minio
+	be, err := backend.NewStatic(m.Endpoint, m.Region, m.AccessKey, m.SecretKey)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	sessions, err := multipart.New(multipart.Config{Store: d.store, Backend: be})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.blobs, err = digests.NewService(digests.ServiceConfig{Store: d.store, Layout: d.layout, Parts: d.store, Sessions: sessions, Backend: be})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	go d.blobs.Run(d.t.Context())
 	gw, err := gateway.New(gateway.Config{
-		BackendEndpoint: m.Endpoint, BackendRegion: m.Region, BackendAccessKey: m.AccessKey, BackendSecretKey: m.SecretKey,
+		Backend:     be,
 		Credentials: []sigv4.Credential{{AccessKey: m.AccessKey, SecretKey: m.SecretKey, Principal: "producer"}},
-		Sessions:    &gateway.SessionsConfig{Store: d.store},
-		Digests:     &gateway.DigestsConfig{Store: d.store, Layout: d.layout},
+		Sessions:    sessions,
+		Digests:     d.blobs,
 	})
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	d.gw = gw
-	go gw.Run(d.t.Context())
 	srv := httptest.NewServer(gw)
 	d.t.Cleanup(srv.Close)
 	return harness.NewS3Client(srv.URL, m.Region, m.AccessKey, m.SecretKey, http.DefaultTransport, true)
@@ -63,7 +76,7 @@ func (d *digestEnv) syncGuards() {
 		rev = resp.Kvs[0].ModRevision
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !d.gw.GuardsCaught(rev) {
+	for !d.blobs.Guards().Caught(rev) {
 		if time.Now().After(deadline) {
 			d.t.Fatalf("the gateway's copy of the guards did not reach etcd revision %d", rev)
 		}

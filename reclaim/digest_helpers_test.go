@@ -25,7 +25,6 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -157,8 +156,9 @@ type digestEnv struct {
 	layout *cas.Layout
 	reg    *prometheus.Registry
 	seq    atomic.Int64
-	// gw is the gateway gatewayClient serves, nil before.
-	gw *gateway.Gateway
+	// blobs is the digest service of the gateway gatewayClient serves,
+	// nil before.
+	blobs *digests.Service
 }
 
 func newDigestEnv(t *testing.T) *digestEnv {

@@ -22,10 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -167,7 +167,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.direct = minio.Core{Client: mc}
-	be, err := gateway.NewBackendClient(e.minio.Endpoint, e.minio.Region, e.minio.AccessKey, e.minio.SecretKey)
+	be, err := backend.NewStatic(e.minio.Endpoint, e.minio.Region, e.minio.AccessKey, e.minio.SecretKey)
 	if err != nil {
 		t.Fatal(err)
 	}

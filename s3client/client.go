@@ -17,9 +17,9 @@
 // those change nothing.)
 //
 // It is written by hand rather than with an S3 SDK: it needs only the few
-// calls below, sent through the gateway's own signing transport (Backend),
-// and an SDK's client retries on its own, which would hide the lost answers
-// the callers must see.
+// calls below, sent through sweepgate's one signed connection (Backend,
+// which backend.Client implements), and an SDK's client retries on its
+// own, which would hide the lost answers the callers must see.
 package s3client
 
 import (

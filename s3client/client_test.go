@@ -17,8 +17,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/e2e/harness"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/s3client"
 )
 
@@ -53,7 +53,7 @@ type minioEnv struct {
 func newMinioEnv(t *testing.T) *minioEnv {
 	t.Helper()
 	m := harness.StartMinIO(t)
-	be, err := gateway.NewBackendClient(m.Endpoint, m.Region, m.AccessKey, m.SecretKey)
+	be, err := backend.NewStatic(m.Endpoint, m.Region, m.AccessKey, m.SecretKey)
 	if err != nil {
 		t.Fatal(err)
 	}

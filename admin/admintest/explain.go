@@ -13,11 +13,11 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -58,7 +58,7 @@ func NewExplainEnv(t *testing.T, serve func(store *etcdstore.Store, leader *recl
 		t.Fatal(err)
 	}
 	e.Direct = minio.Core{Client: mc}
-	backend, err := gateway.NewBackendClient(m.Endpoint, m.Region, m.AccessKey, m.SecretKey)
+	backend, err := backend.NewStatic(m.Endpoint, m.Region, m.AccessKey, m.SecretKey)
 	if err != nil {
 		t.Fatal(err)
 	}

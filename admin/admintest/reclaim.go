@@ -12,9 +12,9 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -120,7 +120,7 @@ func NewReclaimEnv(t *testing.T, serve func(store *etcdstore.Store, leader *recl
 		t.Fatal(err)
 	}
 	e.Direct = minio.Core{Client: mc}
-	if e.Backend, err = gateway.NewBackendClient(m.Endpoint, m.Region, m.AccessKey, m.SecretKey); err != nil {
+	if e.Backend, err = backend.NewStatic(m.Endpoint, m.Region, m.AccessKey, m.SecretKey); err != nil {
 		t.Fatal(err)
 	}
 	e.Store = NewStore(t)

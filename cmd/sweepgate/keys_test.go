@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/gateway"
@@ -12,7 +13,8 @@ import (
 // TestGatewayKeysReload builds a gateway as serve does and installs the
 // key set of a configuration loaded again, as a reload does: the
 // identities, the credentials naming them and the reclaimer's identity
-// are all accepted by Gateway.SetKeys.
+// are all accepted by Gateway.SetKeys, which installs the identities in
+// the backend client too.
 func TestGatewayKeysReload(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -46,21 +48,25 @@ reclaim: {backend_identity: reader, buckets: [a]}
 		return cfg
 	}
 	cfg := load("writer-secret-1")
-	gw, err := gateway.New(gateway.Config{
-		BackendEndpoint: cfg.Backend.Endpoint, BackendRegion: cfg.Backend.Region,
-		BackendAccessKey: cfg.Backend.AccessKey, BackendSecretKey: string(cfg.Backend.SecretKey),
-		Credentials: gatewayCredentials(cfg.ClientCredentials()),
-		Identities:  backendIdentities(cfg),
-		Background:  cfg.Reclaim.BackendIdentity,
-	})
+	be, err := newBackendClient(cfg, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := gatewayKeys(load("writer-secret-2"))
-	if got := keys.Backend["writer"].SecretKey; got != "writer-secret-2" {
+	gw, err := gateway.New(gateway.Config{Backend: be, Credentials: gatewayCredentials(cfg.ClientCredentials())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := gatewayKeys(load("writer-secret-2"), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keys.Identities.Signer("writer").SecretKey; got != "writer-secret-2" {
 		t.Errorf("writer's secret after the reload = %q", got)
 	}
 	if err := gw.SetKeys(keys); err != nil {
 		t.Fatalf("SetKeys with the reloaded configuration: %v", err)
+	}
+	if got := be.Identities().Background().AccessKey; got != "reader" {
+		t.Errorf("background identity after the reload signs as %q, want reader (reclaim.backend_identity)", got)
 	}
 }

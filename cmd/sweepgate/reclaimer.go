@@ -11,15 +11,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sweepgate/sweepgate/admin"
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/gateway"
+	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
-// serve's reclaimer: built over the gateway's store, sessions and backend
+// serve's reclaimer: built over serve's store, session service and backend
 // from the reclaim.* settings, and started once the listeners serve.
 
 // serveReclaimer is serve's reclaimer: r is nil when sessions are off.
@@ -42,15 +43,14 @@ func reclaimerID(adminAddr string) string {
 	return host + "@" + adminAddr
 }
 
-// newReclaimer builds the reclaimer over the gateway's store, session
-// service and backend client. It is built whenever sessions are on, so that
+// newReclaimer builds the reclaimer over serve's store, session service
+// and backend client, the ones the gateway serves through. It is built whenever sessions are on, so that
 // a replica with reclaim.enabled off still answers status, plans and orphan
 // lists; only start decides whether it campaigns.
-func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gateway, layout *cas.Layout, reg prometheus.Registerer,
+func newReclaimer(cfg *config.Config, store *etcdstore.Store, sessions *multipart.Service, be *backend.Client, layout *cas.Layout, reg prometheus.Registerer,
 	logger *slog.Logger, progress func(reclaim.Progress), fault func(string), adminAddr string, clock func() time.Time) (serveReclaimer, error) {
 	rc := cfg.Reclaim
 	info := admin.ReclaimerInfo{ID: reclaimerID(adminAddr), Enabled: rc.Enabled, DryRun: rc.DryRun}
-	sessions := gw.Sessions()
 	if sessions == nil {
 		info.Off, info.Enabled = "sessions.enabled is false, so there are no sessions to reclaim by", false
 		return serveReclaimer{info: info}, nil
@@ -58,7 +58,7 @@ func newReclaimer(cfg *config.Config, store *etcdstore.Store, gw *gateway.Gatewa
 	r, err := reclaim.New(reclaim.Config{
 		Store:                    store,
 		Sessions:                 sessions,
-		Backend:                  gw.Backend(),
+		Backend:                  be,
 		ID:                       info.ID,
 		ElectionTTL:              rc.ElectionTTL,
 		Grace:                    rc.Grace,

@@ -35,18 +35,18 @@ import (
 // The tests of serve: the whole command in-process, against a stand-in
 // backend and an embedded or external etcd.
 
-// backend is a stand-in S3 server: it answers every request with its
+// standInBackend is a stand-in S3 server: it answers every request with its
 // current status, and records whether requests arrived signed.
-type backend struct {
+type standInBackend struct {
 	*httptest.Server
 	status   atomic.Int32
 	requests atomic.Int32
 	unsigned atomic.Int32
 }
 
-func newBackend(t *testing.T) *backend {
+func newBackend(t *testing.T) *standInBackend {
 	t.Helper()
-	b := &backend{}
+	b := &standInBackend{}
 	b.status.Store(http.StatusOK)
 	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.requests.Add(1)
@@ -100,7 +100,7 @@ func (s *runningServe) stop(t *testing.T) int {
 
 // baseArgs runs serve on free loopback ports with an embedded etcd in a
 // temporary directory, against b.
-func baseArgs(t *testing.T, b *backend) []string {
+func baseArgs(t *testing.T, b *standInBackend) []string {
 	return []string{
 		"--listen=127.0.0.1:0",
 		"--admin-listen=127.0.0.1:0",

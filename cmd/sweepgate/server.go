@@ -18,6 +18,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/admin"
 	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
@@ -54,8 +55,14 @@ type server struct {
 	// avail says whether etcd answers; nil when sessions are off.
 	avail  *etcdstore.Availability
 	layout *cas.Layout
-	gw     *gateway.Gateway
-	rec    serveReclaimer
+	// backend is the one signed connection to the backend; sessions and
+	// digests are the services over it (nil when off); the gateway and the
+	// reclaimer are handed all three.
+	backend  *backend.Client
+	sessions *multipart.Service
+	digests  *digests.Service
+	gw       *gateway.Gateway
+	rec      serveReclaimer
 
 	// listeners are served in order, each by its server, under its name.
 	listeners []net.Listener
@@ -202,37 +209,40 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 	if s.layout, err = cfg.Layout(); err != nil {
 		return err
 	}
-	roots, err := cfg.BackendRootCAs()
-	if err != nil {
-		return err
+	if s.backend, err = newBackendClient(cfg, s.clock); err != nil {
+		return fmt.Errorf("backend: %w", err)
+	}
+	if s.sessions, err = newSessions(cfg, s.requestStore, s.backend, fault, s.clock, s.logger, s.reg); err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
+	if s.digests, err = newDigestService(cfg, s.requestStore, s.layout, s.backend, s.sessions, s.clock, s.logger, s.reg); err != nil {
+		return fmt.Errorf("digests: %w", err)
 	}
 	s.gw, err = gateway.New(gateway.Config{
-		BackendEndpoint:  cfg.Backend.Endpoint,
-		BackendRootCAs:   roots,
-		BackendRegion:    cfg.Backend.Region,
-		BackendAccessKey: cfg.Backend.AccessKey,
-		BackendSecretKey: string(cfg.Backend.SecretKey),
-		Region:           cfg.ClientRegion(),
-		Domains:          cfg.Domains,
-		Credentials:      gatewayCredentials(cfg.ClientCredentials()),
-		Identities:       backendIdentities(cfg),
-		Background:       cfg.Reclaim.BackendIdentity,
-		CheckBuckets:     cfg.Reclaim.Buckets,
-		ReservedKeys:     reservedKeys(cfg),
-		MaxClockSkew:     cfg.MaxClockSkew,
-		Now:              s.clock,
-		Logger:           s.logger,
-		RequestLog:       s.requestLog,
-		Metrics:          s.reg,
-		Sessions:         sessionsConfig(cfg, s.requestStore, fault),
-		Digests:          digestsConfig(cfg, s.requestStore, s.layout),
-		StateHealth:      s.avail.Err,
+		Backend:      s.backend,
+		Region:       cfg.ClientRegion(),
+		Domains:      cfg.Domains,
+		Credentials:  gatewayCredentials(cfg.ClientCredentials()),
+		CheckBuckets: cfg.Reclaim.Buckets,
+		ReservedKeys: reservedKeys(cfg),
+		MaxClockSkew: cfg.MaxClockSkew,
+		Now:          s.clock,
+		Logger:       s.logger,
+		RequestLog:   s.requestLog,
+		Metrics:      s.reg,
+		Sessions:     s.sessions,
+		Digests:      s.digests,
+		StateHealth:  s.avail.Err,
 	})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	s.reloader.Add(func(next *config.Config) (func(), error) {
-		install, err := s.gw.PrepareKeys(gatewayKeys(next))
+		keys, err := gatewayKeys(next, s.backend)
+		if err != nil {
+			return nil, fmt.Errorf("the backend identities: %w", err)
+		}
+		install, err := s.gw.PrepareKeys(keys)
 		if err != nil {
 			return nil, fmt.Errorf("the keys: %w", err)
 		}
@@ -240,9 +250,11 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 	})
 	if s.avail != nil {
 		go s.avail.Run(ctx)
-		go s.gw.Run(ctx)
+		// Blob reads ask the digest service's local copy of the armed
+		// guards, which its watch keeps (nothing to do without a layout).
+		go s.digests.Run(ctx)
 	}
-	if sessions := s.gw.Sessions(); sessions != nil {
+	if sessions := s.sessions; sessions != nil {
 		gauge, err := multipart.NewStateGauge(s.store, s.reg, s.logger)
 		if err != nil {
 			return err
@@ -286,7 +298,7 @@ func (s *server) listen(fault func(string)) error {
 	}
 	s.tokenFrom = tokenFrom
 	progress := admin.NewProgressHub()
-	if s.rec, err = newReclaimer(cfg, s.store, s.gw, s.layout, s.reg, s.logger, progress.Publish, fault, s.addrs.Admin, s.clock); err != nil {
+	if s.rec, err = newReclaimer(cfg, s.store, s.sessions, s.backend, s.layout, s.reg, s.logger, progress.Publish, fault, s.addrs.Admin, s.clock); err != nil {
 		return err
 	}
 	if err := s.listenS3(); err != nil {

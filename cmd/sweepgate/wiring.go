@@ -14,8 +14,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
+	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
@@ -71,29 +73,44 @@ func gatewayCredentials(creds []config.Credential) []sigv4.Credential {
 	return out
 }
 
-// backendIdentities are the identities of backend.identities by name.
-func backendIdentities(cfg *config.Config) map[string]gateway.BackendKey {
-	out := make(map[string]gateway.BackendKey, len(cfg.Backend.Identities))
+// backendIdentities are the backend identities cfg configures:
+// backend.access_key as backend.DefaultIdentity, every identity of
+// backend.identities, and reclaim.backend_identity as the background one.
+// Signers of reuse whose key did not change are kept.
+func backendIdentities(cfg *config.Config, reuse *backend.Identities) (*backend.Identities, error) {
+	keys := make(map[string]backend.Key, len(cfg.Backend.Identities)+1)
 	for _, id := range cfg.Backend.Identities {
-		out[id.Name] = gateway.BackendKey{AccessKey: id.AccessKey, SecretKey: string(id.SecretKey)}
+		keys[id.Name] = backend.Key{AccessKey: id.AccessKey, SecretKey: string(id.SecretKey)}
 	}
-	return out
+	keys[backend.DefaultIdentity] = backend.Key{AccessKey: cfg.Backend.AccessKey, SecretKey: string(cfg.Backend.SecretKey)}
+	return backend.NewIdentities(keys, cfg.Reclaim.BackendIdentity, cfg.Backend.Region, reuse)
 }
 
-// gatewayKeys is the gateway's key set as cfg configures it, the same
-// that startGateway gives gateway.New: the client credentials,
-// backend.access_key as gateway.DefaultIdentity and every identity of
-// backend.identities, and reclaim.backend_identity for the background
-// work. A reload installs the one of a freshly loaded configuration with
-// Gateway.SetKeys.
-func gatewayKeys(cfg *config.Config) gateway.Keys {
-	backend := backendIdentities(cfg)
-	backend[gateway.DefaultIdentity] = gateway.BackendKey{AccessKey: cfg.Backend.AccessKey, SecretKey: string(cfg.Backend.SecretKey)}
-	return gateway.Keys{
-		Clients:    gatewayCredentials(cfg.ClientCredentials()),
-		Backend:    backend,
-		Background: cfg.Reclaim.BackendIdentity,
+// gatewayKeys is the gateway's key set as cfg configures it: the client
+// credentials and the backend identities. A reload installs the one of a
+// freshly loaded configuration with Gateway.PrepareKeys, reusing the
+// signers of be's identities.
+func gatewayKeys(cfg *config.Config, be *backend.Client) (gateway.Keys, error) {
+	ids, err := backendIdentities(cfg, be.Identities())
+	if err != nil {
+		return gateway.Keys{}, err
 	}
+	return gateway.Keys{Clients: gatewayCredentials(cfg.ClientCredentials()), Identities: ids}, nil
+}
+
+// newBackendClient builds the one signed connection to the backend that
+// the gateway, the session and digest services, the reconciler and the
+// reclaimer share.
+func newBackendClient(cfg *config.Config, clock func() time.Time) (*backend.Client, error) {
+	roots, err := cfg.BackendRootCAs()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := backendIdentities(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	return backend.New(backend.Config{Endpoint: cfg.Backend.Endpoint, RootCAs: roots, Identities: ids, Now: clock})
 }
 
 // buildInfoGauge exports the running version as a constant 1 with labels,
@@ -156,36 +173,50 @@ func testFault(logger *slog.Logger) func(string) {
 	}
 }
 
-// sessionsConfig returns the gateway's multipart session settings over
-// store, or nil when sessions are off.
-func sessionsConfig(cfg *config.Config, store *etcdstore.Store, fault func(string)) *gateway.SessionsConfig {
+// newSessions builds the multipart session service over store and be, or
+// returns nil when sessions are off.
+func newSessions(cfg *config.Config, store *etcdstore.Store, be *backend.Client, fault func(string),
+	clock func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*multipart.Service, error) {
 	if !cfg.Sessions.Enabled {
-		return nil
+		return nil, nil
 	}
-	sc := &gateway.SessionsConfig{
+	return multipart.New(multipart.Config{
 		Store:                store,
+		Backend:              be,
 		EnforceOwnership:     cfg.Sessions.EnforceOwnership,
 		AdminPrincipals:      cfg.Sessions.AdminPrincipals,
 		IdempotencyRetention: cfg.Sessions.IdempotencyRetention,
 		CompleteHold:         cfg.Sessions.CompleteHold,
 		Fault:                fault,
-	}
-	return sc
+		Now:                  clock,
+		Logger:               logger,
+		Metrics:              reg,
+	})
 }
 
-// digestsConfig returns the gateway's reference recording settings, or nil
-// when no content-addressed layout is configured (config refuses one
-// without sessions, whose store it shares).
-func digestsConfig(cfg *config.Config, store *etcdstore.Store, layout *cas.Layout) *gateway.DigestsConfig {
+// newDigestService builds the reference recording of the content-addressed
+// layout over store, be and sessions, or returns nil when no layout is
+// configured (config refuses one without sessions, whose store it shares).
+func newDigestService(cfg *config.Config, store *etcdstore.Store, layout *cas.Layout, be *backend.Client, sessions *multipart.Service,
+	clock func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*digests.Service, error) {
 	if layout.Empty() || store == nil {
-		return nil
+		return nil, nil
 	}
-	return &gateway.DigestsConfig{
+	sc := digests.ServiceConfig{
 		Store:           store,
 		Layout:          layout,
 		TrashWindow:     cfg.Digests.TrashWindow,
 		AdminPrincipals: cfg.Sessions.AdminPrincipals,
+		Sessions:        sessions,
+		Backend:         be,
+		Now:             clock,
+		Logger:          logger,
+		Metrics:         reg,
 	}
+	if sessions != nil {
+		sc.Parts = store
+	}
+	return digests.NewService(sc)
 }
 
 // runReconciler settles sessions left unclear at start-up and then every

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
-	"io"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -182,34 +182,15 @@ func (s *Service) completeOntoStored(ctx context.Context, w http.ResponseWriter,
 // blob is stored either way.
 func (s *Service) abortStored(ctx context.Context, q *Request) {
 	bucket, key, id := q.Bucket, q.Key, q.Query.Get("uploadId")
-	abort := func([]byte) (*http.Request, error) {
-		return s.backend.NewRequest(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {id}})
-	}
-	var status int
-	var detail string
+	var err error
 	if s.sessions != nil {
-		c := newCapture()
-		s.sessions.Serve(ctx, c, &multipart.Call{
-			Op:             multipart.OpAbort,
-			Bucket:         bucket,
-			Key:            key,
-			UploadID:       id,
-			Principal:      q.Principal,
-			RequestID:      q.RequestID,
-			Resource:       q.Resource,
-			Header:         http.Header{},
-			Observe:        func(io.Writer) {},
-			ReadBody:       func(int64) ([]byte, error) { return nil, nil },
-			BackendRequest: abort,
-			PayloadErr:     func() error { return nil },
-		})
-		status, detail = c.status, c.body.String()
-	} else if a, err := s.call(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {id}}, nil); err != nil {
-		detail = err.Error()
-	} else {
-		status, detail = a.Status, string(a.Body)
+		err = s.sessions.AbortUpload(ctx, multipart.AbortRequest{Bucket: bucket, Key: key, UploadID: id, Principal: q.Principal, RequestID: q.RequestID})
+	} else if a, cerr := s.call(ctx, http.MethodDelete, bucket, key, url.Values{"uploadId": {id}}, nil); cerr != nil {
+		err = cerr
+	} else if a.Status != http.StatusNoContent {
+		err = fmt.Errorf("backend answered %d: %s", a.Status, a.Body)
 	}
-	if status != http.StatusNoContent {
-		s.log.Warn("upload of a blob that is stored already not aborted; abort it", "id", q.RequestID, "bucket", bucket, "key", key, "upload", id, "status", status, "answer", detail)
+	if err != nil {
+		s.log.Warn("upload of a blob that is stored already not aborted; abort it", "id", q.RequestID, "bucket", bucket, "key", key, "upload", id, "err", err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // diffOutcome is what became of one generated request.
@@ -94,7 +95,7 @@ func diffCheckOutcome(o *diffOutcome, routedAway map[string]int) []string {
 	if len(o.calls) > 0 && q.badKey {
 		fail("the key has a leading \"/\", \"//\", or a \".\" or \"..\" segment, yet MinIO executed %v", names)
 	}
-	if len(o.calls) > 0 && q.badBodyKey && o.op == string(OpDeleteObjects) {
+	if len(o.calls) > 0 && q.badBodyKey && o.op == string(s3op.DeleteObjects) {
 		fail("the body names a key with a leading \"/\", \"//\", or a \".\" or \"..\" segment, yet MinIO executed %v", names)
 	}
 	if len(o.calls) > 0 && q.badCopySource {

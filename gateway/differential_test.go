@@ -36,6 +36,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/e2e/harness"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 const (
@@ -72,7 +73,7 @@ const (
 // handler(s) that execute that S3 API, as MinIO's cmd/api-router.go names
 // them in its trace ("s3." + handler name without "Handler"). Operations
 // not listed map to "s3." + their own name (compared without regard to
-// case, so OpGetObjectAcl matches s3.GetObjectACL).
+// case, so s3op.GetObjectAcl matches s3.GetObjectACL).
 var diffOpCalls = map[string][]string{
 	"CreateBucket":                       {"s3.PutBucket"},
 	"ListObjects":                        {"s3.ListObjectsV1"},
@@ -419,9 +420,9 @@ func TestDifferentialDetectsBrokenRow(t *testing.T) {
 	var broken []operationRule
 	for _, rule := range saved {
 		switch rule.op {
-		case OpAbortMultipartUpload:
+		case s3op.AbortMultipartUpload:
 			continue
-		case OpDeleteObject:
+		case s3op.DeleteObject:
 			rule.params = append(slices.Clone(rule.params), "uploadId")
 		}
 		broken = append(broken, rule)
@@ -436,7 +437,7 @@ func TestDifferentialDetectsBrokenRow(t *testing.T) {
 	rep.log(t)
 	found := 0
 	for _, o := range rep.outcomes {
-		if o.op != string(OpDeleteObject) || len(o.bad) == 0 {
+		if o.op != string(s3op.DeleteObject) || len(o.bad) == 0 {
 			continue
 		}
 		if slices.ContainsFunc(o.calls, func(c harness.TraceEntry) bool { return c.FuncName == "s3.AbortMultipartUpload" }) {
@@ -515,14 +516,14 @@ func TestDifferentialDetectsControlInSelector(t *testing.T) {
 	saved := listingFilters
 	t.Cleanup(func() { listingFilters = saved })
 	listingFilters = maps.Clone(saved)
-	listingFilters[OpAbortMultipartUpload] = []string{"uploadId"}
+	listingFilters[s3op.AbortMultipartUpload] = []string{"uploadId"}
 
 	w := newDiffWorld(t)
 	rep := w.run(1, 0, w.diffFixed())
 	rep.log(t)
 	found := 0
 	for _, o := range rep.outcomes {
-		if o.op != string(OpAbortMultipartUpload) || !slices.Contains(o.req.control, "uploadId") || len(o.bad) == 0 {
+		if o.op != string(s3op.AbortMultipartUpload) || !slices.Contains(o.req.control, "uploadId") || len(o.bad) == 0 {
 			continue
 		}
 		if slices.ContainsFunc(o.calls, func(c harness.TraceEntry) bool { return c.FuncName == "s3.DeleteObject" }) {

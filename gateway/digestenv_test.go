@@ -33,6 +33,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // The layout of the digest tests: a registry-like bucket with verified
@@ -290,7 +291,7 @@ func waitGuardsCaught(t testing.TB, g *Gateway, rev int64) {
 }
 
 // guardRefusals reads the guard refusal counter of op.
-func (e *digestEnv) guardRefusals(op Operation) float64 {
+func (e *digestEnv) guardRefusals(op s3op.Operation) float64 {
 	e.t.Helper()
 	mfs, err := e.reg.Gather()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // serveDigests hands a request that the digest service serves to it, with
@@ -58,7 +59,7 @@ func (g *Gateway) digestRequest(r *http.Request, req *request) (*digests.Request
 			g.pass(w, in, req)
 		},
 	}
-	if req.route.Operation == OpCopyObject {
+	if req.route.Operation == s3op.CopyObject {
 		// resolveRoute refused a copy source that does not parse.
 		cs, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source"))
 		if err != nil {

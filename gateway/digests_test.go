@@ -20,6 +20,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 func TestDigestsReferenceWrites(t *testing.T) {
@@ -97,7 +98,7 @@ func digestsRefusedWrites(t *testing.T, e *digestEnv, d1, d3 string) {
 		key := sourcePrefix + "app/guarded"
 		dg, _ := blob("guarded")
 		e.guard(dg)
-		before := e.guardRefusals(OpPutObject)
+		before := e.guardRefusals(s3op.PutObject)
 		_, err := e.put(e.alice, regBucket, key, manifest(d1, dg))
 		requireCode(t, err, http.StatusServiceUnavailable, "SlowDown")
 		if !strings.Contains(err.Error(), "being reclaimed") {
@@ -109,7 +110,7 @@ func digestsRefusedWrites(t *testing.T, e *digestEnv, d1, d3 string) {
 		if e.onMinIO(regBucket, key) {
 			t.Fatal("a refused manifest reached MinIO")
 		}
-		if got := e.guardRefusals(OpPutObject); got != before+1 {
+		if got := e.guardRefusals(s3op.PutObject); got != before+1 {
 			t.Fatalf("guard refusals = %v, want %v", got, before+1)
 		}
 		e.unguard(dg)
@@ -305,10 +306,10 @@ func digestsBlobReadsAndDeletes(t *testing.T, e *digestEnv) {
 		requireCode(t, err, http.StatusNotFound, "NotFound") // a HEAD answer has no body
 		_, err = e.alice.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(regBucket), Key: aws.String(key)})
 		requireCode(t, err, http.StatusNotFound, "NoSuchKey")
-		before := e.guardRefusals(OpPutObject)
+		before := e.guardRefusals(s3op.PutObject)
 		_, err = e.put(e.alice, regBucket, key, []byte(content))
 		requireCode(t, err, http.StatusServiceUnavailable, "SlowDown")
-		if got := e.guardRefusals(OpPutObject); got != before+1 {
+		if got := e.guardRefusals(s3op.PutObject); got != before+1 {
 			t.Fatalf("guard refusals = %v, want %v", got, before+1)
 		}
 		e.unguard(d)
@@ -521,13 +522,13 @@ func TestDigestsMultipartComplete(t *testing.T) {
 		id, part := upload(key, manifest(d1))
 		dg, _ := blob("some guarded digest")
 		e.guard(dg)
-		before := e.guardRefusals(OpCompleteMultipartUpload)
+		before := e.guardRefusals(s3op.CompleteMultipartUpload)
 		_, err := complete(key, id, part)
 		requireCode(t, err, http.StatusServiceUnavailable, "SlowDown")
 		if e.onMinIO(regBucket, key) || e.record(regBucket, key) != nil {
 			t.Fatal("a refused complete stored or recorded the object")
 		}
-		if got := e.guardRefusals(OpCompleteMultipartUpload); got != before+1 {
+		if got := e.guardRefusals(s3op.CompleteMultipartUpload); got != before+1 {
 			t.Fatalf("guard refusals = %v, want %v", got, before+1)
 		}
 		e.unguard(dg)

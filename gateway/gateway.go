@@ -30,6 +30,7 @@ import (
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // Config is what a Gateway needs to know.
@@ -291,7 +292,7 @@ func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorde
 // (when sessions are on), and everything else through the reverse proxy.
 func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request) {
 	switch {
-	case req.route.Operation == OpDeleteObjects:
+	case req.route.Operation == s3op.DeleteObjects:
 		g.deleteObjects(w, r, req)
 	case g.digests.Serves(digests.Op(req.route.Operation), req.route.Bucket, req.route.Key):
 		if g.digests.NeedsState(digests.Op(req.route.Operation)) && g.refuseWithoutState(w, r) {

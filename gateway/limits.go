@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // maxUploadSize is the largest body S3 takes in one PutObject or one
@@ -16,9 +17,9 @@ const maxUploadSize = 5 << 30
 // gateway would open a backend request for the whole declared length and
 // hold the connection while the client trickles it in. A body of unknown
 // length (-1) is left to the backend.
-func checkDeclaredSize(op Operation, declared int64) error {
+func checkDeclaredSize(op s3op.Operation, declared int64) error {
 	switch op {
-	case OpPutObject, OpUploadPart:
+	case s3op.PutObject, s3op.UploadPart:
 		if declared > maxUploadSize {
 			return s3err.ErrEntityTooLarge.WithMessage("Your proposed upload exceeds the maximum allowed size: %d bytes declared, at most %d in one %s.", declared, int64(maxUploadSize), op)
 		}

@@ -15,23 +15,24 @@ import (
 
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 func TestCheckDeclaredSize(t *testing.T) {
 	for _, tc := range []struct {
-		op       Operation
+		op       s3op.Operation
 		declared int64
 		refused  bool
 	}{
-		{OpPutObject, maxUploadSize, false},
-		{OpPutObject, maxUploadSize + 1, true},
-		{OpUploadPart, maxUploadSize, false},
-		{OpUploadPart, 6 << 30, true},
-		{OpUploadPart, -1, false}, // unknown length: the backend decides
-		{OpPutObject, 0, false},
+		{s3op.PutObject, maxUploadSize, false},
+		{s3op.PutObject, maxUploadSize + 1, true},
+		{s3op.UploadPart, maxUploadSize, false},
+		{s3op.UploadPart, 6 << 30, true},
+		{s3op.UploadPart, -1, false}, // unknown length: the backend decides
+		{s3op.PutObject, 0, false},
 		// Only single uploads have the 5 GiB limit.
-		{OpCompleteMultipartUpload, 6 << 30, false},
-		{OpUnsupported, 6 << 30, false},
+		{s3op.CompleteMultipartUpload, 6 << 30, false},
+		{s3op.Unsupported, 6 << 30, false},
 	} {
 		err := checkDeclaredSize(tc.op, tc.declared)
 		if got := err != nil; got != tc.refused {

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // metrics are the gateway's request series. Labels are the operation name (a
@@ -48,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) observe(op Operation, status int, elapsed time.Duration) {
+func (m *metrics) observe(op s3op.Operation, status int, elapsed time.Duration) {
 	class := statusClass(status)
 	m.requests.WithLabelValues(string(op), class).Inc()
 	m.requestDuration.WithLabelValues(string(op), class).Observe(elapsed.Seconds())

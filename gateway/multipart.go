@@ -26,7 +26,7 @@ func (g *Gateway) serveMultipart(w http.ResponseWriter, r *http.Request, req *re
 	q := r.URL.Query()
 	payload := req.auth.Payload
 	call := &multipart.Call{
-		Op:             multipart.Op(req.route.Operation),
+		Op:             req.route.Operation,
 		Bucket:         req.route.Bucket,
 		Key:            req.route.Key,
 		UploadID:       q.Get("uploadId"),
@@ -52,7 +52,7 @@ func (g *Gateway) serveMultipart(w http.ResponseWriter, r *http.Request, req *re
 			return g.backendRequest(r, req, body)
 		},
 	}
-	g.sessions.Serve(r.Context(), w, call)
+	g.answer(w, r, req, g.sessions.Serve(r.Context(), call))
 }
 
 // backendRequest builds the backend request for a client request that the

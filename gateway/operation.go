@@ -7,97 +7,8 @@ import (
 	"strings"
 
 	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
-
-// Operation names an S3 API operation. The set is closed and small so that it
-// can label metrics without letting clients create series.
-type Operation string
-
-// The operations the gateway serves: every row of operationRules names one.
-const (
-	OpListBuckets             Operation = "ListBuckets"
-	OpCreateBucket            Operation = "CreateBucket"
-	OpDeleteBucket            Operation = "DeleteBucket"
-	OpHeadBucket              Operation = "HeadBucket"
-	OpGetBucketLocation       Operation = "GetBucketLocation"
-	OpListObjects             Operation = "ListObjects"
-	OpListObjectsV2           Operation = "ListObjectsV2"
-	OpListObjectVersions      Operation = "ListObjectVersions"
-	OpDeleteObjects           Operation = "DeleteObjects"
-	OpPutObject               Operation = "PutObject"
-	OpCopyObject              Operation = "CopyObject"
-	OpGetObject               Operation = "GetObject"
-	OpHeadObject              Operation = "HeadObject"
-	OpDeleteObject            Operation = "DeleteObject"
-	OpCreateMultipartUpload   Operation = "CreateMultipartUpload"
-	OpUploadPart              Operation = "UploadPart"
-	OpUploadPartCopy          Operation = "UploadPartCopy"
-	OpListParts               Operation = "ListParts"
-	OpCompleteMultipartUpload Operation = "CompleteMultipartUpload"
-	OpAbortMultipartUpload    Operation = "AbortMultipartUpload"
-	OpListMultipartUploads    Operation = "ListMultipartUploads"
-
-	// Calls on an object's attributes rather than its bytes.
-	OpGetObjectAttributes Operation = "GetObjectAttributes"
-	OpGetObjectACL        Operation = "GetObjectAcl"
-	OpPutObjectACL        Operation = "PutObjectAcl"
-	OpGetObjectTagging    Operation = "GetObjectTagging"
-	OpPutObjectTagging    Operation = "PutObjectTagging"
-	OpDeleteObjectTagging Operation = "DeleteObjectTagging"
-	OpGetObjectRetention  Operation = "GetObjectRetention"
-	OpPutObjectRetention  Operation = "PutObjectRetention"
-	OpGetObjectLegalHold  Operation = "GetObjectLegalHold"
-	OpPutObjectLegalHold  Operation = "PutObjectLegalHold"
-
-	// Calls on a bucket's configuration.
-	OpGetBucketPolicy            Operation = "GetBucketPolicy"
-	OpPutBucketPolicy            Operation = "PutBucketPolicy"
-	OpDeleteBucketPolicy         Operation = "DeleteBucketPolicy"
-	OpGetBucketPolicyStatus      Operation = "GetBucketPolicyStatus"
-	OpGetBucketLifecycle         Operation = "GetBucketLifecycle"
-	OpPutBucketLifecycle         Operation = "PutBucketLifecycle"
-	OpDeleteBucketLifecycle      Operation = "DeleteBucketLifecycle"
-	OpGetBucketEncryption        Operation = "GetBucketEncryption"
-	OpPutBucketEncryption        Operation = "PutBucketEncryption"
-	OpDeleteBucketEncryption     Operation = "DeleteBucketEncryption"
-	OpGetObjectLockConfiguration Operation = "GetObjectLockConfiguration"
-	OpPutObjectLockConfiguration Operation = "PutObjectLockConfiguration"
-	OpGetBucketReplication       Operation = "GetBucketReplication"
-	OpPutBucketReplication       Operation = "PutBucketReplication"
-	OpDeleteBucketReplication    Operation = "DeleteBucketReplication"
-	OpGetBucketVersioning        Operation = "GetBucketVersioning"
-	OpPutBucketVersioning        Operation = "PutBucketVersioning"
-	OpGetBucketNotification      Operation = "GetBucketNotification"
-	OpPutBucketNotification      Operation = "PutBucketNotification"
-	OpGetBucketACL               Operation = "GetBucketAcl"
-	OpPutBucketACL               Operation = "PutBucketAcl"
-	OpGetBucketCors              Operation = "GetBucketCors"
-	OpPutBucketCors              Operation = "PutBucketCors"
-	OpDeleteBucketCors           Operation = "DeleteBucketCors"
-	OpGetBucketWebsite           Operation = "GetBucketWebsite"
-	OpDeleteBucketWebsite        Operation = "DeleteBucketWebsite"
-	OpGetBucketAccelerate        Operation = "GetBucketAccelerate"
-	OpGetBucketRequestPayment    Operation = "GetBucketRequestPayment"
-	OpGetBucketLogging           Operation = "GetBucketLogging"
-	OpGetBucketTagging           Operation = "GetBucketTagging"
-	OpPutBucketTagging           Operation = "PutBucketTagging"
-	OpDeleteBucketTagging        Operation = "DeleteBucketTagging"
-
-	// OpUnsupported labels a request the gateway refused without knowing
-	// it as one of the operations above: it never reaches the backend.
-	OpUnsupported Operation = "Unsupported"
-)
-
-// IsMultipart reports whether op is one of the multipart calls whose sessions
-// sweepgate records.
-func (op Operation) IsMultipart() bool {
-	switch op {
-	case OpCreateMultipartUpload, OpUploadPart, OpUploadPartCopy, OpListParts,
-		OpCompleteMultipartUpload, OpAbortMultipartUpload, OpListMultipartUploads:
-		return true
-	}
-	return false
-}
 
 // target is what a request's path addresses.
 type target int
@@ -123,7 +34,7 @@ type selector struct {
 // parameters it accepts, and whether it is a copy (carries
 // x-amz-copy-source).
 type operationRule struct {
-	op        Operation
+	op        s3op.Operation
 	method    string
 	target    target
 	selectors []selector
@@ -165,81 +76,81 @@ func sel(names ...string) []selector {
 // replication extensions, POST-policy uploads, and the calls MinIO answers
 // NotImplemented) have no row.
 var operationRules = []operationRule{
-	{op: OpListBuckets, method: http.MethodGet, target: targetService,
+	{op: s3op.ListBuckets, method: http.MethodGet, target: targetService,
 		params: []string{"max-buckets", "continuation-token", "prefix", "bucket-region"}},
 
 	// Object operations.
-	{op: OpHeadObject, method: http.MethodHead, target: targetObject, params: readObjectParams},
-	{op: OpGetObjectAttributes, method: http.MethodGet, target: targetObject, selectors: sel("attributes"),
+	{op: s3op.HeadObject, method: http.MethodHead, target: targetObject, params: readObjectParams},
+	{op: s3op.GetObjectAttributes, method: http.MethodGet, target: targetObject, selectors: sel("attributes"),
 		params: []string{"versionId"}},
-	{op: OpUploadPartCopy, method: http.MethodPut, target: targetObject, selectors: sel("partNumber", "uploadId"), copy: true},
-	{op: OpUploadPart, method: http.MethodPut, target: targetObject, selectors: sel("partNumber", "uploadId")},
-	{op: OpListParts, method: http.MethodGet, target: targetObject, selectors: sel("uploadId"),
+	{op: s3op.UploadPartCopy, method: http.MethodPut, target: targetObject, selectors: sel("partNumber", "uploadId"), copy: true},
+	{op: s3op.UploadPart, method: http.MethodPut, target: targetObject, selectors: sel("partNumber", "uploadId")},
+	{op: s3op.ListParts, method: http.MethodGet, target: targetObject, selectors: sel("uploadId"),
 		params: []string{"max-parts", "part-number-marker", "encoding-type"}},
-	{op: OpCompleteMultipartUpload, method: http.MethodPost, target: targetObject, selectors: sel("uploadId")},
-	{op: OpCreateMultipartUpload, method: http.MethodPost, target: targetObject, selectors: sel("uploads")},
-	{op: OpAbortMultipartUpload, method: http.MethodDelete, target: targetObject, selectors: sel("uploadId")},
-	{op: OpGetObjectACL, method: http.MethodGet, target: targetObject, selectors: sel("acl"), params: versionParam},
-	{op: OpPutObjectACL, method: http.MethodPut, target: targetObject, selectors: sel("acl"), params: versionParam},
-	{op: OpGetObjectTagging, method: http.MethodGet, target: targetObject, selectors: sel("tagging"), params: versionParam},
-	{op: OpPutObjectTagging, method: http.MethodPut, target: targetObject, selectors: sel("tagging"), params: versionParam},
-	{op: OpDeleteObjectTagging, method: http.MethodDelete, target: targetObject, selectors: sel("tagging"), params: versionParam},
-	{op: OpGetObjectRetention, method: http.MethodGet, target: targetObject, selectors: sel("retention"), params: versionParam},
-	{op: OpGetObjectLegalHold, method: http.MethodGet, target: targetObject, selectors: sel("legal-hold"), params: versionParam},
-	{op: OpGetObject, method: http.MethodGet, target: targetObject, params: readObjectParams},
-	{op: OpCopyObject, method: http.MethodPut, target: targetObject, copy: true},
-	{op: OpPutObjectRetention, method: http.MethodPut, target: targetObject, selectors: sel("retention"), params: versionParam},
-	{op: OpPutObjectLegalHold, method: http.MethodPut, target: targetObject, selectors: sel("legal-hold"), params: versionParam},
-	{op: OpPutObject, method: http.MethodPut, target: targetObject},
-	{op: OpDeleteObject, method: http.MethodDelete, target: targetObject, params: versionParam},
+	{op: s3op.CompleteMultipartUpload, method: http.MethodPost, target: targetObject, selectors: sel("uploadId")},
+	{op: s3op.CreateMultipartUpload, method: http.MethodPost, target: targetObject, selectors: sel("uploads")},
+	{op: s3op.AbortMultipartUpload, method: http.MethodDelete, target: targetObject, selectors: sel("uploadId")},
+	{op: s3op.GetObjectACL, method: http.MethodGet, target: targetObject, selectors: sel("acl"), params: versionParam},
+	{op: s3op.PutObjectACL, method: http.MethodPut, target: targetObject, selectors: sel("acl"), params: versionParam},
+	{op: s3op.GetObjectTagging, method: http.MethodGet, target: targetObject, selectors: sel("tagging"), params: versionParam},
+	{op: s3op.PutObjectTagging, method: http.MethodPut, target: targetObject, selectors: sel("tagging"), params: versionParam},
+	{op: s3op.DeleteObjectTagging, method: http.MethodDelete, target: targetObject, selectors: sel("tagging"), params: versionParam},
+	{op: s3op.GetObjectRetention, method: http.MethodGet, target: targetObject, selectors: sel("retention"), params: versionParam},
+	{op: s3op.GetObjectLegalHold, method: http.MethodGet, target: targetObject, selectors: sel("legal-hold"), params: versionParam},
+	{op: s3op.GetObject, method: http.MethodGet, target: targetObject, params: readObjectParams},
+	{op: s3op.CopyObject, method: http.MethodPut, target: targetObject, copy: true},
+	{op: s3op.PutObjectRetention, method: http.MethodPut, target: targetObject, selectors: sel("retention"), params: versionParam},
+	{op: s3op.PutObjectLegalHold, method: http.MethodPut, target: targetObject, selectors: sel("legal-hold"), params: versionParam},
+	{op: s3op.PutObject, method: http.MethodPut, target: targetObject},
+	{op: s3op.DeleteObject, method: http.MethodDelete, target: targetObject, params: versionParam},
 
 	// Bucket operations.
-	{op: OpGetBucketLocation, method: http.MethodGet, target: targetBucket, selectors: sel("location")},
-	{op: OpGetBucketPolicy, method: http.MethodGet, target: targetBucket, selectors: sel("policy")},
+	{op: s3op.GetBucketLocation, method: http.MethodGet, target: targetBucket, selectors: sel("location")},
+	{op: s3op.GetBucketPolicy, method: http.MethodGet, target: targetBucket, selectors: sel("policy")},
 	// withUpdatedAt (sent by minio-go) only adds a response header.
-	{op: OpGetBucketLifecycle, method: http.MethodGet, target: targetBucket, selectors: sel("lifecycle"),
+	{op: s3op.GetBucketLifecycle, method: http.MethodGet, target: targetBucket, selectors: sel("lifecycle"),
 		params: []string{"withUpdatedAt"}},
-	{op: OpGetBucketEncryption, method: http.MethodGet, target: targetBucket, selectors: sel("encryption")},
-	{op: OpGetObjectLockConfiguration, method: http.MethodGet, target: targetBucket, selectors: sel("object-lock")},
-	{op: OpGetBucketReplication, method: http.MethodGet, target: targetBucket, selectors: sel("replication")},
-	{op: OpGetBucketVersioning, method: http.MethodGet, target: targetBucket, selectors: sel("versioning")},
-	{op: OpGetBucketNotification, method: http.MethodGet, target: targetBucket, selectors: sel("notification")},
-	{op: OpGetBucketACL, method: http.MethodGet, target: targetBucket, selectors: sel("acl")},
-	{op: OpPutBucketACL, method: http.MethodPut, target: targetBucket, selectors: sel("acl")},
-	{op: OpGetBucketCors, method: http.MethodGet, target: targetBucket, selectors: sel("cors")},
-	{op: OpPutBucketCors, method: http.MethodPut, target: targetBucket, selectors: sel("cors")},
-	{op: OpDeleteBucketCors, method: http.MethodDelete, target: targetBucket, selectors: sel("cors")},
-	{op: OpGetBucketWebsite, method: http.MethodGet, target: targetBucket, selectors: sel("website")},
-	{op: OpGetBucketAccelerate, method: http.MethodGet, target: targetBucket, selectors: sel("accelerate")},
-	{op: OpGetBucketRequestPayment, method: http.MethodGet, target: targetBucket, selectors: sel("requestPayment")},
-	{op: OpGetBucketLogging, method: http.MethodGet, target: targetBucket, selectors: sel("logging")},
-	{op: OpGetBucketTagging, method: http.MethodGet, target: targetBucket, selectors: sel("tagging")},
-	{op: OpDeleteBucketWebsite, method: http.MethodDelete, target: targetBucket, selectors: sel("website")},
-	{op: OpDeleteBucketTagging, method: http.MethodDelete, target: targetBucket, selectors: sel("tagging")},
-	{op: OpListMultipartUploads, method: http.MethodGet, target: targetBucket, selectors: sel("uploads"),
+	{op: s3op.GetBucketEncryption, method: http.MethodGet, target: targetBucket, selectors: sel("encryption")},
+	{op: s3op.GetObjectLockConfiguration, method: http.MethodGet, target: targetBucket, selectors: sel("object-lock")},
+	{op: s3op.GetBucketReplication, method: http.MethodGet, target: targetBucket, selectors: sel("replication")},
+	{op: s3op.GetBucketVersioning, method: http.MethodGet, target: targetBucket, selectors: sel("versioning")},
+	{op: s3op.GetBucketNotification, method: http.MethodGet, target: targetBucket, selectors: sel("notification")},
+	{op: s3op.GetBucketACL, method: http.MethodGet, target: targetBucket, selectors: sel("acl")},
+	{op: s3op.PutBucketACL, method: http.MethodPut, target: targetBucket, selectors: sel("acl")},
+	{op: s3op.GetBucketCors, method: http.MethodGet, target: targetBucket, selectors: sel("cors")},
+	{op: s3op.PutBucketCors, method: http.MethodPut, target: targetBucket, selectors: sel("cors")},
+	{op: s3op.DeleteBucketCors, method: http.MethodDelete, target: targetBucket, selectors: sel("cors")},
+	{op: s3op.GetBucketWebsite, method: http.MethodGet, target: targetBucket, selectors: sel("website")},
+	{op: s3op.GetBucketAccelerate, method: http.MethodGet, target: targetBucket, selectors: sel("accelerate")},
+	{op: s3op.GetBucketRequestPayment, method: http.MethodGet, target: targetBucket, selectors: sel("requestPayment")},
+	{op: s3op.GetBucketLogging, method: http.MethodGet, target: targetBucket, selectors: sel("logging")},
+	{op: s3op.GetBucketTagging, method: http.MethodGet, target: targetBucket, selectors: sel("tagging")},
+	{op: s3op.DeleteBucketWebsite, method: http.MethodDelete, target: targetBucket, selectors: sel("website")},
+	{op: s3op.DeleteBucketTagging, method: http.MethodDelete, target: targetBucket, selectors: sel("tagging")},
+	{op: s3op.ListMultipartUploads, method: http.MethodGet, target: targetBucket, selectors: sel("uploads"),
 		params: []string{"delimiter", "encoding-type", "key-marker", "max-uploads", "prefix", "upload-id-marker"}},
-	{op: OpListObjectsV2, method: http.MethodGet, target: targetBucket, selectors: []selector{{name: "list-type", value: "2"}},
+	{op: s3op.ListObjectsV2, method: http.MethodGet, target: targetBucket, selectors: []selector{{name: "list-type", value: "2"}},
 		params: []string{"continuation-token", "delimiter", "encoding-type", "fetch-owner", "max-keys", "prefix", "start-after"}},
-	{op: OpListObjectVersions, method: http.MethodGet, target: targetBucket, selectors: sel("versions"),
+	{op: s3op.ListObjectVersions, method: http.MethodGet, target: targetBucket, selectors: sel("versions"),
 		params: []string{"delimiter", "encoding-type", "key-marker", "max-keys", "prefix", "version-id-marker"}},
-	{op: OpGetBucketPolicyStatus, method: http.MethodGet, target: targetBucket, selectors: sel("policyStatus")},
-	{op: OpPutBucketLifecycle, method: http.MethodPut, target: targetBucket, selectors: sel("lifecycle")},
-	{op: OpPutBucketReplication, method: http.MethodPut, target: targetBucket, selectors: sel("replication")},
-	{op: OpPutBucketEncryption, method: http.MethodPut, target: targetBucket, selectors: sel("encryption")},
-	{op: OpPutBucketPolicy, method: http.MethodPut, target: targetBucket, selectors: sel("policy")},
-	{op: OpPutObjectLockConfiguration, method: http.MethodPut, target: targetBucket, selectors: sel("object-lock")},
-	{op: OpPutBucketTagging, method: http.MethodPut, target: targetBucket, selectors: sel("tagging")},
-	{op: OpPutBucketVersioning, method: http.MethodPut, target: targetBucket, selectors: sel("versioning")},
-	{op: OpPutBucketNotification, method: http.MethodPut, target: targetBucket, selectors: sel("notification")},
-	{op: OpCreateBucket, method: http.MethodPut, target: targetBucket},
-	{op: OpHeadBucket, method: http.MethodHead, target: targetBucket},
-	{op: OpDeleteObjects, method: http.MethodPost, target: targetBucket, selectors: sel("delete")},
-	{op: OpDeleteBucketPolicy, method: http.MethodDelete, target: targetBucket, selectors: sel("policy")},
-	{op: OpDeleteBucketReplication, method: http.MethodDelete, target: targetBucket, selectors: sel("replication")},
-	{op: OpDeleteBucketLifecycle, method: http.MethodDelete, target: targetBucket, selectors: sel("lifecycle")},
-	{op: OpDeleteBucketEncryption, method: http.MethodDelete, target: targetBucket, selectors: sel("encryption")},
-	{op: OpDeleteBucket, method: http.MethodDelete, target: targetBucket},
-	{op: OpListObjects, method: http.MethodGet, target: targetBucket,
+	{op: s3op.GetBucketPolicyStatus, method: http.MethodGet, target: targetBucket, selectors: sel("policyStatus")},
+	{op: s3op.PutBucketLifecycle, method: http.MethodPut, target: targetBucket, selectors: sel("lifecycle")},
+	{op: s3op.PutBucketReplication, method: http.MethodPut, target: targetBucket, selectors: sel("replication")},
+	{op: s3op.PutBucketEncryption, method: http.MethodPut, target: targetBucket, selectors: sel("encryption")},
+	{op: s3op.PutBucketPolicy, method: http.MethodPut, target: targetBucket, selectors: sel("policy")},
+	{op: s3op.PutObjectLockConfiguration, method: http.MethodPut, target: targetBucket, selectors: sel("object-lock")},
+	{op: s3op.PutBucketTagging, method: http.MethodPut, target: targetBucket, selectors: sel("tagging")},
+	{op: s3op.PutBucketVersioning, method: http.MethodPut, target: targetBucket, selectors: sel("versioning")},
+	{op: s3op.PutBucketNotification, method: http.MethodPut, target: targetBucket, selectors: sel("notification")},
+	{op: s3op.CreateBucket, method: http.MethodPut, target: targetBucket},
+	{op: s3op.HeadBucket, method: http.MethodHead, target: targetBucket},
+	{op: s3op.DeleteObjects, method: http.MethodPost, target: targetBucket, selectors: sel("delete")},
+	{op: s3op.DeleteBucketPolicy, method: http.MethodDelete, target: targetBucket, selectors: sel("policy")},
+	{op: s3op.DeleteBucketReplication, method: http.MethodDelete, target: targetBucket, selectors: sel("replication")},
+	{op: s3op.DeleteBucketLifecycle, method: http.MethodDelete, target: targetBucket, selectors: sel("lifecycle")},
+	{op: s3op.DeleteBucketEncryption, method: http.MethodDelete, target: targetBucket, selectors: sel("encryption")},
+	{op: s3op.DeleteBucket, method: http.MethodDelete, target: targetBucket},
+	{op: s3op.ListObjects, method: http.MethodGet, target: targetBucket,
 		params: []string{"delimiter", "encoding-type", "marker", "max-keys", "prefix"}},
 }
 
@@ -277,13 +188,13 @@ func (rule *operationRule) accepts(name string) bool {
 // no row of operationRules, carries a parameter its row does not list, or
 // carries a header that would make the backend read it as another
 // operation.
-func classify(r *http.Request, t target) (Operation, error) {
+func classify(r *http.Request, t target) (s3op.Operation, error) {
 	q, err := parseQuery(r.URL.RawQuery, isListingFilter)
 	if err != nil {
-		return OpUnsupported, err
+		return s3op.Unsupported, err
 	}
 	if err := checkRoutingHeaders(r); err != nil {
-		return OpUnsupported, err
+		return s3op.Unsupported, err
 	}
 	copy := len(r.Header.Values("X-Amz-Copy-Source")) > 0
 	for i := range operationRules {
@@ -293,28 +204,28 @@ func classify(r *http.Request, t target) (Operation, error) {
 		}
 		for _, p := range q {
 			if !rule.accepts(p.name) {
-				return OpUnsupported, s3err.ErrInvalidArgument.WithMessage("The query parameter %q is not accepted on %s through sweepgate.", p.name, rule.op)
+				return s3op.Unsupported, s3err.ErrInvalidArgument.WithMessage("The query parameter %q is not accepted on %s through sweepgate.", p.name, rule.op)
 			}
 			if p.control && !allowsControl(rule.op, p.name) {
-				return OpUnsupported, errControl(p.name)
+				return s3op.Unsupported, errControl(p.name)
 			}
 		}
 		if copy && !rule.copy {
-			return OpUnsupported, s3err.ErrInvalidArgument.WithMessage("x-amz-copy-source is not accepted on %s.", rule.op)
+			return s3op.Unsupported, s3err.ErrInvalidArgument.WithMessage("x-amz-copy-source is not accepted on %s.", rule.op)
 		}
 		for _, s := range rule.selectors {
 			if v, _ := q.get(s.name); s.identifier && strings.TrimSpace(v) == "" {
-				return OpUnsupported, s3err.ErrInvalidArgument.WithMessage("The query parameter %q of %s must not be empty.", s.name, rule.op)
+				return s3op.Unsupported, s3err.ErrInvalidArgument.WithMessage("The query parameter %q of %s must not be empty.", s.name, rule.op)
 			}
 		}
 		return rule.op, nil
 	}
 	for _, p := range q {
 		if p.control {
-			return OpUnsupported, errControl(p.name)
+			return s3op.Unsupported, errControl(p.name)
 		}
 	}
-	return OpUnsupported, errNotServed(r.Method, t, q)
+	return s3op.Unsupported, errNotServed(r.Method, t, q)
 }
 
 // errNotServed refuses a request that matches no operation, naming what it

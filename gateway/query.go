@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // queryParam is one parameter of a request's query string, decoded.
@@ -42,11 +43,11 @@ func (q query) get(name string) (string, bool) {
 // operationRules. What they change is only which entries the listing
 // holds; ceph's s3-tests list with a delimiter, prefix, marker or
 // start-after of "\n", and MinIO answers them.
-var listingFilters = map[Operation][]string{
-	OpListObjects:          {"prefix", "delimiter", "marker"},
-	OpListObjectsV2:        {"prefix", "delimiter", "start-after", "continuation-token"},
-	OpListObjectVersions:   {"prefix", "delimiter", "key-marker", "version-id-marker"},
-	OpListMultipartUploads: {"prefix", "delimiter", "key-marker", "upload-id-marker"},
+var listingFilters = map[s3op.Operation][]string{
+	s3op.ListObjects:          {"prefix", "delimiter", "marker"},
+	s3op.ListObjectsV2:        {"prefix", "delimiter", "start-after", "continuation-token"},
+	s3op.ListObjectVersions:   {"prefix", "delimiter", "key-marker", "version-id-marker"},
+	s3op.ListMultipartUploads: {"prefix", "delimiter", "key-marker", "upload-id-marker"},
 }
 
 // isListingFilter reports whether name is a listing filter of some
@@ -62,7 +63,7 @@ func isListingFilter(name string) bool {
 
 // allowsControl reports whether op takes a control character in the value
 // of its parameter name.
-func allowsControl(op Operation, name string) bool {
+func allowsControl(op s3op.Operation, name string) bool {
 	return slices.Contains(listingFilters[op], name)
 }
 

@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // Route is where an S3 request is addressed: its bucket, its key and the
@@ -11,14 +13,14 @@ import (
 type Route struct {
 	Bucket    string
 	Key       string
-	Operation Operation
+	Operation s3op.Operation
 }
 
 // resolveRoute reads the bucket and key from a path-style request
 // (/bucket/key) or a virtual-hosted-style one (Host: bucket.domain, path /key)
 // when the host is a subdomain of one of the configured domains, and names
 // its operation. A request the gateway cannot read exactly as the backend
-// will (see classify and checkKey) gets OpUnsupported and an error that
+// will (see classify and checkKey) gets s3op.Unsupported and an error that
 // refuses it.
 func resolveRoute(r *http.Request, domains []string) (Route, error) {
 	path := r.URL.Path
@@ -29,7 +31,7 @@ func resolveRoute(r *http.Request, domains []string) (Route, error) {
 		rest := strings.TrimPrefix(path, "/")
 		bucket, key, _ = strings.Cut(rest, "/")
 	}
-	rt := Route{Bucket: bucket, Key: key, Operation: OpUnsupported}
+	rt := Route{Bucket: bucket, Key: key, Operation: s3op.Unsupported}
 	t := targetObject
 	switch {
 	case bucket == "" && key != "":
@@ -53,7 +55,7 @@ func resolveRoute(r *http.Request, domains []string) (Route, error) {
 	if err != nil {
 		return rt, err
 	}
-	if op == OpCopyObject || op == OpUploadPartCopy {
+	if op == s3op.CopyObject || op == s3op.UploadPartCopy {
 		if _, err := parseCopySource(r.Header.Get("X-Amz-Copy-Source")); err != nil {
 			return rt, err
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 func TestResolveRoute(t *testing.T) {
@@ -15,56 +16,56 @@ func TestResolveRoute(t *testing.T) {
 		header               map[string]string
 		want                 Route
 	}{
-		{"GET", "/", "s3.example.com", nil, Route{"", "", OpListBuckets}},
-		{"GET", "//", "gw", nil, Route{"", "", OpListBuckets}},
-		{"PUT", "/b", "gw:9000", nil, Route{"b", "", OpCreateBucket}},
-		{"PUT", "/b/", "gw:9000", nil, Route{"b", "", OpCreateBucket}},
-		{"HEAD", "/b", "gw", nil, Route{"b", "", OpHeadBucket}},
-		{"DELETE", "/b", "gw", nil, Route{"b", "", OpDeleteBucket}},
-		{"GET", "/b?list-type=2&prefix=a", "gw", nil, Route{"b", "", OpListObjectsV2}},
-		{"GET", "/b", "gw", nil, Route{"b", "", OpListObjects}},
-		{"GET", "/b?uploads", "gw", nil, Route{"b", "", OpListMultipartUploads}},
-		{"GET", "/b?location", "gw", nil, Route{"b", "", OpGetBucketLocation}},
-		{"GET", "/b?versions", "gw", nil, Route{"b", "", OpListObjectVersions}},
-		{"GET", "/b?policy", "gw", nil, Route{"b", "", OpGetBucketPolicy}},
-		{"PUT", "/b?tagging", "gw", nil, Route{"b", "", OpPutBucketTagging}},
-		{"DELETE", "/b?lifecycle", "gw", nil, Route{"b", "", OpDeleteBucketLifecycle}},
-		{"POST", "/b?delete", "gw", nil, Route{"b", "", OpDeleteObjects}},
-		{"POST", "/b?delete=", "gw", nil, Route{"b", "", OpDeleteObjects}},
-		{"PUT", "/b/k/with/slashes", "gw", nil, Route{"b", "k/with/slashes", OpPutObject}},
-		{"PUT", "/b/k?x-id=PutObject", "gw", nil, Route{"b", "k", OpPutObject}},
-		{"GET", "/b/k?X-Amz-Checksum-Mode=ENABLED&X-Amz-Algorithm=AWS4-HMAC-SHA256", "gw", nil, Route{"b", "k", OpGetObject}},
-		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, Route{"b", "k", OpCopyObject}},
-		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "b/src%3Fx?versionId=v1"}, Route{"b", "k", OpCopyObject}},
-		{"PUT", "/b/k?partNumber=1&uploadId=u", "gw", nil, Route{"b", "k", OpUploadPart}},
-		{"PUT", "/b/k?partNumber=1&uploadId=u", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, Route{"b", "k", OpUploadPartCopy}},
-		{"PUT", "/b/k?tagging", "gw", nil, Route{"b", "k", OpPutObjectTagging}},
-		{"GET", "/b/k?acl&versionId=v", "gw", nil, Route{"b", "k", OpGetObjectACL}},
-		{"POST", "/b/k?uploads", "gw", nil, Route{"b", "k", OpCreateMultipartUpload}},
-		{"POST", "/b/k?uploadId=u", "gw", nil, Route{"b", "k", OpCompleteMultipartUpload}},
-		{"GET", "/b/k?uploadId=u&max-parts=10", "gw", nil, Route{"b", "k", OpListParts}},
-		{"DELETE", "/b/k?uploadId=u", "gw", nil, Route{"b", "k", OpAbortMultipartUpload}},
-		{"GET", "/b/k?versionId=v&response-content-type=text%2Fplain", "gw", nil, Route{"b", "k", OpGetObject}},
-		{"HEAD", "/b/k?partNumber=1", "gw", nil, Route{"b", "k", OpHeadObject}},
-		{"DELETE", "/b/k", "gw", nil, Route{"b", "k", OpDeleteObject}},
-		{"GET", "/b/a%20b%2Fc", "gw", nil, Route{"b", "a b/c", OpGetObject}},
-		{"GET", "/b/dir/", "gw", nil, Route{"b", "dir/", OpGetObject}},
-		{"GET", "/b/a.b/..c/...", "gw", nil, Route{"b", "a.b/..c/...", OpGetObject}},
+		{"GET", "/", "s3.example.com", nil, Route{"", "", s3op.ListBuckets}},
+		{"GET", "//", "gw", nil, Route{"", "", s3op.ListBuckets}},
+		{"PUT", "/b", "gw:9000", nil, Route{"b", "", s3op.CreateBucket}},
+		{"PUT", "/b/", "gw:9000", nil, Route{"b", "", s3op.CreateBucket}},
+		{"HEAD", "/b", "gw", nil, Route{"b", "", s3op.HeadBucket}},
+		{"DELETE", "/b", "gw", nil, Route{"b", "", s3op.DeleteBucket}},
+		{"GET", "/b?list-type=2&prefix=a", "gw", nil, Route{"b", "", s3op.ListObjectsV2}},
+		{"GET", "/b", "gw", nil, Route{"b", "", s3op.ListObjects}},
+		{"GET", "/b?uploads", "gw", nil, Route{"b", "", s3op.ListMultipartUploads}},
+		{"GET", "/b?location", "gw", nil, Route{"b", "", s3op.GetBucketLocation}},
+		{"GET", "/b?versions", "gw", nil, Route{"b", "", s3op.ListObjectVersions}},
+		{"GET", "/b?policy", "gw", nil, Route{"b", "", s3op.GetBucketPolicy}},
+		{"PUT", "/b?tagging", "gw", nil, Route{"b", "", s3op.PutBucketTagging}},
+		{"DELETE", "/b?lifecycle", "gw", nil, Route{"b", "", s3op.DeleteBucketLifecycle}},
+		{"POST", "/b?delete", "gw", nil, Route{"b", "", s3op.DeleteObjects}},
+		{"POST", "/b?delete=", "gw", nil, Route{"b", "", s3op.DeleteObjects}},
+		{"PUT", "/b/k/with/slashes", "gw", nil, Route{"b", "k/with/slashes", s3op.PutObject}},
+		{"PUT", "/b/k?x-id=PutObject", "gw", nil, Route{"b", "k", s3op.PutObject}},
+		{"GET", "/b/k?X-Amz-Checksum-Mode=ENABLED&X-Amz-Algorithm=AWS4-HMAC-SHA256", "gw", nil, Route{"b", "k", s3op.GetObject}},
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, Route{"b", "k", s3op.CopyObject}},
+		{"PUT", "/b/k", "gw", map[string]string{"X-Amz-Copy-Source": "b/src%3Fx?versionId=v1"}, Route{"b", "k", s3op.CopyObject}},
+		{"PUT", "/b/k?partNumber=1&uploadId=u", "gw", nil, Route{"b", "k", s3op.UploadPart}},
+		{"PUT", "/b/k?partNumber=1&uploadId=u", "gw", map[string]string{"X-Amz-Copy-Source": "/b/src"}, Route{"b", "k", s3op.UploadPartCopy}},
+		{"PUT", "/b/k?tagging", "gw", nil, Route{"b", "k", s3op.PutObjectTagging}},
+		{"GET", "/b/k?acl&versionId=v", "gw", nil, Route{"b", "k", s3op.GetObjectACL}},
+		{"POST", "/b/k?uploads", "gw", nil, Route{"b", "k", s3op.CreateMultipartUpload}},
+		{"POST", "/b/k?uploadId=u", "gw", nil, Route{"b", "k", s3op.CompleteMultipartUpload}},
+		{"GET", "/b/k?uploadId=u&max-parts=10", "gw", nil, Route{"b", "k", s3op.ListParts}},
+		{"DELETE", "/b/k?uploadId=u", "gw", nil, Route{"b", "k", s3op.AbortMultipartUpload}},
+		{"GET", "/b/k?versionId=v&response-content-type=text%2Fplain", "gw", nil, Route{"b", "k", s3op.GetObject}},
+		{"HEAD", "/b/k?partNumber=1", "gw", nil, Route{"b", "k", s3op.HeadObject}},
+		{"DELETE", "/b/k", "gw", nil, Route{"b", "k", s3op.DeleteObject}},
+		{"GET", "/b/a%20b%2Fc", "gw", nil, Route{"b", "a b/c", s3op.GetObject}},
+		{"GET", "/b/dir/", "gw", nil, Route{"b", "dir/", s3op.GetObject}},
+		{"GET", "/b/a.b/..c/...", "gw", nil, Route{"b", "a.b/..c/...", s3op.GetObject}},
 		// A control character in a listing's filters, which MinIO's router
 		// never reads (ceph s3-tests' *_unreadable listings).
-		{"GET", "/b?delimiter=%0A", "gw", nil, Route{"b", "", OpListObjects}},
-		{"GET", "/b?marker=%0A&prefix=%0D%09&max-keys=2", "gw", nil, Route{"b", "", OpListObjects}},
-		{"GET", "/b?list-type=2&delimiter=%0A", "gw", nil, Route{"b", "", OpListObjectsV2}},
-		{"GET", "/b?list-type=2&prefix=%0A", "gw", nil, Route{"b", "", OpListObjectsV2}},
-		{"GET", "/b?list-type=2&start-after=%0A&continuation-token=%01", "gw", nil, Route{"b", "", OpListObjectsV2}},
-		{"GET", "/b?versions&prefix=%7F&delimiter=%0A&key-marker=%00&version-id-marker=%0A", "gw", nil, Route{"b", "", OpListObjectVersions}},
-		{"GET", "/b?uploads&prefix=%0A&delimiter=%0A&key-marker=%0A&upload-id-marker=%0A", "gw", nil, Route{"b", "", OpListMultipartUploads}},
+		{"GET", "/b?delimiter=%0A", "gw", nil, Route{"b", "", s3op.ListObjects}},
+		{"GET", "/b?marker=%0A&prefix=%0D%09&max-keys=2", "gw", nil, Route{"b", "", s3op.ListObjects}},
+		{"GET", "/b?list-type=2&delimiter=%0A", "gw", nil, Route{"b", "", s3op.ListObjectsV2}},
+		{"GET", "/b?list-type=2&prefix=%0A", "gw", nil, Route{"b", "", s3op.ListObjectsV2}},
+		{"GET", "/b?list-type=2&start-after=%0A&continuation-token=%01", "gw", nil, Route{"b", "", s3op.ListObjectsV2}},
+		{"GET", "/b?versions&prefix=%7F&delimiter=%0A&key-marker=%00&version-id-marker=%0A", "gw", nil, Route{"b", "", s3op.ListObjectVersions}},
+		{"GET", "/b?uploads&prefix=%0A&delimiter=%0A&key-marker=%0A&upload-id-marker=%0A", "gw", nil, Route{"b", "", s3op.ListMultipartUploads}},
 		// Virtual-hosted style: the bucket is in the host.
-		{"GET", "/k/x", "bkt.s3.example.com:9000", nil, Route{"bkt", "k/x", OpGetObject}},
-		{"GET", "/?list-type=2", "bkt.S3.Example.com", nil, Route{"bkt", "", OpListObjectsV2}},
-		{"PUT", "/", "bkt.s3.example.com", nil, Route{"bkt", "", OpCreateBucket}},
+		{"GET", "/k/x", "bkt.s3.example.com:9000", nil, Route{"bkt", "k/x", s3op.GetObject}},
+		{"GET", "/?list-type=2", "bkt.S3.Example.com", nil, Route{"bkt", "", s3op.ListObjectsV2}},
+		{"PUT", "/", "bkt.s3.example.com", nil, Route{"bkt", "", s3op.CreateBucket}},
 		// A host outside the configured domains is path-style.
-		{"GET", "/b/k", "bkt.other.com", nil, Route{"b", "k", OpGetObject}},
+		{"GET", "/b/k", "bkt.other.com", nil, Route{"b", "k", s3op.GetObject}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.host+tt.target, func(t *testing.T) {
@@ -83,7 +84,7 @@ func TestResolveRoute(t *testing.T) {
 
 // TestResolveRouteRefuses: what the backend could read as another
 // operation or another key is refused with the S3 error a client expects,
-// and labelled OpUnsupported.
+// and labelled s3op.Unsupported.
 func TestResolveRouteRefuses(t *testing.T) {
 	domains := []string{"s3.example.com"}
 	tests := []struct {
@@ -187,8 +188,8 @@ func TestResolveRouteRefuses(t *testing.T) {
 				r.Header.Set(k, v)
 			}
 			got, err := resolveRoute(r, domains)
-			if err == nil || s3err.As(err).Code != tt.code || got.Operation != OpUnsupported {
-				t.Errorf("resolveRoute = %+v, %v; want OpUnsupported and %s", got, err, tt.code)
+			if err == nil || s3err.As(err).Code != tt.code || got.Operation != s3op.Unsupported {
+				t.Errorf("resolveRoute = %+v, %v; want s3op.Unsupported and %s", got, err, tt.code)
 			}
 		})
 	}

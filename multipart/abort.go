@@ -10,8 +10,10 @@ import (
 
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // errNoSession says the upload has no session: it is passed through.
@@ -22,24 +24,24 @@ var errNoSession = errors.New("multipart: upload has no session")
 // session "aborted", and anything unclear makes it "cleanup_pending" for
 // the reconciler. Either way the client gets 204: the upload is logically
 // gone and takes no more parts. A repeated abort answers 204 too.
-func (s *Service) abort(ctx context.Context, w http.ResponseWriter, c *Call) {
-	if s.replayIdempotent(ctx, w, c) {
-		return
+func (s *Service) abort(ctx context.Context, c *Call) reply.Reply {
+	if answer, ok := s.replayIdempotent(ctx, c); ok {
+		return answer
 	}
 	err := s.abortUpload(ctx, c)
 	switch {
 	case errors.Is(err, errNoSession):
 		audit.Record(s.log, audit.AbortUpload, audit.Upload(c.Bucket, c.Key, c.UploadID), "client abort of an upload without a session, passed through to the backend",
 			"principal", c.Principal, "id", c.RequestID)
-		s.passThrough(w, c, nil)
+		return s.passThrough(c, nil)
 	case errors.Is(err, errNoSuchUpload):
 		s.rememberIdempotent(ctx, c, err)
-		s.writeError(w, c, err)
+		return s.fail(c, err)
 	case err != nil:
-		s.writeError(w, c, err)
+		return s.fail(c, err)
 	default:
 		s.rememberIdempotent(ctx, c, nil)
-		s.writeNoContent(w, c)
+		return reply.NoContent()
 	}
 }
 
@@ -156,26 +158,24 @@ func idempotencyRequest(c *Call) string {
 
 var errIdempotencyReuse = s3err.ErrInvalidRequest.WithMessage("The Idempotency-Key was already used for a different request.")
 
-// replayIdempotent answers a call whose Idempotency-Key has a recorded
-// outcome with that outcome, and reports whether it did.
-func (s *Service) replayIdempotent(ctx context.Context, w http.ResponseWriter, c *Call) bool {
+// replayIdempotent returns the answer of a call whose Idempotency-Key has
+// a recorded outcome (that outcome, as it was recorded), and ok true; ok
+// false when the call must be served.
+func (s *Service) replayIdempotent(ctx context.Context, c *Call) (answer reply.Reply, ok bool) {
 	if c.IdempotencyKey == "" {
-		return false
+		return reply.Reply{}, false
 	}
 	o, err := s.store.GetIdempotent(ctx, idempotencyID(c))
 	if errors.Is(err, etcdstore.ErrNotFound) {
-		return false
+		return reply.Reply{}, false
 	}
 	if err != nil {
-		s.writeError(w, c, err)
-		return true
+		return s.fail(c, err), true
 	}
 	if o.Request != idempotencyRequest(c) {
-		s.writeError(w, c, errIdempotencyReuse)
-		return true
+		return s.fail(c, errIdempotencyReuse), true
 	}
-	s.writeOutcome(w, c, o)
-	return true
+	return reply.Reply{Status: o.Status, Header: o.Header, Body: o.Body, Replayed: true}, true
 }
 
 // rememberIdempotent records the first definite outcome of a call that
@@ -198,13 +198,33 @@ func (s *Service) rememberIdempotent(ctx context.Context, c *Call, outcome error
 	}
 }
 
-// writeOutcome replays a recorded outcome.
-func (s *Service) writeOutcome(w http.ResponseWriter, c *Call, o etcdstore.IdempotentOutcome) {
-	for k, vs := range o.Header {
-		w.Header()[k] = vs
+// AbortRequest names an upload to abort for a request that another service
+// serves (the digest service's complete of a blob stored already).
+type AbortRequest struct {
+	Bucket, Key, UploadID string
+	// Principal and RequestID are the client request's, for the session's
+	// ownership check and the audit line.
+	Principal, RequestID string
+}
+
+// AbortUpload aborts an upload the way a client's abort does (the intent
+// recorded before the backend call, the outcome after, an unclear one left
+// to the reconciler), with a backend call of its own. An upload without a
+// session is aborted on the backend directly. It returns nil when the
+// upload is (logically) aborted.
+func (s *Service) AbortUpload(ctx context.Context, r AbortRequest) error {
+	c := &Call{
+		Op: s3op.AbortMultipartUpload, Bucket: r.Bucket, Key: r.Key, UploadID: r.UploadID,
+		Principal: r.Principal, RequestID: r.RequestID, Header: http.Header{},
+		BackendRequest: func([]byte) (*http.Request, error) {
+			return s.backend.NewRequest(ctx, http.MethodDelete, r.Bucket, r.Key, uploadQuery(r.UploadID))
+		},
 	}
-	w.Header().Set("X-Amz-Request-Id", c.RequestID)
-	w.Header().Set("X-Sweepgate-Idempotent-Replay", "true")
-	w.WriteHeader(o.Status)
-	_, _ = w.Write(o.Body)
+	err := s.abortUpload(ctx, c)
+	if errors.Is(err, errNoSession) {
+		audit.Record(s.log, audit.AbortUpload, audit.Upload(r.Bucket, r.Key, r.UploadID), "abort of an upload without a session, sent to the backend",
+			"principal", r.Principal, "id", r.RequestID)
+		return s.abortBackend(ctx, r.Bucket, r.Key, r.UploadID)
+	}
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3err"
 )
 
@@ -127,7 +128,7 @@ func (r CompleteResult) completion(versionID string) *etcdstore.Completion {
 }
 
 // replayCompletion answers a retried complete with the recorded result.
-func (s *Service) replayCompletion(w http.ResponseWriter, c *Call, comp *etcdstore.Completion) {
+func (s *Service) replayCompletion(comp *etcdstore.Completion) reply.Reply {
 	r := CompleteResult{Location: comp.Location, Bucket: comp.Bucket, Key: comp.Key, ETag: comp.ETag}
 	r.ChecksumCRC32 = comp.Checksums["ChecksumCRC32"]
 	r.ChecksumCRC32C = comp.Checksums["ChecksumCRC32C"]
@@ -138,7 +139,7 @@ func (s *Service) replayCompletion(w http.ResponseWriter, c *Call, comp *etcdsto
 	if comp.VersionID != "" {
 		h.Set("X-Amz-Version-Id", comp.VersionID)
 	}
-	s.writeXML(w, c, h, r)
+	return reply.XML(h, r)
 }
 
 // complete serves CompleteMultipartUpload. "completing" is recorded before
@@ -148,99 +149,89 @@ func (s *Service) replayCompletion(w http.ResponseWriter, c *Call, comp *etcdsto
 // it completing for a retry or the reconciler, which never reverts or
 // deletes it. Only one complete of an upload is in flight on
 // the backend at a time (completeAttempt); another answers OperationAborted.
-func (s *Service) complete(ctx context.Context, w http.ResponseWriter, c *Call) {
+func (s *Service) complete(ctx context.Context, c *Call) reply.Reply {
 	body, err := c.ReadBody(maxCompleteBody)
 	if err != nil {
-		s.writeError(w, c, err)
-		return
+		return s.fail(c, err)
 	}
 	parts, err := parseComplete(body)
 	if err != nil {
-		s.writeError(w, c, err)
-		return
+		return s.fail(c, err)
 	}
 	attempt, err := s.newCompleteAttempt(ctx, c)
 	if err != nil {
-		s.writeError(w, c, err)
-		return
+		return s.fail(c, err)
 	}
 	defer func() {
 		rctx, cancel := detached(ctx)
 		defer cancel()
 		attempt.release(rctx)
 	}()
-	sess, ok := s.claimComplete(ctx, w, c, parts, body, attempt)
+	sess, answer, ok := s.claimComplete(ctx, c, parts, body, attempt)
 	if !ok {
-		return
+		return answer
 	}
 	s.fault(FaultCompleteAfterIntent)
-	s.sendComplete(ctx, w, c, body, attempt, &sess)
+	return s.sendComplete(ctx, c, body, attempt, &sess)
 }
 
 // claimComplete records the session completing with parts under attempt,
 // and returns it. Where the complete is not this request's to send (no
 // session: passed through; not the caller's; completed, aborted or another
-// complete in flight; too many conflicting writes) it answers the client
-// and reports false.
-func (s *Service) claimComplete(ctx context.Context, w http.ResponseWriter, c *Call, parts []completePart, body []byte, attempt *completeAttempt) (etcdstore.Session, bool) {
+// complete in flight; too many conflicting writes) it returns the client's
+// answer and ok false.
+func (s *Service) claimComplete(ctx context.Context, c *Call, parts []completePart, body []byte, attempt *completeAttempt) (_ etcdstore.Session, answer reply.Reply, ok bool) {
 	digest := partsDigest(parts)
-	inFlight := func() bool {
+	none := etcdstore.Session{}
+	// inFlight reports whether another complete of the upload is in
+	// flight, with the answer that refuses this one.
+	inFlight := func() (reply.Reply, bool) {
 		lctx, cancel := s.bounded(ctx)
 		defer cancel()
 		live, err := attempt.live(lctx)
 		if err != nil {
-			s.writeError(w, c, err)
-			return true
+			return s.fail(c, err), true
 		}
 		if live {
-			s.writeError(w, c, errInProgress)
+			return s.fail(c, errInProgress), true
 		}
-		return live
+		return reply.Reply{}, false
 	}
 	var sess etcdstore.Session
 	for try := 0; ; try++ {
 		if try == s.attempts {
-			s.writeError(w, c, errTooManyConflicts)
-			return etcdstore.Session{}, false
+			return none, s.fail(c, errTooManyConflicts), false
 		}
 		v, found, err := s.loadSession(ctx, c)
 		if err != nil {
-			s.writeError(w, c, err)
-			return etcdstore.Session{}, false
+			return none, s.fail(c, err), false
 		}
 		if !found {
-			s.passThrough(w, c, body)
-			return etcdstore.Session{}, false
+			return none, s.passThrough(c, body), false
 		}
 		if !s.mayAct(c.Principal, &v.Value) {
-			s.writeError(w, c, s3err.ErrAccessDenied)
-			return etcdstore.Session{}, false
+			return none, s.fail(c, s3err.ErrAccessDenied), false
 		}
 		switch v.Value.State {
 		case etcdstore.StateCompleted:
 			if v.Value.PartsDigest == digest && v.Value.Completion != nil {
-				s.replayCompletion(w, c, v.Value.Completion)
-				return etcdstore.Session{}, false
+				return none, s.replayCompletion(v.Value.Completion), false
 			}
-			s.writeError(w, c, errNoSuchUpload)
-			return etcdstore.Session{}, false
+			return none, s.fail(c, errNoSuchUpload), false
 		case etcdstore.StateAborting, etcdstore.StateAborted, etcdstore.StateCleanupPending:
-			s.writeError(w, c, errNoSuchUpload)
-			return etcdstore.Session{}, false
+			return none, s.fail(c, errNoSuchUpload), false
 		case etcdstore.StateCompleting:
 			if v.Value.PartsDigest != digest {
-				s.writeError(w, c, errInProgress)
-				return etcdstore.Session{}, false
+				return none, s.fail(c, errInProgress), false
 			}
-			if inFlight() {
-				return etcdstore.Session{}, false
+			if answer, busy := inFlight(); busy {
+				return none, answer, false
 			}
 			// A retry of a complete whose outcome is unknown, and no
 			// gateway is sending it: this request takes it over.
 			nv, ok, err := s.transition(ctx, v, etcdstore.StateCompleting, "client retried the complete", nil, attempt.claim())
 			if err != nil {
-				s.writeError(w, c, err)
-				return etcdstore.Session{}, false
+				return none, s.fail(c, err), false
 			}
 			if !ok {
 				continue
@@ -255,12 +246,11 @@ func (s *Service) claimComplete(ctx context.Context, w http.ResponseWriter, c *C
 				sess.Uncertain = ""
 			}, attempt.claim())
 			if err != nil {
-				s.writeError(w, c, err)
-				return etcdstore.Session{}, false
+				return none, s.fail(c, err), false
 			}
 			if !ok {
-				if inFlight() {
-					return etcdstore.Session{}, false
+				if answer, busy := inFlight(); busy {
+					return none, answer, false
 				}
 				continue
 			}
@@ -268,16 +258,15 @@ func (s *Service) claimComplete(ctx context.Context, w http.ResponseWriter, c *C
 		}
 		break
 	}
-	return sess, true
+	return sess, reply.Reply{}, true
 }
 
 // sendComplete sends the complete the session records, which attempt
 // holds, to the backend and settles the session by the backend's answer.
-func (s *Service) sendComplete(ctx context.Context, w http.ResponseWriter, c *Call, body []byte, attempt *completeAttempt, sess *etcdstore.Session) {
+func (s *Service) sendComplete(ctx context.Context, c *Call, body []byte, attempt *completeAttempt, sess *etcdstore.Session) reply.Reply {
 	out, err := c.BackendRequest(body)
 	if err != nil {
-		s.writeError(w, c, err)
-		return
+		return s.fail(c, err)
 	}
 	// The backend's complete runs to its end even when the client gives
 	// up meanwhile: cut off midway, MinIO leaves the upload without its
@@ -289,27 +278,23 @@ func (s *Service) sendComplete(ctx context.Context, w http.ResponseWriter, c *Ca
 	rctx, cancel := detached(ctx)
 	defer cancel()
 	if err != nil {
-		s.completeUnclear(rctx, w, c, attempt, sess, fmt.Sprintf("no answer from the backend: %v", err), nil, nil)
-		return
+		return s.completeUnclear(rctx, c, attempt, sess, fmt.Sprintf("no answer from the backend: %v", err), nil, nil)
 	}
-	defer resp.Body.Close()
 	respBody, err := readBody(resp)
+	resp.Body.Close()
 	if err != nil {
-		s.completeUnclear(rctx, w, c, attempt, sess, err.Error(), nil, nil)
-		return
+		return s.completeUnclear(rctx, c, attempt, sess, err.Error(), nil, nil)
 	}
 	code := ErrorCode(respBody)
 	if resp.StatusCode == http.StatusOK && code == "" {
 		var res CompleteResult
 		if err := xml.Unmarshal(respBody, &res); err != nil {
-			s.completeUnclear(rctx, w, c, attempt, sess, "unreadable complete result", resp, respBody)
-			return
+			return s.completeUnclear(rctx, c, attempt, sess, "unreadable complete result", resp, respBody)
 		}
 		comp := res.completion(resp.Header.Get("X-Amz-Version-Id"))
 		comp.At = s.now().UTC()
 		s.recordCompleted(rctx, c, comp, "backend completed", attempt)
-		s.writeBuffered(w, c, resp, respBody)
-		return
+		return reply.Buffered(resp, respBody)
 	}
 	switch {
 	case clientCompleteErrors[code], code == "PreconditionFailed" && s.uploadStands(rctx, sess):
@@ -318,12 +303,12 @@ func (s *Service) sendComplete(ctx context.Context, w http.ResponseWriter, c *Ca
 		}, attempt.owned()); err != nil {
 			s.log.Error("complete refused but session not returned to active", "id", c.RequestID, "upload_id", c.UploadID, "err", err)
 		}
-		s.writeBuffered(w, c, resp, respBody)
+		return reply.Buffered(resp, respBody)
 	case code == "NoSuchUpload":
 		// An earlier complete may have succeeded without our seeing it.
-		s.completeUnclear(rctx, w, c, attempt, sess, "backend answered NoSuchUpload", resp, respBody)
+		return s.completeUnclear(rctx, c, attempt, sess, "backend answered NoSuchUpload", resp, respBody)
 	default:
-		s.completeUnclear(rctx, w, c, attempt, sess, fmt.Sprintf("backend answered %d %s", resp.StatusCode, code), resp, respBody)
+		return s.completeUnclear(rctx, c, attempt, sess, fmt.Sprintf("backend answered %d %s", resp.StatusCode, code), resp, respBody)
 	}
 }
 
@@ -345,11 +330,10 @@ func (s *Service) uploadStands(ctx context.Context, sess *etcdstore.Session) boo
 // recorded and answered as such; otherwise the session stays completing,
 // with the doubt recorded, and the client gets the backend's answer (or
 // ServiceUnavailable when there was none) so that it retries.
-func (s *Service) completeUnclear(ctx context.Context, w http.ResponseWriter, c *Call, attempt *completeAttempt, sess *etcdstore.Session, why string, resp *http.Response, body []byte) {
+func (s *Service) completeUnclear(ctx context.Context, c *Call, attempt *completeAttempt, sess *etcdstore.Session, why string, resp *http.Response, body []byte) reply.Reply {
 	if comp, ok := s.objectCompleted(ctx, sess); ok {
 		s.recordCompleted(ctx, c, comp, "object found with the expected ETag after: "+why, attempt)
-		s.replayCompletion(w, c, comp)
-		return
+		return s.replayCompletion(comp)
 	}
 	s.log.Warn("complete outcome unclear; session left completing", "id", c.RequestID, "upload_id", c.UploadID, "why", why)
 	if _, err := s.settle(ctx, c.Bucket, c.UploadID, etcdstore.StateCompleting, etcdstore.StateCompleting, "complete outcome unclear", func(sess *etcdstore.Session) {
@@ -358,10 +342,9 @@ func (s *Service) completeUnclear(ctx context.Context, w http.ResponseWriter, c 
 		s.log.Error("complete doubt not recorded", "id", c.RequestID, "upload_id", c.UploadID, "err", err)
 	}
 	if resp == nil {
-		s.writeError(w, c, s3err.ErrBadGateway)
-		return
+		return s.fail(c, s3err.ErrBadGateway)
 	}
-	s.writeBuffered(w, c, resp, body)
+	return reply.Buffered(resp, body)
 }
 
 // recordCompleted moves a completing session to completed with its result.

@@ -3,11 +3,11 @@ package multipart
 import (
 	"context"
 	"encoding/xml"
-	"net/http"
 	"net/url"
 
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3err"
 )
 
@@ -22,18 +22,17 @@ type initiateResult struct {
 // create forwards CreateMultipartUpload and records an active session for
 // the upload id the backend returns. If the session cannot be recorded the
 // new upload is aborted again, so no upload exists that nobody owns.
-func (s *Service) create(ctx context.Context, w http.ResponseWriter, c *Call) {
+func (s *Service) create(ctx context.Context, c *Call) reply.Reply {
 	// Without an answer the backend may still have created the upload;
 	// the reclaimer holds such an orphan for a person, never deletes it.
 	var res initiateResult
-	resp, body, ok := s.sendForXML(w, c, &res)
+	resp, body, answer, ok := s.sendForXML(c, &res)
 	if !ok {
-		return
+		return answer
 	}
 	if res.UploadID == "" {
 		s.log.Error("create multipart upload: no upload id in the backend's answer", "id", c.RequestID)
-		s.writeError(w, c, s3err.ErrBadGateway)
-		return
+		return s.fail(c, s3err.ErrBadGateway)
 	}
 	now := s.now().UTC()
 	sess := &etcdstore.Session{
@@ -50,11 +49,10 @@ func (s *Service) create(ctx context.Context, w http.ResponseWriter, c *Call) {
 		if aerr := s.abortBackend(rctx, c.Bucket, c.Key, res.UploadID); aerr != nil {
 			s.log.Error("create multipart upload: abort of unrecorded upload failed; it is an orphan", "id", c.RequestID, "upload_id", res.UploadID, "err", aerr)
 		}
-		s.writeError(w, c, err)
-		return
+		return s.fail(c, err)
 	}
 	s.metrics.transitions.WithLabelValues("", string(etcdstore.StateActive)).Inc()
-	s.writeBuffered(w, c, resp, body)
+	return reply.Buffered(resp, body)
 }
 
 // uploadQuery is the query that names one upload.

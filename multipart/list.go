@@ -4,19 +4,18 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
-	"net/http"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reply"
 )
 
 // listParts serves ListParts, which counts as activity on the upload.
-func (s *Service) listParts(ctx context.Context, w http.ResponseWriter, c *Call) {
+func (s *Service) listParts(ctx context.Context, c *Call) reply.Reply {
 	// An upload without a session (found false) passes through unrecorded.
 	if _, err := s.recordActivity(ctx, c, 0, ""); err != nil {
-		s.writeError(w, c, err)
-		return
+		return s.fail(c, err)
 	}
-	s.passThrough(w, c, nil)
+	return s.passThrough(c, nil)
 }
 
 // listUploadsResult is S3's ListMultipartUploads answer, every element kept
@@ -78,11 +77,11 @@ func (s *Service) listedFor(principal string, sess *etcdstore.Session) bool {
 // the uploads whose sessions say they are aborted or being aborted, and
 // those of other principals (listedFor). Uploads without a session are
 // listed: they are nobody's.
-func (s *Service) listUploads(ctx context.Context, w http.ResponseWriter, c *Call) {
+func (s *Service) listUploads(ctx context.Context, c *Call) reply.Reply {
 	var res listUploadsResult
-	resp, body, ok := s.sendForXML(w, c, &res)
+	resp, body, answer, ok := s.sendForXML(c, &res)
 	if !ok {
-		return
+		return answer
 	}
 	hidden := 0
 	kept := res.Uploads[:0]
@@ -93,15 +92,13 @@ func (s *Service) listUploads(ctx context.Context, w http.ResponseWriter, c *Cal
 			continue
 		}
 		if err != nil && !errors.Is(err, etcdstore.ErrNotFound) {
-			s.writeError(w, c, err)
-			return
+			return s.fail(c, err)
 		}
 		kept = append(kept, u)
 	}
 	if hidden == 0 {
-		s.writeBuffered(w, c, resp, body)
-		return
+		return reply.Buffered(resp, body)
 	}
 	res.Uploads = kept
-	s.writeXML(w, c, nil, res)
+	return reply.XML(nil, res)
 }

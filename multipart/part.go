@@ -7,15 +7,18 @@ import (
 	"encoding/hex"
 	"encoding/xml"
 	"errors"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"hash"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // maxPartNumber is S3's largest part number.
@@ -68,7 +71,7 @@ func (s *Service) recordActivity(ctx context.Context, c *Call, part int, flight 
 		if !acceptsActivity(v.Value.State) {
 			return true, errNoSuchUpload
 		}
-		if c.Op != OpListParts && v.Value.State == etcdstore.StateCompleting {
+		if c.Op != s3op.ListParts && v.Value.State == etcdstore.StateCompleting {
 			// The complete may still fail and return the upload to active,
 			// so the part is refused for now, not for good.
 			return true, errInProgress
@@ -141,53 +144,47 @@ type copyPartResult struct {
 // (and the in-flight record removed) once the backend call ended, and a part
 // record (ETag, size, SHA-256) after the backend accepted them. A part for a session that no longer takes parts
 // never reaches the backend.
-func (s *Service) uploadPart(ctx context.Context, w http.ResponseWriter, c *Call) {
+func (s *Service) uploadPart(ctx context.Context, c *Call) reply.Reply {
 	n, err := parsePartNumber(c.PartNumber)
 	if err != nil {
-		s.writeError(w, c, err)
-		return
+		return s.fail(c, err)
 	}
 	flight := newFlightID()
 	found, err := s.recordActivity(ctx, c, n, flight)
 	if err != nil {
-		s.writeError(w, c, err)
-		return
+		return s.fail(c, err)
 	}
 	if !found {
-		s.passThrough(w, c, nil)
-		return
+		return s.passThrough(c, nil)
 	}
 	sum := &countingHash{h: sha256.New()}
-	if c.Op == OpUploadPart {
+	if c.Op == s3op.UploadPart {
 		c.Observe(sum)
 	}
 	resp, err := s.send(c, nil)
 	// The part's bytes are sent, or failed: either way its end is activity.
 	s.endPart(ctx, c, n, flight)
 	if err != nil {
-		s.writeError(w, c, err)
-		return
+		return s.fail(c, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		s.relay(w, c, resp)
-		return
+		return reply.Relay(resp)
 	}
 	part := etcdstore.Part{Number: n, At: s.now().UTC()}
 	var body []byte
-	if c.Op == OpUploadPart {
+	if c.Op == s3op.UploadPart {
 		part.ETag = resp.Header.Get("ETag")
 		part.Size = sum.n
 		part.SHA256 = hex.EncodeToString(sum.h.Sum(nil))
 	} else {
-		if body, err = readBody(resp); err != nil {
-			s.writeError(w, c, s3err.ErrBadGateway)
-			return
+		body, err = readBody(resp)
+		resp.Body.Close()
+		if err != nil {
+			return s.fail(c, s3err.ErrBadGateway)
 		}
 		var res copyPartResult
 		if ErrorCode(body) != "" || xml.Unmarshal(body, &res) != nil {
-			s.writeBuffered(w, c, resp, body)
-			return
+			return reply.Buffered(resp, body)
 		}
 		part.ETag = res.ETag
 		part.Size = copyRangeSize(c.Header.Get("X-Amz-Copy-Source-Range"))
@@ -200,10 +197,9 @@ func (s *Service) uploadPart(ctx context.Context, w http.ResponseWriter, c *Call
 		s.log.Warn("part uploaded but not recorded", "id", c.RequestID, "upload_id", c.UploadID, "part", n, "err", err)
 	}
 	if body != nil {
-		s.writeBuffered(w, c, resp, body)
-		return
+		return reply.Buffered(resp, body)
 	}
-	s.relay(w, c, resp)
+	return reply.Relay(resp)
 }
 
 // copyRangeSize returns the size named by an x-amz-copy-source-range header
@@ -226,12 +222,10 @@ func copyRangeSize(h string) int64 {
 // sweepgate, or directly on the backend) unchanged: sweepgate does not own
 // it, and the reclaimer holds it as an orphan rather than deleting it. body
 // is the request body when the service has read it already, nil otherwise.
-func (s *Service) passThrough(w http.ResponseWriter, c *Call, body []byte) {
+func (s *Service) passThrough(c *Call, body []byte) reply.Reply {
 	resp, err := s.send(c, body)
 	if err != nil {
-		s.writeError(w, c, err)
-		return
+		return s.fail(c, err)
 	}
-	defer resp.Body.Close()
-	s.relay(w, c, resp)
+	return reply.Relay(resp)
 }

@@ -24,22 +24,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
-)
-
-// Op names a multipart call. The values are the S3 operation names.
-type Op string
-
-// The multipart calls the service serves.
-const (
-	OpCreate      Op = "CreateMultipartUpload"
-	OpUploadPart  Op = "UploadPart"
-	OpUploadCopy  Op = "UploadPartCopy"
-	OpListParts   Op = "ListParts"
-	OpComplete    Op = "CompleteMultipartUpload"
-	OpAbort       Op = "AbortMultipartUpload"
-	OpListUploads Op = "ListMultipartUploads"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // Backend reaches the S3 server behind the gateway: the service forwards
@@ -49,7 +37,7 @@ type Backend = s3client.Backend
 
 // Call is one multipart request, authenticated and routed by the gateway.
 type Call struct {
-	Op         Op
+	Op         s3op.Operation
 	Bucket     string
 	Key        string
 	UploadID   string
@@ -179,23 +167,24 @@ func New(cfg Config) (*Service, error) {
 	}, nil
 }
 
-// Serve answers one multipart call.
-func (s *Service) Serve(ctx context.Context, w http.ResponseWriter, c *Call) {
+// Serve serves one multipart call and returns the client's answer, for the
+// gateway to write.
+func (s *Service) Serve(ctx context.Context, c *Call) reply.Reply {
 	switch c.Op {
-	case OpCreate:
-		s.create(ctx, w, c)
-	case OpUploadPart, OpUploadCopy:
-		s.uploadPart(ctx, w, c)
-	case OpListParts:
-		s.listParts(ctx, w, c)
-	case OpComplete:
-		s.complete(ctx, w, c)
-	case OpAbort:
-		s.abort(ctx, w, c)
-	case OpListUploads:
-		s.listUploads(ctx, w, c)
+	case s3op.CreateMultipartUpload:
+		return s.create(ctx, c)
+	case s3op.UploadPart, s3op.UploadPartCopy:
+		return s.uploadPart(ctx, c)
+	case s3op.ListParts:
+		return s.listParts(ctx, c)
+	case s3op.CompleteMultipartUpload:
+		return s.complete(ctx, c)
+	case s3op.AbortMultipartUpload:
+		return s.abort(ctx, c)
+	case s3op.ListMultipartUploads:
+		return s.listUploads(ctx, c)
 	default:
-		s.writeError(w, c, s3err.ErrInternal.WithMessage("multipart: unknown operation %q", c.Op))
+		return s.fail(c, s3err.ErrInternal.WithMessage("multipart: unknown operation %q", c.Op))
 	}
 }
 

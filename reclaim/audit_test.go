@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // auditLog keeps the JSON log lines of one component, for the tests to
@@ -110,17 +110,15 @@ func TestAuditLines(t *testing.T) {
 			t.Fatal(err)
 		}
 		call := &multipart.Call{
-			Op: multipart.OpAbort, Bucket: bucket, Key: "live.bin", UploadID: live,
+			Op: s3op.AbortMultipartUpload, Bucket: bucket, Key: "live.bin", UploadID: live,
 			Principal: "alice", RequestID: "REQ-ABORT-1", Resource: "/" + bucket + "/live.bin", Header: http.Header{},
 			BackendRequest: func([]byte) (*http.Request, error) {
 				return e.backend.NewRequest(t.Context(), http.MethodDelete, bucket, "live.bin", url.Values{"uploadId": {live}})
 			},
 			PayloadErr: func() error { return nil },
 		}
-		rec := httptest.NewRecorder()
-		svc.Serve(t.Context(), rec, call)
-		if rec.Code != http.StatusNoContent {
-			t.Fatalf("abort: %d %s", rec.Code, rec.Body)
+		if answer := svc.Serve(t.Context(), call); answer.Status != http.StatusNoContent || answer.Err != nil {
+			t.Fatalf("abort: %d %v", answer.Status, answer.Err)
 		}
 		lines := logs.audits(t, "abort_upload")
 		if len(lines) != 1 {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -28,6 +27,9 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reply"
+	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // clock is the injected clock of the test's world, wall and monotonic:
@@ -359,7 +361,7 @@ func (e *env) uploadPart(bucket, key, id string, n int) {
 func (e *env) sendPart(bucket, key, id string, n int, body io.Reader) (int, string) {
 	var observer io.Writer
 	call := &multipart.Call{
-		Op: multipart.OpUploadPart, Bucket: bucket, Key: key, UploadID: id, PartNumber: fmt.Sprint(n),
+		Op: s3op.UploadPart, Bucket: bucket, Key: key, UploadID: id, PartNumber: fmt.Sprint(n),
 		Principal: "alice", RequestID: "test-part", Resource: "/" + bucket + "/" + key, Header: http.Header{},
 		Observe: func(w io.Writer) { observer = w },
 		BackendRequest: func([]byte) (*http.Request, error) {
@@ -378,9 +380,21 @@ func (e *env) sendPart(bucket, key, id string, n int, body io.Reader) (int, stri
 		},
 		PayloadErr: func() error { return nil },
 	}
-	rec := httptest.NewRecorder()
-	e.svc.Serve(context.Background(), rec, call)
-	return rec.Code, rec.Body.String()
+	return answerOf(e.svc.Serve(context.Background(), call))
+}
+
+// answerOf returns the status and body a client gets for rep.
+func answerOf(rep reply.Reply) (int, string) {
+	switch {
+	case rep.Err != nil:
+		e := s3err.As(rep.Err)
+		return e.HTTPStatus, string(s3err.Document(e, "", ""))
+	case rep.Stream != nil:
+		defer rep.Stream.Body.Close()
+		b, _ := io.ReadAll(rep.Stream.Body)
+		return rep.Stream.StatusCode, string(b)
+	}
+	return rep.Status, string(rep.Body)
 }
 
 // revision returns etcd's current revision.

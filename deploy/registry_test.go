@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sweepgate/sweepgate/config"
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway"
@@ -154,7 +154,7 @@ func wire(t *testing.T) *recorder {
 		t.Fatal(err)
 	}
 	store := etcdstore.NewStore(cli, keys).WithMetrics(reg)
-	reg.MustRegister(digests.NewPlaneCollector(store, cfg.Digests.Planes, time.Now))
+	reg.MustRegister(digestsweep.NewPlaneCollector(store, cfg.Digests.Planes, time.Now))
 	logger := slog.New(slog.DiscardHandler)
 	gw, err := gateway.New(gateway.Config{
 		BackendEndpoint:  cfg.Backend.Endpoint,
@@ -180,7 +180,7 @@ func wire(t *testing.T) *recorder {
 		ID:       "deploy-test",
 		Logger:   logger,
 		Metrics:  reg,
-		Digests:  &digests.SweepConfig{Layout: layout},
+		Digests:  &digestsweep.SweepConfig{Layout: layout},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
@@ -98,7 +98,7 @@ func TestDigestGuardRefusesProducers(t *testing.T) {
 	cfg := d.config()
 	cfg.Digests.MaxDeleteFraction = 1 // the one blob stored is the one to go
 	cfg.Fault = func(point string) {
-		if point != digests.FaultGuarded || !armed.CompareAndSwap(false, true) {
+		if point != digestsweep.FaultGuarded || !armed.CompareAndSwap(false, true) {
 			return
 		}
 		_, pushErr = client.PutObject(ctx, &s3.PutObjectInput{

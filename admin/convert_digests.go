@@ -2,14 +2,14 @@ package admin
 
 import (
 	"github.com/sweepgate/sweepgate/admin/adminapi"
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 )
 
 // Conversions from the reclaimer's digest sweep reports, progress and
 // digest explanations to the API's documents, field by field. Every
 // reference of this package to the reclaimer's digest types is here.
 
-func fromDigestReport(in digests.Report) adminapi.DigestReport {
+func fromDigestReport(in digestsweep.Report) adminapi.DigestReport {
 	return adminapi.DigestReport{
 		Pending:         in.Pending,
 		Ready:           in.Ready,
@@ -46,7 +46,7 @@ func fromDigestReport(in digests.Report) adminapi.DigestReport {
 	}
 }
 
-func fromDigestBreaker(in digests.Breaker) adminapi.DigestBreaker {
+func fromDigestBreaker(in digestsweep.Breaker) adminapi.DigestBreaker {
 	return adminapi.DigestBreaker{
 		DeleteBlobs:       in.DeleteBlobs,
 		StoredBlobs:       in.StoredBlobs,
@@ -58,7 +58,7 @@ func fromDigestBreaker(in digests.Breaker) adminapi.DigestBreaker {
 	}
 }
 
-func fromDigestRebuild(in digests.RebuildReport) adminapi.DigestRebuild {
+func fromDigestRebuild(in digestsweep.RebuildReport) adminapi.DigestRebuild {
 	return adminapi.DigestRebuild{
 		Ran:    in.Ran,
 		NotRun: in.NotRun,
@@ -68,7 +68,7 @@ func fromDigestRebuild(in digests.RebuildReport) adminapi.DigestRebuild {
 	}
 }
 
-func fromPruned(in digests.Pruned) adminapi.Pruned {
+func fromPruned(in digestsweep.Pruned) adminapi.Pruned {
 	return adminapi.Pruned{
 		Tombstones: in.Tombstones,
 		Trash:      in.Trash,
@@ -76,7 +76,7 @@ func fromPruned(in digests.Pruned) adminapi.Pruned {
 	}
 }
 
-func fromRebuildResult(in digests.RebuildResult) adminapi.RebuildResult {
+func fromRebuildResult(in digestsweep.RebuildResult) adminapi.RebuildResult {
 	return adminapi.RebuildResult{
 		Objects:     in.Objects,
 		Read:        in.Read,
@@ -87,14 +87,14 @@ func fromRebuildResult(in digests.RebuildResult) adminapi.RebuildResult {
 	}
 }
 
-func fromDigestProgress(in digests.Progress) adminapi.DigestProgress {
+func fromDigestProgress(in digestsweep.Progress) adminapi.DigestProgress {
 	return adminapi.DigestProgress{
 		Phase:  in.Phase,
 		Report: fromDigestReport(in.Report),
 	}
 }
 
-func fromDigestExplanation(in digests.DigestExplanation) adminapi.DigestExplanation {
+func fromDigestExplanation(in digestsweep.DigestExplanation) adminapi.DigestExplanation {
 	return adminapi.DigestExplanation{
 		Digest:           in.Digest,
 		Now:              in.Now,
@@ -122,7 +122,7 @@ func fromDigestExplanation(in digests.DigestExplanation) adminapi.DigestExplanat
 	}
 }
 
-func fromExplainBlob(in digests.ExplainBlob) adminapi.ExplainBlob {
+func fromExplainBlob(in digestsweep.ExplainBlob) adminapi.ExplainBlob {
 	return adminapi.ExplainBlob{
 		Namespace: in.Namespace,
 		Bucket:    in.Bucket,
@@ -133,7 +133,7 @@ func fromExplainBlob(in digests.ExplainBlob) adminapi.ExplainBlob {
 	}
 }
 
-func fromExplainRef(in digests.ExplainRef) adminapi.ExplainRef {
+func fromExplainRef(in digestsweep.ExplainRef) adminapi.ExplainRef {
 	return adminapi.ExplainRef{
 		Bucket:   in.Bucket,
 		Key:      in.Key,
@@ -146,7 +146,7 @@ func fromExplainRef(in digests.ExplainRef) adminapi.ExplainRef {
 	}
 }
 
-func fromExplainTrash(in digests.ExplainTrash) adminapi.ExplainTrash {
+func fromExplainTrash(in digestsweep.ExplainTrash) adminapi.ExplainTrash {
 	return adminapi.ExplainTrash{
 		Bucket:    in.Bucket,
 		Key:       in.Key,
@@ -157,7 +157,7 @@ func fromExplainTrash(in digests.ExplainTrash) adminapi.ExplainTrash {
 	}
 }
 
-func fromExplainPlacement(in digests.ExplainPlacement) adminapi.ExplainPlacement {
+func fromExplainPlacement(in digestsweep.ExplainPlacement) adminapi.ExplainPlacement {
 	return adminapi.ExplainPlacement{
 		ID:     in.ID,
 		Bucket: in.Bucket,
@@ -168,7 +168,7 @@ func fromExplainPlacement(in digests.ExplainPlacement) adminapi.ExplainPlacement
 	}
 }
 
-func fromExplainTombstone(in digests.ExplainTombstone) adminapi.ExplainTombstone {
+func fromExplainTombstone(in digestsweep.ExplainTombstone) adminapi.ExplainTombstone {
 	return adminapi.ExplainTombstone{
 		State:       in.State,
 		Bucket:      in.Bucket,
@@ -185,7 +185,7 @@ func fromExplainTombstone(in digests.ExplainTombstone) adminapi.ExplainTombstone
 	}
 }
 
-func fromExplainPlane(in digests.ExplainPlane) adminapi.ExplainPlane {
+func fromExplainPlane(in digestsweep.ExplainPlane) adminapi.ExplainPlane {
 	return adminapi.ExplainPlane{
 		Plane:    in.Plane,
 		Revision: in.Revision,
@@ -193,7 +193,7 @@ func fromExplainPlane(in digests.ExplainPlane) adminapi.ExplainPlane {
 	}
 }
 
-func fromExplainGuard(in digests.ExplainGuard) adminapi.ExplainGuard {
+func fromExplainGuard(in digestsweep.ExplainGuard) adminapi.ExplainGuard {
 	out := adminapi.ExplainGuard{
 		Bucket:       in.Bucket,
 		Key:          in.Key,

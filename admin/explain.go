@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -69,7 +69,7 @@ func (a explainAPI) digest(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ex, err := a.reclaim.r.ExplainDigest(ctx, digest)
 	switch {
-	case errors.Is(err, digests.ErrBadDigest):
+	case errors.Is(err, digestsweep.ErrBadDigest):
 		writeAPIError(w, http.StatusBadRequest, adminapi.CodeBadRequest, err.Error())
 	case errors.Is(err, reclaim.ErrDigestSweepOff):
 		writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeDigestSweepOff,

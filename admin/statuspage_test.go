@@ -21,7 +21,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/admin/admintest"
 	"github.com/sweepgate/sweepgate/backend"
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -138,7 +138,7 @@ func (e *statusEnv) seed(t *testing.T) {
 		Pass: 7, Term: 40, Started: admintest.T0, Finished: admintest.T0.Add(time.Second), Clock: admintest.T0,
 		Uploads: reclaim.Uploads{Keep: count(2, 4, 4096), Mark: count(1, 3, 3<<20)},
 		Acted:   reclaim.Acted{Marked: count(1, 3, 3<<20)},
-		Digests: &digests.Report{Pending: 5, Ready: 1, Deleted: 2, Bytes: 2048,
+		Digests: &digestsweep.Report{Pending: 5, Ready: 1, Deleted: 2, Bytes: 2048,
 			Tombstones: map[etcdstore.TombstoneState]int64{etcdstore.TombstonePending: 99}},
 	})
 	e.putReport(t, reclaim.Report{
@@ -162,7 +162,7 @@ func (e *statusEnv) seed(t *testing.T) {
 		},
 		Stuck:  []reclaim.Stuck{{Bucket: "backups", Key: hostileKey, UploadID: "stuck-" + hostileUpload, Since: admintest.T1}},
 		Totals: reclaim.ListTotals{Orphans: 2, Stuck: 1, Missing: 4},
-		Digests: &digests.Report{Pending: 3, Ready: 0, Deleted: 6, Bytes: 6 << 20, Kept: "inventory <refs> failed",
+		Digests: &digestsweep.Report{Pending: 3, Ready: 0, Deleted: 6, Bytes: 6 << 20, Kept: "inventory <refs> failed",
 			Tombstones: map[etcdstore.TombstoneState]int64{etcdstore.TombstonePending: 3, etcdstore.TombstoneDeleted: 6, etcdstore.TombstoneSkipped: 1}},
 	})
 	for _, f := range []struct {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -66,7 +66,7 @@ func classifyPlan(ctx context.Context, b *testing.B, w *reclaimWorld, bucket str
 		Interval: 24 * time.Hour,
 		// Everything else at its default: pages of 1000 blobs, 8 upload
 		// listings at once, the default breaker.
-		Digests: &digests.SweepConfig{Layout: benchLayout(b, bucket), PlacementGrace: benchGrace},
+		Digests: &digestsweep.SweepConfig{Layout: benchLayout(b, bucket), PlacementGrace: benchGrace},
 	})
 	if err != nil {
 		b.Fatal(err)

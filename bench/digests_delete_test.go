@@ -17,7 +17,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -68,13 +68,13 @@ func (c *collectClock) fault(point string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch point {
-	case digests.FaultPage:
+	case digestsweep.FaultPage:
 		c.lastPage = now
-	case digests.FaultGuarded:
+	case digestsweep.FaultGuarded:
 		if c.guarded.IsZero() {
 			c.guarded = now
 		}
-	case digests.FaultCollected:
+	case digestsweep.FaultCollected:
 		c.lastCollected = now
 	}
 }
@@ -130,7 +130,7 @@ func benchDelete(b *testing.B, w *reclaimWorld, k int) digestDelete {
 	r, err := reclaim.New(reclaim.Config{
 		Store: store, Sessions: svc, Backend: be, ID: "bench-delete",
 		Interval: 24 * time.Hour, Fault: clock.fault,
-		Digests: &digests.SweepConfig{
+		Digests: &digestsweep.SweepConfig{
 			Layout: benchLayout(b, bucket), PlacementGrace: benchGrace,
 			// The breaker lets the whole namespace go: every blob in it
 			// is unreferenced.
@@ -200,7 +200,7 @@ func benchDelete(b *testing.B, w *reclaimWorld, k int) digestDelete {
 
 // digestPass triggers one pass of r, which must run the digest sweep in
 // full, and returns its digest report and how long it took.
-func digestPass(b *testing.B, r *reclaim.Reclaimer, name string) (digests.Report, time.Duration) {
+func digestPass(b *testing.B, r *reclaim.Reclaimer, name string) (digestsweep.Report, time.Duration) {
 	b.Helper()
 	pctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
 	defer cancel()

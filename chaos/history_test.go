@@ -16,7 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
@@ -283,7 +283,7 @@ type cursorRec struct {
 // (etcdstore.Keys.Cursor).
 const (
 	uploadCursor = "uploads"
-	digestCursor = digests.CursorName
+	digestCursor = digestsweep.CursorName
 )
 
 // applyCursor records the passes' decision points.

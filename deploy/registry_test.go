@@ -19,6 +19,7 @@ import (
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway"
@@ -155,7 +156,7 @@ func wire(t *testing.T) *recorder {
 		t.Fatal(err)
 	}
 	store := etcdstore.NewStore(cli, keys).WithMetrics(reg)
-	reg.MustRegister(digests.NewPlaneCollector(store, cfg.Digests.Planes, time.Now))
+	reg.MustRegister(digestsweep.NewPlaneCollector(store, cfg.Digests.Planes, time.Now))
 	logger := slog.New(slog.DiscardHandler)
 	be, err := backend.NewStatic(cfg.Backend.Endpoint, "", cfg.Backend.AccessKey, string(cfg.Backend.SecretKey))
 	if err != nil {
@@ -190,7 +191,7 @@ func wire(t *testing.T) *recorder {
 		ID:       "deploy-test",
 		Logger:   logger,
 		Metrics:  reg,
-		Digests:  &digests.SweepConfig{Layout: layout},
+		Digests:  &digestsweep.SweepConfig{Layout: layout},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,47 +2,84 @@ package digests
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"io"
+	"net/http"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
-// contentRelease returns the comparisons and writes that remove what a
-// deleted blob named (its key's references, recorded when the blob is
-// content, cas.Namespace.Content), to commit with the record of its
-// deletion. What it named stays retained until then, and then only by
-// other references.
-//
-// Only a record with no write in flight is removed, compared at the
-// revision read: the blob's guard is armed, so no write of its key can
-// begin (a write places the blob first, which a guard refuses), and the
-// record read is the one the deleted bytes made.
-func (s *digestSweep) contentRelease(ctx context.Context, t etcdstore.Tombstone) ([]clientv3.Cmp, []clientv3.Op, error) {
-	if ns, _, _ := s.cfg.Layout.Namespace(t.Bucket, t.Key); ns == nil || ns.Content == "" {
-		return nil, nil, nil
-	}
-	rec, err := s.store.GetRefSource(ctx, t.Bucket, t.Key)
-	if errors.Is(err, etcdstore.ErrNotFound) {
-		return nil, nil, nil
-	}
+// A content namespace's blob may be a manifest that names further blobs
+// (cas.Namespace.Content). What it names is recorded as the references of
+// the blob's own key, in the same steps as a reference object's write
+// (writeRef): before the body goes to the backend, refused while a named
+// blob is being reclaimed, settled by the write's outcome. The collector
+// removes them when it deletes the blob's bytes. A blob over
+// cas.DefaultContentLimit is never a manifest and is written as any blob.
+
+// contentSized reports whether a write of length bytes into ns (-1:
+// unknown) may be content: ns has content and the length is within the
+// limit or not declared.
+func contentSized(ns *cas.Namespace, length int64) bool {
+	return ns.Content != "" && length <= cas.DefaultContentLimit
+}
+
+// putContentBlob serves a PutObject of a blob into a content namespace
+// whose length may be within the content limit: the body is read whole,
+// checked against the digest, and parsed; what it names is recorded before
+// it goes to the backend. A body found larger than the limit (its length
+// was not declared) is refused: what it names could not be known.
+func (s *Service) putContentBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+	body, err := io.ReadAll(io.LimitReader(q.Body(), cas.DefaultContentLimit+1))
 	if err != nil {
-		return nil, nil, fmt.Errorf("digests: read what blob %s named: %w", t.Digest, err)
+		s.writeError(w, q, err)
+		return
 	}
-	if rec.Value.Pending != nil {
-		// Cannot happen under the guard; keeping the record only retains
-		// more.
-		s.log.Warn("a deleted blob's key has a write in flight; what the blob named stays retained", "digest", t.Digest, "key", t.Key)
-		return nil, nil, nil
+	if len(body) > cas.DefaultContentLimit {
+		s.writeError(w, q, s3err.ErrMissingContentLength.WithMessage("A blob in a content namespace is read whole when it may be a manifest (up to %d bytes); declare the length of a larger one. Nothing was stored.", cas.DefaultContentLimit))
+		return
 	}
-	keys := s.keys()
-	source := keys.RefSource(t.Bucket, t.Key)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(source), "=", rec.ModRev)}
-	ops := []clientv3.Op{clientv3.OpDelete(source)}
-	for _, d := range rec.Value.All() {
-		ops = append(ops, clientv3.OpDelete(keys.Ref(d, t.Bucket, t.Key)))
+	h, _ := cas.NewHash(digest)
+	h.Write(body)
+	if hashDigest(digest, h) != digest {
+		s.writeError(w, q, errBadBlob(digest))
+		return
 	}
-	return cmps, ops, nil
+	digests, _, err := cas.ParseManifest(body)
+	if err != nil {
+		s.writeError(w, q, errDigests(err))
+		return
+	}
+	out, err := q.BufferedRequest(body)
+	if err != nil {
+		s.writeError(w, q, err)
+		return
+	}
+	if len(digests) == 0 {
+		s.forwardRequest(ctx, w, q, out)
+		return
+	}
+	s.writePut(ctx, w, q, out, body, digests)
+}
+
+// refuseSmallComplete refuses a CompleteMultipartUpload onto a content
+// namespace's blob key whose parts add up to no more than the content
+// limit: such a blob may be a manifest, whose references must be recorded
+// before it is stored, and a complete's body is known only after. It
+// reports whether it answered the request. Registries write manifests with
+// PutObject (or CopyObject), and complete only large blobs.
+func (s *Service) refuseSmallComplete(ctx context.Context, w http.ResponseWriter, q *Request) bool {
+	sctx, cancel := s.stateContext(ctx)
+	defer cancel()
+	size, known, err := s.uploadSize(sctx, q.Bucket, q.Key, q.Query.Get("uploadId"))
+	switch {
+	case err != nil:
+		s.log.Error("size of an upload into a content namespace unknown", "id", q.RequestID, "err", err)
+		s.writeError(w, q, s3err.ErrServiceUnavailable.WithMessage("The size of the upload could not be read; nothing was changed. Please retry."))
+		return true
+	case known && size <= cas.DefaultContentLimit:
+		s.writeError(w, q, s3err.ErrInvalidRequest.WithMessage("A blob of %d bytes in a content namespace may be a manifest, whose references are recorded before it is stored: write it with PutObject or CopyObject. Nothing was changed.", size))
+		return true
+	}
+	return false
 }

@@ -6,7 +6,7 @@
 //
 // The transactions that carry a domain's rules are built by that domain
 // from these keys and records: the session state machine's in multipart,
-// the digest sweep's (fenced by the reclaimer's term) in digests, the
+// the digest sweep's (fenced by the reclaimer's term) in digestsweep, the
 // upload sweep's in reclaim. So a reader finds why a record changed in the
 // package that owns the decision, and what the record is here.
 //

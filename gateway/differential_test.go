@@ -100,7 +100,7 @@ var diffOpCalls = map[string][]string{
 
 // diffHelperCalls are the backend calls the gateway itself makes while
 // serving an operation, besides the operation's own call (read from
-// digests/service*.go, gateway/deleteobjects.go and multipart/*.go):
+// digests/*.go, gateway/deleteobjects.go and multipart/*.go):
 //
 //   - PutObject into a reference source: a HEAD settles an unclear
 //     outcome (writeOutcome).
@@ -120,7 +120,7 @@ var diffOpCalls = map[string][]string{
 //     HEAD says whether the object is still there (stillThere).
 //   - A write or delete of a reference object asks the bucket's
 //     versioning; in a bucket that may hold versions it lists the key's
-//     versions and reads them (settleVersions, service_versions.go).
+//     versions and reads them (settleVersions, digests/versions.go).
 //   - CreateMultipartUpload: an AbortMultipartUpload of the upload this
 //     request created, when its session could not be recorded.
 //

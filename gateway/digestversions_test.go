@@ -18,7 +18,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/s3client"
 )
 
@@ -54,7 +54,7 @@ type versionedWorld struct {
 	t          *testing.T
 	e          *digestEnv
 	src        cas.Source
-	rebuilder  *digests.Rebuilder
+	rebuilder  *digestsweep.Rebuilder
 	rng        *rand.Rand
 	pool, keys []string
 	versioning bool
@@ -78,7 +78,7 @@ func newVersionedWorld(t *testing.T) *versionedWorld {
 	w := &versionedWorld{
 		t: t, e: e, src: src,
 		// Two versions a listing page, so keys span pages.
-		rebuilder: &digests.Rebuilder{Backend: s3client.New(signed, 0), Store: e.store, Sources: []cas.Source{src}, Batch: 2, Now: e.clock.Now},
+		rebuilder: &digestsweep.Rebuilder{Backend: s3client.New(signed, 0), Store: e.store, Sources: []cas.Source{src}, Batch: 2, Now: e.clock.Now},
 		rng:       rand.New(rand.NewPCG(seed, seed)),
 		keys:      []string{sourcePrefix + "a", sourcePrefix + "b", sourcePrefix + "c"},
 	}
@@ -168,7 +168,7 @@ func (w *versionedWorld) step(step int) string {
 func (w *versionedWorld) pick() string { return w.pool[w.rng.IntN(len(w.pool))] }
 
 func (w *versionedWorld) rebuild(step int, what string) {
-	if _, err := w.rebuilder.Run(w.t.Context(), digests.RebuildPos{}, digests.RebuildResult{}, nil); err != nil {
+	if _, err := w.rebuilder.Run(w.t.Context(), digestsweep.RebuildPos{}, digestsweep.RebuildResult{}, nil); err != nil {
 		w.t.Fatalf("step %d (%s): %v", step, what, err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 )
 
 // TestBoundedDigestPasses runs digest passes of at most four blobs over
@@ -32,7 +32,7 @@ func TestBoundedDigestPasses(t *testing.T) {
 	cfg.Digests.MaxDeleteFraction = 1
 	r := d.start(cfg)
 
-	var reps []digests.Report
+	var reps []digestsweep.Report
 	judged := 0
 	for i := range 7 {
 		before := d.states(order)

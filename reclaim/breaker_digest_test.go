@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -105,7 +105,7 @@ func TestDigestResumedCollectChecksAgain(t *testing.T) {
 	cfgA := d.config()
 	cfgA.ID = "a"
 	cfgA.Fault = func(point string) {
-		if point == digests.FaultGuarded && armed.CompareAndSwap(true, false) {
+		if point == digestsweep.FaultGuarded && armed.CompareAndSwap(true, false) {
 			d.revokeLeader()
 		}
 	}

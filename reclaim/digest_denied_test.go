@@ -16,7 +16,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 	"github.com/sweepgate/sweepgate/s3client"
@@ -131,7 +131,7 @@ func (d *deniedEnv) records(prefix string) map[string]string {
 
 // wantDenied fails unless rep is a pass that went on, whose digest sweep
 // names exactly buckets as denied.
-func wantDenied(t *testing.T, what string, rep reclaim.Report, buckets ...string) digests.Report {
+func wantDenied(t *testing.T, what string, rep reclaim.Report, buckets ...string) digestsweep.Report {
 	t.Helper()
 	if rep.Stopped != "" || rep.Refused != "" || rep.Digests == nil {
 		t.Fatalf("%s: stopped %q, refused %q, digests %v", what, rep.Stopped, rep.Refused, rep.Digests)
@@ -307,7 +307,7 @@ func TestDigestDeniedSliceKeepsCoverage(t *testing.T) {
 	d.ageBlobs()
 	r := d.start(cfg)
 	coverage := func() string {
-		return fmt.Sprint(d.records(d.store.Keys().Coverage(digests.CursorName)))
+		return fmt.Sprint(d.records(d.store.Keys().Coverage(digestsweep.CursorName)))
 	}
 	rep := wantDenied(t, "pass one", d.mustPass(r))
 	if rep.Slice == nil || !rep.Slice.Advanced {

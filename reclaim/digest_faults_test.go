@@ -14,7 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -52,7 +52,7 @@ func TestDigestReferenceBeforeTombstone(t *testing.T) {
 			cfg := d.config()
 			cfg.BatchSize = 1000 // one page, so that the hook runs before every write
 			cfg.Fault = func(point string) {
-				if point == digests.FaultBeforeTombstone && armed.CompareAndSwap(true, false) {
+				if point == digestsweep.FaultBeforeTombstone && armed.CompareAndSwap(true, false) {
 					errs <- d.writeManifest("late", target)
 				}
 			}
@@ -100,10 +100,10 @@ func TestDigestResumeAfterInterruption(t *testing.T) {
 		point string
 		pass  int // the pass the term ends in
 	}{
-		{digests.FaultPage, 1},
-		{digests.FaultBeforeTombstone, 2},
-		{digests.FaultGuarded, 2},
-		{digests.FaultCollected, 2},
+		{digestsweep.FaultPage, 1},
+		{digestsweep.FaultBeforeTombstone, 2},
+		{digestsweep.FaultGuarded, 2},
+		{digestsweep.FaultCollected, 2},
 	} {
 		t.Run(tt.point, func(t *testing.T) {
 			t.Parallel()
@@ -123,7 +123,7 @@ func TestDigestResumeAfterInterruption(t *testing.T) {
 				if point != tt.point || !armed.CompareAndSwap(true, false) {
 					return
 				}
-				if point == digests.FaultGuarded {
+				if point == digestsweep.FaultGuarded {
 					// A producer naming a guarded digest is turned away
 					// and records nothing.
 					guarded := d.guarded()
@@ -156,7 +156,7 @@ func TestDigestResumeAfterInterruption(t *testing.T) {
 			if !errors.Is(err, reclaim.ErrFenced) {
 				t.Fatalf("interrupted pass error = %v, want ErrFenced (report %+v)", err, rep.Digests)
 			}
-			if tt.point == digests.FaultGuarded {
+			if tt.point == digestsweep.FaultGuarded {
 				d.wantGuardedTurnedAway(t, guardErr, deletesBefore)
 			}
 			d.wantPresent("after the interruption", true, append(refd, late)...)
@@ -438,7 +438,7 @@ func TestDigestTombstoneRetention(t *testing.T) {
 	d.digestPass(r)
 	d.digestPass(r)
 	d.wantStates("deleted", etcdstore.TombstoneDeleted, unref...)
-	d.clock.Advance(digests.DefaultTombstoneRetention - time.Hour)
+	d.clock.Advance(digestsweep.DefaultTombstoneRetention - time.Hour)
 	if rep := d.digestPass(r); rep.Pruned.Tombstones != 0 {
 		t.Errorf("pruned %d tombstones inside the retention", rep.Pruned.Tombstones)
 	}
@@ -517,11 +517,11 @@ func TestDigestStatusInProgress(t *testing.T) {
 	d := newDigestEnv(t)
 	d.putBlobs("u", 3)
 	d.ageBlobs()
-	var seen *digests.Progress
+	var seen *digestsweep.Progress
 	var r *reclaim.Reclaimer
 	cfg := d.config()
 	cfg.Fault = func(point string) {
-		if point != digests.FaultPage || seen != nil {
+		if point != digestsweep.FaultPage || seen != nil {
 			return
 		}
 		st, err := r.Status(context.Background())

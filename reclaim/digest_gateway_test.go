@@ -21,6 +21,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
@@ -111,7 +112,7 @@ func TestDigestGuardRefusesProducers(t *testing.T) {
 	cfg := d.config()
 	cfg.Digests.MaxDeleteFraction = 1 // the one blob stored is the one to go
 	cfg.Fault = func(point string) {
-		if point != digests.FaultGuarded || !armed.CompareAndSwap(false, true) {
+		if point != digestsweep.FaultGuarded || !armed.CompareAndSwap(false, true) {
 			return
 		}
 		_, pushErr = client.PutObject(ctx, &s3.PutObjectInput{

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -35,7 +35,7 @@ func TestDigestDeleteAfterDeadlineNotSent(t *testing.T) {
 	cfg.BatchSize = 1000
 	stalled := false
 	cfg.Fault = func(point string) {
-		if point == digests.FaultAttempted && !stalled {
+		if point == digestsweep.FaultAttempted && !stalled {
 			stalled = true
 			d.clock.Advance(reclaim.DefaultBackendTimeout + time.Second)
 		}
@@ -192,7 +192,7 @@ func TestDigestUnrecordedCompleteKeepsEverything(t *testing.T) {
 	cfg.Digests.RebuildInterval = time.Hour
 	var armed atomic.Bool
 	cfg.Fault = func(point string) {
-		if point == digests.FaultBeforeTombstone && armed.CompareAndSwap(true, false) {
+		if point == digestsweep.FaultBeforeTombstone && armed.CompareAndSwap(true, false) {
 			complete()
 		}
 	}

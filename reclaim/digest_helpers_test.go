@@ -24,6 +24,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -185,7 +186,7 @@ func (d *digestEnv) config() reclaim.Config {
 	cfg := d.env.config()
 	cfg.Backend = d.be
 	cfg.Metrics = d.reg
-	cfg.Digests = &digests.SweepConfig{Layout: d.layout, PlacementGrace: dgGrace, MaxDelete: 1000, MaxDeleteFraction: 0.5,
+	cfg.Digests = &digestsweep.SweepConfig{Layout: d.layout, PlacementGrace: dgGrace, MaxDelete: 1000, MaxDeleteFraction: 0.5,
 		MaxMarkFraction: 1, GuardSettle: dgSettle}
 	return cfg
 }
@@ -396,7 +397,7 @@ func (d *digestEnv) count(prefix string) int64 {
 
 // digestPass runs one pass and returns its digest report, which must be
 // there.
-func (d *digestEnv) digestPass(r *reclaim.Reclaimer) digests.Report {
+func (d *digestEnv) digestPass(r *reclaim.Reclaimer) digestsweep.Report {
 	d.t.Helper()
 	rep := d.mustPass(r)
 	if rep.Digests == nil {
@@ -406,7 +407,7 @@ func (d *digestEnv) digestPass(r *reclaim.Reclaimer) digests.Report {
 }
 
 // wantCounts compares the headline counts of a digest report.
-func wantCounts(t *testing.T, what string, got digests.Report, pending, ready, skipped, deleted int64) {
+func wantCounts(t *testing.T, what string, got digestsweep.Report, pending, ready, skipped, deleted int64) {
 	t.Helper()
 	if got.Pending != pending || got.Ready != ready || got.Skipped != skipped || got.Deleted != deleted {
 		t.Errorf("%s: pending %d ready %d skipped %d deleted %d; want %d %d %d %d (report %+v)",

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/cas"
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -138,7 +138,7 @@ func TestDigestLayoutMismatchStopsCollect(t *testing.T) {
 	cfg := d.config()
 	published := false
 	cfg.Fault = func(point string) {
-		if point == digests.FaultGuarded && !published {
+		if point == digestsweep.FaultGuarded && !published {
 			published = true
 			d.publishLayout("gw-other", wider.Fingerprint())
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/minio/minio-go/v7"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -121,7 +121,7 @@ func TestDigestFormerLeaderHeld(t *testing.T) {
 	cfgA.BatchSize = 1000
 	held := false
 	cfgA.Fault = func(point string) {
-		if point == digests.FaultAttempted && !held {
+		if point == digestsweep.FaultAttempted && !held {
 			held = true
 			close(reached)
 			<-hold
@@ -298,7 +298,7 @@ func TestDigestUnclearDelete(t *testing.T) {
 // answer: the guards stay armed and are counted settling; a lost answer's
 // blobs are recorded deleted (a HEAD found them gone), a dropped request's
 // stay ready, with no attempt counted as failed.
-func (d *digestEnv) wantUnclearKept(t *testing.T, client *s3.Client, name string, rep digests.Report, lost bool, unref []string) {
+func (d *digestEnv) wantUnclearKept(t *testing.T, client *s3.Client, name string, rep digestsweep.Report, lost bool, unref []string) {
 	t.Helper()
 	if n := d.count(d.store.Keys().Guards()); n != 2 || rep.Settling != 2 {
 		t.Errorf("%s: %d guards armed, %d settling; want both kept while the delete may still be executed", name, n, rep.Settling)
@@ -381,7 +381,7 @@ func TestDigestStopBeforeGoneGuardsReleased(t *testing.T) {
 	cfgA := d.config()
 	cfgA.ID = "a"
 	cfgA.Fault = func(point string) {
-		if point == digests.FaultGoneRecorded && armed.CompareAndSwap(true, false) {
+		if point == digestsweep.FaultGoneRecorded && armed.CompareAndSwap(true, false) {
 			d.revokeLeader()
 		}
 	}

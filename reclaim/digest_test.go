@@ -15,7 +15,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
@@ -270,7 +270,7 @@ func TestDigestBreaker(t *testing.T) {
 			if !contains(rep.Refused, "4 of 10 stored blobs", tt.wantWhich) || rep.Deleted != 0 {
 				t.Errorf("refused = %q, deleted %d", rep.Refused, rep.Deleted)
 			}
-			if rep.Breaker != (digests.Breaker{DeleteBlobs: 4, StoredBlobs: 10, MaxDelete: tt.max, MaxDeleteFraction: tt.frac, MaxMark: digests.DefaultMaxMark, MaxMarkFraction: 1}) {
+			if rep.Breaker != (digestsweep.Breaker{DeleteBlobs: 4, StoredBlobs: 10, MaxDelete: tt.max, MaxDeleteFraction: tt.frac, MaxMark: digestsweep.DefaultMaxMark, MaxMarkFraction: 1}) {
 				t.Errorf("breaker = %+v", rep.Breaker)
 			}
 			if d.be.deletes.Load() != 0 || d.count(d.store.Keys().Guards()) != 0 {

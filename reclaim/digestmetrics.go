@@ -4,7 +4,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
-// digestMetrics counts the digest sweep's series (digests.SweepMetrics)
+// digestMetrics counts the digest sweep's series (digestsweep.SweepMetrics)
 // in the reclaimer's metrics.
 type digestMetrics struct{ m *metrics }
 

@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/sweep"
@@ -454,15 +454,15 @@ func (r *Reclaimer) lastPassSummary(ctx context.Context) (*sweep.PassSummary, er
 }
 
 // ExplainDigest explains what the digest sweep would do now with digest's
-// blob (digests.Sweep.Explain), for the pass in progress or the next one.
+// blob (digestsweep.Sweep.Explain), for the pass in progress or the next one.
 // It writes nothing. It fails with ErrDigestSweepOff when no namespace is
 // configured, ErrBadDigest for a malformed digest, and ErrNotKnown when no
 // blob is stored and etcd holds nothing about the digest.
-func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (digests.DigestExplanation, error) {
+func (r *Reclaimer) ExplainDigest(ctx context.Context, digest string) (digestsweep.DigestExplanation, error) {
 	if r.digests == nil {
-		return digests.DigestExplanation{}, ErrDigestSweepOff
+		return digestsweep.DigestExplanation{}, ErrDigestSweepOff
 	}
-	return r.digests.Explain(ctx, digest, digests.ExplainPass{
+	return r.digests.Explain(ctx, digest, digestsweep.ExplainPass{
 		Now: r.now, DryRun: r.cfg.DryRun, LastPass: r.lastPassSummary, NextPass: r.nextPass,
 		Elapsed: func(ctx context.Context) (time.Duration, error) {
 			ec, _, err := r.readElapsed(ctx)

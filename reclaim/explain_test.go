@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 	"github.com/sweepgate/sweepgate/sweep"
@@ -42,7 +42,7 @@ func (e *env) explainUpload(r *reclaim.Reclaimer, bucket, id, key string) reclai
 }
 
 // explainDigest explains a digest and checks that doing so wrote nothing.
-func (d *digestEnv) explainDigest(r *reclaim.Reclaimer, digest string) digests.DigestExplanation {
+func (d *digestEnv) explainDigest(r *reclaim.Reclaimer, digest string) digestsweep.DigestExplanation {
 	d.t.Helper()
 	before := d.revision()
 	ex, err := r.ExplainDigest(d.t.Context(), digest)
@@ -336,7 +336,7 @@ func TestExplainDigests(t *testing.T) {
 	if _, err := r.ExplainDigest(t.Context(), digestOf([]byte("never stored"))); !errors.Is(err, reclaim.ErrNotKnown) {
 		t.Errorf("unknown digest: %v", err)
 	}
-	if _, err := r.ExplainDigest(t.Context(), "sha256:abc"); !errors.Is(err, digests.ErrBadDigest) {
+	if _, err := r.ExplainDigest(t.Context(), "sha256:abc"); !errors.Is(err, digestsweep.ErrBadDigest) {
 		t.Errorf("bad digest: %v", err)
 	}
 	// Without the digest sweep there is nothing to judge blobs by.
@@ -382,7 +382,7 @@ func TestExplainDigestPlanes(t *testing.T) {
 	}
 	ex = d.explainDigest(r, old)
 	wantSteps(t, "waiting", ex.Steps, judged("frontier_wait"))
-	want := []digests.ExplainPlane{{Plane: "backup", Revision: tomb.Frontier, Applied: true}, {Plane: "replica", Revision: 0, Applied: false}}
+	want := []digestsweep.ExplainPlane{{Plane: "backup", Revision: tomb.Frontier, Applied: true}, {Plane: "replica", Revision: 0, Applied: false}}
 	if ex.Verdict != "pending" || ex.RequiredFrontier != tomb.Frontier || len(ex.Planes) != 2 || ex.Planes[0] != want[0] || ex.Planes[1] != want[1] ||
 		!contains(ex.Reason, "pending until every plane has applied revision", "; not there yet: replica (at 0)") || contains(ex.Reason, "backup (") {
 		t.Errorf("waiting = %+v", ex)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/sweep"
 )
 
@@ -185,7 +185,7 @@ func (m *metrics) pass(rep Report, err error, d time.Duration) {
 		m.lastFinished.Set(float64(rep.Finished.Unix()))
 		m.setCovered(uploadSweep, rep.Slice)
 		if rep.Digests != nil {
-			m.setCovered(digests.CursorName, rep.Digests.Slice)
+			m.setCovered(digestsweep.CursorName, rep.Digests.Slice)
 		}
 	}
 }

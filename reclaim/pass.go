@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/sweep"
@@ -53,7 +53,7 @@ type pass struct {
 	// lists holds a dry run's report lists (capped).
 	lists chunk
 	// digest is the digest sweep's report, once it ran (see digests).
-	digest *digests.Report
+	digest *digestsweep.Report
 	// elapsed is the elapsed clock at the pass's start (see passClock).
 	elapsed time.Duration
 	// paused: the upload sweep was found paused (see check); pause, when
@@ -179,7 +179,7 @@ func (p *pass) digests(ctx context.Context) error {
 	if p.r.digests == nil {
 		return nil
 	}
-	var sw sweep.Sweep[*digests.Report] = p.r.digests
+	var sw sweep.Sweep[*digestsweep.Report] = p.r.digests
 	rep, err := sw.Run(ctx, &sweep.Run{
 		Term: p.term, Pass: p.cur.Pass, Now: p.cur.Now, Clock: p.r.now, DryRun: p.dry, Fault: p.r.cfg.Fault,
 		Elapsed: p.cur.Elapsed, ClockSkew: p.r.cfg.ClockSkew,
@@ -432,7 +432,7 @@ func (p *pass) finish(ctx context.Context, started time.Time, refused, stopped s
 	keys := p.r.keys()
 	ops := append(reportOps(keys, rep.Pass, body),
 		clientv3.OpDelete(keys.Cursor(uploadSweep)),
-		clientv3.OpDelete(keys.Cursor(digests.CursorName)),
+		clientv3.OpDelete(keys.Cursor(digestsweep.CursorName)),
 		clientv3.OpDelete(keys.PlansPrefix(rep.Pass), clientv3.WithPrefix()))
 	ops = append(ops, p.coverageOps(refused, stopped)...)
 	if p.pause != nil && refused != "" {

@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/audit"
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/sweep"
 )
@@ -26,7 +26,7 @@ import (
 // The sweeps a pause names.
 const (
 	PauseUploads = uploadSweep
-	PauseDigests = digests.CursorName
+	PauseDigests = digestsweep.CursorName
 )
 
 // pauseSweeps are the sweeps that can be paused, in the order they are

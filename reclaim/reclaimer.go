@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/s3client"
@@ -77,7 +77,7 @@ type Config struct {
 	Interval time.Duration
 	// GuardCheck is how often the leader, between passes, settles the
 	// blob guards whose unclear delete can no longer be executed
-	// (digests.Sweep.SettleDue), so that they stop blocking writes
+	// (digestsweep.Sweep.SettleDue), so that they stop blocking writes
 	// within seconds of their settle time; 2s when 0.
 	GuardCheck time.Duration
 	// BatchSize is how many uploads one inventory page asks for and one
@@ -126,7 +126,7 @@ type Config struct {
 	// and every action, so a long pass or plan can show how far it got.
 	Progress func(Progress)
 	// Digests turns on the digest sweep; nil leaves it off.
-	Digests *digests.SweepConfig
+	Digests *digestsweep.SweepConfig
 }
 
 // Reclaimer is the elected upload sweep (and, when Config.Digests is set,
@@ -142,7 +142,7 @@ type Reclaimer struct {
 	metrics  *metrics
 	now      func() time.Time
 	// digests is the digest sweep, nil when it is off.
-	digests *digests.Sweep
+	digests *digestsweep.Sweep
 	// process names this run of this process on the elapsed clock, and
 	// elapsed is where it last left that clock.
 	process    string
@@ -190,7 +190,7 @@ func New(cfg Config) (*Reclaimer, error) {
 	// The digest sweep's configuration is checked before anything is
 	// started or registered; its metrics are the reclaimer's, made below.
 	var (
-		sw *digests.Sweep
+		sw *digestsweep.Sweep
 		dm = &digestMetrics{}
 	)
 	if cfg.Digests != nil {
@@ -201,7 +201,7 @@ func New(cfg Config) (*Reclaimer, error) {
 			dc.ElectionTTL = DefaultElectionTTL
 		}
 		var err error
-		sw, err = digests.NewSweep(dc, digests.SweepDeps{
+		sw, err = digestsweep.NewSweep(dc, digestsweep.SweepDeps{
 			Store: cfg.Store, Backend: s3c, Logger: cfg.Logger, Metrics: dm,
 			BatchSize: cfg.BatchSize, Parallel: cfg.Parallel,
 		})
@@ -388,7 +388,7 @@ func (r *Reclaimer) lead(l *Leadership) {
 }
 
 // settleDue settles, under l's term, the blob guards whose unclear delete
-// can no longer be executed (digests.Sweep.SettleDue). It runs in the
+// can no longer be executed (digestsweep.Sweep.SettleDue). It runs in the
 // leader's loop, never during a pass; a dry-run reclaimer writes nothing.
 func (r *Reclaimer) settleDue(l *Leadership) error {
 	if r.digests == nil || r.cfg.DryRun {
@@ -473,7 +473,7 @@ type Progress struct {
 	Uploads Uploads   `json:"uploads"`
 	Acted   Acted     `json:"acted"`
 	// Digests is how far the pass's digest sweep got, once it started.
-	Digests *digests.Progress `json:"digests,omitempty"`
+	Digests *digestsweep.Progress `json:"digests,omitempty"`
 }
 
 // Status reads the reclaimer's status.
@@ -509,7 +509,7 @@ func (r *Reclaimer) Status(ctx context.Context) (Status, error) {
 	}
 	if ok {
 		st.InProgress = &Progress{Pass: cur.Pass, Term: cur.Term, Phase: cur.Phase, Bucket: cur.Pos.Bucket, Started: cur.Started, Uploads: cur.Tally.Uploads, Acted: cur.Acted}
-		if st.InProgress.Digests, err = digests.ReadProgress(ctx, r.store, cur.Pass); err != nil {
+		if st.InProgress.Digests, err = digestsweep.ReadProgress(ctx, r.store, cur.Pass); err != nil {
 			return st, err
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/sweep"
@@ -64,7 +64,7 @@ type Report struct {
 	Totals    ListTotals                 `json:"totals"`
 	Reconcile *multipart.ReconcileReport `json:"reconcile,omitempty"`
 	// Digests is the digest sweep's part of the pass, when it is on.
-	Digests *digests.Report `json:"digests,omitempty"`
+	Digests *digestsweep.Report `json:"digests,omitempty"`
 	// Slice is a bounded pass's part of the keyspace (reclaim.pass_uploads):
 	// where it started and stopped and when the whole keyspace was last
 	// covered; nil for an unbounded pass.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/e2e/harness"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -86,7 +86,7 @@ func NewExplainEnv(t *testing.T, serve func(store *etcdstore.Store, leader *recl
 		MaxDelete: 1000, MaxDeleteFraction: 1, MaxDeleteUploadsFraction: 1, MaxMarkFraction: 1,
 		Interval: 24 * time.Hour, ElectionTTL: 60 * time.Second,
 		Now: e.Clock.Now, Monotonic: e.Clock.Mono, Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(),
-		Digests: &digests.SweepConfig{
+		Digests: &digestsweep.SweepConfig{
 			Layout:         &cas.Layout{Namespaces: []cas.Namespace{ns}, Sources: []cas.Source{src}},
 			PlacementGrace: 24 * time.Hour, Planes: []string{"backup"}, MaxDelete: 1000, MaxDeleteFraction: 1,
 			MaxMarkFraction: 1,

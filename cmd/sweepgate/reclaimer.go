@@ -14,7 +14,7 @@ import (
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
-	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -128,12 +128,12 @@ func (s serveReclaimer) start(ctx context.Context, logger *slog.Logger) (stop fu
 
 // reclaimDigests returns the digest sweep's settings, or nil when no
 // content-addressed layout is configured.
-func reclaimDigests(cfg *config.Config, layout *cas.Layout) *digests.SweepConfig {
+func reclaimDigests(cfg *config.Config, layout *cas.Layout) *digestsweep.SweepConfig {
 	if layout.Empty() || len(layout.Namespaces) == 0 {
 		return nil
 	}
 	d := cfg.Digests
-	return &digests.SweepConfig{
+	return &digestsweep.SweepConfig{
 		Layout:             layout,
 		PlacementGrace:     d.PlacementGrace,
 		Planes:             d.Planes,

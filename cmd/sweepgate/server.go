@@ -22,6 +22,7 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -170,7 +171,7 @@ func (s *server) openStore(ctx context.Context) error {
 	s.store = etcdstore.NewStore(etcdClient, keys).WithMetrics(s.reg)
 	s.requestStore = s.store.WithRequestTimeout(cfg.Etcd.RequestTimeout)
 	if len(cfg.Digests.Planes) > 0 {
-		s.reg.MustRegister(digests.NewPlaneCollector(s.store, cfg.Digests.Planes, s.clock))
+		s.reg.MustRegister(digestsweep.NewPlaneCollector(s.store, cfg.Digests.Planes, s.clock))
 	}
 	return nil
 }

@@ -15,14 +15,16 @@ import (
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // place records a write of digest's blob in flight, and returns the
 // function that ends the record (always to be called). ok false means the
-// request has been answered.
-func (s *Service) place(ctx context.Context, w http.ResponseWriter, q *Request, digest string) (end func(), ok bool) {
+// write is refused, with answer.
+func (s *Service) place(ctx context.Context, q *Request, digest string) (end func(), answer reply.Reply, ok bool) {
 	end = func() {
 		ctx, cancel := s.stateContext(ctx)
 		defer cancel()
@@ -36,30 +38,26 @@ func (s *Service) place(ctx context.Context, w http.ResponseWriter, q *Request, 
 		end() // it may have been made
 		if errors.Is(err, etcdstore.ErrGuarded) {
 			s.guardRefusals.WithLabelValues(string(q.Op)).Inc()
-			s.writeError(w, q, s3err.ErrSlowDown.WithMessage("The blob %s is being reclaimed; upload it again once its deletion is done.", digest))
-			return nil, false
+			return nil, reply.Error(s3err.ErrSlowDown.WithMessage("The blob %s is being reclaimed; upload it again once its deletion is done.", digest)), false
 		}
-		s.refuseState(w, q, err)
-		return nil, false
+		return nil, s.refuseState(q, err), false
 	}
-	return end, true
+	return end, reply.Reply{}, true
 }
 
 // putBlob serves a PutObject of a blob: the write is placed, and, when the
 // namespace verifies, its content must hash to the digest in its key.
-func (s *Service) putBlob(ctx context.Context, w http.ResponseWriter, q *Request, ns *cas.Namespace, digest string) {
-	end, ok := s.place(ctx, w, q, digest)
+func (s *Service) putBlob(ctx context.Context, q *Request, ns *cas.Namespace, digest string) reply.Reply {
+	end, refused, ok := s.place(ctx, q, digest)
 	if !ok {
-		return
+		return refused
+	}
+	if !ns.Verify {
+		return passPlaced(end)
 	}
 	defer end()
-	if !ns.Verify {
-		q.Pass(w, nil)
-		return
-	}
 	if contentSized(ns, q.DecodedLength) {
-		s.putContentBlob(ctx, w, q, digest)
-		return
+		return s.putContentBlob(ctx, q, digest)
 	}
 	h, _ := cas.NewHash(digest) // Namespace.Digest returns valid digests only
 	_, hexs, _ := strings.Cut(digest, ":")
@@ -67,16 +65,13 @@ func (s *Service) putBlob(ctx context.Context, w http.ResponseWriter, q *Request
 	q.Observe(h)
 	out, err := q.BackendRequest(nil)
 	if err != nil {
-		s.writeError(w, q, err)
-		return
+		return reply.Error(err)
 	}
 	if out.ContentLength == 0 {
 		if !bytes.Equal(h.Sum(nil), want) {
-			s.writeError(w, q, errBadBlob(digest))
-			return
+			return reply.Error(errBadBlob(digest))
 		}
-		s.forwardRequest(ctx, w, q, out)
-		return
+		return s.forwardRequest(ctx, q, out)
 	}
 	check := &digestCheck{src: out.Body, h: h, want: want}
 	out.Body = io.NopCloser(check)
@@ -84,10 +79,18 @@ func (s *Service) putBlob(ctx context.Context, w http.ResponseWriter, q *Request
 	// A mismatch makes the transport fail the request; an answer that came
 	// before the body was read whole is the backend's own refusal.
 	if err != nil && check.mismatch.Load() {
-		s.writeError(w, q, errBadBlob(digest))
-		return
+		return reply.Error(errBadBlob(digest))
 	}
-	s.relay(ctx, w, q, resp, err)
+	return s.relay(ctx, q, resp, err)
+}
+
+// passPlaced passes a placed write on as the gateway serves it without
+// digest reclamation, ending its placement (end) only once the write is
+// answered.
+func passPlaced(end func()) reply.Reply {
+	r := reply.PassOn()
+	r.Done = end
+	return r
 }
 
 func errBadBlob(digest string) error {
@@ -167,21 +170,24 @@ var errDigestMismatch = errors.New("digests: blob content does not match its dig
 // object the gateway did not write: a copy is verified before it is sent
 // (copyBlob), a complete lands only on a free key and is verified after
 // (completeBlob).
-func (s *Service) writeBlob(ctx context.Context, w http.ResponseWriter, q *Request, ns *cas.Namespace, digest string) {
-	end, ok := s.place(ctx, w, q, digest)
+func (s *Service) writeBlob(ctx context.Context, q *Request, ns *cas.Namespace, digest string) reply.Reply {
+	end, refused, ok := s.place(ctx, q, digest)
 	if !ok {
-		return
+		return refused
+	}
+	if !ns.Verify {
+		return passPlaced(end)
 	}
 	defer end()
-	switch {
-	case !ns.Verify:
-		q.Pass(w, nil)
-	case q.Op == OpCopyObject:
-		s.copyBlob(ctx, w, q, ns, digest)
-	case ns.Content != "" && s.refuseSmallComplete(ctx, w, q):
-	default:
-		s.completeBlob(ctx, w, q, digest)
+	if q.Op == s3op.CopyObject {
+		return s.copyBlob(ctx, q, ns, digest)
 	}
+	if ns.Content != "" {
+		if refused, ok := s.refuseSmallComplete(ctx, q); !ok {
+			return refused
+		}
+	}
+	return s.completeBlob(ctx, q, digest)
 }
 
 // hashDigest returns the sum of h as a digest of digest's algorithm.
@@ -196,12 +202,11 @@ func hashDigest(digest string, h hash.Hash) string {
 // copy (etcdstore.GuardWatch), so a read costs etcd nothing and works while
 // etcd does not answer; a stale copy only advises a producer wrongly for a
 // moment, as every write naming the digest is checked in etcd itself.
-func (s *Service) readBlob(_ context.Context, w http.ResponseWriter, q *Request, digest string) {
+func (s *Service) readBlob(q *Request, digest string) reply.Reply {
 	if s.guards.Armed(digest) {
-		s.writeError(w, q, s3err.ErrNoSuchKey.WithMessage("The specified key does not exist: its blob is being reclaimed; upload it again."))
-		return
+		return reply.Error(s3err.ErrNoSuchKey.WithMessage("The specified key does not exist: its blob is being reclaimed; upload it again."))
 	}
-	q.Pass(w, nil)
+	return reply.PassOn()
 }
 
 // clientDeleteTimeout is the deadline of a blob delete the gateway sends
@@ -219,7 +224,7 @@ const clientDeleteTimeout = 30 * time.Second
 // refusal); after an unclear answer it is left, with its attempt, for the
 // leader to settle once the delete can no longer be executed (SettleDue
 // between passes, settleGuards at a pass's start).
-func (s *Service) deleteBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+func (s *Service) deleteBlob(ctx context.Context, q *Request, digest string) reply.Reply {
 	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
 	now := s.now()
@@ -229,12 +234,10 @@ func (s *Service) deleteBlob(ctx context.Context, w http.ResponseWriter, q *Requ
 		Attempt: &etcdstore.DeleteAttempt{Sent: now.UTC(), Deadline: sendBy.UTC()},
 	})
 	if errors.Is(err, etcdstore.ErrGuarded) {
-		s.writeError(w, q, s3err.ErrSlowDown.WithMessage("The blob %s is being reclaimed or deleted, or a complete naming blobs is in flight; retry.", digest))
-		return
+		return reply.Error(s3err.ErrSlowDown.WithMessage("The blob %s is being reclaimed or deleted, or a complete naming blobs is in flight; retry.", digest))
 	}
 	if err != nil {
-		s.refuseState(w, q, err) // the guard may be armed: a pass settles it
-		return
+		return s.refuseState(q, err) // the guard may be armed: a pass settles it
 	}
 	release := func() {
 		rctx, cancel := s.stateContext(ctx)
@@ -246,14 +249,12 @@ func (s *Service) deleteBlob(ctx context.Context, w http.ResponseWriter, q *Requ
 	referenced, err := s.store.Referenced(sctx, digest, now)
 	if err != nil {
 		release()
-		s.refuseState(w, q, err)
-		return
+		return s.refuseState(q, err)
 	}
 	if referenced {
 		if !s.isAdmin(q.Principal) {
 			release()
-			s.writeError(w, q, errReferenced(digest))
-			return
+			return reply.Error(errReferenced(digest))
 		}
 		audit.Record(s.log, audit.DeleteBlob, digest, "an admin principal deletes a blob that is still referenced",
 			"principal", q.Principal, "id", q.RequestID, "bucket", q.Bucket, "key", q.Key)
@@ -268,35 +269,35 @@ func (s *Service) deleteBlob(ctx context.Context, w http.ResponseWriter, q *Requ
 		return s.send(out.WithContext(dctx))
 	}
 	var a *s3client.Answer
+	var answer reply.Reply
 	if s.layout.HasReferences(q.Bucket, q.Key) {
 		// What a manifest names goes to the trash, like a reference
 		// object's references.
-		a, err = s.deleteRefWith(ctx, w, q, send)
+		a, answer, err = s.deleteRefWith(ctx, q, send)
 	} else {
-		a, err = s.deleteObject(ctx, w, q, send)
+		a, answer, err = s.deleteObject(ctx, q, send)
 	}
 	if err == nil && (a == nil || a.Success() || a.DefiniteFailure()) {
 		release() // nothing was sent, or the answer is clear
-		return
+		return answer
 	}
 	s.log.Warn("client's blob delete unclear; its guard stays armed until a pass settles it", "id", q.RequestID, "digest", digest, "err", err)
+	return answer
 }
 
-// deleteObject sends a client's delete through send and answers the
-// client with the backend's answer.
-func (s *Service) deleteObject(ctx context.Context, w http.ResponseWriter, q *Request, send func(*http.Request) (*s3client.Answer, error)) (*s3client.Answer, error) {
+// deleteObject sends a client's delete through send. It returns the
+// backend's answer (nil when nothing was sent, with the error that stands
+// for it when no answer came) and the client's.
+func (s *Service) deleteObject(ctx context.Context, q *Request, send func(*http.Request) (*s3client.Answer, error)) (*s3client.Answer, reply.Reply, error) {
 	out, err := q.BackendRequest(nil)
 	if err != nil {
-		s.writeError(w, q, err)
-		return nil, nil
+		return nil, reply.Error(err), nil
 	}
 	a, err := send(out)
 	if err != nil {
-		s.backendFailed(ctx, w, q, err)
-		return nil, err
+		return nil, s.backendFailed(ctx, q, err), err
 	}
-	s.writeAnswer(w, q, a)
-	return a, nil
+	return a, answer(a), nil
 }
 
 func errReferenced(digest string) *s3err.Error {

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
 )
@@ -37,36 +37,32 @@ const blobReadTimeout = time.Hour
 // A complete that carries the client's own If-Match could only replace the
 // object at the key, so it is refused and not sent. One that carries the
 // client's own If-None-Match gets the backend's answer as it is.
-func (s *Service) completeBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+func (s *Service) completeBlob(ctx context.Context, q *Request, digest string) reply.Reply {
 	if q.Header.Get("If-Match") != "" {
-		s.writeError(w, q, s3err.ErrPreconditionFailed.WithMessage("The key of blob %s is written once: a complete with If-Match could only replace the object at the key, so it was not sent; nothing was changed.", digest))
-		return
+		return reply.Error(s3err.ErrPreconditionFailed.WithMessage("The key of blob %s is written once: a complete with If-Match could only replace the object at the key, so it was not sent; nothing was changed.", digest))
 	}
 	own := q.Header.Get("If-None-Match") != ""
 	header := q.Header.Clone()
 	header.Set("If-None-Match", "*")
-	c := newCapture()
-	q.Pass(c, header)
+	completed := q.Complete(header)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), blobReadTimeout)
 	defer cancel()
-	if etag, ok := c.result(); ok {
-		s.checkCompleted(rctx, w, q, c, etag, digest)
-		return
+	if etag, ok := resultETag(completed); ok {
+		return s.checkCompleted(rctx, q, completed, etag, digest)
 	}
-	if c.status == http.StatusPreconditionFailed && !own && multipart.ErrorCode(c.body.Bytes()) == "PreconditionFailed" {
-		s.completeOntoStored(rctx, w, q, digest)
-		return
+	if completed.StatusCode() == http.StatusPreconditionFailed && !own && completed.Code() == "PreconditionFailed" {
+		return s.completeOntoStored(rctx, q, digest)
 	}
-	c.writeTo(w)
+	return completed
 }
 
 // checkCompleted reads back the object a complete onto a blob's key made
 // (the version it answered, with the ETag it answered) and answers the
 // client: the complete's own answer when the object hashes to digest, and
 // BadDigest, once the object is deleted again, when it does not.
-func (s *Service) checkCompleted(ctx context.Context, w http.ResponseWriter, q *Request, c *capture, etag, digest string) {
+func (s *Service) checkCompleted(ctx context.Context, q *Request, completed reply.Reply, etag, digest string) reply.Reply {
 	bucket, key := q.Bucket, q.Key
-	versionID := c.header.Get("X-Amz-Version-Id")
+	versionID := completed.Header.Get("X-Amz-Version-Id")
 	var query url.Values
 	if versionID != "" {
 		query = url.Values{"versionId": {versionID}}
@@ -79,18 +75,16 @@ func (s *Service) checkCompleted(ctx context.Context, w http.ResponseWriter, q *
 		// complete replays the result of one whose object did not hash to
 		// its digest and was deleted. A success would have the producer
 		// name a blob that is not stored.
-		s.writeError(w, q, s3err.ErrNoSuchKey.WithMessage("The object this complete made is no longer at the key (one that does not hash to %s is deleted again); upload the blob again.", digest))
-		return
+		return reply.Error(s3err.ErrNoSuchKey.WithMessage("The object this complete made is no longer at the key (one that does not hash to %s is deleted again); upload the blob again.", digest))
 	case err != nil:
 		// A 412 means another write replaced the object since: through
 		// the gateway, that was a verified blob.
 		s.log.Warn("completed blob not verified", "id", q.RequestID, "bucket", bucket, "key", key, "err", err)
 	case !got.match:
 		removed := s.removeCompleted(ctx, q, etag, versionID)
-		s.writeError(w, q, s3err.ErrBadDigest.WithMessage("The completed content does not hash to %s, the digest its key names; %s.", digest, removed))
-		return
+		return reply.Error(s3err.ErrBadDigest.WithMessage("The completed content does not hash to %s, the digest its key names; %s.", digest, removed))
 	}
-	c.writeTo(w)
+	return completed
 }
 
 // removeCompleted deletes the object a complete onto a blob's key made
@@ -138,18 +132,16 @@ func (s *Service) removeCompleted(ctx context.Context, q *Request, etag, version
 // its upload is aborted, through the session service so that the session
 // records it, so that the parts do not linger. One that does not was
 // written around the gateway: the client hears so, and nothing is changed.
-func (s *Service) completeOntoStored(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+func (s *Service) completeOntoStored(ctx context.Context, q *Request, digest string) reply.Reply {
 	bucket, key := q.Bucket, q.Key
 	got, err := s.hashObject(ctx, bucket, key, nil, nil, digest, 0)
 	switch {
 	case err != nil:
 		s.log.Warn("object at a blob's key not verified", "id", q.RequestID, "bucket", bucket, "key", key, "err", err)
-		s.writeError(w, q, s3err.ErrServiceUnavailable.WithMessage("The key of blob %s holds an object, which could not be read to verify it; nothing was changed. Please retry.", digest))
-		return
+		return reply.Error(s3err.ErrServiceUnavailable.WithMessage("The key of blob %s holds an object, which could not be read to verify it; nothing was changed. Please retry.", digest))
 	case !got.match:
 		s.log.Warn("object at a blob's key does not hash to its digest; written around the gateway", "id", q.RequestID, "bucket", bucket, "key", key, "etag", got.etag)
-		s.writeError(w, q, s3err.ErrPreconditionFailed.WithMessage("The key holds an object that does not hash to %s, the digest the key names: it was written around sweepgate. Nothing was changed, and the upload stays. Delete that object (an admin principal must, if the blob is referenced) and complete again.", digest))
-		return
+		return reply.Error(s3err.ErrPreconditionFailed.WithMessage("The key holds an object that does not hash to %s, the digest the key names: it was written around sweepgate. Nothing was changed, and the upload stays. Delete that object (an admin principal must, if the blob is referenced) and complete again.", digest))
 	}
 	s.abortStored(ctx, q)
 	body, err := xml.Marshal(multipart.CompleteResult{
@@ -159,20 +151,16 @@ func (s *Service) completeOntoStored(ctx context.Context, w http.ResponseWriter,
 		ETag:     `"` + got.etag + `"`,
 	})
 	if err != nil {
-		s.writeError(w, q, err)
-		return
+		return reply.Error(err)
 	}
 	body = append([]byte(xml.Header), body...)
-	h := w.Header()
+	h := http.Header{}
 	h.Set("Content-Type", "application/xml")
 	h.Set("ETag", `"`+got.etag+`"`)
 	if got.versionID != "" {
 		h.Set("X-Amz-Version-Id", got.versionID)
 	}
-	h.Set("X-Amz-Request-Id", q.RequestID)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	return reply.Reply{Status: http.StatusOK, Header: h, Body: body}
 }
 
 // abortStored aborts the upload of a complete whose blob is stored

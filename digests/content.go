@@ -3,9 +3,9 @@ package digests
 import (
 	"context"
 	"io"
-	"net/http"
 
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3err"
 )
 
@@ -29,37 +29,31 @@ func contentSized(ns *cas.Namespace, length int64) bool {
 // checked against the digest, and parsed; what it names is recorded before
 // it goes to the backend. A body found larger than the limit (its length
 // was not declared) is refused: what it names could not be known.
-func (s *Service) putContentBlob(ctx context.Context, w http.ResponseWriter, q *Request, digest string) {
+func (s *Service) putContentBlob(ctx context.Context, q *Request, digest string) reply.Reply {
 	body, err := io.ReadAll(io.LimitReader(q.Body(), cas.DefaultContentLimit+1))
 	if err != nil {
-		s.writeError(w, q, err)
-		return
+		return reply.Error(err)
 	}
 	if len(body) > cas.DefaultContentLimit {
-		s.writeError(w, q, s3err.ErrMissingContentLength.WithMessage("A blob in a content namespace is read whole when it may be a manifest (up to %d bytes); declare the length of a larger one. Nothing was stored.", cas.DefaultContentLimit))
-		return
+		return reply.Error(s3err.ErrMissingContentLength.WithMessage("A blob in a content namespace is read whole when it may be a manifest (up to %d bytes); declare the length of a larger one. Nothing was stored.", cas.DefaultContentLimit))
 	}
 	h, _ := cas.NewHash(digest)
 	h.Write(body)
 	if hashDigest(digest, h) != digest {
-		s.writeError(w, q, errBadBlob(digest))
-		return
+		return reply.Error(errBadBlob(digest))
 	}
 	digests, _, err := cas.ParseManifest(body)
 	if err != nil {
-		s.writeError(w, q, errDigests(err))
-		return
+		return reply.Error(errDigests(err))
 	}
 	out, err := q.BufferedRequest(body)
 	if err != nil {
-		s.writeError(w, q, err)
-		return
+		return reply.Error(err)
 	}
 	if len(digests) == 0 {
-		s.forwardRequest(ctx, w, q, out)
-		return
+		return s.forwardRequest(ctx, q, out)
 	}
-	s.writePut(ctx, w, q, out, body, digests)
+	return s.writePut(ctx, q, out, body, digests)
 }
 
 // refuseSmallComplete refuses a CompleteMultipartUpload onto a content
@@ -68,18 +62,16 @@ func (s *Service) putContentBlob(ctx context.Context, w http.ResponseWriter, q *
 // before it is stored, and a complete's body is known only after. It
 // reports whether it answered the request. Registries write manifests with
 // PutObject (or CopyObject), and complete only large blobs.
-func (s *Service) refuseSmallComplete(ctx context.Context, w http.ResponseWriter, q *Request) bool {
+func (s *Service) refuseSmallComplete(ctx context.Context, q *Request) (refused reply.Reply, ok bool) {
 	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
 	size, known, err := s.uploadSize(sctx, q.Bucket, q.Key, q.Query.Get("uploadId"))
 	switch {
 	case err != nil:
 		s.log.Error("size of an upload into a content namespace unknown", "id", q.RequestID, "err", err)
-		s.writeError(w, q, s3err.ErrServiceUnavailable.WithMessage("The size of the upload could not be read; nothing was changed. Please retry."))
-		return true
+		return reply.Error(s3err.ErrServiceUnavailable.WithMessage("The size of the upload could not be read; nothing was changed. Please retry.")), false
 	case known && size <= cas.DefaultContentLimit:
-		s.writeError(w, q, s3err.ErrInvalidRequest.WithMessage("A blob of %d bytes in a content namespace may be a manifest, whose references are recorded before it is stored: write it with PutObject or CopyObject. Nothing was changed.", size))
-		return true
+		return reply.Error(s3err.ErrInvalidRequest.WithMessage("A blob of %d bytes in a content namespace may be a manifest, whose references are recorded before it is stored: write it with PutObject or CopyObject. Nothing was changed.", size)), false
 	}
-	return false
+	return reply.Reply{}, true
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
 )
@@ -40,7 +41,7 @@ var copySourceHeaders = [][2]string{
 // In a content namespace, a source within the content limit is kept as it
 // is hashed, and what it names is recorded before the copy goes
 // (writeCopy).
-func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Request, ns *cas.Namespace, digest string) {
+func (s *Service) copyBlob(ctx context.Context, q *Request, ns *cas.Namespace, digest string) reply.Reply {
 	cs := q.CopySource
 	var query url.Values
 	if cs.VersionID != "" {
@@ -62,42 +63,33 @@ func (s *Service) copyBlob(ctx context.Context, w http.ResponseWriter, q *Reques
 	case errors.As(err, &refused) && refused.Status == http.StatusNotModified:
 		// A GET answers 304 where a copy's if-none-match or
 		// if-modified-since condition fails, which S3 answers 412.
-		s.writeError(w, q, s3err.ErrPreconditionFailed)
-		return
+		return reply.Error(s3err.ErrPreconditionFailed)
 	case errors.As(err, &refused):
-		s.writeAnswer(w, q, refused)
-		return
+		return answer(refused)
 	case err != nil:
-		s.backendFailed(ctx, w, q, err)
-		return
+		return s.backendFailed(ctx, q, err)
 	case !src.match:
-		s.writeError(w, q, s3err.ErrBadDigest.WithMessage("The copy source does not hash to %s, the digest the destination key names; nothing was copied.", digest))
-		return
+		return reply.Error(s3err.ErrBadDigest.WithMessage("The copy source does not hash to %s, the digest the destination key names; nothing was copied.", digest))
 	}
 	out, err := q.BackendRequest(nil)
 	if err != nil {
-		s.writeError(w, q, err)
-		return
+		return reply.Error(err)
 	}
 	out.Header.Set("X-Amz-Copy-Source-If-Match", `"`+src.etag+`"`)
 	if digests, _, err := cas.ParseManifest(src.body); err != nil {
-		s.writeError(w, q, errDigests(err))
-		return
+		return reply.Error(errDigests(err))
 	} else if len(digests) > 0 {
-		s.writeCopy(ctx, w, q, out, src.body, digests)
-		return
+		return s.writeCopy(ctx, q, out, src.body, digests)
 	}
 	a, err := s.send(out)
 	if err != nil {
-		s.backendFailed(ctx, w, q, err)
-		return
+		return s.backendFailed(ctx, q, err)
 	}
 	if _, ok := s3client.ResultETag(a.Body); a.Success() && !ok {
 		// A copy is a success only with its CopyObjectResult.
-		s.writeError(w, q, errNoResult)
-		return
+		return reply.Error(errNoResult)
 	}
-	s.writeAnswer(w, q, a)
+	return answer(a)
 }
 
 // hashedObject is what hashObject read of an object.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
 )
@@ -34,7 +34,7 @@ type trashedObject struct {
 }
 
 // DeleteObjects does digest reclamation's part of a DeleteObjects in a
-// bucket of the layout (Serves(OpDeleteObjects, ...)), whose document the
+// bucket of the layout (Serves(s3op.DeleteObjects, ...)), whose document the
 // gateway has parsed and checked into objs. Each blob's guard is armed
 // first (a blob whose guard is armed already is refused with SlowDown),
 // then each referenced blob is refused (unless an admin asks) and each
@@ -47,9 +47,9 @@ type trashedObject struct {
 // nothing is left to send, nor once the recorded deadline has passed.
 //
 // It returns the refused objects, for the gateway's DeleteResult; ok false
-// means the request has been answered (its etcd step failed, or the
-// deadline passed before the request could be sent).
-func (s *Service) DeleteObjects(ctx context.Context, w http.ResponseWriter, q *Request, objs []DeleteTarget, send func(ctx context.Context, keep []int) (status int, body []byte, err error)) (refused []DeleteRefusal, ok bool) {
+// means the request is answered with answer instead (its etcd step failed,
+// or the deadline passed before the request could be sent).
+func (s *Service) DeleteObjects(ctx context.Context, q *Request, objs []DeleteTarget, send func(ctx context.Context, keep []int) (status int, body []byte, err error)) (refused []DeleteRefusal, answer reply.Reply, ok bool) {
 	ctx = context.WithValue(ctx, serviceRequestKey{}, q)
 	sendCtx := ctx
 	ctx, cancel := s.stateContext(ctx)
@@ -62,8 +62,7 @@ func (s *Service) DeleteObjects(ctx context.Context, w http.ResponseWriter, q *R
 	sendBy := now.Add(clientDeleteTimeout)
 	keep, refused, guards, err := s.guardBlobs(ctx, q, objs, keep, now, sendBy)
 	if err != nil {
-		s.refuseState(w, q, err)
-		return nil, false
+		return nil, s.refuseState(q, err), false
 	}
 	keep, refusedRefs, err := s.refuseReferenced(ctx, q, objs, keep)
 	if err == nil {
@@ -79,8 +78,7 @@ func (s *Service) DeleteObjects(ctx context.Context, w http.ResponseWriter, q *R
 					s.restoreTrash(ctx, q.Bucket, t.obj.Key, t.at)
 				}
 				s.releaseGuards(ctx, q, guards)
-				s.writeError(w, q, s3err.ErrSlowDown.WithMessage("The delete could not be sent before its deadline; retry."))
-				return nil, false
+				return nil, reply.Error(s3err.ErrSlowDown.WithMessage("The delete could not be sent before its deadline; retry.")), false
 			}
 			dctx, dcancel := context.WithTimeout(context.WithoutCancel(sendCtx), left)
 			status, body, serr := send(dctx, keep)
@@ -94,16 +92,15 @@ func (s *Service) DeleteObjects(ctx context.Context, w http.ResponseWriter, q *R
 				if len(guards) > 0 {
 					s.log.Warn("client's DeleteObjects unclear; the guards of its blobs stay armed until a pass settles them", "id", q.RequestID, "blobs", len(guards), "err", serr)
 				}
-				return refused, true
+				return refused, reply.Reply{}, true
 			}
 		}
 	}
 	s.releaseGuards(ctx, q, guards)
 	if err != nil {
-		s.refuseState(w, q, err)
-		return nil, false
+		return nil, s.refuseState(q, err), false
 	}
-	return refused, true
+	return refused, reply.Reply{}, true
 }
 
 // armedGuard is a guard a client's delete armed, with its mod revision.

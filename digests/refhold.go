@@ -14,6 +14,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
 )
@@ -23,41 +24,37 @@ import (
 // so the complete runs under a reference hold, which keeps every guard
 // from being armed, and its digests are recorded from the object before
 // the hold ends.
-func (s *Service) completeRef(ctx context.Context, w http.ResponseWriter, q *Request, src *cas.Source) {
+func (s *Service) completeRef(ctx context.Context, q *Request, src *cas.Source) reply.Reply {
 	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
 	uploadID := q.Query.Get("uploadId")
 	size, known, err := s.uploadSize(sctx, q.Bucket, q.Key, uploadID)
 	if err != nil {
 		s.log.Error("size of an upload into a reference source unknown", "id", q.RequestID, "upload", uploadID, "err", err)
-		s.writeError(w, q, s3err.ErrServiceUnavailable.WithMessage("The size of the upload could not be read, so its references could not be recorded; nothing was changed. Please retry."))
-		return
+		return reply.Error(s3err.ErrServiceUnavailable.WithMessage("The size of the upload could not be read, so its references could not be recorded; nothing was changed. Please retry."))
 	}
 	if known && size > src.MaxBody {
-		s.writeError(w, q, errSourceTooLarge(src, fmt.Sprintf("The upload's parts (%d bytes)", size)))
-		return
+		return reply.Error(errSourceTooLarge(src, fmt.Sprintf("The upload's parts (%d bytes)", size)))
 	}
 	hold, err := s.holdRefs(sctx, q.RequestID, q.Bucket, q.Key)
 	if err != nil {
-		s.refuseState(w, q, err)
-		return
+		return s.refuseState(q, err)
 	}
-	c := newCapture()
-	q.Pass(c, nil)
+	completed := q.Complete(nil)
 	// The complete may have taken longer than one step's timeout.
 	after, cancelAfter := s.stateContext(ctx)
 	defer cancelAfter()
 	var unrecorded string
-	if etag, ok := c.result(); ok {
+	if etag, ok := resultETag(completed); ok {
 		if err := s.recordCompleted(after, src, q.Bucket, q.Key, etag, q.RequestID); err != nil {
 			unrecorded = err.Error()
 		}
-	} else if c.status < 400 || c.status >= 500 {
+	} else if st := completed.StatusCode(); st < 400 || st >= 500 {
 		// No clear refusal: the object may have been made.
-		unrecorded = fmt.Sprintf("the complete's outcome is unclear (answered %d)", c.status)
+		unrecorded = fmt.Sprintf("the complete's outcome is unclear (answered %d)", st)
 	}
 	hold.end(after, unrecorded)
-	c.writeTo(w)
+	return completed
 }
 
 // uploadSize bounds the object a complete of uploadID would assemble: the

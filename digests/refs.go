@@ -16,6 +16,7 @@ import (
 	"github.com/sweepgate/sweepgate/audit"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
 )
@@ -36,43 +37,38 @@ type refWrite struct {
 
 // putRef serves a PutObject into a reference source: the verified body is
 // read whole, its digests are recorded, then it goes to the backend.
-func (s *Service) putRef(ctx context.Context, w http.ResponseWriter, q *Request, src *cas.Source) {
+func (s *Service) putRef(ctx context.Context, q *Request, src *cas.Source) reply.Reply {
 	what := "The object"
 	if n := q.DecodedLength; n > src.MaxBody {
-		s.writeError(w, q, errSourceTooLarge(src, what))
-		return
+		return reply.Error(errSourceTooLarge(src, what))
 	}
 	body, err := io.ReadAll(io.LimitReader(q.Body(), src.MaxBody+1))
 	if err != nil {
-		s.writeError(w, q, err)
-		return
+		return reply.Error(err)
 	}
 	if int64(len(body)) > src.MaxBody {
-		s.writeError(w, q, errSourceTooLarge(src, what))
-		return
+		return reply.Error(errSourceTooLarge(src, what))
 	}
 	digests, err := src.Extract(body)
 	if err != nil {
-		s.writeError(w, q, errDigests(err))
-		return
+		return reply.Error(errDigests(err))
 	}
 	out, err := q.BufferedRequest(body)
 	if err != nil {
-		s.writeError(w, q, err)
-		return
+		return reply.Error(err)
 	}
-	s.writePut(ctx, w, q, out, body, digests)
+	return s.writePut(ctx, q, out, body, digests)
 }
 
 // writePut sends out, a PutObject carrying body, as a write of an object
 // that names digests (writeRef).
-func (s *Service) writePut(ctx context.Context, w http.ResponseWriter, q *Request, out *http.Request, body []byte, digests []string) {
+func (s *Service) writePut(ctx context.Context, q *Request, out *http.Request, body []byte, digests []string) reply.Reply {
 	sent := &sentReader{r: bytes.NewReader(body), total: int64(len(body))}
 	if len(body) > 0 {
 		out.Body = io.NopCloser(sent)
 	}
 	sum := md5.Sum(body)
-	s.writeRef(ctx, w, q, out, refWrite{
+	return s.writeRef(ctx, q, out, refWrite{
 		bucket: q.Bucket, key: q.Key, digests: digests,
 		md5:  hex.EncodeToString(sum[:]),
 		sent: sent.done,
@@ -82,9 +78,9 @@ func (s *Service) writePut(ctx context.Context, w http.ResponseWriter, q *Reques
 
 // writeCopy sends out, a CopyObject of a source whose body was read, as a
 // write of an object that names digests (writeRef).
-func (s *Service) writeCopy(ctx context.Context, w http.ResponseWriter, q *Request, out *http.Request, body []byte, digests []string) {
+func (s *Service) writeCopy(ctx context.Context, q *Request, out *http.Request, body []byte, digests []string) reply.Reply {
 	sum := md5.Sum(body)
-	s.writeRef(ctx, w, q, out, refWrite{
+	return s.writeRef(ctx, q, out, refWrite{
 		bucket: q.Bucket, key: q.Key, digests: digests,
 		md5:  hex.EncodeToString(sum[:]),
 		sent: func() bool { return true },
@@ -111,49 +107,42 @@ func (r *sentReader) done() bool { return r.n.Load() >= r.total }
 // read from the backend (within the parse limit), its digests are
 // recorded, then the copy goes to the backend, conditional on the source
 // still being the body that was read.
-func (s *Service) copyRef(ctx context.Context, w http.ResponseWriter, q *Request, src *cas.Source) {
+func (s *Service) copyRef(ctx context.Context, q *Request, src *cas.Source) reply.Reply {
 	cs := q.CopySource
 	body, etag, err := s.s3.Get(ctx, cs.Bucket, cs.Key, s3client.GetOptions{VersionID: cs.VersionID}, src.MaxBody)
 	var refused *s3client.Error
 	switch {
 	case errors.As(err, &refused):
-		s.writeAnswer(w, q, &s3client.Answer{Status: refused.Status, Header: refused.Header, Body: refused.Body})
-		return
+		return answer(&s3client.Answer{Status: refused.Status, Header: refused.Header, Body: refused.Body})
 	case errors.Is(err, s3client.ErrTooLarge):
-		s.writeError(w, q, errSourceTooLarge(src, "The copy source"))
-		return
+		return reply.Error(errSourceTooLarge(src, "The copy source"))
 	case err != nil:
-		s.backendFailed(ctx, w, q, err)
-		return
+		return s.backendFailed(ctx, q, err)
 	}
 	if want := q.Header.Get("X-Amz-Copy-Source-If-Match"); want != "" && want != "*" && unquoteETag(want) != etag {
-		s.writeError(w, q, s3err.ErrPreconditionFailed)
-		return
+		return reply.Error(s3err.ErrPreconditionFailed)
 	}
 	digests, err := src.Extract(body)
 	if err != nil {
-		s.writeError(w, q, errDigests(err))
-		return
+		return reply.Error(errDigests(err))
 	}
 	out, err := q.BackendRequest(nil)
 	if err != nil {
-		s.writeError(w, q, err)
-		return
+		return reply.Error(err)
 	}
 	// The copy stores the body whose digests were recorded, or nothing.
 	out.Header.Set("X-Amz-Copy-Source-If-Match", `"`+etag+`"`)
-	s.writeCopy(ctx, w, q, out, body, digests)
+	return s.writeCopy(ctx, q, out, body, digests)
 }
 
 // writeRef records the write rw of a reference object, sends out to the
 // backend, records its outcome and answers the client. The outcome is
 // recorded before the client hears the answer, so that the client's next
 // write of the object does not meet this one still in flight.
-func (s *Service) writeRef(ctx context.Context, w http.ResponseWriter, q *Request, out *http.Request, rw refWrite) {
+func (s *Service) writeRef(ctx context.Context, q *Request, out *http.Request, rw refWrite) reply.Reply {
 	id := q.RequestID
 	if err := s.beginRefWrite(ctx, rw.bucket, rw.key, etcdstore.RefWrite{ID: id, Digests: rw.digests, At: s.now()}); err != nil {
-		s.refuseState(w, q, err)
-		return
+		return s.refuseState(q, err)
 	}
 	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
@@ -161,28 +150,24 @@ func (s *Service) writeRef(ctx context.Context, w http.ResponseWriter, q *Reques
 		if missing, err := s.missingBlob(sctx, rw.digests); missing != "" || err != nil {
 			s.endRefWrite(sctx, rw.bucket, rw.key, id, etcdstore.WriteFailed, "")
 			if err != nil {
-				s.backendFailed(ctx, w, q, err)
-				return
+				return s.backendFailed(ctx, q, err)
 			}
-			s.writeError(w, q, s3err.ErrBlobNotStored.WithMessage("The object names %s, which is not stored (it was deleted, or never uploaded); upload that blob again, then write the object.", missing))
-			return
+			return reply.Error(s3err.ErrBlobNotStored.WithMessage("The object names %s, which is not stored (it was deleted, or never uploaded); upload that blob again, then write the object.", missing))
 		}
 	}
 	a, err := s.send(out)
 	outcome, etag := s.writeOutcome(sctx, rw, a, err)
 	s.endRefWrite(sctx, rw.bucket, rw.key, id, outcome, etag)
 	if err != nil {
-		s.backendFailed(ctx, w, q, err)
-		return
+		return s.backendFailed(ctx, q, err)
 	}
 	if a.Success() && outcome != etcdstore.WriteCommitted {
 		// A success that names no result (a copy answered without a
 		// CopyObjectResult) and whose object is not the body recorded
 		// cannot be taken for one.
-		s.writeError(w, q, errNoResult)
-		return
+		return reply.Error(errNoResult)
 	}
-	s.writeAnswer(w, q, a)
+	return answer(a)
 }
 
 // missingBlob returns a digest of digests whose blob no namespace stores,
@@ -312,24 +297,25 @@ func (s *Service) pause(ctx context.Context, d time.Duration) bool {
 
 // deleteRef serves a DeleteObject of a reference object: its references
 // move to the trash first, and come back if the backend did not delete it.
-func (s *Service) deleteRef(ctx context.Context, w http.ResponseWriter, q *Request) {
-	_, _ = s.deleteRefWith(ctx, w, q, s.send)
+func (s *Service) deleteRef(ctx context.Context, q *Request) reply.Reply {
+	_, answer, _ := s.deleteRefWith(ctx, q, s.send)
+	return answer
 }
 
 // deleteRefWith is deleteRef sending the delete through send. It returns
 // the backend's answer, or the error that stands for it (no answer: the
-// outcome is unclear); nil and nil when nothing was sent.
-func (s *Service) deleteRefWith(ctx context.Context, w http.ResponseWriter, q *Request, send func(*http.Request) (*s3client.Answer, error)) (*s3client.Answer, error) {
+// outcome is unclear), nil and nil when nothing was sent; and the client's
+// answer.
+func (s *Service) deleteRefWith(ctx context.Context, q *Request, send func(*http.Request) (*s3client.Answer, error)) (*s3client.Answer, reply.Reply, error) {
 	bucket, key := q.Bucket, q.Key
 	now := s.now()
 	trashed, err := s.trash(ctx, bucket, key, q.Principal, now)
 	if err != nil {
-		s.refuseState(w, q, err)
-		return nil, nil
+		return nil, s.refuseState(q, err), nil
 	}
 	if !trashed {
 		// No references recorded: nothing to move.
-		return s.deleteObject(ctx, w, q, send)
+		return s.deleteObject(ctx, q, send)
 	}
 	audit.Record(s.log, audit.TrashObject, bucket+"/"+key, "DeleteObject of a reference object: its digests stay retained in the trash until it expires",
 		"principal", q.Principal, "id", q.RequestID, "deleted_at", now, "expires", now.Add(s.trashWindow))
@@ -338,19 +324,16 @@ func (s *Service) deleteRefWith(ctx context.Context, w http.ResponseWriter, q *R
 		sctx, cancel := s.stateContext(ctx)
 		defer cancel()
 		s.restoreTrash(sctx, bucket, key, now)
-		s.writeError(w, q, err)
-		return nil, nil
+		return nil, reply.Error(err), nil
 	}
 	a, err := send(out)
 	sctx, cancel := s.stateContext(ctx)
 	defer cancel()
 	s.settleDeleted(sctx, bucket, key, q.Query.Has("versionId"), a, err, now)
 	if err != nil {
-		s.backendFailed(ctx, w, q, err)
-		return nil, err
+		return nil, s.backendFailed(ctx, q, err), err
 	}
-	s.writeAnswer(w, q, a)
-	return a, nil
+	return a, answer(a), nil
 }
 
 // trash moves the references of bucket/key to the trash, stamped now.

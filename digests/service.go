@@ -16,23 +16,10 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
-)
-
-// Op names a call the service serves. The values are the S3 operation
-// names.
-type Op string
-
-// The calls the service serves (see Serves).
-const (
-	OpPutObject               Op = "PutObject"
-	OpCopyObject              Op = "CopyObject"
-	OpCompleteMultipartUpload Op = "CompleteMultipartUpload"
-	OpGetObject               Op = "GetObject"
-	OpHeadObject              Op = "HeadObject"
-	OpDeleteObject            Op = "DeleteObject"
-	OpDeleteObjects           Op = "DeleteObjects"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // CopySource is the object a CopyObject copies, as the gateway read and
@@ -46,7 +33,7 @@ type CopySource struct {
 // Request is one client request, authenticated and routed by the gateway,
 // that the service serves.
 type Request struct {
-	Op         Op
+	Op         s3op.Operation
 	Bucket     string
 	Key        string
 	CopySource CopySource // for a CopyObject
@@ -79,10 +66,12 @@ type Request struct {
 	// verified payload read whole, with what the payload's framing carried
 	// besides its bytes (a verified trailing checksum, content encodings).
 	BufferedRequest func(body []byte) (*http.Request, error)
-	// Pass serves the request the way the gateway serves it without digest
-	// reclamation (the multipart session service or the reverse proxy),
-	// with header in place of the client's when it is not nil.
-	Pass func(w http.ResponseWriter, header http.Header)
+	// Complete sends the client's CompleteMultipartUpload the way the
+	// gateway does without digest reclamation (through the session
+	// service when sessions are on), with header in place of the
+	// client's, and returns its answer read whole, for the service to act
+	// on before the client hears it.
+	Complete func(header http.Header) reply.Reply
 }
 
 // ServiceConfig is what a Service needs.
@@ -220,8 +209,8 @@ func (s *Service) Guards() *etcdstore.GuardWatch { return s.guards }
 // NeedsState reports whether serving op, which Serves accepted, reads or
 // writes etcd: everything but a blob's GET or HEAD, which asks the local
 // copy of the guards.
-func (s *Service) NeedsState(op Op) bool {
-	return op != OpGetObject && op != OpHeadObject
+func (s *Service) NeedsState(op s3op.Operation) bool {
+	return op != s3op.GetObject && op != s3op.HeadObject
 }
 
 // Serves reports whether the service serves op on bucket/key: a write or
@@ -229,54 +218,56 @@ func (s *Service) NeedsState(op Op) bool {
 // key carries a digest, and a DeleteObjects in a bucket of the layout.
 // Everything else goes where it goes without digest reclamation. A nil
 // Service serves nothing.
-func (s *Service) Serves(op Op, bucket, key string) bool {
+func (s *Service) Serves(op s3op.Operation, bucket, key string) bool {
 	if s == nil || bucket == "" {
 		return false
 	}
 	switch op {
-	case OpDeleteObjects:
+	case s3op.DeleteObjects:
 		return s.layout.HasBucket(bucket)
-	case OpPutObject, OpCopyObject, OpCompleteMultipartUpload, OpDeleteObject:
+	case s3op.PutObject, s3op.CopyObject, s3op.CompleteMultipartUpload, s3op.DeleteObject:
 		if s.layout.Source(bucket, key) != nil {
 			return true
 		}
 		_, _, ok := s.layout.Namespace(bucket, key)
 		return ok
-	case OpGetObject, OpHeadObject:
+	case s3op.GetObject, s3op.HeadObject:
 		_, _, ok := s.layout.Namespace(bucket, key)
 		return ok
 	}
 	return false
 }
 
-// Serve answers one request that Serves accepted (DeleteObjects aside,
-// which the gateway serves with DeleteObjects).
-func (s *Service) Serve(ctx context.Context, w http.ResponseWriter, q *Request) {
+// Serve serves one request that Serves accepted (DeleteObjects aside,
+// which the gateway serves with DeleteObjects) and returns the client's
+// answer, for the gateway to write.
+func (s *Service) Serve(ctx context.Context, q *Request) reply.Reply {
 	ctx = context.WithValue(ctx, serviceRequestKey{}, q)
 	if src := s.layout.Source(q.Bucket, q.Key); src != nil {
 		switch q.Op {
-		case OpPutObject:
-			s.putRef(ctx, w, q, src)
-		case OpCopyObject:
-			s.copyRef(ctx, w, q, src)
-		case OpCompleteMultipartUpload:
-			s.completeRef(ctx, w, q, src)
-		case OpDeleteObject:
-			s.deleteRef(ctx, w, q)
+		case s3op.PutObject:
+			return s.putRef(ctx, q, src)
+		case s3op.CopyObject:
+			return s.copyRef(ctx, q, src)
+		case s3op.CompleteMultipartUpload:
+			return s.completeRef(ctx, q, src)
+		case s3op.DeleteObject:
+			return s.deleteRef(ctx, q)
 		}
-		return
+		return reply.Error(s3err.ErrInternal.WithMessage("digests: %s is not served in a reference source", q.Op))
 	}
 	ns, digest, _ := s.layout.Namespace(q.Bucket, q.Key)
 	switch q.Op {
-	case OpPutObject:
-		s.putBlob(ctx, w, q, ns, digest)
-	case OpCopyObject, OpCompleteMultipartUpload:
-		s.writeBlob(ctx, w, q, ns, digest)
-	case OpGetObject, OpHeadObject:
-		s.readBlob(ctx, w, q, digest)
-	case OpDeleteObject:
-		s.deleteBlob(ctx, w, q, digest)
+	case s3op.PutObject:
+		return s.putBlob(ctx, q, ns, digest)
+	case s3op.CopyObject, s3op.CompleteMultipartUpload:
+		return s.writeBlob(ctx, q, ns, digest)
+	case s3op.GetObject, s3op.HeadObject:
+		return s.readBlob(q, digest)
+	case s3op.DeleteObject:
+		return s.deleteBlob(ctx, q, digest)
 	}
+	return reply.Error(s3err.ErrInternal.WithMessage("digests: %s is not served in a namespace", q.Op))
 }
 
 func (s *Service) isAdmin(principal string) bool { return slices.Contains(s.admins, principal) }
@@ -301,15 +292,6 @@ func (s *Service) stateContext(ctx context.Context) (context.Context, context.Ca
 	return context.WithTimeout(context.WithoutCancel(ctx), stateTimeout)
 }
 
-// writeError answers with an S3 XML error.
-func (s *Service) writeError(w http.ResponseWriter, q *Request, err error) {
-	var s3e *s3err.Error
-	if !errors.As(err, &s3e) {
-		s.log.Error("internal error", "id", q.RequestID, "err", err)
-	}
-	s3err.Write(w, err, q.Resource, q.RequestID)
-}
-
 // errStateUnavailable answers a request whose etcd step failed. Nothing
 // reached the backend, so a retry is safe.
 var errStateUnavailable = s3err.ErrServiceUnavailable.WithMessage("sweepgate could not read or record the references of this request in its state store; nothing was changed. Please retry.")
@@ -317,19 +299,19 @@ var errStateUnavailable = s3err.ErrServiceUnavailable.WithMessage("sweepgate cou
 // refuseState answers a request whose etcd step refused or failed: a
 // guarded digest, a write in flight or an etcd that does not answer is a
 // retryable SlowDown, anything else a ServiceUnavailable.
-func (s *Service) refuseState(w http.ResponseWriter, q *Request, err error) {
+func (s *Service) refuseState(q *Request, err error) reply.Reply {
 	switch {
 	case errors.Is(err, etcdstore.ErrGuarded):
 		s.guardRefusals.WithLabelValues(string(q.Op)).Inc()
-		s.writeError(w, q, s3err.ErrSlowDown.WithMessage("A blob this object names is being reclaimed; upload it again and retry."))
+		return reply.Error(s3err.ErrSlowDown.WithMessage("A blob this object names is being reclaimed; upload it again and retry."))
 	case errors.Is(err, etcdstore.ErrWriteInFlight):
-		s.writeError(w, q, s3err.ErrSlowDown.WithMessage("Another write or delete of this object is in flight; retry."))
+		return reply.Error(s3err.ErrSlowDown.WithMessage("Another write or delete of this object is in flight; retry."))
 	case etcdstore.Unavailable(err):
 		s.log.Warn("digest request refused: etcd unavailable", "id", q.RequestID, "op", q.Op, "err", err)
-		s.writeError(w, q, s3err.ErrStateUnavailable)
+		return reply.Error(s3err.ErrStateUnavailable)
 	default:
 		s.log.Error("digest state unavailable", "id", q.RequestID, "op", q.Op, "err", err)
-		s.writeError(w, q, errStateUnavailable)
+		return reply.Error(errStateUnavailable)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // TestServes checks which requests the service takes from the gateway:
@@ -21,36 +22,36 @@ func TestServes(t *testing.T) {
 	s := &Service{layout: &cas.Layout{Namespaces: []cas.Namespace{ns}, Sources: []cas.Source{src}}}
 	blob := "blobs/sha256/" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	for _, tc := range []struct {
-		op          Op
+		op          s3op.Operation
 		bucket, key string
 		want        bool
 	}{
-		{OpPutObject, "registry", "manifests/app", true},
-		{OpCopyObject, "registry", "manifests/app", true},
-		{OpCompleteMultipartUpload, "registry", "manifests/app", true},
-		{OpDeleteObject, "registry", "manifests/app", true},
-		{OpGetObject, "registry", "manifests/app", false},
-		{OpHeadObject, "registry", "manifests/app", false},
-		{OpPutObject, "registry", blob, true},
-		{OpCopyObject, "registry", blob, true},
-		{OpCompleteMultipartUpload, "registry", blob, true},
-		{OpGetObject, "registry", blob, true},
-		{OpHeadObject, "registry", blob, true},
-		{OpDeleteObject, "registry", blob, true},
-		{OpPutObject, "registry", "blobs/sha256/not-a-digest", false},
-		{OpPutObject, "registry", "plain/key", false},
-		{OpPutObject, "other", "manifests/app", false},
-		{OpDeleteObjects, "registry", "", true},
-		{OpDeleteObjects, "other", "", false},
-		{Op("UploadPart"), "registry", blob, false},
-		{OpPutObject, "", "", false},
+		{s3op.PutObject, "registry", "manifests/app", true},
+		{s3op.CopyObject, "registry", "manifests/app", true},
+		{s3op.CompleteMultipartUpload, "registry", "manifests/app", true},
+		{s3op.DeleteObject, "registry", "manifests/app", true},
+		{s3op.GetObject, "registry", "manifests/app", false},
+		{s3op.HeadObject, "registry", "manifests/app", false},
+		{s3op.PutObject, "registry", blob, true},
+		{s3op.CopyObject, "registry", blob, true},
+		{s3op.CompleteMultipartUpload, "registry", blob, true},
+		{s3op.GetObject, "registry", blob, true},
+		{s3op.HeadObject, "registry", blob, true},
+		{s3op.DeleteObject, "registry", blob, true},
+		{s3op.PutObject, "registry", "blobs/sha256/not-a-digest", false},
+		{s3op.PutObject, "registry", "plain/key", false},
+		{s3op.PutObject, "other", "manifests/app", false},
+		{s3op.DeleteObjects, "registry", "", true},
+		{s3op.DeleteObjects, "other", "", false},
+		{s3op.UploadPart, "registry", blob, false},
+		{s3op.PutObject, "", "", false},
 	} {
 		if got := s.Serves(tc.op, tc.bucket, tc.key); got != tc.want {
 			t.Errorf("Serves(%s, %s, %s) = %v, want %v", tc.op, tc.bucket, tc.key, got, tc.want)
 		}
 	}
 	var off *Service
-	if off.Serves(OpPutObject, "registry", "manifests/app") {
+	if off.Serves(s3op.PutObject, "registry", "manifests/app") {
 		t.Error("a nil Service serves a request")
 	}
 }

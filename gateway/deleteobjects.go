@@ -15,9 +15,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/s3op"
 )
 
 const (
@@ -117,7 +117,7 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 		return a, sendErr
 	}
 	var refused []deleteError
-	if g.digests.Serves(digests.OpDeleteObjects, bucket, "") {
+	if g.digests.Serves(s3op.DeleteObjects, bucket, "") {
 		var ok bool
 		if refused, ok = g.deleteDigests(w, r, req, in.Objects, sendBatch); !ok {
 			return

@@ -7,27 +7,28 @@ import (
 
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/s3err"
 	"github.com/sweepgate/sweepgate/s3op"
 )
 
 // serveDigests hands a request that the digest service serves to it, with
-// the means to read and forward its verified body and to serve it as the
-// gateway would without digest reclamation.
+// the means to read and forward its verified body, and writes its answer.
 func (g *Gateway) serveDigests(w http.ResponseWriter, r *http.Request, req *request) {
 	q, err := g.digestRequest(r, req)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
 	}
-	g.digests.Serve(r.Context(), w, q)
+	g.answer(w, r, req, g.digests.Serve(r.Context(), q))
 }
 
 // digestRequest is the digest service's view of a request.
 func (g *Gateway) digestRequest(r *http.Request, req *request) (*digests.Request, error) {
 	payload := req.auth.Payload
 	q := &digests.Request{
-		Op:            digests.Op(req.route.Operation),
+		Op:            req.route.Operation,
 		Bucket:        req.route.Bucket,
 		Key:           req.route.Key,
 		Query:         r.URL.Query(),
@@ -50,13 +51,13 @@ func (g *Gateway) digestRequest(r *http.Request, req *request) (*digests.Request
 			keepEncoding(out, payload)
 			return out, nil
 		},
-		Pass: func(w http.ResponseWriter, header http.Header) {
+		Complete: func(header http.Header) reply.Reply {
 			in := r
 			if header != nil {
 				in = r.Clone(r.Context())
 				in.Header = header
 			}
-			g.pass(w, in, req)
+			return g.completeWhole(in, req)
 		},
 	}
 	if req.route.Operation == s3op.CopyObject {
@@ -78,6 +79,30 @@ func (g *Gateway) pass(w http.ResponseWriter, r *http.Request, req *request) {
 		return
 	}
 	g.forward(w, r, req)
+}
+
+// completeWhole sends a CompleteMultipartUpload the way the gateway does
+// without digest reclamation (through the session service when sessions
+// are on) and returns its answer read whole.
+func (g *Gateway) completeWhole(r *http.Request, req *request) reply.Reply {
+	if g.sessions != nil {
+		return g.sessions.Serve(r.Context(), g.multipartCall(r, req)).Whole()
+	}
+	out, err := g.backendRequest(r, req, nil)
+	if err != nil {
+		return reply.Error(err)
+	}
+	a, err := g.send(out)
+	switch {
+	case err == nil:
+		return reply.Reply{Status: a.Status, Header: a.Header, Body: a.Body}
+	case req.auth.Payload.Err() != nil:
+		return reply.Error(req.auth.Payload.Err())
+	case r.Context().Err() != nil:
+		return reply.Reply{} // the client went away; nobody is left to answer
+	}
+	g.log.Warn("backend request failed", "id", req.id, "op", req.route.Operation, "err", err)
+	return reply.Error(s3err.ErrBadGateway)
 }
 
 // keepEncoding carries what a verified body read whole loses over to its
@@ -113,7 +138,7 @@ func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *req
 	for i, o := range objs {
 		targets[i] = digests.DeleteTarget{Key: o.Key, VersionID: o.VersionID}
 	}
-	refusals, ok := g.digests.DeleteObjects(r.Context(), w, q, targets, func(ctx context.Context, keep []int) (int, []byte, error) {
+	refusals, answer, ok := g.digests.DeleteObjects(r.Context(), q, targets, func(ctx context.Context, keep []int) (int, []byte, error) {
 		kept := make([]deleteObject, len(keep))
 		for i, k := range keep {
 			kept[i] = objs[k]
@@ -124,8 +149,12 @@ func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *req
 		}
 		return a.Status, a.Body, nil
 	})
+	if !ok {
+		g.answer(w, r, req, answer)
+		return nil, false
+	}
 	for _, f := range refusals {
 		refused = append(refused, deleteError{Key: f.Key, VersionID: f.VersionID, Code: f.Code, Message: f.Message})
 	}
-	return refused, ok
+	return refused, true
 }

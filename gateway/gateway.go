@@ -294,8 +294,8 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request)
 	switch {
 	case req.route.Operation == s3op.DeleteObjects:
 		g.deleteObjects(w, r, req)
-	case g.digests.Serves(digests.Op(req.route.Operation), req.route.Bucket, req.route.Key):
-		if g.digests.NeedsState(digests.Op(req.route.Operation)) && g.refuseWithoutState(w, r) {
+	case g.digests.Serves(req.route.Operation, req.route.Bucket, req.route.Key):
+		if g.digests.NeedsState(req.route.Operation) && g.refuseWithoutState(w, r) {
 			return
 		}
 		g.serveDigests(w, r, req)

@@ -10,22 +10,22 @@ import (
 	"github.com/sweepgate/sweepgate/s3err"
 )
 
-// hopByHop are the connection-level request headers that are not forwarded.
-var hopByHop = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
 // errBodyTooLarge refuses a request body the gateway must read whole (a
 // CompleteMultipartUpload document) when it is larger than it may be.
 var errBodyTooLarge = &s3err.Error{Code: "MaxMessageLengthExceeded", Message: "Your request was too big.", HTTPStatus: http.StatusBadRequest}
 
-// serveMultipart hands a multipart call to the session service, with the
-// means to read and forward its verified body.
+// serveMultipart hands a multipart call to the session service and writes
+// its answer.
 func (g *Gateway) serveMultipart(w http.ResponseWriter, r *http.Request, req *request) {
+	g.answer(w, r, req, g.sessions.Serve(r.Context(), g.multipartCall(r, req)))
+}
+
+// multipartCall is the session service's view of a multipart call, with
+// the means to read and forward its verified body.
+func (g *Gateway) multipartCall(r *http.Request, req *request) *multipart.Call {
 	q := r.URL.Query()
 	payload := req.auth.Payload
-	call := &multipart.Call{
+	return &multipart.Call{
 		Op:             req.route.Operation,
 		Bucket:         req.route.Bucket,
 		Key:            req.route.Key,
@@ -52,7 +52,6 @@ func (g *Gateway) serveMultipart(w http.ResponseWriter, r *http.Request, req *re
 			return g.backendRequest(r, req, body)
 		},
 	}
-	g.answer(w, r, req, g.sessions.Serve(r.Context(), call))
 }
 
 // backendRequest builds the backend request for a client request that the
@@ -61,7 +60,7 @@ func (g *Gateway) backendRequest(in *http.Request, req *request, body []byte) (*
 	out := in.Clone(in.Context())
 	out.RequestURI = ""
 	out.Close = false
-	for _, h := range hopByHop {
+	for _, h := range hopHeaders {
 		out.Header.Del(h)
 	}
 	g.addressBackend(out, in, req)

@@ -9,11 +9,19 @@ package reply
 import (
 	"encoding/xml"
 	"net/http"
+
+	"github.com/sweepgate/sweepgate/s3client"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
-// Reply is one answer to a client. Exactly one of Err, Stream and the
-// status with Body is what the client gets.
+// Reply is one answer to a client. Exactly one of Pass, Err, Stream and the
+// status with Body is what the client gets; the zero Reply answers nothing
+// (the client went away before an answer could be made).
 type Reply struct {
+	// Pass asks the gateway to serve the request as it does without the
+	// service that returned it: through the session service or the
+	// streaming proxy.
+	Pass bool
 	// Err, when set, is answered as an S3 error document (s3err.As): an
 	// *s3err.Error as it is, anything else as InternalError.
 	Err error
@@ -28,7 +36,15 @@ type Reply struct {
 	// Replayed marks an answer recorded for an earlier request (an
 	// idempotent call's outcome) and sent again as it was.
 	Replayed bool
+	// Done, when set, is called once the answer is written (a passed-on
+	// write has then reached the backend): what the service holds for the
+	// request's duration is released only then.
+	Done func()
 }
+
+// PassOn asks the gateway to serve the request as it does without the
+// service (Reply.Pass).
+func PassOn() Reply { return Reply{Pass: true} }
 
 // Error answers err.
 func Error(err error) Reply { return Reply{Err: err} }
@@ -57,4 +73,42 @@ func XML(header http.Header, v any) Reply {
 	}
 	h.Set("Content-Type", "application/xml")
 	return Reply{Status: http.StatusOK, Header: h, Body: append([]byte(xml.Header), body...)}
+}
+
+// StatusCode is the status the client gets for r: an error's HTTP status,
+// a relayed response's, or Status.
+func (r Reply) StatusCode() int {
+	switch {
+	case r.Err != nil:
+		return s3err.As(r.Err).HTTPStatus
+	case r.Stream != nil:
+		return r.Stream.StatusCode
+	}
+	return r.Status
+}
+
+// Code is the S3 error code r answers with: an error's, or that of the
+// error document in Body; "" for an answer that is not an error document.
+func (r Reply) Code() string {
+	if r.Err != nil {
+		return s3err.As(r.Err).Code
+	}
+	code, _, _ := s3client.ErrorDocument(r.Body)
+	return code
+}
+
+// Whole returns r with a relayed response's body read whole (within
+// s3client.MaxAnswer) and closed, so that a service can act on an answer
+// before the client hears it. A body that cannot be read is answered
+// BadGateway.
+func (r Reply) Whole() Reply {
+	if r.Stream == nil {
+		return r
+	}
+	defer r.Stream.Body.Close()
+	body, err := s3client.ReadBody(r.Stream.Body, s3client.MaxAnswer)
+	if err != nil {
+		return Error(s3err.ErrBadGateway)
+	}
+	return Reply{Status: r.Stream.StatusCode, Header: r.Stream.Header, Body: body}
 }

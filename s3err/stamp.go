@@ -83,35 +83,3 @@ func StampResponse(resp *http.Response, requestID string) {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
-
-// answerHopHeaders are the headers of a backend answer that are not
-// passed on: connection-level ones, and the length, which is set anew.
-var answerHopHeaders = []string{
-	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Connection",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length",
-}
-
-// CopyAnswerHeader copies a backend answer's headers to the client's
-// answer dst, without the connection-level ones and the length, and sets
-// X-Amz-Request-Id to requestID.
-func CopyAnswerHeader(dst, src http.Header, requestID string) {
-	for k, vs := range src {
-		dst[k] = append([]string(nil), vs...)
-	}
-	for _, k := range answerHopHeaders {
-		dst.Del(k)
-	}
-	dst.Set("X-Amz-Request-Id", requestID)
-}
-
-// WriteAnswer passes a backend answer that was read whole (status, header,
-// body) on to the client: its headers as CopyAnswerHeader copies them, and
-// its error document, if it is one, restamped with requestID (see
-// StampRequestID).
-func WriteAnswer(w http.ResponseWriter, status int, header http.Header, body []byte, requestID string) {
-	body = StampRequestID(body, requestID)
-	CopyAnswerHeader(w.Header(), header, requestID)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"io"
 	"net/http"
 	"strconv"
 
@@ -33,8 +32,9 @@ func (g *Gateway) writeAnswer(w http.ResponseWriter, req *request, a *s3client.A
 
 // answer writes a service's reply to the client: a request passed on as
 // the gateway serves it without the service; an error as an S3 error
-// document; a backend response as it streams, its error document (if
-// small) and its X-Amz-Request-Id carrying the gateway's request id; an
+// document; a backend response as the proxy relays it (passThrough.relay),
+// its error document (if small) and its X-Amz-Request-Id carrying the
+// gateway's request id; an
 // answer read or rendered whole with its length; a replayed outcome as it
 // was recorded, marked as a replay; nothing for the zero Reply (the client
 // went away). Connection-level headers of a backend answer are never
@@ -49,15 +49,11 @@ func (g *Gateway) answer(w http.ResponseWriter, r *http.Request, req *request, r
 	case rep.Err != nil:
 		g.writeError(w, r, rep.Err)
 	case rep.Stream != nil:
-		resp := rep.Stream
-		defer resp.Body.Close()
-		s3err.StampResponse(resp, req.id)
-		copyAnswerHeader(w.Header(), resp.Header, req.id)
-		if resp.ContentLength >= 0 {
-			w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
+		g.proxy.relay(w, r, rep.Stream, func(resp *http.Response) error {
+			s3err.StampResponse(resp, req.id)
+			resp.Header.Set("X-Amz-Request-Id", req.id)
+			return nil
+		})
 	case rep.Replayed:
 		h := w.Header()
 		for k, vs := range rep.Header {

@@ -61,20 +61,32 @@ func (p *passThrough) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 		p.errorHandler(rw, outreq, err)
 		return
 	}
+	p.relay(rw, outreq, res, p.modifyResponse)
+}
+
+// relay writes res, the backend's answer to req (a client's request, or
+// the backend request made of it), to rw
+// the way httputil.ReverseProxy does: hop-by-hop headers removed, modify
+// applied (an error answers through the error handler instead), trailers
+// announced and passed on, the body flushed as it arrives where the answer
+// streams. It is the one way a backend response reaches a client, for the
+// proxy's own round trips and for the responses the services relay
+// (Gateway.answer). It closes res.Body.
+func (p *passThrough) relay(rw http.ResponseWriter, req *http.Request, res *http.Response, modify func(*http.Response) error) {
 	upgrade := res.StatusCode == http.StatusSwitchingProtocols
 	if !upgrade {
 		removeHopByHopHeaders(res.Header)
 	}
-	if err := p.modifyResponse(res); err != nil {
+	if err := modify(res); err != nil {
 		res.Body.Close()
-		p.errorHandler(rw, outreq, err)
+		p.errorHandler(rw, req, err)
 		return
 	}
 	if upgrade {
 		// Nobody asked for a protocol switch (checkConnection refuses
 		// Connection: upgrade), so the backend cannot answer with one.
 		res.Body.Close()
-		p.errorHandler(rw, outreq, fmt.Errorf("backend tried to switch protocol %q when none was requested", res.Header.Get("Upgrade")))
+		p.errorHandler(rw, req, fmt.Errorf("backend tried to switch protocol %q when none was requested", res.Header.Get("Upgrade")))
 		return
 	}
 	h := rw.Header()

@@ -63,7 +63,7 @@ func (s *Service) putBlob(ctx context.Context, q *Request, ns *cas.Namespace, di
 	_, hexs, _ := strings.Cut(digest, ":")
 	want, _ := hex.DecodeString(hexs)
 	q.Observe(h)
-	out, err := q.BackendRequest(nil)
+	out, err := q.Forward.Request()
 	if err != nil {
 		return reply.Error(err)
 	}
@@ -289,7 +289,7 @@ func (s *Service) deleteBlob(ctx context.Context, q *Request, digest string) rep
 // backend's answer (nil when nothing was sent, with the error that stands
 // for it when no answer came) and the client's.
 func (s *Service) deleteObject(ctx context.Context, q *Request, send func(*http.Request) (*s3client.Answer, error)) (*s3client.Answer, reply.Reply, error) {
-	out, err := q.BackendRequest(nil)
+	out, err := q.Forward.Request()
 	if err != nil {
 		return nil, reply.Error(err), nil
 	}

@@ -46,10 +46,7 @@ func (s *Service) putContentBlob(ctx context.Context, q *Request, digest string)
 	if err != nil {
 		return reply.Error(errDigests(err))
 	}
-	out, err := q.BufferedRequest(body)
-	if err != nil {
-		return reply.Error(err)
-	}
+	out := q.Forward.WithPayloadRead(body)
 	if len(digests) == 0 {
 		return s.forwardRequest(ctx, q, out)
 	}

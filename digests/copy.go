@@ -71,7 +71,7 @@ func (s *Service) copyBlob(ctx context.Context, q *Request, ns *cas.Namespace, d
 	case !src.match:
 		return reply.Error(s3err.ErrBadDigest.WithMessage("The copy source does not hash to %s, the digest the destination key names; nothing was copied.", digest))
 	}
-	out, err := q.BackendRequest(nil)
+	out, err := q.Forward.Request()
 	if err != nil {
 		return reply.Error(err)
 	}

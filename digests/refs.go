@@ -53,10 +53,7 @@ func (s *Service) putRef(ctx context.Context, q *Request, src *cas.Source) reply
 	if err != nil {
 		return reply.Error(errDigests(err))
 	}
-	out, err := q.BufferedRequest(body)
-	if err != nil {
-		return reply.Error(err)
-	}
+	out := q.Forward.WithPayloadRead(body)
 	return s.writePut(ctx, q, out, body, digests)
 }
 
@@ -126,7 +123,7 @@ func (s *Service) copyRef(ctx context.Context, q *Request, src *cas.Source) repl
 	if err != nil {
 		return reply.Error(errDigests(err))
 	}
-	out, err := q.BackendRequest(nil)
+	out, err := q.Forward.Request()
 	if err != nil {
 		return reply.Error(err)
 	}
@@ -319,7 +316,7 @@ func (s *Service) deleteRefWith(ctx context.Context, q *Request, send func(*http
 	}
 	audit.Record(s.log, audit.TrashObject, bucket+"/"+key, "DeleteObject of a reference object: its digests stay retained in the trash until it expires",
 		"principal", q.Principal, "id", q.RequestID, "deleted_at", now, "expires", now.Add(s.trashWindow))
-	out, err := q.BackendRequest(nil)
+	out, err := q.Forward.Request()
 	if err != nil {
 		sctx, cancel := s.stateContext(ctx)
 		defer cancel()

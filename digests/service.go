@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -53,19 +54,16 @@ type Request struct {
 	// or a backend request that carries the client's payload.
 	Body func() io.Reader
 	// Observe makes w receive the verified body's bytes as they are
-	// forwarded. Call it before BackendRequest.
+	// forwarded. Call it before the Forward's Request.
 	Observe func(w io.Writer)
 	// PayloadErr reports why the client's body failed verification, if it
 	// did, after a failed backend call.
 	PayloadErr func() error
-	// BackendRequest builds the request to forward: the client's request,
-	// path-style, with the client's signature removed. With body nil it
-	// carries the client's verified payload; otherwise it carries body.
-	BackendRequest func(body []byte) (*http.Request, error)
-	// BufferedRequest builds the request that forwards body, the client's
-	// verified payload read whole, with what the payload's framing carried
-	// besides its bytes (a verified trailing checksum, content encodings).
-	BufferedRequest func(body []byte) (*http.Request, error)
+	// Forward is the client's request as the backend is to receive it,
+	// sent with the client's verified payload (Request), with a body of the
+	// service's own (WithBody), or with the payload read whole
+	// (WithPayloadRead).
+	Forward *backend.Forward
 	// Complete sends the client's CompleteMultipartUpload the way the
 	// gateway does without digest reclamation (through the session
 	// service when sessions are on), with header in place of the

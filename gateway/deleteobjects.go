@@ -81,7 +81,7 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 		return
 	}
 	if len(body) > maxDeleteBody {
-		g.writeError(w, r, errBodyTooLarge)
+		g.writeError(w, r, s3err.ErrMaxMessageLengthExceeded)
 		return
 	}
 	var in deleteRequest
@@ -155,10 +155,7 @@ func (g *Gateway) sendDeletes(ctx context.Context, r *http.Request, req *request
 		return nil, err
 	}
 	body := append([]byte(xml.Header), doc...)
-	out, err := g.backendRequest(r, req, body)
-	if err != nil {
-		return nil, err
-	}
+	out := g.forwardOf(r, req).WithBody(body)
 	for name := range out.Header {
 		if strings.HasPrefix(strings.ToLower(name), "x-amz-checksum-") || strings.EqualFold(name, "x-amz-sdk-checksum-algorithm") {
 			out.Header.Del(name)

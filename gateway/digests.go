@@ -3,10 +3,8 @@ package gateway
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/sweepgate/sweepgate/digests"
-	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
@@ -40,17 +38,7 @@ func (g *Gateway) digestRequest(r *http.Request, req *request) (*digests.Request
 		Body:          payload.Body,
 		Observe:       payload.Observe,
 		PayloadErr:    payload.Err,
-		BackendRequest: func(body []byte) (*http.Request, error) {
-			return g.backendRequest(r, req, body)
-		},
-		BufferedRequest: func(body []byte) (*http.Request, error) {
-			out, err := g.backendRequest(r, req, body)
-			if err != nil {
-				return nil, err
-			}
-			keepEncoding(out, payload)
-			return out, nil
-		},
+		Forward:       g.forwardOf(r, req),
 		Complete: func(header http.Header) reply.Reply {
 			in := r
 			if header != nil {
@@ -88,7 +76,7 @@ func (g *Gateway) completeWhole(r *http.Request, req *request) reply.Reply {
 	if g.sessions != nil {
 		return g.sessions.Serve(r.Context(), g.multipartCall(r, req)).Whole()
 	}
-	out, err := g.backendRequest(r, req, nil)
+	out, err := g.forwardOf(r, req).Request()
 	if err != nil {
 		return reply.Error(err)
 	}
@@ -103,25 +91,6 @@ func (g *Gateway) completeWhole(r *http.Request, req *request) reply.Reply {
 	}
 	g.log.Warn("backend request failed", "id", req.id, "op", req.route.Operation, "err", err)
 	return reply.Error(s3err.ErrBadGateway)
-}
-
-// keepEncoding carries what a verified body read whole loses over to its
-// backend request: a verified trailing checksum (as a header, which the
-// backend checks and stores), and content encodings other than
-// aws-chunked.
-func keepEncoding(out *http.Request, p *sigv4.Payload) {
-	if name, value, ok := p.Checksum(); ok {
-		out.Header.Set(name, value)
-	}
-	var encodings []string
-	for e := range strings.SplitSeq(p.Outbound().Header.Get("Content-Encoding"), ",") {
-		if e = strings.TrimSpace(e); e != "" && !strings.EqualFold(e, "aws-chunked") {
-			encodings = append(encodings, e)
-		}
-	}
-	if len(encodings) > 0 {
-		out.Header.Set("Content-Encoding", strings.Join(encodings, ","))
-	}
 }
 
 // deleteDigests has the digest service do its part of a DeleteObjects in

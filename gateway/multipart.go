@@ -1,18 +1,11 @@
 package gateway
 
 import (
-	"bytes"
-
-	"io"
 	"net/http"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/multipart"
-	"github.com/sweepgate/sweepgate/s3err"
 )
-
-// errBodyTooLarge refuses a request body the gateway must read whole (a
-// CompleteMultipartUpload document) when it is larger than it may be.
-var errBodyTooLarge = &s3err.Error{Code: "MaxMessageLengthExceeded", Message: "Your request was too big.", HTTPStatus: http.StatusBadRequest}
 
 // serveMultipart hands a multipart call to the session service and writes
 // its answer.
@@ -38,25 +31,17 @@ func (g *Gateway) multipartCall(r *http.Request, req *request) *multipart.Call {
 		Header:         r.Header,
 		Observe:        payload.Observe,
 		PayloadErr:     payload.Err,
-		ReadBody: func(limit int64) ([]byte, error) {
-			b, err := io.ReadAll(io.LimitReader(payload.Body(), limit+1))
-			if err != nil {
-				return nil, err
-			}
-			if int64(len(b)) > limit {
-				return nil, errBodyTooLarge
-			}
-			return b, nil
-		},
-		BackendRequest: func(body []byte) (*http.Request, error) {
-			return g.backendRequest(r, req, body)
-		},
+		Body:           payload.Body,
+		Forward:        g.forwardOf(r, req),
 	}
 }
 
-// backendRequest builds the backend request for a client request that the
-// session service forwards: the client's payload as verified, or body.
-func (g *Gateway) backendRequest(in *http.Request, req *request, body []byte) (*http.Request, error) {
+// forwardOf prepares in, a verified client request, for the backend:
+// path-style, without the client's signature, the hop-by-hop headers and
+// Accept-Encoding (a service reads some answers itself: they must not come
+// back compressed). A service sends it with the client's verified payload
+// or a body of its own (backend.Forward).
+func (g *Gateway) forwardOf(in *http.Request, req *request) *backend.Forward {
 	out := in.Clone(in.Context())
 	out.RequestURI = ""
 	out.Close = false
@@ -64,27 +49,6 @@ func (g *Gateway) backendRequest(in *http.Request, req *request, body []byte) (*
 		out.Header.Del(h)
 	}
 	g.addressBackend(out, in, req)
-	// The session service reads some answers itself (XML it parses and may
-	// rewrite): they must not come back compressed.
 	out.Header.Del("Accept-Encoding")
-	outbound := req.auth.Payload.Outbound()
-	if body == nil {
-		if err := outbound.Apply(out); err != nil {
-			return nil, err
-		}
-		return out, nil
-	}
-	for _, h := range outbound.Remove {
-		out.Header.Del(h)
-	}
-	out.TransferEncoding = nil
-	out.Header.Del("Content-Length")
-	out.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-	out.ContentLength = int64(len(body))
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.GetBody = nil
-	if len(body) == 0 {
-		out.Body = http.NoBody
-	}
-	return out, nil
+	return backend.NewForward(out, req.auth.Payload)
 }

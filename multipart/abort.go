@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/sweepgate/sweepgate/audit"
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
@@ -79,7 +80,7 @@ func (s *Service) abortUpload(ctx context.Context, c *Call) error {
 		}
 		s.fault(FaultAbortAfterIntent)
 
-		out, err := c.BackendRequest(nil)
+		out, err := c.backendRequest(nil)
 		if err != nil {
 			return err
 		}
@@ -213,14 +214,16 @@ type AbortRequest struct {
 // session is aborted on the backend directly. It returns nil when the
 // upload is (logically) aborted.
 func (s *Service) AbortUpload(ctx context.Context, r AbortRequest) error {
+	req, err := s.backend.NewRequest(ctx, http.MethodDelete, r.Bucket, r.Key, uploadQuery(r.UploadID))
+	if err != nil {
+		return err
+	}
 	c := &Call{
 		Op: s3op.AbortMultipartUpload, Bucket: r.Bucket, Key: r.Key, UploadID: r.UploadID,
 		Principal: r.Principal, RequestID: r.RequestID, Header: http.Header{},
-		BackendRequest: func([]byte) (*http.Request, error) {
-			return s.backend.NewRequest(ctx, http.MethodDelete, r.Bucket, r.Key, uploadQuery(r.UploadID))
-		},
+		Forward: backend.NewForward(req, nil),
 	}
-	err := s.abortUpload(ctx, c)
+	err = s.abortUpload(ctx, c)
 	if errors.Is(err, errNoSession) {
 		audit.Record(s.log, audit.AbortUpload, audit.Upload(r.Bucket, r.Key, r.UploadID), "abort of an upload without a session, sent to the backend",
 			"principal", r.Principal, "id", r.RequestID)

@@ -150,7 +150,7 @@ func (s *Service) replayCompletion(comp *etcdstore.Completion) reply.Reply {
 // deletes it. Only one complete of an upload is in flight on
 // the backend at a time (completeAttempt); another answers OperationAborted.
 func (s *Service) complete(ctx context.Context, c *Call) reply.Reply {
-	body, err := c.ReadBody(maxCompleteBody)
+	body, err := c.readBody(maxCompleteBody)
 	if err != nil {
 		return s.fail(c, err)
 	}
@@ -264,7 +264,7 @@ func (s *Service) claimComplete(ctx context.Context, c *Call, parts []completePa
 // sendComplete sends the complete the session records, which attempt
 // holds, to the backend and settles the session by the backend's answer.
 func (s *Service) sendComplete(ctx context.Context, c *Call, body []byte, attempt *completeAttempt, sess *etcdstore.Session) reply.Reply {
-	out, err := c.BackendRequest(body)
+	out, err := c.backendRequest(body)
 	if err != nil {
 		return s.fail(c, err)
 	}

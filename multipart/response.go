@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -36,7 +37,7 @@ func (s *Service) fail(c *Call, err error) reply.Reply {
 // one the client should get: the body's own verification error if that is
 // what stopped the request, ServiceUnavailable otherwise.
 func (s *Service) send(c *Call, body []byte) (*http.Response, error) {
-	out, err := c.BackendRequest(body)
+	out, err := c.backendRequest(body)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +74,28 @@ func (s *Service) sendForXML(c *Call, v any) (resp *http.Response, body []byte, 
 		return nil, nil, s.fail(c, s3err.ErrBadGateway), false
 	}
 	return resp, body, reply.Reply{}, true
+}
+
+// backendRequest is the request that forwards the call: with the client's
+// verified payload when body is nil, otherwise with body.
+func (c *Call) backendRequest(body []byte) (*http.Request, error) {
+	if body == nil {
+		return c.Forward.Request()
+	}
+	return c.Forward.WithBody(body), nil
+}
+
+// readBody reads the call's whole verified body; more than limit bytes is
+// refused (MaxMessageLengthExceeded).
+func (c *Call) readBody(limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(c.Body(), limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, s3err.ErrMaxMessageLengthExceeded
+	}
+	return b, nil
 }
 
 // readBody reads a backend response body whole, within s3client.MaxAnswer.

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
@@ -31,7 +32,7 @@ import (
 )
 
 // Backend reaches the S3 server behind the gateway: the service forwards
-// calls through its RoundTrip (requests built by Call.BackendRequest) and
+// calls through its RoundTrip (requests built from Call.Forward) and
 // makes its own with NewRequest.
 type Backend = s3client.Backend
 
@@ -52,15 +53,14 @@ type Call struct {
 	Header http.Header
 
 	// Observe makes w receive the verified body's bytes as they are
-	// forwarded. Call it before BackendRequest.
+	// forwarded. Call it before the Forward's Request.
 	Observe func(w io.Writer)
-	// ReadBody reads the whole verified body; more than limit bytes is an
-	// error.
-	ReadBody func(limit int64) ([]byte, error)
-	// BackendRequest builds the request to forward: the client's request,
-	// path-style, with the client's signature removed. With body nil it
-	// carries the client's verified payload; otherwise it carries body.
-	BackendRequest func(body []byte) (*http.Request, error)
+	// Body returns the verified body. Read it through exactly one of Body
+	// or the Forward's request that carries the client's payload.
+	Body func() io.Reader
+	// Forward is the client's request as the backend is to receive it,
+	// sent with the client's verified payload or with a body of its own.
+	Forward *backend.Forward
 	// PayloadErr reports why the client's body failed verification, if it
 	// did, after a failed backend call.
 	PayloadErr func() error

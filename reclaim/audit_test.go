@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/s3op"
@@ -109,12 +110,14 @@ func TestAuditLines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		abort, err := e.backend.NewRequest(t.Context(), http.MethodDelete, bucket, "live.bin", url.Values{"uploadId": {live}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		call := &multipart.Call{
 			Op: s3op.AbortMultipartUpload, Bucket: bucket, Key: "live.bin", UploadID: live,
 			Principal: "alice", RequestID: "REQ-ABORT-1", Resource: "/" + bucket + "/live.bin", Header: http.Header{},
-			BackendRequest: func([]byte) (*http.Request, error) {
-				return e.backend.NewRequest(t.Context(), http.MethodDelete, bucket, "live.bin", url.Values{"uploadId": {live}})
-			},
+			Forward:    backend.NewForward(abort, nil),
 			PayloadErr: func() error { return nil },
 		}
 		if answer := svc.Serve(t.Context(), call); answer.Status != http.StatusNoContent || answer.Err != nil {

@@ -359,28 +359,38 @@ func (e *env) uploadPart(bucket, key, id string, n int) {
 // fail the test, so it may run on any goroutine (a fault hook, a part held
 // open).
 func (e *env) sendPart(bucket, key, id string, n int, body io.Reader) (int, string) {
-	var observer io.Writer
+	req, err := e.backend.NewRequest(context.Background(), http.MethodPut, bucket, key, url.Values{"partNumber": {fmt.Sprint(n)}, "uploadId": {id}})
+	if err != nil {
+		return 0, err.Error()
+	}
+	// The service hashes the part as it is sent (Observe), as it hashes a
+	// client's verified payload.
+	observed := &observedReader{r: body}
+	req.Body = io.NopCloser(observed)
+	req.ContentLength = partSize
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
 	call := &multipart.Call{
 		Op: s3op.UploadPart, Bucket: bucket, Key: key, UploadID: id, PartNumber: fmt.Sprint(n),
 		Principal: "alice", RequestID: "test-part", Resource: "/" + bucket + "/" + key, Header: http.Header{},
-		Observe: func(w io.Writer) { observer = w },
-		BackendRequest: func([]byte) (*http.Request, error) {
-			req, err := e.backend.NewRequest(context.Background(), http.MethodPut, bucket, key, url.Values{"partNumber": {fmt.Sprint(n)}, "uploadId": {id}})
-			if err != nil {
-				return nil, err
-			}
-			r := body
-			if observer != nil {
-				r = io.TeeReader(r, observer)
-			}
-			req.Body = io.NopCloser(r)
-			req.ContentLength = partSize
-			req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-			return req, nil
-		},
+		Observe:    func(w io.Writer) { observed.w = w },
+		Forward:    backend.NewForward(req, nil),
 		PayloadErr: func() error { return nil },
 	}
 	return answerOf(e.svc.Serve(context.Background(), call))
+}
+
+// observedReader copies what is read from r to w, once w is set.
+type observedReader struct {
+	r io.Reader
+	w io.Writer
+}
+
+func (o *observedReader) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	if n > 0 && o.w != nil {
+		_, _ = o.w.Write(p[:n])
+	}
+	return n, err
 }
 
 // answerOf returns the status and body a client gets for rep.

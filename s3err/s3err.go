@@ -57,6 +57,7 @@ var (
 	ErrInvalidAccessKeyID           = &Error{Code: "InvalidAccessKeyId", Message: "The AWS access key ID you provided does not exist in our records.", HTTPStatus: http.StatusForbidden}
 	ErrInvalidArgument              = &Error{Code: "InvalidArgument", Message: "Invalid argument.", HTTPStatus: http.StatusBadRequest}
 	ErrInvalidBucketName            = &Error{Code: "InvalidBucketName", Message: "The specified bucket is not valid.", HTTPStatus: http.StatusBadRequest}
+	ErrMaxMessageLengthExceeded     = &Error{Code: "MaxMessageLengthExceeded", Message: "Your request was too big.", HTTPStatus: http.StatusBadRequest}
 	ErrInvalidDigest                = &Error{Code: "InvalidDigest", Message: "The Content-MD5 or checksum value you specified is not valid.", HTTPStatus: http.StatusBadRequest}
 	ErrInvalidRequest               = &Error{Code: "InvalidRequest", Message: "Invalid request.", HTTPStatus: http.StatusBadRequest}
 	ErrMissingContentLength         = &Error{Code: "MissingContentLength", Message: "You must provide the Content-Length HTTP header.", HTTPStatus: http.StatusLengthRequired}

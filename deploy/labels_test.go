@@ -22,7 +22,7 @@ var forbiddenLabels = []string{
 // with a small closed set of values. A new one belongs here only when that
 // holds for it.
 var allowedLabels = map[string]string{
-	"operation":    "S3 operation names (gateway.Operation, closed)",
+	"operation":    "S3 operation names (s3op.Operation, closed)",
 	"status_class": "1xx..5xx, other",
 	"code":         "S3 error codes of signature verification",
 	"op":           "etcd request kinds, or S3 operation names",

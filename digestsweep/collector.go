@@ -162,17 +162,13 @@ func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) (
 		}
 		t.Digest, _ = etcdstore.LastSegment(string(kv.Key))
 		g := guards[t.Digest]
-		ready := t.State == etcdstore.TombstoneReady && t.Pass == s.cur.Pass
-		switch {
-		case g != nil && g.Value.Attempt != nil:
-			// A delete of the blob may still be executed: the guard stays
-			// armed until settleGuards settles it (and counted it).
-		case g != nil && !ready:
-			writes, intents = append(writes, s.releaseWrite(t.Digest, g.ModRev)), append(intents, intent{t, "release"})
-		case ready && g != nil:
-			writes, intents = append(writes, s.armWrite(t, kv.ModRevision, g)), append(intents, intent{t, "confirm"})
-		case ready:
-			writes, intents = append(writes, s.armWrite(t, kv.ModRevision, nil)), append(intents, intent{t, "arm"})
+		switch kind := guardAction(t, g, s.cur.Pass); kind {
+		case guardRelease:
+			writes, intents = append(writes, s.releaseWrite(t.Digest, g.ModRev)), append(intents, intent{t, kind})
+		case guardConfirm:
+			writes, intents = append(writes, s.armWrite(t, kv.ModRevision, g)), append(intents, intent{t, kind})
+		case guardArm:
+			writes, intents = append(writes, s.armWrite(t, kv.ModRevision, nil)), append(intents, intent{t, kind})
 		}
 	}
 	now := s.clock().UTC()
@@ -188,11 +184,11 @@ func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) (
 	)
 	for i, in := range intents {
 		switch {
-		case in.kind == "release":
+		case in.kind == guardRelease:
 		case landed[i]:
 			guarded = append(guarded, armed{tomb: in.tomb, guardRev: revs[i], at: now})
 		default:
-			if in.kind == "confirm" {
+			if in.kind == guardConfirm {
 				// A reference was recorded while the guard was armed (the
 				// rebuild may record one): the guard goes, the blob stays.
 				undo = append(undo, s.releaseWrite(in.tomb.Digest, guards[in.tomb.Digest].ModRev))
@@ -208,6 +204,36 @@ func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) (
 		s.run.Fire(FaultGuarded)
 	}
 	return guarded, nil
+}
+
+// What the collector does with a tombstone's guard (guardAction).
+const (
+	guardLeave   = ""        // nothing: no guard to touch, or one with an attempt
+	guardRelease = "release" // release a guard whose tombstone is not ready for this pass
+	guardConfirm = "confirm" // confirm a guard this pass took over
+	guardArm     = "arm"     // arm a new guard
+)
+
+// guardAction decides what the collector does with tombstone t and its
+// guard g (nil: none) in pass: only a tombstone made or confirmed ready by
+// this very pass is guarded (armed, or a guard taken over confirmed), so
+// only its blob can be deleted; a guard whose tombstone is not ready for
+// this pass is released; a guard recording a delete attempt is left
+// alone, since that delete may still be executed (settleGuards settles
+// it).
+func guardAction(t etcdstore.Tombstone, g *sweepGuard, pass int64) string {
+	ready := t.State == etcdstore.TombstoneReady && t.Pass == pass
+	switch {
+	case g != nil && g.Value.Attempt != nil:
+		return guardLeave
+	case g != nil && !ready:
+		return guardRelease
+	case ready && g != nil:
+		return guardConfirm
+	case ready:
+		return guardArm
+	}
+	return guardLeave
 }
 
 // readGuards reads the guards of the digests from first to last.

@@ -133,11 +133,8 @@ func (s *digestSweep) deleteBatch(ctx context.Context, batch []armed, sendBy tim
 // tombstone under a guard with an attempt), which a later pass settles
 // (settleGone) if this one stops in between.
 func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobFate, why []string) error {
-	keys := s.keys()
 	writes := make([]digestWrite, 0, len(guarded))
 	for i, a := range guarded {
-		d := a.tomb.Digest
-		guardCmp := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(keys.Guard(d)), "=", a.guardRev)}
 		var releaseCmps []clientv3.Cmp
 		var release []clientv3.Op
 		if fates[i] == blobGone || fates[i] == blobGoneSettling {
@@ -146,28 +143,7 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 				return err
 			}
 		}
-		switch fates[i] {
-		case blobGone:
-			writes = append(writes, digestWrite{cmps: append(guardCmp, releaseCmps...), delta: &Report{Deleted: 1, Bytes: a.tomb.Size}, ops: append([]clientv3.Op{
-				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why[i]))),
-			}, release...)})
-		case blobGoneSettling:
-			writes = append(writes, digestWrite{cmps: append(guardCmp, releaseCmps...), delta: &Report{Deleted: 1, Bytes: a.tomb.Size, Settling: 1}, ops: append([]clientv3.Op{
-				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why[i]))),
-			}, release...)})
-		case blobPresent, blobNotSent:
-			t := a.tomb
-			t.Attempts++
-			t.Term, t.Reason = s.term.N, why[i]
-			writes = append(writes, digestWrite{cmps: guardCmp, delta: &Report{Failed: 1}, ops: []clientv3.Op{
-				clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(t)),
-				clientv3.OpDelete(keys.Guard(d)),
-			}})
-		case blobSettling:
-			writes = append(writes, digestWrite{delta: &Report{Settling: 1}})
-		default:
-			writes = append(writes, digestWrite{delta: &Report{Unknown: 1, Settling: 1}})
-		}
+		writes = append(writes, s.settleWrite(a, fates[i], why[i], releaseCmps, release))
 	}
 	landed, _, err := s.commit(ctx, writes)
 	if err == nil {
@@ -191,6 +167,39 @@ func (s *digestSweep) settle(ctx context.Context, guarded []armed, fates []blobF
 			"pass", s.cur.Pass, "term", s.term.N, "bucket", t.Bucket, "key", t.Key, "bytes", t.Size, "recorded", ok)
 	}
 	return err
+}
+
+// settleWrite is the write that records guarded blob a's fate (see
+// settle): only a blob found gone is recorded deleted and counted as
+// deleted (with releaseCmps and release, what it named, removed with it);
+// a blob present after a finished request keeps its tombstone, with one
+// more attempt, and its guard is released; a delete still unclear writes
+// nothing and leaves the guard armed, counted as settling.
+func (s *digestSweep) settleWrite(a armed, fate blobFate, why string, releaseCmps []clientv3.Cmp, release []clientv3.Op) digestWrite {
+	keys := s.keys()
+	d := a.tomb.Digest
+	guardCmp := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(keys.Guard(d)), "=", a.guardRev)}
+	switch fate {
+	case blobGone:
+		return digestWrite{cmps: append(guardCmp, releaseCmps...), delta: &Report{Deleted: 1, Bytes: a.tomb.Size}, ops: append([]clientv3.Op{
+			clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why))),
+		}, release...)}
+	case blobGoneSettling:
+		return digestWrite{cmps: append(guardCmp, releaseCmps...), delta: &Report{Deleted: 1, Bytes: a.tomb.Size, Settling: 1}, ops: append([]clientv3.Op{
+			clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(s.deleted(a.tomb, why))),
+		}, release...)}
+	case blobPresent, blobNotSent:
+		t := a.tomb
+		t.Attempts++
+		t.Term, t.Reason = s.term.N, why
+		return digestWrite{cmps: guardCmp, delta: &Report{Failed: 1}, ops: []clientv3.Op{
+			clientv3.OpPut(keys.Tombstone(d), etcdstore.MarshalRecord(t)),
+			clientv3.OpDelete(keys.Guard(d)),
+		}}
+	case blobSettling:
+		return digestWrite{delta: &Report{Settling: 1}}
+	}
+	return digestWrite{delta: &Report{Unknown: 1, Settling: 1}}
 }
 
 // releaseGone releases the guards of the blobs whose request answered them

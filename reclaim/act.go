@@ -250,6 +250,16 @@ func (r *Reclaimer) abortAndSettle(ctx context.Context, t term, sess etcdstore.S
 // relist decides an unclear abort from a fresh look at the backend.
 func (r *Reclaimer) relist(ctx context.Context, sess etcdstore.Session, aerr error) (etcdstore.SessionState, string, string) {
 	present, lerr := r.s3.UploadExists(ctx, sess.Bucket, sess.Key, sess.UploadID)
+	return unclearAbort(aerr, present, lerr)
+}
+
+// unclearAbort decides an abort whose answer (aerr) was not clear from
+// listing the upload again (present, or lerr when that failed too): it is
+// recorded aborted only when the listing shows the upload gone; otherwise
+// it is cleanup_pending, for the reconciler. It returns the state, the
+// doubt (recorded either way, so an unclear abort is never recorded as a
+// plain success) and the transition's reason.
+func unclearAbort(aerr error, present bool, lerr error) (etcdstore.SessionState, string, string) {
 	switch {
 	case lerr != nil:
 		doubt := fmt.Sprintf("abort outcome unclear (%v); listing again failed too (%v)", aerr, lerr)

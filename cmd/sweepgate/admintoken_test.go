@@ -12,79 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sweepgate/sweepgate/admin/admintest"
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/config"
 )
-
-func TestAdminTokenCLI(t *testing.T) {
-	t.Parallel()
-	st := admintest.NewStore(t)
-	admintest.SeedSessions(t, st)
-	base, _ := newTokenAdminServer(t, st, testToken)
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	wrongFile := filepath.Join(dir, "wrong")
-	if err := os.WriteFile(wrongFile, []byte("wrong-token-but-long-enough\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	tests := []struct {
-		name    string
-		env     []string
-		args    []string
-		want    int
-		wantErr string
-	}{
-		{"no token", nil, nil, exitUnauthorized, "requires a token, and none was found: set SWEEPGATE_ADMIN_TOKEN, pass --token-file FILE, or run the command with the gateway's configuration"},
-		{"token from the environment", []string{adminTokenEnv + "=" + testToken}, nil, exitOK, ""},
-		{"token file flag", nil, []string{"--token-file", tokenFile}, exitOK, ""},
-		{"token file from the environment", []string{adminTokenFileEnv + "=" + tokenFile}, nil, exitOK, ""},
-		{"the flag wins over the environment", []string{adminTokenEnv + "=wrong-token-but-long-enough"}, []string{"--token-file=" + tokenFile}, exitOK, ""},
-		{"wrong token", []string{adminTokenEnv + "=wrong-token-but-long-enough"}, nil, exitUnauthorized, "refused the token from $SWEEPGATE_ADMIN_TOKEN: it is not the gateway's admin token"},
-		{"wrong token file", nil, []string{"--token-file", wrongFile}, exitUnauthorized, "refused the token from --token-file " + wrongFile},
-		{"missing token file", nil, []string{"--token-file", filepath.Join(dir, "missing")}, exitError, "the admin token: token file: open"},
-		{"no --token flag", []string{adminTokenEnv + "=" + testToken}, []string{"--token", testToken}, exitUsage, "flag provided but not defined: -token"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			args := append([]string{"sessions", "list", "--admin", base}, tt.args...)
-			code, out, errOut := runCLI(t, tt.env, args...)
-			if code != tt.want {
-				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.want, out, errOut)
-			}
-			if tt.want == exitOK && !strings.Contains(out, "up-active") {
-				t.Errorf("no session list:\n%s", out)
-			}
-			if !strings.Contains(errOut, tt.wantErr) {
-				t.Errorf("stderr %q, want it to say %q", errOut, tt.wantErr)
-			}
-			if strings.Contains(errOut+out, testToken) {
-				t.Errorf("output shows the token:\n%s%s", out, errOut)
-			}
-		})
-	}
-
-	// Every admin command takes the token the same way.
-	for _, args := range [][]string{
-		{"sessions", "show", "backups", "up-pending"},
-		{"reclaim", "status"},
-		{"frontier", "list"},
-		{"trash", "list"},
-	} {
-		code, _, errOut := runCLI(t, nil, append(args, "--admin", base)...)
-		if code != exitUnauthorized || !strings.Contains(errOut, "requires a token") {
-			t.Errorf("%q without a token: exit %d, stderr %q", args, code, errOut)
-		}
-		code, _, errOut = runCLI(t, nil, append(args, "--admin", base, "--token-file", tokenFile)...)
-		if code == exitUnauthorized || code == exitUsage {
-			t.Errorf("%q with --token-file: exit %d, stderr %q", args, code, errOut)
-		}
-	}
-}
 
 func TestServeAdminToken(t *testing.T) {
 	t.Parallel()
@@ -150,9 +80,9 @@ func TestServeAdminToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		var stderr bytes.Buffer
-		c := &cli{stdout: io.Discard, stderr: &stderr}
+		c := &app{stdout: io.Discard, stderr: &stderr}
 		code := c.run(t.Context(), append([]string{"serve"}, append(baseArgs(t, b), "--admin-token-file="+short)...))
-		if code != exitError || !strings.Contains(stderr.String(), "admin.token_file") || !strings.Contains(stderr.String(), "shorter than 16") {
+		if code != cli.ExitError || !strings.Contains(stderr.String(), "admin.token_file") || !strings.Contains(stderr.String(), "shorter than 16") {
 			t.Errorf("exit %d, stderr:\n%s", code, &stderr)
 		}
 	})

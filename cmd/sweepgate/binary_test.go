@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 )
 
 // buildBinary builds sweepgate with a version stamped by -ldflags, as a
@@ -40,8 +42,8 @@ func TestBinary(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(out), "sweepgate v9.8.7-test\n") {
 		t.Errorf("version: %v\n%s", err, out)
 	}
-	if err := exec.Command(bin, "serve", "--bogus").Run(); exitCode(err) != exitUsage {
-		t.Errorf("serve --bogus: %v, want exit status %d", err, exitUsage)
+	if err := exec.Command(bin, "serve", "--bogus").Run(); exitCode(err) != cli.ExitUsage {
+		t.Errorf("serve --bogus: %v, want exit status %d", err, cli.ExitUsage)
 	}
 
 	b := newBackend(t)

@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 )
@@ -21,13 +22,13 @@ import (
 // the process's environment.)
 func TestServeClockOffset(t *testing.T) {
 	t.Setenv(clockOffsetEnv, "-1h")
-	etcd, cli := etcdtest.Start(t)
+	etcd, ec := etcdtest.Start(t)
 	b := newBackend(t)
 	s := startServe(t, append(baseArgs(t, b), "--etcd-endpoints="+strings.Join(etcd.Endpoints(), ","))...)
 	keys := etcdstore.Keys{}
 	var g etcdstore.GatewayClock
 	waitUntil(t, "the published clock", 20*time.Second, func() bool {
-		resp, err := cli.Get(t.Context(), keys.Gateways(), clientv3.WithPrefix())
+		resp, err := ec.Get(t.Context(), keys.Gateways(), clientv3.WithPrefix())
 		return err == nil && len(resp.Kvs) == 1 && json.Unmarshal(resp.Kvs[0].Value, &g) == nil
 	})
 	if off := time.Until(g.At); off > -time.Hour+10*time.Second || off < -time.Hour-10*time.Second {
@@ -39,10 +40,10 @@ func TestServeClockOffset(t *testing.T) {
 	if !strings.Contains(s.logs.String(), "test clock hook armed") {
 		t.Error("serve did not log the armed clock hook")
 	}
-	if code := s.stop(t); code != exitOK {
+	if code := s.stop(t); code != cli.ExitOK {
 		t.Fatalf("serve exited %d", code)
 	}
-	resp, err := cli.Get(t.Context(), keys.Gateways(), clientv3.WithPrefix())
+	resp, err := ec.Get(t.Context(), keys.Gateways(), clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 0 {
 		t.Errorf("after a clean shutdown %d published clocks are left (%v)", len(resp.Kvs), err)
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 )
 
 // TestHealthcheck probes a running serve as a container's HEALTHCHECK does:
@@ -17,45 +19,28 @@ func TestHealthcheck(t *testing.T) {
 	env := []string{"SWEEPGATE_ADMIN_LISTEN=" + s.addrs.Admin}
 
 	code, out, errOut := runCLI(t, env, "healthcheck")
-	if code != exitOK || !strings.Contains(out, "/healthz: ok") {
+	if code != cli.ExitOK || !strings.Contains(out, "/healthz: ok") {
 		t.Errorf("healthcheck of a running gateway: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, errOut = runCLI(t, nil, "healthcheck", "--ready", "--admin", s.addrs.Admin)
-	if code != exitOK || !strings.Contains(out, "/readyz: ok") {
+	if code != cli.ExitOK || !strings.Contains(out, "/readyz: ok") {
 		t.Errorf("healthcheck --ready of a ready gateway: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
 	b.status.Store(http.StatusServiceUnavailable)
 	code, _, errOut = runCLI(t, env, "healthcheck", "--ready")
-	if code != exitError || !strings.Contains(errOut, "503") {
-		t.Errorf("healthcheck --ready while the backend fails: exit %d, stderr %q; want %d naming the 503", code, errOut, exitError)
+	if code != cli.ExitError || !strings.Contains(errOut, "503") {
+		t.Errorf("healthcheck --ready while the backend fails: exit %d, stderr %q; want %d naming the 503", code, errOut, cli.ExitError)
 	}
-	if code, _, errOut = runCLI(t, env, "healthcheck"); code != exitOK {
-		t.Errorf("healthcheck (liveness) while the backend fails: exit %d, stderr %q; want %d", code, errOut, exitOK)
+	if code, _, errOut = runCLI(t, env, "healthcheck"); code != cli.ExitOK {
+		t.Errorf("healthcheck (liveness) while the backend fails: exit %d, stderr %q; want %d", code, errOut, cli.ExitOK)
 	}
 
-	if code := s.stop(t); code != exitOK {
+	if code := s.stop(t); code != cli.ExitOK {
 		t.Fatalf("serve exited with %d", code)
 	}
 	code, _, errOut = runCLI(t, env, "healthcheck")
-	if code != exitError || errOut == "" {
-		t.Errorf("healthcheck of a stopped gateway: exit %d, stderr %q; want %d with the reason", code, errOut, exitError)
-	}
-}
-
-func TestHealthcheckUsage(t *testing.T) {
-	t.Parallel()
-	for _, args := range [][]string{
-		{"healthcheck", "stray"},
-		{"healthcheck", "--timeout=0s"},
-		{"healthcheck", "--nope"},
-	} {
-		if code, _, errOut := runCLI(t, nil, args...); code != exitUsage || errOut == "" {
-			t.Errorf("%q: exit %d, stderr %q; want %d with the reason", args, code, errOut, exitUsage)
-		}
-	}
-	code, out, _ := runCLI(t, nil, "healthcheck", "--help")
-	if code != exitOK || !strings.Contains(out, "Usage: sweepgate healthcheck") {
-		t.Errorf("healthcheck --help: exit %d, %q", code, out)
+	if code != cli.ExitError || errOut == "" {
+		t.Errorf("healthcheck of a stopped gateway: exit %d, stderr %q; want %d with the reason", code, errOut, cli.ExitError)
 	}
 }

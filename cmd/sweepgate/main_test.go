@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/config"
 )
 
@@ -32,7 +33,7 @@ func (b *syncBuffer) String() string {
 func runCLI(t *testing.T, environ []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut syncBuffer
-	c := &cli{stdout: &out, stderr: &errOut, environ: environ, version: "v0.0.0-test"}
+	c := &app{stdout: &out, stderr: &errOut, environ: environ, version: "v0.0.0-test"}
 	code = c.run(t.Context(), args)
 	return code, out.String(), errOut.String()
 }
@@ -41,7 +42,7 @@ func TestTopLevelUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		code, out, errOut := runCLI(t, nil, args...)
-		if code != exitOK || errOut != "" {
+		if code != cli.ExitOK || errOut != "" {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
 		for _, w := range []string{"Usage:", "serve", "sessions", "\n  reclaim ", "\n  frontier ", "\n  trash ", "version", "help"} {
@@ -52,7 +53,7 @@ func TestTopLevelUsage(t *testing.T) {
 	}
 	// No command at all is a usage error, shown on stderr.
 	code, out, errOut := runCLI(t, nil)
-	if code != exitUsage || out != "" || !strings.Contains(errOut, "Commands:") {
+	if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "Commands:") {
 		t.Errorf("no arguments: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
@@ -80,7 +81,7 @@ func TestCommandHelp(t *testing.T) {
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, nil, tt.args...)
-		if code != exitOK || errOut != "" {
+		if code != cli.ExitOK || errOut != "" {
 			t.Errorf("%q: exit %d, stderr %q", tt.args, code, errOut)
 		}
 		for _, w := range tt.want {
@@ -137,8 +138,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(t, nil, tt.args...)
-		if code != exitUsage {
-			t.Errorf("%q: exit %d, want %d", tt.args, code, exitUsage)
+		if code != cli.ExitUsage {
+			t.Errorf("%q: exit %d, want %d", tt.args, code, cli.ExitUsage)
 		}
 		if out != "" {
 			t.Errorf("%q: wrote to stdout: %q", tt.args, out)
@@ -152,7 +153,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 func TestServeRefusesBadConfiguration(t *testing.T) {
 	t.Parallel()
 	code, out, errOut := runCLI(t, nil, "serve")
-	if code != exitError || out != "" {
+	if code != cli.ExitError || out != "" {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
 	for _, w := range []string{"invalid configuration", "backend.endpoint", "--backend-endpoint", "SWEEPGATE_BACKEND_ENDPOINT", "required"} {
@@ -163,7 +164,7 @@ func TestServeRefusesBadConfiguration(t *testing.T) {
 	// A bad environment variable is a configuration error too, and a
 	// secret in it is never echoed.
 	code, _, errOut = runCLI(t, []string{"SWEEPGATE_CREDENTIALS=AK:hunter2-secret,broken"}, "serve")
-	if code != exitError || !strings.Contains(errOut, "SWEEPGATE_CREDENTIALS") || strings.Contains(errOut, "hunter2") {
+	if code != cli.ExitError || !strings.Contains(errOut, "SWEEPGATE_CREDENTIALS") || strings.Contains(errOut, "hunter2") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
@@ -171,13 +172,13 @@ func TestServeRefusesBadConfiguration(t *testing.T) {
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	code, out, errOut := runCLI(t, nil, "version")
-	if code != exitOK || errOut != "" {
+	if code != cli.ExitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	if !strings.HasPrefix(out, "sweepgate v0.0.0-test\n") || !strings.Contains(out, "module:") {
 		t.Errorf("version output:\n%s", out)
 	}
-	if b := readBuildInfo(""); b.Version == "" || b.GoVersion == "" {
+	if b := cli.ReadBuildInfo(""); b.Version == "" || b.GoVersion == "" {
 		t.Errorf("build info without -ldflags: %+v", b)
 	}
 }

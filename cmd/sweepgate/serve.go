@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/audit"
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/config"
 )
 
@@ -40,7 +41,7 @@ type serving struct {
 	EmbeddedEtcd     bool
 }
 
-func (c *cli) serveHelp(w io.Writer) {
+func (c *app) serveHelp(w io.Writer) {
 	fmt.Fprint(w, `Usage: sweepgate serve [flags]
 
 Runs the S3 gateway: S3 clients connect to listen (and tls_listen), and
@@ -62,20 +63,20 @@ dropping a connection; a configuration it cannot apply changes nothing.
 	config.WriteHelp(w)
 }
 
-func (c *cli) serve(ctx context.Context, args []string) int {
+func (c *app) serve(ctx context.Context, args []string) int {
 	cfg, err := config.Load(args, c.environ)
 	if err != nil {
 		var usage *config.UsageError
 		switch {
 		case errors.Is(err, flag.ErrHelp):
 			c.serveHelp(c.stdout)
-			return exitOK
+			return cli.ExitOK
 		case errors.As(err, &usage):
-			return c.usageError("serve", err)
+			return cli.UsageError(c.stderr, "serve", err)
 		}
 		fmt.Fprintf(c.stderr, "sweepgate serve: invalid configuration:\n  %s\nRun 'sweepgate serve --help' for every setting.\n",
 			strings.ReplaceAll(err.Error(), "\n", "\n  "))
-		return exitError
+		return cli.ExitError
 	}
 	sink := newLogSink(c.stderr, logSinkLimit)
 	defer sink.Close()
@@ -86,19 +87,19 @@ func (c *cli) serve(ctx context.Context, args []string) int {
 	}
 	logger := logs.main
 	for _, name := range config.UnknownEnv(c.environ) {
-		if name == adminURLEnv || name == faultEnv || name == clockOffsetEnv {
+		if name == cli.AdminURLEnv || name == faultEnv || name == clockOffsetEnv {
 			continue // the admin commands' and the tests', not settings
 		}
 		logger.Warn("ignoring unknown environment variable; no setting has this name", "name", name)
 	}
 	logger.Debug("configuration", "config", cfg)
 	load := func() (*config.Config, error) { return config.Load(args, c.environ) }
-	if err := runServe(ctx, cfg, load, logs, readBuildInfo(c.version), c.onServing); err != nil {
+	if err := runServe(ctx, cfg, load, logs, cli.ReadBuildInfo(c.version), c.onServing); err != nil {
 		logger.Error("sweepgate serve stopped", "err", err)
-		return exitError
+		return cli.ExitError
 	}
 	logger.Info("sweepgate stopped")
-	return exitOK
+	return cli.ExitOK
 }
 
 // serveLogs are serve's loggers. Both write through one logSink, so that
@@ -135,7 +136,7 @@ func logHandler(w io.Writer, cfg *config.Config, level slog.Leveler) slog.Handle
 // runServe runs the gateway until ctx is done or something it depends on
 // fails. It returns nil after a clean, complete shutdown.
 // load reads the configuration again for a reload.
-func runServe(ctx context.Context, cfg *config.Config, load func() (*config.Config, error), logs serveLogs, build buildInfo, onServing func(serving)) error {
+func runServe(ctx context.Context, cfg *config.Config, load func() (*config.Config, error), logs serveLogs, build cli.BuildInfo, onServing func(serving)) error {
 	s, err := newServer(ctx, cfg, load, logs, build)
 	if err != nil {
 		return err

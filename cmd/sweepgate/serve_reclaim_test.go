@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 )
 
@@ -17,7 +18,7 @@ import (
 func reclaimStatusOf(t *testing.T, s *runningServe) adminapi.ReclaimStatus {
 	t.Helper()
 	code, out, errOut := runCLI(t, s.cliEnv, "reclaim", "status", "--json", "--admin", s.addrs.Admin)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("reclaim status: exit %d, stderr %q", code, errOut)
 	}
 	var st adminapi.ReclaimStatus
@@ -61,10 +62,10 @@ func TestServeReclaimer(t *testing.T) {
 	}
 
 	// A pass on demand, on the leader; the follower names the leader.
-	if code, out, errOut := runCLI(t, first.cliEnv, "reclaim", "run", "--admin", first.addrs.Admin); code != exitOK || !strings.Contains(out, "Pass 1, term") {
+	if code, out, errOut := runCLI(t, first.cliEnv, "reclaim", "run", "--admin", first.addrs.Admin); code != cli.ExitOK || !strings.Contains(out, "Pass 1, term") {
 		t.Errorf("run on the leader: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
-	if code, _, errOut := runCLI(t, second.cliEnv, "reclaim", "run", "--admin", second.addrs.Admin); code != exitError || !strings.Contains(errOut, "the leader is "+st1.Reclaimer.ID) {
+	if code, _, errOut := runCLI(t, second.cliEnv, "reclaim", "run", "--admin", second.addrs.Admin); code != cli.ExitError || !strings.Contains(errOut, "the leader is "+st1.Reclaimer.ID) {
 		t.Errorf("run on the follower: exit %d, stderr %q", code, errOut)
 	}
 	_, metrics := get(t, http.DefaultClient, "http://"+first.addrs.Admin+"/metrics")
@@ -76,7 +77,7 @@ func TestServeReclaimer(t *testing.T) {
 
 	// The leader stops and hands over at once.
 	stoppedAt := time.Now()
-	if code := first.stop(t); code != exitOK {
+	if code := first.stop(t); code != cli.ExitOK {
 		t.Errorf("first gateway exited %d", code)
 	}
 	waitUntil(t, "the second gateway to lead", 20*time.Second, func() bool { return reclaimStatusOf(t, second).Reclaimer.Leading })
@@ -112,10 +113,10 @@ func TestServeReclaimerOff(t *testing.T) {
 	if st.Reclaimer.Enabled || st.Reclaimer.Leading || st.Reclaimer.Leader != nil {
 		t.Errorf("status with reclaim.enabled off: %+v", st.Reclaimer)
 	}
-	if code, _, errOut := runCLI(t, off.cliEnv, "reclaim", "run", "--admin", off.addrs.Admin); code != exitError || !strings.Contains(errOut, "reclaim.enabled is off here") {
+	if code, _, errOut := runCLI(t, off.cliEnv, "reclaim", "run", "--admin", off.addrs.Admin); code != cli.ExitError || !strings.Contains(errOut, "reclaim.enabled is off here") {
 		t.Errorf("run: exit %d, stderr %q", code, errOut)
 	}
-	if code, out, _ := runCLI(t, off.cliEnv, "reclaim", "plan", "--admin", off.addrs.Admin); code != exitOK || !strings.Contains(out, "(a dry run: nothing was changed)") {
+	if code, out, _ := runCLI(t, off.cliEnv, "reclaim", "plan", "--admin", off.addrs.Admin); code != cli.ExitOK || !strings.Contains(out, "(a dry run: nothing was changed)") {
 		t.Errorf("plan: exit %d:\n%s", code, out)
 	}
 	if !strings.Contains(off.logs.String(), `"reclaimer":"off: reclaim.enabled is false`) {
@@ -124,14 +125,14 @@ func TestServeReclaimerOff(t *testing.T) {
 
 	noSessions := startServe(t, append(baseArgs(t, b), "--sessions-enabled=false")...)
 	code, _, errOut := runCLI(t, noSessions.cliEnv, "reclaim", "status", "--admin", noSessions.addrs.Admin)
-	if code != exitError || !strings.Contains(errOut, "no reclaimer: sessions.enabled is false") {
+	if code != cli.ExitError || !strings.Contains(errOut, "no reclaimer: sessions.enabled is false") {
 		t.Errorf("status without sessions: exit %d, stderr %q", code, errOut)
 	}
 	if !strings.Contains(noSessions.logs.String(), `"reclaimer":"off: sessions.enabled is false`) {
 		t.Error("start-up line does not say why there is no reclaimer")
 	}
 	for _, s := range []*runningServe{off, noSessions} {
-		if code := s.stop(t); code != exitOK {
+		if code := s.stop(t); code != cli.ExitOK {
 			t.Errorf("exit %d", code)
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 )
@@ -121,7 +122,7 @@ func startServe(t *testing.T, args ...string) *runningServe {
 	s := &runningServe{logs: &syncBuffer{}, cancel: cancel, done: make(chan struct{}),
 		cliEnv: []string{"SWEEPGATE_ETCD_EMBEDDED_DATA_DIR=" + argValue(args, "--etcd-embedded-data-dir")}}
 	ready := make(chan serving, 1)
-	c := &cli{
+	c := &app{
 		stdout: io.Discard, stderr: s.logs, version: "v0.0.0-test",
 		onServing: func(a serving) { ready <- a },
 	}
@@ -267,7 +268,7 @@ func checkServeSessionsAndStop(t *testing.T, s *runningServe, hc *http.Client, a
 	if resp, body := adminRequestWith(t, "GET", admin+"/admin/v1/sessions", "Bearer "+s.adminToken(t)); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"sessions": []`) {
 		t.Errorf("/admin/v1/sessions = %d %s", resp.StatusCode, body)
 	}
-	if code, _, errOut := runCLI(t, s.cliEnv, "sessions", "show", "--admin", admin, "b", "nope"); code != exitNotFound {
+	if code, _, errOut := runCLI(t, s.cliEnv, "sessions", "show", "--admin", admin, "b", "nope"); code != cli.ExitNotFound {
 		t.Errorf("sessions show of an unknown upload: exit %d, stderr %q", code, errOut)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -286,7 +287,7 @@ func checkServeSessionsAndStop(t *testing.T, s *runningServe, hc *http.Client, a
 		}
 	}
 
-	if code := s.stop(t); code != exitOK {
+	if code := s.stop(t); code != cli.ExitOK {
 		t.Errorf("exit %d after a clean shutdown, want 0:\n%s", code, s.logs)
 	}
 	logs := s.logs.String()
@@ -339,7 +340,7 @@ func TestServeExternalEtcd(t *testing.T) {
 	if code, body := signedGet(t, hc, "http://"+s.addrs.S3, "AKCLIENT", "client-secret-value"); code != http.StatusOK {
 		t.Errorf("ListBuckets with etcd gone = %d %q", code, body)
 	}
-	if code := s.stop(t); code != exitOK {
+	if code := s.stop(t); code != cli.ExitOK {
 		t.Errorf("exit %d, want 0", code)
 	}
 	if !strings.Contains(s.logs.String(), `"etcd":"external"`) {
@@ -397,7 +398,7 @@ func TestServeStartsWithoutEtcd(t *testing.T) {
 	if !strings.Contains(s.logs.String(), "etcd does not answer") || !strings.Contains(s.logs.String(), "127.0.0.1:1") {
 		t.Errorf("the log does not say etcd does not answer:\n%s", s.logs)
 	}
-	if code := s.stop(t); code != exitOK {
+	if code := s.stop(t); code != cli.ExitOK {
 		t.Errorf("exit %d, want 0", code)
 	}
 }
@@ -416,7 +417,7 @@ func TestServeWithoutSessionsNeedsNoEtcd(t *testing.T) {
 	if code, body := signedGet(t, hc, "http://"+s.addrs.S3, "AKCLIENT", "client-secret-value"); code != http.StatusOK {
 		t.Errorf("ListBuckets = %d %q", code, body)
 	}
-	if code := s.stop(t); code != exitOK {
+	if code := s.stop(t); code != cli.ExitOK {
 		t.Errorf("exit %d, want 0", code)
 	}
 	if !strings.Contains(s.logs.String(), `"etcd":"none (sessions off)"`) {
@@ -487,7 +488,7 @@ func TestServeTLS(t *testing.T) {
 	if code, body := signedGet(t, hc, "https://"+s.addrs.S3TLS, "AKBACKEND", "backend-secret-value"); code != http.StatusOK {
 		t.Errorf("signed request over HTTPS = %d %s", code, body)
 	}
-	if code := s.stop(t); code != exitOK {
+	if code := s.stop(t); code != cli.ExitOK {
 		t.Errorf("exit %d, want 0", code)
 	}
 }
@@ -520,12 +521,35 @@ func TestServeStartFailures(t *testing.T) {
 			t.Parallel()
 			args := append(append([]string{"serve"}, baseArgs(t, b)...), tt.args...)
 			code, _, errOut := runCLI(t, nil, args...)
-			if code != exitError {
-				t.Errorf("exit %d, want %d", code, exitError)
+			if code != cli.ExitError {
+				t.Errorf("exit %d, want %d", code, cli.ExitError)
 			}
 			if !strings.Contains(errOut, tt.want) {
 				t.Errorf("stderr does not mention %q:\n%s", tt.want, errOut)
 			}
 		})
 	}
+}
+
+// testToken is an admin token for serve's --admin-token.
+const testToken = "s3cr3t-admin-token-0123456789"
+
+// adminRequestWith sends a request with the Authorization header
+// authorization (none when empty) and returns the answer and its body.
+func adminRequestWith(t *testing.T, method, u, authorization string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
 }

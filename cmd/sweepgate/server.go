@@ -20,6 +20,7 @@ import (
 	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/digestsweep"
@@ -39,7 +40,7 @@ type server struct {
 	logger *slog.Logger
 	// requestLog takes the gateway's one line per request (serveLogs).
 	requestLog *slog.Logger
-	build      buildInfo
+	build      cli.BuildInfo
 	reg        *prometheus.Registry
 	// clock is the one wall clock every part of the process uses
 	// (serveClock).
@@ -84,7 +85,7 @@ type server struct {
 // newServer builds the server of cfg, or returns why it cannot start,
 // having closed what it opened. The embedded etcd (when configured) runs
 // until ctx ends or close.
-func newServer(ctx context.Context, cfg *config.Config, load func() (*config.Config, error), logs serveLogs, build buildInfo) (_ *server, err error) {
+func newServer(ctx context.Context, cfg *config.Config, load func() (*config.Config, error), logs serveLogs, build cli.BuildInfo) (_ *server, err error) {
 	logger := logs.main
 	s := &server{cfg: cfg, logger: logger, requestLog: logs.requests, build: build, reg: prometheus.NewRegistry()}
 	s.reloader = reload.New(cfg, load, logger, s.reg)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
@@ -115,7 +116,7 @@ func newBackendClient(cfg *config.Config, clock func() time.Time) (*backend.Clie
 
 // buildInfoGauge exports the running version as a constant 1 with labels,
 // the Prometheus convention for joining other series with build details.
-func buildInfoGauge(b buildInfo) prometheus.Collector {
+func buildInfoGauge(b cli.BuildInfo) prometheus.Collector {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "sweepgate",
 		Name:      "build_info",

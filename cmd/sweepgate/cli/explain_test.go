@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -19,11 +19,11 @@ func TestExplainCLI(t *testing.T) {
 	w := e.World()
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
-		return runCLI(t, []string{adminURLEnv + "=" + e.Base}, append([]string{"explain"}, args...)...)
+		return runCLI(t, []string{AdminURLEnv + "=" + e.Base}, append([]string{"explain"}, args...)...)
 	}
 
 	code, out, errOut := run(admintest.ExplainBucket, w.Idle)
-	if code != exitOK || errOut != "" {
+	if code != ExitOK || errOut != "" {
 		t.Fatalf("upload: exit %d, stderr %q", code, errOut)
 	}
 	for _, want := range []string{
@@ -50,11 +50,11 @@ func TestExplainCLI(t *testing.T) {
 
 	code, out, _ = run(admintest.ExplainBucket, w.Orphan, "--json")
 	var ex adminapi.UploadExplanation
-	if code != exitOK || json.Unmarshal([]byte(out), &ex) != nil || ex.Verdict != "hold" || ex.Steps[len(ex.Steps)-1].Rule != "no_session" {
+	if code != ExitOK || json.Unmarshal([]byte(out), &ex) != nil || ex.Verdict != "hold" || ex.Steps[len(ex.Steps)-1].Rule != "no_session" {
 		t.Errorf("orphan --json: exit %d:\n%s", code, out)
 	}
 	code, out, _ = run("--key", "orphan/object", admintest.ExplainBucket, w.Orphan)
-	if code != exitOK || !strings.Contains(out, "Verdict: HOLD: no session") || !strings.Contains(out, "Session: none (an orphan") ||
+	if code != ExitOK || !strings.Contains(out, "Verdict: HOLD: no session") || !strings.Contains(out, "Session: none (an orphan") ||
 		!strings.Contains(out, "reclaim orphans adopt") {
 		t.Errorf("orphan: exit %d:\n%s", code, out)
 	}
@@ -70,7 +70,7 @@ func TestExplainCLI(t *testing.T) {
 			t.Errorf("referenced blob output lacks %q:\n%s", want, out)
 		}
 	}
-	if code != exitOK || !hasRow(out, "cas", "manifests/app/v1", "manifests") || !hasRow(out, "MATCH", "references", "named") ||
+	if code != ExitOK || !hasRow(out, "cas", "manifests/app/v1", "manifests") || !hasRow(out, "MATCH", "references", "named") ||
 		!hasRow(out, "MATCH", "retained", "retained:") {
 		t.Errorf("referenced blob: exit %d:\n%s", code, out)
 	}
@@ -85,12 +85,12 @@ func TestExplainCLI(t *testing.T) {
 			t.Errorf("pending blob output lacks %q:\n%s", want, out)
 		}
 	}
-	if code != exitOK || !hasRow(out, "backup", "0", "no") || !hasRow(out, "no", "references") || !hasRow(out, "MATCH", "frontier_wait", "pending") {
+	if code != ExitOK || !hasRow(out, "backup", "0", "no") || !hasRow(out, "no", "references") || !hasRow(out, "MATCH", "frontier_wait", "pending") {
 		t.Errorf("pending blob: exit %d:\n%s", code, out)
 	}
 	code, out, _ = run(w.Unrefd, "--json")
 	var dx adminapi.DigestExplanation
-	if code != exitOK || json.Unmarshal([]byte(out), &dx) != nil || dx.Verdict != "pending" {
+	if code != ExitOK || json.Unmarshal([]byte(out), &dx) != nil || dx.Verdict != "pending" {
 		t.Errorf("pending blob --json: exit %d:\n%s", code, out)
 	}
 
@@ -101,27 +101,27 @@ func checkExplainCLIFailures(t *testing.T, w admintest.ExplainWorld, run func(ar
 	t.Helper()
 	// Nothing known: exit 3.
 	code, out, errOut := run(admintest.ExplainBucket, "no-such-upload")
-	if code != exitNotFound || out != "" || !strings.Contains(errOut, "nothing is known about upload") {
+	if code != ExitNotFound || out != "" || !strings.Contains(errOut, "nothing is known about upload") {
 		t.Errorf("unknown upload: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, _, errOut = run("sha256:" + strings.Repeat("0", 64))
-	if code != exitNotFound || !strings.Contains(errOut, "nothing is known about digest") {
+	if code != ExitNotFound || !strings.Contains(errOut, "nothing is known about digest") {
 		t.Errorf("unknown digest: exit %d, stderr %q", code, errOut)
 	}
 
 	// Bad command lines: exit 2, nothing asked.
 	for _, args := range [][]string{{}, {"a", "b", "c"}, {"not-a-digest"}, {"--key", "k", w.Refd}, {"--bogus", admintest.ExplainBucket, w.Idle}} {
-		if code, out, errOut := run(args...); code != exitUsage || out != "" || !strings.Contains(errOut, "sweepgate explain --help") {
+		if code, out, errOut := run(args...); code != ExitUsage || out != "" || !strings.Contains(errOut, "sweepgate explain --help") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
 	}
 	code, out, _ = run("--help")
-	if code != exitOK || !strings.Contains(out, "Usage: sweepgate explain [flags] BUCKET UPLOADID") {
+	if code != ExitOK || !strings.Contains(out, "Usage: sweepgate explain [flags] BUCKET UPLOADID") {
 		t.Errorf("--help: exit %d:\n%s", code, out)
 	}
 	// No API there: exit 1.
 	code, _, errOut = runCLI(t, nil, "explain", "--admin", "127.0.0.1:1", admintest.ExplainBucket, w.Idle)
-	if code != exitError || !strings.Contains(errOut, "cannot reach the admin API") {
+	if code != ExitError || !strings.Contains(errOut, "cannot reach the admin API") {
 		t.Errorf("no API: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -19,11 +19,11 @@ func TestFrontierCLI(t *testing.T) {
 	base := newDigestServer(t, st, "nightly-backup", "dr")
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
-		return runCLI(t, []string{adminURLEnv + "=" + base}, args...)
+		return runCLI(t, []string{AdminURLEnv + "=" + base}, args...)
 	}
 
 	code, out, errOut := run("frontier", "list")
-	if code != exitOK || errOut != "" {
+	if code != ExitOK || errOut != "" {
 		t.Fatalf("list: exit %d, stderr %q", code, errOut)
 	}
 	for _, want := range []string{
@@ -45,23 +45,23 @@ func TestFrontierCLI(t *testing.T) {
 
 	rev := currentRevision(t, st)
 	code, out, errOut = run("frontier", "report", "--plane", "nightly-backup", "--revision", strconv.FormatInt(rev, 10), "--by", "backup-job")
-	if code != exitOK || errOut != "" || !strings.HasPrefix(out, "Recorded: plane nightly-backup has applied etcd revision "+strconv.FormatInt(rev, 10)+" (") ||
+	if code != ExitOK || errOut != "" || !strings.HasPrefix(out, "Recorded: plane nightly-backup has applied etcd revision "+strconv.FormatInt(rev, 10)+" (") ||
 		!strings.Contains(out, "reported by backup-job at 2030-05-06T07:00:00Z") || strings.Contains(out, "Note:") {
 		t.Fatalf("report: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 	// A plane the gateway does not gate on may report; the CLI says so.
 	code, out, _ = run("frontier", "report", "--plane=elsewhere", "--revision=1", "--json")
 	var p adminapi.Plane
-	if code != exitOK || json.Unmarshal([]byte(out), &p) != nil || p.Plane != "elsewhere" || p.Configured || p.By != "127.0.0.1" {
+	if code != ExitOK || json.Unmarshal([]byte(out), &p) != nil || p.Plane != "elsewhere" || p.Configured || p.By != "127.0.0.1" {
 		t.Fatalf("report --json: exit %d:\n%s", code, out)
 	}
 	code, out, _ = run("frontier", "report", "--plane=elsewhere", "--revision=1")
-	if code != exitOK || !strings.Contains(out, "Note: digests.planes does not list elsewhere on this gateway") {
+	if code != ExitOK || !strings.Contains(out, "Note: digests.planes does not list elsewhere on this gateway") {
 		t.Errorf("unconfigured plane: exit %d:\n%s", code, out)
 	}
 
 	code, out, _ = run("frontier", "list")
-	if code != exitOK || !strings.Contains(out, "1 configured plane(s) never reported") {
+	if code != ExitOK || !strings.Contains(out, "1 configured plane(s) never reported") {
 		t.Errorf("list after reports: exit %d:\n%s", code, out)
 	}
 	if r := rowOf(out, "nightly-backup"); len(r) != 6 || r[1] != strconv.FormatInt(rev, 10) || r[3] != "2030-05-06T07:00:00Z" || r[4] != "backup-job" || r[5] != "yes" {
@@ -82,13 +82,13 @@ func TestFrontierCLI(t *testing.T) {
 	}
 	code, out, _ = run("frontier", "list", "--json")
 	var list adminapi.Frontiers
-	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Planes) != 3 || !strings.Contains(out, "\n  \"planes\": [") {
+	if code != ExitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Planes) != 3 || !strings.Contains(out, "\n  \"planes\": [") {
 		t.Errorf("list --json: exit %d:\n%s", code, out)
 	}
 
 	// The API refuses a revision etcd has not reached: a bad request.
 	code, out, errOut = run("frontier", "report", "--plane", "dr", "--revision", "99999999999")
-	if code != exitUsage || out != "" || !strings.Contains(errOut, "ahead of etcd's current revision") {
+	if code != ExitUsage || out != "" || !strings.Contains(errOut, "ahead of etcd's current revision") {
 		t.Errorf("revision ahead: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
@@ -114,7 +114,7 @@ func checkFrontierCLIMistakes(t *testing.T, run func(args ...string) (int, strin
 		{[]string{"frontier", "list", "--admin", "ftp://x"}, "admin URL"},
 	} {
 		code, out, errOut := run(tt.args...)
-		if code != exitUsage || out != "" || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, "--help") {
+		if code != ExitUsage || out != "" || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, "--help") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 mentioning %q", tt.args, code, out, errOut, tt.want)
 		}
 	}
@@ -127,7 +127,7 @@ func checkFrontierCLIMistakes(t *testing.T, run func(args ...string) (int, strin
 	dead := l.Addr().String()
 	l.Close()
 	code, _, errOut := runCLI(t, nil, "frontier", "list", "--admin", dead)
-	if code != exitError || !strings.Contains(errOut, "cannot reach the admin API") {
+	if code != ExitError || !strings.Contains(errOut, "cannot reach the admin API") {
 		t.Errorf("unreachable: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -147,7 +147,7 @@ func TestFrontierAndTrashHelp(t *testing.T) {
 		{[]string{"help", "trash"}, []string{"Usage: sweepgate trash list"}},
 	} {
 		code, out, errOut := runCLI(t, nil, tt.args...)
-		if code != exitOK || errOut != "" {
+		if code != ExitOK || errOut != "" {
 			t.Errorf("%q: exit %d, stderr %q", tt.args, code, errOut)
 		}
 		for _, w := range tt.want {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ const (
 // how to prove the right to: --admin URL, --token-file FILE and --config
 // FILE. There is deliberately no --token: a token in a command line is
 // visible to every user in the process list.
-func (c *cli) adminFlag(fs *flag.FlagSet, admin *string) {
+func (c *Client) adminFlag(fs *flag.FlagSet, admin *string) {
 	fs.StringVar(admin, "admin", "", "")
 	fs.StringVar(&c.adminTokenFile, "token-file", "", "")
 	fs.StringVar(&c.adminConfig, "config", "", "")
@@ -35,11 +35,11 @@ func (c *cli) adminFlag(fs *flag.FlagSet, admin *string) {
 // environment and --config (else $SWEEPGATE_CONFIG) would have, loaded on
 // first use: the admin commands take the admin listener's address and the
 // admin token's sources from it.
-func (c *cli) clientConfig() (*config.Config, error) {
+func (c *Client) clientConfig() (*config.Config, error) {
 	c.clientMu.Lock()
 	defer c.clientMu.Unlock()
 	if c.clientCfg == nil && c.clientCfgErr == nil {
-		c.clientCfg, c.clientCfgErr = config.LoadClient(c.adminConfig, c.environ)
+		c.clientCfg, c.clientCfgErr = config.LoadClient(c.adminConfig, c.Environ)
 		if c.clientCfgErr != nil {
 			c.clientCfgErr = fmt.Errorf("the configuration: %w", c.clientCfgErr)
 		}
@@ -53,15 +53,15 @@ func (c *cli) clientConfig() (*config.Config, error) {
 // admin.token_file of the configuration file (clientConfig), and last the
 // token serve generated in the data directory of that configuration, the
 // one serve uses when none of the others is set. Empty when there is none.
-func (c *cli) adminToken() (token, from string, err error) {
+func (c *Client) adminToken() (token, from string, err error) {
 	if c.adminTokenFile != "" {
 		tok, err := config.ReadTokenFile(c.adminTokenFile)
 		return tok, "--token-file " + c.adminTokenFile, err
 	}
-	if tok := strings.TrimSpace(envValue(c.environ, adminTokenEnv)); tok != "" {
+	if tok := strings.TrimSpace(envValue(c.Environ, adminTokenEnv)); tok != "" {
 		return tok, "$" + adminTokenEnv, nil
 	}
-	if path := envValue(c.environ, adminTokenFileEnv); path != "" {
+	if path := envValue(c.Environ, adminTokenFileEnv); path != "" {
 		tok, err := config.ReadTokenFile(path)
 		return tok, "$" + adminTokenFileEnv + " (" + path + ")", err
 	}
@@ -86,19 +86,19 @@ func (c *cli) adminToken() (token, from string, err error) {
 
 // unauthorized reports a 401 of the admin API and returns its exit code:
 // either no token was sent, or the one sent is not the gateway's.
-func (c *cli) unauthorized(name, u string) int {
+func (c *Client) unauthorized(name, u string) int {
 	_, from, _ := c.adminToken()
 	if from != "" {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s refused the token from %s: it is not the gateway's admin token\n", name, u, from)
-		return exitUnauthorized
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s refused the token from %s: it is not the gateway's admin token\n", name, u, from)
+		return ExitUnauthorized
 	}
 	looked := "the file " + config.AdminTokenFileName + " in etcd.embedded.data_dir"
 	if cfg, err := c.clientConfig(); err == nil {
 		looked = cfg.GeneratedAdminTokenPath()
 	}
-	fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s requires a token, and none was found: "+
+	fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s requires a token, and none was found: "+
 		"set %s, pass --token-file FILE, or run the command with the gateway's configuration "+
 		"(--config FILE or $%s, and its SWEEPGATE_* environment) so that it finds the token serve generated "+
 		"(looked for %s)\n", name, u, adminTokenEnv, config.ConfigEnv, looked)
-	return exitUnauthorized
+	return ExitUnauthorized
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -32,13 +32,13 @@ func TestReclaimResumeCLI(t *testing.T) {
 		return runCLI(t, nil, append(args, "--admin", e.Base)...)
 	}
 	code, out, errOut := run("reclaim", "status")
-	if code != exitOK || errOut != "" || !strings.Contains(out, "PAUSED: the uploads sweep, since pass 7 (term 3,") ||
+	if code != ExitOK || errOut != "" || !strings.Contains(out, "PAUSED: the uploads sweep, since pass 7 (term 3,") ||
 		!strings.Contains(out, "PAUSED: the digests sweep") || !strings.Contains(out, "sweepgate reclaim resume --uploads") {
 		t.Errorf("status: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 
 	code, out, errOut = run("reclaim", "resume", "--uploads", "--principal", "carol")
-	if code != exitOK || errOut != "" || !strings.Contains(out, "the uploads sweep is resumed: the pause of pass 7 is lifted") ||
+	if code != ExitOK || errOut != "" || !strings.Contains(out, "the uploads sweep is resumed: the pause of pass 7 is lifted") ||
 		!strings.Contains(out, "plan deletes 9 of 10 stored uploads") || strings.Contains(out, "digests") {
 		t.Errorf("resume --uploads: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
@@ -48,18 +48,18 @@ func TestReclaimResumeCLI(t *testing.T) {
 
 	code, out, _ = run("reclaim", "resume", "--json", "--principal", "carol")
 	var res adminapi.Resumed
-	if err := json.Unmarshal([]byte(out), &res); code != exitOK || err != nil || len(res.Results) != 2 ||
+	if err := json.Unmarshal([]byte(out), &res); code != ExitOK || err != nil || len(res.Results) != 2 ||
 		res.Results[0].Sweep != "uploads" || res.Results[0].Resumed || !res.Results[1].Resumed {
 		t.Errorf("resume --json: exit %d, %v:\n%s", code, err, out)
 	}
 	code, out, _ = runCLI(t, []string{"USER=dave"}, "reclaim", "resume", "--digests", "--admin", e.Base)
-	if code != exitOK || !strings.Contains(out, "the digests sweep is not paused: nothing to resume, nothing changed") {
+	if code != ExitOK || !strings.Contains(out, "the digests sweep is not paused: nothing to resume, nothing changed") {
 		t.Errorf("resume of a sweep not paused: exit %d:\n%s", code, out)
 	}
-	if code, _, errOut = run("reclaim", "resume", "uploads"); code != exitUsage || !strings.Contains(errOut, `unexpected argument "uploads"`) {
+	if code, _, errOut = run("reclaim", "resume", "uploads"); code != ExitUsage || !strings.Contains(errOut, `unexpected argument "uploads"`) {
 		t.Errorf("resume with an argument: exit %d, stderr %q", code, errOut)
 	}
-	if code, _, errOut = run("reclaim", "resume"); code != exitUsage || !strings.Contains(errOut, "--principal") {
+	if code, _, errOut = run("reclaim", "resume"); code != ExitUsage || !strings.Contains(errOut, "--principal") {
 		t.Errorf("resume without a principal or $USER: exit %d, stderr %q", code, errOut)
 	}
 	if code, out, _ = runCLI(t, nil, "reclaim", "--help"); !strings.Contains(out, "sweepgate reclaim resume [--uploads] [--digests]") {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 	"github.com/sweepgate/sweepgate/admin/adminapi"
 )
 
-func (c *cli) reclaimHelp(w io.Writer) {
+func (c *Client) reclaimHelp(w io.Writer) {
 	fmt.Fprintf(w, `Usage: sweepgate reclaim run [--json]
        sweepgate reclaim plan [--json]
        sweepgate reclaim status [--json]
@@ -92,7 +92,7 @@ pass report says so), a delete was not confirmed or left uploads in place;
 `, adminFlagsHelp(21), adminapi.MaxReportsLimit, adminapi.DefaultReportsLimit, adminapi.MaxOrphansLimit, adminapi.DefaultOrphansLimit)
 }
 
-func (c *cli) reclaimCmd(ctx context.Context, args []string) int {
+func (c *Client) reclaimCmd(ctx context.Context, args []string) int {
 	return c.runSubcommand(ctx, "reclaim", c.reclaimHelp, args,
 		subcommand{"run", c.reclaimRun}, subcommand{"plan", c.reclaimPlan}, subcommand{"status", c.reclaimStatus},
 		subcommand{"reports", c.reclaimReports}, subcommand{"orphans", c.reclaimOrphans}, subcommand{"resume", c.reclaimResume})
@@ -119,9 +119,9 @@ const (
 	withSweeps
 )
 
-func (c *cli) parseReclaimFlags(name string, args []string, with int, defLimit int) (reclaimFlags, []string, int, bool) {
+func (c *Client) parseReclaimFlags(name string, args []string, with int, defLimit int) (reclaimFlags, []string, int, bool) {
 	f := reclaimFlags{limit: defLimit}
-	af, pos, code, ok := c.parseAdminFlags(name, args, (*cli).reclaimHelp, func(fs *flag.FlagSet) {
+	af, pos, code, ok := c.parseAdminFlags(name, args, (*Client).reclaimHelp, func(fs *flag.FlagSet) {
 		if with&withLimit != 0 {
 			fs.IntVar(&f.limit, "limit", defLimit, "")
 		}
@@ -144,14 +144,14 @@ func (c *cli) parseReclaimFlags(name string, args []string, with int, defLimit i
 }
 
 // noArgs refuses positional arguments.
-func (c *cli) noArgs(name string, pos []string) (int, bool) {
+func (c *Client) noArgs(name string, pos []string) (int, bool) {
 	if len(pos) > 0 {
 		return c.usageError(name, fmt.Errorf("unexpected argument %q", strings.Join(pos, " "))), false
 	}
-	return exitOK, true
+	return ExitOK, true
 }
 
-func (c *cli) reclaimRun(ctx context.Context, args []string) int {
+func (c *Client) reclaimRun(ctx context.Context, args []string) int {
 	const name = "reclaim run"
 	f, pos, code, ok := c.parseReclaimFlags(name, args, 0, 0)
 	if !ok {
@@ -163,7 +163,7 @@ func (c *cli) reclaimRun(ctx context.Context, args []string) int {
 	return c.passCommand(ctx, name, f, adminRequest{method: http.MethodPost, path: "/admin/v1/reclaim/run", body: struct{}{}})
 }
 
-func (c *cli) reclaimPlan(ctx context.Context, args []string) int {
+func (c *Client) reclaimPlan(ctx context.Context, args []string) int {
 	const name = "reclaim plan"
 	f, pos, code, ok := c.parseReclaimFlags(name, args, 0, 0)
 	if !ok {
@@ -177,20 +177,20 @@ func (c *cli) reclaimPlan(ctx context.Context, args []string) int {
 
 // passCommand runs a pass or a plan and prints its report. On a terminal
 // it asks for the streamed answer and shows the progress lines.
-func (c *cli) passCommand(ctx context.Context, name string, f reclaimFlags, req adminRequest) int {
-	progress := c.terminal(c.stderr)
+func (c *Client) passCommand(ctx context.Context, name string, f reclaimFlags, req adminRequest) int {
+	progress := c.terminal(c.Stderr)
 	if progress {
 		req.query = url.Values{"progress": {"1"}}
 	}
 	resp, done, code := c.adminSend(ctx, name, f.admin, req)
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	defer done()
 	var body []byte
 	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
 		line, code := c.readStream(name, resp.Body)
-		if code != exitOK {
+		if code != ExitOK {
 			return code
 		}
 		if line.Report == nil {
@@ -198,15 +198,15 @@ func (c *cli) passCommand(ctx context.Context, name string, f reclaimFlags, req 
 			if line.Error != nil {
 				e = *line.Error
 			}
-			fmt.Fprintf(c.stderr, "sweepgate %s: %s\n", name, e.Message)
-			return exitError
+			fmt.Fprintf(c.Stderr, "sweepgate %s: %s\n", name, e.Message)
+			return ExitError
 		}
 		body, _ = json.Marshal(line.Report)
 	} else {
 		var err error
 		if body, err = io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer)); err != nil {
-			fmt.Fprintf(c.stderr, "sweepgate %s: reading the admin API's answer: %v\n", name, err)
-			return exitError
+			fmt.Fprintf(c.Stderr, "sweepgate %s: reading the admin API's answer: %v\n", name, err)
+			return ExitError
 		}
 		if resp.StatusCode != http.StatusOK {
 			return c.apiFailure(name, req.url(f.admin), resp.StatusCode, body)
@@ -214,15 +214,15 @@ func (c *cli) passCommand(ctx context.Context, name string, f reclaimFlags, req 
 	}
 	var rep adminapi.Report
 	if err := json.Unmarshal(body, &rep); err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a pass report: %v\n", name, f.admin, err)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not a pass report: %v\n", name, f.admin, err)
+		return ExitError
 	}
 	if f.json {
-		if code := c.writeIndented(name, body); code != exitOK {
+		if code := c.writeIndented(name, body); code != ExitOK {
 			return code
 		}
 	} else {
-		writeReport(c.stdout, &rep)
+		writeReport(c.Stdout, &rep)
 	}
 	return passExit(&rep)
 }
@@ -231,40 +231,40 @@ func (c *cli) passCommand(ctx context.Context, name string, f reclaimFlags, req 
 // its work.
 func passExit(rep *adminapi.Report) int {
 	if rep.Refused != "" || rep.Stopped != "" {
-		return exitRefused
+		return ExitRefused
 	}
-	return exitOK
+	return ExitOK
 }
 
 // readStream reads a streamed pass, showing its progress lines on the
 // terminal, and returns its last line.
-func (c *cli) readStream(name string, r io.Reader) (adminapi.StreamLine, int) {
+func (c *Client) readStream(name string, r io.Reader) (adminapi.StreamLine, int) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxAdminAnswer)
 	shown := false
 	defer func() {
 		if shown {
-			fmt.Fprint(c.stderr, "\r\x1b[K")
+			fmt.Fprint(c.Stderr, "\r\x1b[K")
 		}
 	}()
 	for sc.Scan() {
 		var line adminapi.StreamLine
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			fmt.Fprintf(c.stderr, "sweepgate %s: the admin API answered a line that is not JSON: %v\n", name, err)
-			return line, exitError
+			fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API answered a line that is not JSON: %v\n", name, err)
+			return line, ExitError
 		}
 		if line.Progress == nil {
-			return line, exitOK
+			return line, ExitOK
 		}
-		fmt.Fprint(c.stderr, "\r\x1b[K"+progressText(line.Progress, time.Now()))
+		fmt.Fprint(c.Stderr, "\r\x1b[K"+progressText(line.Progress, time.Now()))
 		shown = true
 	}
 	err := sc.Err()
 	if err == nil {
 		err = io.ErrUnexpectedEOF
 	}
-	fmt.Fprintf(c.stderr, "sweepgate %s: the answer ended early: %v (a pass keeps running on the leader; see 'sweepgate reclaim status')\n", name, err)
-	return adminapi.StreamLine{}, exitError
+	fmt.Fprintf(c.Stderr, "sweepgate %s: the answer ended early: %v (a pass keeps running on the leader; see 'sweepgate reclaim status')\n", name, err)
+	return adminapi.StreamLine{}, ExitError
 }
 
 // progressText is one line about a pass in progress.
@@ -290,9 +290,9 @@ func progressText(p *adminapi.Progress, now time.Time) string {
 }
 
 // terminal says whether w is a terminal.
-func (c *cli) terminal(w io.Writer) bool {
-	if c.isTerminal != nil {
-		return c.isTerminal(w)
+func (c *Client) terminal(w io.Writer) bool {
+	if c.IsTerminal != nil {
+		return c.IsTerminal(w)
 	}
 	f, ok := w.(*os.File)
 	if !ok {
@@ -302,7 +302,7 @@ func (c *cli) terminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func (c *cli) reclaimStatus(ctx context.Context, args []string) int {
+func (c *Client) reclaimStatus(ctx context.Context, args []string) int {
 	const name = "reclaim status"
 	f, pos, code, ok := c.parseReclaimFlags(name, args, 0, 0)
 	if !ok {
@@ -312,28 +312,28 @@ func (c *cli) reclaimStatus(ctx context.Context, args []string) int {
 		return code
 	}
 	body, code := c.adminGet(ctx, name, f.admin, "/admin/v1/reclaim/status", nil)
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	var st adminapi.ReclaimStatus
 	if err := json.Unmarshal(body, &st); err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a reclaimer status: %v\n", name, f.admin, err)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not a reclaimer status: %v\n", name, f.admin, err)
+		return ExitError
 	}
 	if f.json {
-		if code := c.writeIndented(name, body); code != exitOK {
+		if code := c.writeIndented(name, body); code != ExitOK {
 			return code
 		}
 	} else {
-		writeStatus(c.stdout, &st, time.Now())
+		writeStatus(c.Stdout, &st, time.Now())
 	}
 	if st.Pass == 0 {
-		return exitOK
+		return ExitOK
 	}
 	return passExit(&st.Report)
 }
 
-func (c *cli) reclaimReports(ctx context.Context, args []string) int {
+func (c *Client) reclaimReports(ctx context.Context, args []string) int {
 	const name = "reclaim reports"
 	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit, adminapi.DefaultReportsLimit)
 	if !ok {
@@ -346,22 +346,22 @@ func (c *cli) reclaimReports(ctx context.Context, args []string) int {
 		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", f.limit, adminapi.MaxReportsLimit))
 	}
 	body, code := c.adminGet(ctx, name, f.admin, "/admin/v1/reclaim/reports", url.Values{"limit": {strconv.Itoa(f.limit)}})
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	var reps adminapi.Reports
 	if err := json.Unmarshal(body, &reps); err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a report list: %v\n", name, f.admin, err)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not a report list: %v\n", name, f.admin, err)
+		return ExitError
 	}
 	if f.json {
 		return c.writeIndented(name, body)
 	}
 	if len(reps.Reports) == 0 {
-		fmt.Fprintln(c.stdout, "No pass reports yet.")
-		return exitOK
+		fmt.Fprintln(c.Stdout, "No pass reports yet.")
+		return ExitOK
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PASS\tTERM\tSTARTED\tTOOK\tRESULT\tKEEP\tMARK\tDELETE\tHOLD\tMARKED\tDELETED")
 	for _, r := range reps.Reports {
 		u, a := r.Uploads, r.Acted
@@ -369,8 +369,8 @@ func (c *cli) reclaimReports(ctx context.Context, args []string) int {
 			u.Keep.Parts, u.Mark.Parts, u.Delete.Parts, u.Hold.Parts, a.Marked.Parts, a.Deleted.Parts)
 	}
 	tw.Flush()
-	fmt.Fprintln(c.stdout, "(counts are parts)")
-	return exitOK
+	fmt.Fprintln(c.Stdout, "(counts are parts)")
+	return ExitOK
 }
 
 // result says in a word or two how a pass ended.

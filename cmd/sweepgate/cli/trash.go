@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/sweepgate/sweepgate/admin/adminapi"
 )
 
-func (c *cli) trashHelp(w io.Writer) {
+func (c *Client) trashHelp(w io.Writer) {
 	fmt.Fprintf(w, `Usage: sweepgate trash list [--bucket B] [--key K] [--limit N] [--json]
        sweepgate trash restore [--at DELETED_AT] [--json] BUCKET KEY
 
@@ -60,16 +60,16 @@ of the object is in flight), 2 bad command line, 3 no such trash record,
 `, adminFlagsHelp(21), adminapi.MaxTrashLimit, adminapi.DefaultTrashLimit)
 }
 
-func (c *cli) trashCmd(ctx context.Context, args []string) int {
+func (c *Client) trashCmd(ctx context.Context, args []string) int {
 	return c.runSubcommand(ctx, "trash", c.trashHelp, args,
 		subcommand{"list", c.trashList}, subcommand{"restore", c.trashRestore})
 }
 
-func (c *cli) trashList(ctx context.Context, args []string) int {
+func (c *Client) trashList(ctx context.Context, args []string) int {
 	const name = "trash list"
 	var bucket, key string
 	limit := adminapi.DefaultTrashLimit
-	f, pos, code, ok := c.parseAdminFlags(name, args, (*cli).trashHelp, func(fs *flag.FlagSet) {
+	f, pos, code, ok := c.parseAdminFlags(name, args, (*Client).trashHelp, func(fs *flag.FlagSet) {
 		fs.StringVar(&bucket, "bucket", "", "")
 		fs.StringVar(&key, "key", "", "")
 		fs.IntVar(&limit, "limit", adminapi.DefaultTrashLimit, "")
@@ -87,7 +87,7 @@ func (c *cli) trashList(ctx context.Context, args []string) int {
 		return c.usageError(name, fmt.Errorf("--limit %d: want 1 to %d", limit, adminapi.MaxTrashLimit))
 	}
 	list, body, code := c.getTrash(ctx, name, f.admin, bucket, key, limit)
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	if f.json {
@@ -95,13 +95,13 @@ func (c *cli) trashList(ctx context.Context, args []string) int {
 	}
 	if len(list.Trash) == 0 {
 		if bucket != "" {
-			fmt.Fprintln(c.stdout, "No trash record matches.")
+			fmt.Fprintln(c.Stdout, "No trash record matches.")
 		} else {
-			fmt.Fprintln(c.stdout, "The trash is empty.")
+			fmt.Fprintln(c.Stdout, "The trash is empty.")
 		}
-		return exitOK
+		return ExitOK
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BUCKET\tKEY\tDELETED AT\tEXPIRES\tDIGESTS\tDELETED BY")
 	for _, t := range list.Trash {
 		expires := when(t.Expires)
@@ -112,11 +112,11 @@ func (c *cli) trashList(ctx context.Context, args []string) int {
 	}
 	tw.Flush()
 	if list.Truncated {
-		fmt.Fprintf(c.stderr, "More trash records match than the %d shown; narrow with --bucket and --key, or raise --limit.\n", len(list.Trash))
+		fmt.Fprintf(c.Stderr, "More trash records match than the %d shown; narrow with --bucket and --key, or raise --limit.\n", len(list.Trash))
 	}
 	t := list.Trash[len(list.Trash)-1]
-	fmt.Fprintf(c.stdout, "\nRestore one: sweepgate trash restore --at %s %s %s\n", deletedAt(t.DeletedAt), shellWord(t.Bucket), shellWord(t.Key))
-	return exitOK
+	fmt.Fprintf(c.Stdout, "\nRestore one: sweepgate trash restore --at %s %s %s\n", deletedAt(t.DeletedAt), shellWord(t.Bucket), shellWord(t.Key))
+	return ExitOK
 }
 
 // deletedAt writes a trash record's name as --at takes it back: every
@@ -124,7 +124,7 @@ func (c *cli) trashList(ctx context.Context, args []string) int {
 func deletedAt(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // getTrash reads the trash through the admin API.
-func (c *cli) getTrash(ctx context.Context, name, base, bucket, key string, limit int) (adminapi.TrashList, []byte, int) {
+func (c *Client) getTrash(ctx context.Context, name, base, bucket, key string, limit int) (adminapi.TrashList, []byte, int) {
 	q := url.Values{"limit": {strconv.Itoa(limit)}}
 	if bucket != "" {
 		q.Set("bucket", bucket)
@@ -133,21 +133,21 @@ func (c *cli) getTrash(ctx context.Context, name, base, bucket, key string, limi
 		q.Set("key", key)
 	}
 	body, code := c.adminGet(ctx, name, base, "/admin/v1/trash", q)
-	if code != exitOK {
+	if code != ExitOK {
 		return adminapi.TrashList{}, nil, code
 	}
 	var list adminapi.TrashList
 	if err := json.Unmarshal(body, &list); err != nil || list.Trash == nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a trash list: %s\n", name, base, snippet(body, err))
-		return adminapi.TrashList{}, nil, exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not a trash list: %s\n", name, base, snippet(body, err))
+		return adminapi.TrashList{}, nil, ExitError
 	}
-	return list, body, exitOK
+	return list, body, ExitOK
 }
 
-func (c *cli) trashRestore(ctx context.Context, args []string) int {
+func (c *Client) trashRestore(ctx context.Context, args []string) int {
 	const name = "trash restore"
 	var at string
-	f, pos, code, ok := c.parseAdminFlags(name, args, (*cli).trashHelp, func(fs *flag.FlagSet) {
+	f, pos, code, ok := c.parseAdminFlags(name, args, (*Client).trashHelp, func(fs *flag.FlagSet) {
 		fs.StringVar(&at, "at", "", "")
 	})
 	if !ok {
@@ -168,22 +168,22 @@ func (c *cli) trashRestore(ctx context.Context, args []string) int {
 		// The newest record: records of one object come oldest first, and
 		// one object seldom has many, so the largest page holds them all.
 		list, _, code := c.getTrash(ctx, name, f.admin, bucket, key, adminapi.MaxTrashLimit)
-		if code != exitOK {
+		if code != ExitOK {
 			return code
 		}
 		switch {
 		case len(list.Trash) == 0:
-			fmt.Fprintf(c.stderr, "sweepgate %s: no trash record of %s in bucket %s\n", name, strconv.Quote(key), strconv.Quote(bucket))
-			return exitNotFound
+			fmt.Fprintf(c.Stderr, "sweepgate %s: no trash record of %s in bucket %s\n", name, strconv.Quote(key), strconv.Quote(bucket))
+			return ExitNotFound
 		case list.Truncated:
-			fmt.Fprintf(c.stderr, "sweepgate %s: %s/%s has more than %d trash records, so the newest is not known; name one with --at (see 'sweepgate trash list --bucket B --key K')\n", name, bucket, key, adminapi.MaxTrashLimit)
-			return exitError
+			fmt.Fprintf(c.Stderr, "sweepgate %s: %s/%s has more than %d trash records, so the newest is not known; name one with --at (see 'sweepgate trash list --bucket B --key K')\n", name, bucket, key, adminapi.MaxTrashLimit)
+			return ExitError
 		}
 		deleted = list.Trash[len(list.Trash)-1].DeletedAt
 	}
 	req := adminapi.RestoreRequest{Bucket: bucket, Key: key, DeletedAt: &deleted}
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: "/admin/v1/trash/restore", body: req, timeout: adminClientTimeout})
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	if status != http.StatusOK {
@@ -191,20 +191,20 @@ func (c *cli) trashRestore(ctx context.Context, args []string) int {
 	}
 	var ans adminapi.Restored
 	if err := json.Unmarshal(body, &ans); err != nil || ans.Restored.Bucket == "" {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a restore: %s\n", name, f.admin, snippet(body, err))
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not a restore: %s\n", name, f.admin, snippet(body, err))
+		return ExitError
 	}
 	if f.json {
 		return c.writeIndented(name, body)
 	}
 	r := ans.Restored
-	fmt.Fprintf(c.stdout, "Restored %s/%s (deleted at %s): its %d digest(s) are referenced again.\n",
+	fmt.Fprintf(c.Stdout, "Restored %s/%s (deleted at %s): its %d digest(s) are referenced again.\n",
 		cell(r.Bucket), cell(r.Key), deletedAt(r.DeletedAt), len(r.Digests))
 	for _, d := range r.Digests {
-		fmt.Fprintf(c.stdout, "  %s\n", d)
+		fmt.Fprintf(c.Stdout, "  %s\n", d)
 	}
 	if r.Expired {
-		fmt.Fprintf(c.stdout, "Its trash had expired at %s: a blob that only it named may have been reclaimed already; check that the blobs exist.\n", when(r.Expires))
+		fmt.Fprintf(c.Stdout, "Its trash had expired at %s: a blob that only it named may have been reclaimed already; check that the blobs exist.\n", when(r.Expires))
 	}
-	return exitOK
+	return ExitOK
 }

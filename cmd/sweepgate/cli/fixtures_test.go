@@ -1,10 +1,9 @@
 //go:build integration
 
-package main
+package cli
 
 import (
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -79,26 +78,6 @@ func newDigestServer(t *testing.T, store *etcdstore.Store, planes ...string) str
 	srv := httptest.NewServer(testAdminHandler(admin.Config{Store: store, Planes: planes, Now: func() time.Time { return admintest.DigestNow }}))
 	t.Cleanup(srv.Close)
 	return srv.URL
-}
-
-// adminRequestWith sends a request with the Authorization header
-// authorization (none when empty) and returns the answer and its body.
-func adminRequestWith(t *testing.T, method, u, authorization string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp, body
 }
 
 // currentRevision is etcd's revision now.

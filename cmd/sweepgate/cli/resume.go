@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 const resumePath = "/admin/v1/reclaim/resume"
 
 // reclaimResume lifts the breaker's pauses through the admin API.
-func (c *cli) reclaimResume(ctx context.Context, args []string) int {
+func (c *Client) reclaimResume(ctx context.Context, args []string) int {
 	const name = "reclaim resume"
 	f, pos, code, ok := c.parseReclaimFlags(name, args, withSweeps|withPrincipal, 0)
 	if !ok {
@@ -24,7 +24,7 @@ func (c *cli) reclaimResume(ctx context.Context, args []string) int {
 		return code
 	}
 	if f.principal == "" {
-		f.principal = envValue(c.environ, "USER")
+		f.principal = envValue(c.Environ, "USER")
 	}
 	if f.principal == "" {
 		return c.usageError(name, errors.New("--principal: who resumes is recorded in the audit log, and $USER is not set"))
@@ -37,7 +37,7 @@ func (c *cli) reclaimResume(ctx context.Context, args []string) int {
 		req.Sweeps = append(req.Sweeps, "digests")
 	}
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: resumePath, body: req, timeout: adminClientTimeout})
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	var ans adminapi.Resumed
@@ -48,12 +48,12 @@ func (c *cli) reclaimResume(ctx context.Context, args []string) int {
 		return c.writeIndented(name, body)
 	}
 	for _, r := range ans.Results {
-		fmt.Fprintln(c.stdout, r.Message+".")
+		fmt.Fprintln(c.Stdout, r.Message+".")
 		if p := r.Lifted; p != nil {
-			fmt.Fprintf(c.stdout, "  It was paused since pass %d (term %d, %s): %s\n", p.Pass, p.Term, when(p.At), p.Reason)
+			fmt.Fprintf(c.Stdout, "  It was paused since pass %d (term %d, %s): %s\n", p.Pass, p.Term, when(p.At), p.Reason)
 		}
 	}
-	return exitOK
+	return ExitOK
 }
 
 // limitText is a breaker limit for a person: a number, or none.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 const reloadPath = "/admin/v1/reload"
 
-func (c *cli) reloadHelp(w io.Writer) {
+func (c *Client) reloadHelp(w io.Writer) {
 	fmt.Fprintf(w, `Usage: sweepgate reload [flags]
 
 Asks a running sweepgate to read its configuration again, as SIGHUP does
@@ -35,9 +35,9 @@ want of the right admin token.
 }
 
 // reloadCmd asks a running gateway to reload its configuration.
-func (c *cli) reloadCmd(ctx context.Context, args []string) int {
+func (c *Client) reloadCmd(ctx context.Context, args []string) int {
 	const name = "reload"
-	f, pos, code, ok := c.parseAdminFlags(name, args, (*cli).reloadHelp, nil)
+	f, pos, code, ok := c.parseAdminFlags(name, args, (*Client).reloadHelp, nil)
 	if !ok {
 		return code
 	}
@@ -45,7 +45,7 @@ func (c *cli) reloadCmd(ctx context.Context, args []string) int {
 		return code
 	}
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: reloadPath, body: struct{}{}, timeout: adminClientTimeout})
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	var ans adminapi.ReloadResult
@@ -55,9 +55,9 @@ func (c *cli) reloadCmd(ctx context.Context, args []string) int {
 	if f.json {
 		return c.writeIndented(name, body)
 	}
-	fmt.Fprintln(c.stdout, "Reloaded: the client credentials, the backend's keys and the TLS certificate in effect are those of the configuration now.")
+	fmt.Fprintln(c.Stdout, "Reloaded: the client credentials, the backend's keys and the TLS certificate in effect are those of the configuration now.")
 	if len(ans.RestartNeeded) > 0 {
-		fmt.Fprintf(c.stdout, "Changed, but in effect only after a restart: %s.\n", strings.Join(ans.RestartNeeded, ", "))
+		fmt.Fprintf(c.Stdout, "Changed, but in effect only after a restart: %s.\n", strings.Join(ans.RestartNeeded, ", "))
 	}
-	return exitOK
+	return ExitOK
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ func TestSessionsCLI(t *testing.T) {
 
 	t.Run("list table", func(t *testing.T) {
 		code, out, errOut := runCLI(t, nil, "sessions", "list", "--admin", base)
-		if code != exitOK || errOut != "" {
+		if code != ExitOK || errOut != "" {
 			t.Fatalf("exit %d, stderr %q", code, errOut)
 		}
 		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
@@ -54,31 +54,31 @@ func TestSessionsCLI(t *testing.T) {
 	})
 
 	t.Run("list filters, env URL, flags after arguments", func(t *testing.T) {
-		env := []string{adminURLEnv + "=" + strings.TrimPrefix(base, "http://")}
+		env := []string{AdminURLEnv + "=" + strings.TrimPrefix(base, "http://")}
 		code, out, errOut := runCLI(t, env, "sessions", "list", "--state", "expired,cleanup_pending", "--bucket=photos")
-		if code != exitOK || errOut != "" || !strings.Contains(out, "up-expired") || strings.Contains(out, "up-pending") || strings.Contains(out, "up-active") {
+		if code != ExitOK || errOut != "" || !strings.Contains(out, "up-expired") || strings.Contains(out, "up-pending") || strings.Contains(out, "up-active") {
 			t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 		}
 		code, out, _ = runCLI(t, env, "sessions", "list", "--state", "aborted")
-		if code != exitOK || out != "No sessions match.\n" {
+		if code != ExitOK || out != "No sessions match.\n" {
 			t.Errorf("no match: exit %d, %q", code, out)
 		}
 	})
 
 	t.Run("list truncated", func(t *testing.T) {
 		code, out, errOut := runCLI(t, nil, "sessions", "list", "--admin", base, "--limit", "2")
-		if code != exitOK || strings.Count(out, "\n") != 3 || !strings.Contains(errOut, "--after backups/up-pending") {
+		if code != ExitOK || strings.Count(out, "\n") != 3 || !strings.Contains(errOut, "--after backups/up-pending") {
 			t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 		}
 		code, out, _ = runCLI(t, nil, "sessions", "list", "--admin", base, "--limit", "2", "--after", "backups/up-pending")
-		if code != exitOK || !strings.Contains(out, "up-active") || !strings.Contains(out, "up-expired") || strings.Contains(out, "up-pending") {
+		if code != ExitOK || !strings.Contains(out, "up-active") || !strings.Contains(out, "up-expired") || strings.Contains(out, "up-pending") {
 			t.Errorf("second page: exit %d:\n%s", code, out)
 		}
 	})
 
 	t.Run("list json", func(t *testing.T) {
 		code, out, errOut := runCLI(t, nil, "sessions", "list", "--json", "--admin", base+"/", "--state", "active")
-		if code != exitOK || errOut != "" {
+		if code != ExitOK || errOut != "" {
 			t.Fatalf("exit %d, stderr %q", code, errOut)
 		}
 		var l adminapi.SessionList
@@ -97,7 +97,7 @@ func testSessionsShowAndErrors(t *testing.T, base string) {
 	t.Helper()
 	t.Run("show table", func(t *testing.T) {
 		code, out, errOut := runCLI(t, nil, "sessions", "show", "backups", "up/done+1", "--admin", base)
-		if code != exitOK || errOut != "" {
+		if code != ExitOK || errOut != "" {
 			t.Fatalf("exit %d, stderr %q", code, errOut)
 		}
 		for _, want := range []string{
@@ -114,11 +114,11 @@ func testSessionsShowAndErrors(t *testing.T, base string) {
 			}
 		}
 		code, out, _ = runCLI(t, nil, "sessions", "show", "--admin", base, "photos", "up-active")
-		if code != exitOK || !strings.Contains(out, "Last activity:  2030-05-06T07:03:00Z (UploadPart, part 7)") || !strings.Contains(out, "Parts: 0, 0 bytes") {
+		if code != ExitOK || !strings.Contains(out, "Last activity:  2030-05-06T07:03:00Z (UploadPart, part 7)") || !strings.Contains(out, "Parts: 0, 0 bytes") {
 			t.Errorf("show active: exit %d:\n%s", code, out)
 		}
 		code, out, _ = runCLI(t, nil, "sessions", "show", "--admin", base, "photos", "up-expired")
-		if code != exitOK || !strings.Contains(out, "reclaimer  42") || !strings.Contains(out, "Expired at:") {
+		if code != ExitOK || !strings.Contains(out, "reclaimer  42") || !strings.Contains(out, "Expired at:") {
 			t.Errorf("show expired: exit %d:\n%s", code, out)
 		}
 	})
@@ -126,7 +126,7 @@ func testSessionsShowAndErrors(t *testing.T, base string) {
 	t.Run("show json", func(t *testing.T) {
 		code, out, _ := runCLI(t, nil, "sessions", "show", "--json", "--admin", base, "backups", "up-pending")
 		var ans adminapi.SessionAnswer
-		if code != exitOK || json.Unmarshal([]byte(out), &ans) != nil || ans.Session.State != "cleanup_pending" || ans.Session.AbortAttempts != 2 {
+		if code != ExitOK || json.Unmarshal([]byte(out), &ans) != nil || ans.Session.State != "cleanup_pending" || ans.Session.AbortAttempts != 2 {
 			t.Errorf("exit %d:\n%s", code, out)
 		}
 	})
@@ -137,15 +137,15 @@ func testSessionsShowAndErrors(t *testing.T, base string) {
 			code    int
 			wantErr string
 		}{
-			{[]string{"show", "photos", "nope"}, exitNotFound, `no session for upload "nope" in bucket "photos"`},
-			{[]string{"show", "photos"}, exitUsage, "want BUCKET and UPLOADID"},
-			{[]string{"show", "a", "b", "c"}, exitUsage, "want BUCKET and UPLOADID"},
-			{[]string{"list", "extra"}, exitUsage, `unexpected argument "extra"`},
-			{[]string{"list", "--state", "lost"}, exitUsage, `unknown state "lost"`},
-			{[]string{"list", "--limit", "0"}, exitUsage, "--limit"},
-			{[]string{"list", "--nope"}, exitUsage, "flag provided but not defined"},
-			{[]string{"show", "--state", "active", "a", "b"}, exitUsage, "flag provided but not defined"},
-			{[]string{"list", "--after", "garbage"}, exitUsage, "after"}, // refused by the server: 400
+			{[]string{"show", "photos", "nope"}, ExitNotFound, `no session for upload "nope" in bucket "photos"`},
+			{[]string{"show", "photos"}, ExitUsage, "want BUCKET and UPLOADID"},
+			{[]string{"show", "a", "b", "c"}, ExitUsage, "want BUCKET and UPLOADID"},
+			{[]string{"list", "extra"}, ExitUsage, `unexpected argument "extra"`},
+			{[]string{"list", "--state", "lost"}, ExitUsage, `unknown state "lost"`},
+			{[]string{"list", "--limit", "0"}, ExitUsage, "--limit"},
+			{[]string{"list", "--nope"}, ExitUsage, "flag provided but not defined"},
+			{[]string{"show", "--state", "active", "a", "b"}, ExitUsage, "flag provided but not defined"},
+			{[]string{"list", "--after", "garbage"}, ExitUsage, "after"}, // refused by the server: 400
 		}
 		for _, tt := range tests {
 			args := append([]string{"sessions"}, append(tt.args, "--admin", base)...)
@@ -155,7 +155,7 @@ func testSessionsShowAndErrors(t *testing.T, base string) {
 			}
 		}
 		for _, args := range [][]string{{"sessions"}, {"sessions", "frob"}, {"sessions", "list", "--admin", "ftp://x"}} {
-			if code, _, errOut := runCLI(t, nil, args...); code != exitUsage || !strings.Contains(errOut, "--help") {
+			if code, _, errOut := runCLI(t, nil, args...); code != ExitUsage || !strings.Contains(errOut, "--help") {
 				t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 			}
 		}
@@ -170,12 +170,12 @@ func testSessionsShowAndErrors(t *testing.T, base string) {
 		dead := "http://" + l.Addr().String()
 		l.Close()
 		code, _, errOut := runCLI(t, nil, "sessions", "list", "--admin", dead)
-		if code != exitError || !strings.Contains(errOut, "cannot reach the admin API at "+dead) || !strings.Contains(errOut, adminURLEnv) {
+		if code != ExitError || !strings.Contains(errOut, "cannot reach the admin API at "+dead) || !strings.Contains(errOut, AdminURLEnv) {
 			t.Errorf("unreachable: exit %d, stderr %q", code, errOut)
 		}
 		// Sessions off on the gateway: exit 1 with the server's reason.
 		code, _, errOut = runCLI(t, nil, "sessions", "show", "--admin", newAdminServer(t, nil), "a", "b")
-		if code != exitError || !strings.Contains(errOut, "sessions.enabled") {
+		if code != ExitError || !strings.Contains(errOut, "sessions.enabled") {
 			t.Errorf("sessions off: exit %d, stderr %q", code, errOut)
 		}
 		// Something that is not the admin API: a plain 404 is not "no such
@@ -183,7 +183,7 @@ func testSessionsShowAndErrors(t *testing.T, base string) {
 		other := httptest.NewServer(http.NotFoundHandler())
 		defer other.Close()
 		code, _, errOut = runCLI(t, nil, "sessions", "show", "--admin", other.URL, "a", "b")
-		if code != exitError || !strings.Contains(errOut, "not the sweepgate admin API") {
+		if code != ExitError || !strings.Contains(errOut, "not the sweepgate admin API") {
 			t.Errorf("not our API: exit %d, stderr %q", code, errOut)
 		}
 	})
@@ -193,10 +193,10 @@ func TestSessionsHelp(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"sessions", "--help"}, {"sessions", "list", "--help"}, {"sessions", "show", "-h"}, {"help", "sessions"}} {
 		code, out, errOut := runCLI(t, nil, args...)
-		if code != exitOK || errOut != "" {
+		if code != ExitOK || errOut != "" {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
-		for _, want := range []string{"Usage: sweepgate sessions list", "sweepgate sessions show [flags] BUCKET UPLOADID", "Examples:", "--state", adminURLEnv, "cleanup_pending", "3 no such session"} {
+		for _, want := range []string{"Usage: sweepgate sessions list", "sweepgate sessions show [flags] BUCKET UPLOADID", "Examples:", "--state", AdminURLEnv, "cleanup_pending", "3 no such session"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%q: help lacks %q", args, want)
 			}

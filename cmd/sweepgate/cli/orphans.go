@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // sweepgate reclaim orphans: list, adopt and delete the uploads without a
 // session that passes hold for a person.
 
-func (c *cli) reclaimOrphans(ctx context.Context, args []string) int {
+func (c *Client) reclaimOrphans(ctx context.Context, args []string) int {
 	sub := "list"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
@@ -32,13 +32,13 @@ func (c *cli) reclaimOrphans(ctx context.Context, args []string) int {
 	case "delete":
 		return c.orphansDelete(ctx, args)
 	case "help":
-		c.reclaimHelp(c.stdout)
-		return exitOK
+		c.reclaimHelp(c.Stdout)
+		return ExitOK
 	}
 	return c.usageError("reclaim orphans", fmt.Errorf("unknown subcommand %q: want list, adopt or delete", sub))
 }
 
-func (c *cli) orphansList(ctx context.Context, args []string) int {
+func (c *Client) orphansList(ctx context.Context, args []string) int {
 	const name = "reclaim orphans"
 	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit|withFresh, adminapi.DefaultOrphansLimit)
 	if !ok {
@@ -58,7 +58,7 @@ func (c *cli) orphansList(ctx context.Context, args []string) int {
 		timeout = 0
 	}
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodGet, path: "/admin/v1/reclaim/orphans", query: q, timeout: timeout})
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	if status != http.StatusOK {
@@ -66,8 +66,8 @@ func (c *cli) orphansList(ctx context.Context, args []string) int {
 	}
 	var list adminapi.Orphans
 	if err := json.Unmarshal(body, &list); err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not an orphan list: %v\n", name, f.admin, err)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not an orphan list: %v\n", name, f.admin, err)
+		return ExitError
 	}
 	if f.json {
 		return c.writeIndented(name, body)
@@ -75,25 +75,25 @@ func (c *cli) orphansList(ctx context.Context, args []string) int {
 	source := "the backend's uploads listed now"
 	if !list.Fresh {
 		if list.Pass == 0 {
-			fmt.Fprintln(c.stdout, "No pass report yet; list the backend now with --fresh.")
-			return exitOK
+			fmt.Fprintln(c.Stdout, "No pass report yet; list the backend now with --fresh.")
+			return ExitOK
 		}
 		source = fmt.Sprintf("pass %d, finished %s (--fresh lists the backend now)", list.Pass, when(list.AsOf))
 	}
 	if list.Total == 0 {
-		fmt.Fprintf(c.stdout, "No orphans, as of %s.\n", source)
-		return exitOK
+		fmt.Fprintf(c.Stdout, "No orphans, as of %s.\n", source)
+		return ExitOK
 	}
-	fmt.Fprintf(c.stdout, "%d orphan(s) (uploads without a session: held, never deleted by a pass), as of %s:\n\n", list.Total, source)
-	writeOrphans(c.stdout, list.Orphans)
+	fmt.Fprintf(c.Stdout, "%d orphan(s) (uploads without a session: held, never deleted by a pass), as of %s:\n\n", list.Total, source)
+	writeOrphans(c.Stdout, list.Orphans)
 	if list.Truncated {
-		fmt.Fprintf(c.stderr, "Only %d of %d are listed.\n", len(list.Orphans), list.Total)
+		fmt.Fprintf(c.Stderr, "Only %d of %d are listed.\n", len(list.Orphans), list.Total)
 	}
 	o := list.Orphans[0]
 	ref := reclaim.OrphanRef{Bucket: o.Bucket, Key: o.Key, UploadID: o.UploadID}
-	fmt.Fprintf(c.stdout, "\nAdopt one:  sweepgate reclaim orphans adopt --principal OWNER %s\nDelete:     sweepgate reclaim orphans delete --confirm %s\n",
+	fmt.Fprintf(c.Stdout, "\nAdopt one:  sweepgate reclaim orphans adopt --principal OWNER %s\nDelete:     sweepgate reclaim orphans delete --confirm %s\n",
 		shellWord(ref.String()), shellWord(ref.String()))
-	return exitOK
+	return ExitOK
 }
 
 func writeOrphans(w io.Writer, orphans []adminapi.Orphan) {
@@ -106,7 +106,7 @@ func writeOrphans(w io.Writer, orphans []adminapi.Orphan) {
 }
 
 // parseRefs reads REF arguments.
-func (c *cli) parseRefs(name string, pos []string) ([]adminapi.OrphanRef, int, bool) {
+func (c *Client) parseRefs(name string, pos []string) ([]adminapi.OrphanRef, int, bool) {
 	refs := make([]adminapi.OrphanRef, 0, len(pos))
 	for _, p := range pos {
 		ref, err := reclaim.ParseOrphanRef(p)
@@ -115,10 +115,10 @@ func (c *cli) parseRefs(name string, pos []string) ([]adminapi.OrphanRef, int, b
 		}
 		refs = append(refs, adminapi.OrphanRef{Bucket: ref.Bucket, Key: ref.Key, UploadID: ref.UploadID})
 	}
-	return refs, exitOK, true
+	return refs, ExitOK, true
 }
 
-func (c *cli) orphansAdopt(ctx context.Context, args []string) int {
+func (c *Client) orphansAdopt(ctx context.Context, args []string) int {
 	const name = "reclaim orphans adopt"
 	f, pos, code, ok := c.parseReclaimFlags(name, args, withPrincipal, 0)
 	if !ok {
@@ -136,7 +136,7 @@ func (c *cli) orphansAdopt(ctx context.Context, args []string) int {
 	}
 	req := adminapi.AdoptRequest{Bucket: refs[0].Bucket, Key: refs[0].Key, UploadID: refs[0].UploadID, Principal: f.principal}
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: "/admin/v1/reclaim/orphans/adopt", body: req, timeout: adminClientTimeout})
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	if status != http.StatusOK {
@@ -144,19 +144,19 @@ func (c *cli) orphansAdopt(ctx context.Context, args []string) int {
 	}
 	var ans adminapi.Adopted
 	if err := json.Unmarshal(body, &ans); err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not an adoption: %v\n", name, f.admin, err)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not an adoption: %v\n", name, f.admin, err)
+		return ExitError
 	}
 	if f.json {
 		return c.writeIndented(name, body)
 	}
 	a := ans.Adopted
-	fmt.Fprintf(c.stdout, "Adopted %s: %d part(s), %s, now owned by %s (term %d, at %s).\nIt follows the normal grace period from now on.\n",
+	fmt.Fprintf(c.Stdout, "Adopted %s: %d part(s), %s, now owned by %s (term %d, at %s).\nIt follows the normal grace period from now on.\n",
 		reclaim.OrphanRef{Bucket: a.Bucket, Key: a.Key, UploadID: a.UploadID}, a.Parts, sizeText(a.Bytes), cell(a.Principal), a.Term, when(a.At))
-	return exitOK
+	return ExitOK
 }
 
-func (c *cli) orphansDelete(ctx context.Context, args []string) int {
+func (c *Client) orphansDelete(ctx context.Context, args []string) int {
 	const name = "reclaim orphans delete"
 	f, pos, code, ok := c.parseReclaimFlags(name, args, withPrincipal|withConfirm, 0)
 	if !ok {
@@ -173,11 +173,11 @@ func (c *cli) orphansDelete(ctx context.Context, args []string) int {
 		return code
 	}
 	if f.principal == "" {
-		f.principal = envValue(c.environ, "USER")
+		f.principal = envValue(c.Environ, "USER")
 	}
 	req := adminapi.DeleteRequest{Refs: refs, Confirm: f.confirm, Principal: f.principal}
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: "/admin/v1/reclaim/orphans/delete", body: req})
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	var ans adminapi.OrphanDeletion
@@ -185,11 +185,11 @@ func (c *cli) orphansDelete(ctx context.Context, args []string) int {
 		return c.apiFailure(name, f.admin+"/admin/v1/reclaim/orphans/delete", status, body)
 	}
 	if f.json {
-		if code := c.writeIndented(name, body); code != exitOK {
+		if code := c.writeIndented(name, body); code != ExitOK {
 			return code
 		}
 	} else {
-		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "BUCKET\tKEY\tUPLOAD ID\tPARTS\tBYTES\tOUTCOME")
 		for _, r := range ans.Results {
 			outcome := r.Outcome
@@ -202,22 +202,22 @@ func (c *cli) orphansDelete(ctx context.Context, args []string) int {
 	}
 	switch {
 	case ans.Error != nil && ans.Error.Code == adminapi.CodeNotConfirmed:
-		fmt.Fprintf(c.stderr, "Nothing was deleted. Run again with --confirm to delete %s.\n", plural(len(refs), "this upload", "these uploads"))
-		return exitRefused
+		fmt.Fprintf(c.Stderr, "Nothing was deleted. Run again with --confirm to delete %s.\n", plural(len(refs), "this upload", "these uploads"))
+		return ExitRefused
 	case ans.Error != nil:
-		fmt.Fprintf(c.stderr, "sweepgate %s: %s\n", name, ans.Error.Message)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: %s\n", name, ans.Error.Message)
+		return ExitError
 	case ans.Deleted == len(refs):
-		fmt.Fprintf(c.stdout, "Deleted %d of %d.\n", ans.Deleted, len(refs))
-		return exitOK
+		fmt.Fprintf(c.Stdout, "Deleted %d of %d.\n", ans.Deleted, len(refs))
+		return ExitOK
 	}
-	fmt.Fprintf(c.stdout, "Deleted %d of %d; the outcome says why the others were not.\n", ans.Deleted, len(refs))
+	fmt.Fprintf(c.Stdout, "Deleted %d of %d; the outcome says why the others were not.\n", ans.Deleted, len(refs))
 	for _, r := range ans.Results {
 		if !r.Deleted && r.Outcome != reclaim.ErrNoSuchUpload.Error() {
-			return exitRefused
+			return ExitRefused
 		}
 	}
-	return exitNotFound
+	return ExitNotFound
 }
 
 func plural(n int, one, many string) string {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/sweepgate/sweepgate/config"
 )
 
-func (c *cli) frontierHelp(w io.Writer) {
+func (c *Client) frontierHelp(w io.Writer) {
 	fmt.Fprintf(w, `Usage: sweepgate frontier report --plane NAME --revision N [--by WHO] [--json]
        sweepgate frontier list [--json]
 
@@ -60,15 +60,15 @@ of the right admin token.
 `, adminFlagsHelp(18))
 }
 
-func (c *cli) frontierCmd(ctx context.Context, args []string) int {
+func (c *Client) frontierCmd(ctx context.Context, args []string) int {
 	return c.runSubcommand(ctx, "frontier", c.frontierHelp, args,
 		subcommand{"report", c.frontierReport}, subcommand{"list", c.frontierList})
 }
 
-func (c *cli) frontierReport(ctx context.Context, args []string) int {
+func (c *Client) frontierReport(ctx context.Context, args []string) int {
 	const name = "frontier report"
 	var plane, revision, by string
-	f, pos, code, ok := c.parseAdminFlags(name, args, (*cli).frontierHelp, func(fs *flag.FlagSet) {
+	f, pos, code, ok := c.parseAdminFlags(name, args, (*Client).frontierHelp, func(fs *flag.FlagSet) {
 		fs.StringVar(&plane, "plane", "", "")
 		fs.StringVar(&revision, "revision", "", "")
 		fs.StringVar(&by, "by", "", "")
@@ -95,7 +95,7 @@ func (c *cli) frontierReport(ctx context.Context, args []string) int {
 	path := "/admin/v1/frontiers/" + url.PathEscape(plane)
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodPost, path: path,
 		body: adminapi.FrontierReport{Revision: &rev, By: by}, timeout: adminClientTimeout})
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	if status != http.StatusOK {
@@ -103,23 +103,23 @@ func (c *cli) frontierReport(ctx context.Context, args []string) int {
 	}
 	var p adminapi.Plane
 	if err := json.Unmarshal(body, &p); err != nil || p.Plane == "" {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a plane's frontier: %s\n", name, f.admin, snippet(body, err))
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not a plane's frontier: %s\n", name, f.admin, snippet(body, err))
+		return ExitError
 	}
 	if f.json {
 		return c.writeIndented(name, body)
 	}
-	fmt.Fprintf(c.stdout, "Recorded: plane %s has applied etcd revision %d (%d behind etcd's current revision), reported by %s at %s.\n",
+	fmt.Fprintf(c.Stdout, "Recorded: plane %s has applied etcd revision %d (%d behind etcd's current revision), reported by %s at %s.\n",
 		cell(p.Plane), p.Revision, p.Lag, cell(p.By), whenPtr(p.ReportedAt))
 	if !p.Configured {
-		fmt.Fprintf(c.stdout, "Note: digests.planes does not list %s on this gateway, so its frontier holds no delete there.\n", cell(p.Plane))
+		fmt.Fprintf(c.Stdout, "Note: digests.planes does not list %s on this gateway, so its frontier holds no delete there.\n", cell(p.Plane))
 	}
-	return exitOK
+	return ExitOK
 }
 
-func (c *cli) frontierList(ctx context.Context, args []string) int {
+func (c *Client) frontierList(ctx context.Context, args []string) int {
 	const name = "frontier list"
-	f, pos, code, ok := c.parseAdminFlags(name, args, (*cli).frontierHelp, nil)
+	f, pos, code, ok := c.parseAdminFlags(name, args, (*Client).frontierHelp, nil)
 	if !ok {
 		return code
 	}
@@ -127,19 +127,19 @@ func (c *cli) frontierList(ctx context.Context, args []string) int {
 		return code
 	}
 	body, code := c.adminGet(ctx, name, f.admin, "/admin/v1/frontiers", nil)
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	var list adminapi.Frontiers
 	if err := json.Unmarshal(body, &list); err != nil || list.Planes == nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a frontier list: %s\n", name, f.admin, snippet(body, err))
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not a frontier list: %s\n", name, f.admin, snippet(body, err))
+		return ExitError
 	}
 	if f.json {
 		return c.writeIndented(name, body)
 	}
-	writeFrontiers(c.stdout, &list)
-	return exitOK
+	writeFrontiers(c.Stdout, &list)
+	return ExitOK
 }
 
 func writeFrontiers(w io.Writer, list *adminapi.Frontiers) {

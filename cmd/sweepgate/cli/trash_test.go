@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ func TestTrashCLI(t *testing.T) {
 	base := newDigestServer(t, st)
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
-		return runCLI(t, []string{adminURLEnv + "=" + base}, args...)
+		return runCLI(t, []string{AdminURLEnv + "=" + base}, args...)
 	}
 	old, newer := deletedAt(admintest.TrashOld), deletedAt(admintest.TrashNew)
 	if !strings.Contains(old, ".123456789Z") {
@@ -29,7 +29,7 @@ func TestTrashCLI(t *testing.T) {
 	}
 
 	code, out, errOut := run("trash", "list")
-	if code != exitOK || errOut != "" {
+	if code != ExitOK || errOut != "" {
 		t.Fatalf("list: exit %d, stderr %q", code, errOut)
 	}
 	if !hasRow(out, "BUCKET", "KEY", "DELETED", "AT", "EXPIRES", "DIGESTS", "DELETED", "BY") {
@@ -49,22 +49,22 @@ func TestTrashCLI(t *testing.T) {
 	}
 
 	code, out, errOut = run("trash", "list", "--bucket", "reg", "--limit", "1")
-	if code != exitOK || strings.Count(out, "manifests/app") != 2 || !strings.Contains(errOut, "More trash records match than the 1 shown") {
+	if code != ExitOK || strings.Count(out, "manifests/app") != 2 || !strings.Contains(errOut, "More trash records match than the 1 shown") {
 		t.Errorf("truncated list: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	code, out, _ = run("trash", "list", "--bucket", "lfs", "--key", "p/x", "--json")
 	var list adminapi.TrashList
-	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Trash) != 1 || list.Trash[0].Key != "p/x" {
+	if code != ExitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Trash) != 1 || list.Trash[0].Key != "p/x" {
 		t.Errorf("list --json: exit %d:\n%s", code, out)
 	}
 	code, out, _ = run("trash", "list", "--bucket", "nothing-here")
-	if code != exitOK || out != "No trash record matches.\n" {
+	if code != ExitOK || out != "No trash record matches.\n" {
 		t.Errorf("empty: exit %d, %q", code, out)
 	}
 
 	// Without --at the newest record of the object comes back.
 	code, out, errOut = run("trash", "restore", "reg", "manifests/app")
-	if code != exitOK || errOut != "" || !strings.HasPrefix(out, "Restored reg/manifests/app (deleted at "+newer+"): its 2 digest(s) are referenced again.\n") ||
+	if code != ExitOK || errOut != "" || !strings.HasPrefix(out, "Restored reg/manifests/app (deleted at "+newer+"): its 2 digest(s) are referenced again.\n") ||
 		!strings.Contains(out, "  "+admintest.DigestC+"\n") || strings.Contains(out, "expired") {
 		t.Fatalf("restore newest: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
@@ -75,7 +75,7 @@ func TestTrashCLI(t *testing.T) {
 	// The older, expired one by name, flags after the arguments.
 	code, out, _ = run("trash", "restore", "reg", "manifests/app", "--at", old, "--json")
 	var ans adminapi.Restored
-	if code != exitOK || json.Unmarshal([]byte(out), &ans) != nil || !ans.Restored.Expired || !ans.Restored.DeletedAt.Equal(admintest.TrashOld) {
+	if code != ExitOK || json.Unmarshal([]byte(out), &ans) != nil || !ans.Restored.Expired || !ans.Restored.DeletedAt.Equal(admintest.TrashOld) {
 		t.Errorf("restore --at --json: exit %d:\n%s", code, out)
 	}
 
@@ -86,11 +86,11 @@ func checkTrashCLIRefusals(t *testing.T, st *etcdstore.Store, old string, run fu
 	t.Helper()
 	// Gone now: no such record.
 	code, out, errOut := run("trash", "restore", "reg", "manifests/app")
-	if code != exitNotFound || out != "" || !strings.Contains(errOut, `no trash record of "manifests/app" in bucket "reg"`) {
+	if code != ExitNotFound || out != "" || !strings.Contains(errOut, `no trash record of "manifests/app" in bucket "reg"`) {
 		t.Errorf("nothing left: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, _, errOut = run("trash", "restore", "--at", old, "reg", "manifests/app")
-	if code != exitNotFound || !strings.Contains(errOut, "no trash record of reg/manifests/app deleted at "+old) {
+	if code != ExitNotFound || !strings.Contains(errOut, "no trash record of reg/manifests/app deleted at "+old) {
 		t.Errorf("restored twice: exit %d, stderr %q", code, errOut)
 	}
 
@@ -99,7 +99,7 @@ func checkTrashCLIRefusals(t *testing.T, st *etcdstore.Store, old string, run fu
 		t.Fatal(err)
 	}
 	code, out, errOut = run("trash", "restore", "lfs", "p/x")
-	if code != exitError || out != "" || !strings.Contains(errOut, "being deleted now; nothing was restored") {
+	if code != ExitError || out != "" || !strings.Contains(errOut, "being deleted now; nothing was restored") {
 		t.Errorf("guarded: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
@@ -117,7 +117,7 @@ func checkTrashCLIRefusals(t *testing.T, st *etcdstore.Store, old string, run fu
 		{[]string{"trash", "restore", "--confirm", "reg", "k"}, "flag provided but not defined"},
 	} {
 		code, out, errOut := run(tt.args...)
-		if code != exitUsage || out != "" || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, "--help") {
+		if code != ExitUsage || out != "" || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, "--help") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 mentioning %q", tt.args, code, out, errOut, tt.want)
 		}
 	}
@@ -127,13 +127,13 @@ func TestTrashCLIEmpty(t *testing.T) {
 	t.Parallel()
 	base := newDigestServer(t, admintest.NewStore(t))
 	code, out, errOut := runCLI(t, nil, "trash", "list", "--admin", base)
-	if code != exitOK || errOut != "" || out != "The trash is empty.\n" {
+	if code != ExitOK || errOut != "" || out != "The trash is empty.\n" {
 		t.Errorf("exit %d, stderr %q, stdout %q", code, errOut, out)
 	}
 	// Sessions off: the gateway has no trash to show.
 	base = newDigestServer(t, nil)
 	code, _, errOut = runCLI(t, nil, "trash", "list", "--admin", base)
-	if code != exitError || !strings.Contains(errOut, "sessions.enabled is false") {
+	if code != ExitError || !strings.Contains(errOut, "sessions.enabled is false") {
 		t.Errorf("no store: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -23,9 +23,9 @@ import (
 // every command takes, one call and what its answer means.
 
 const (
-	// adminURLEnv names the admin API the sessions command talks to when
+	// AdminURLEnv names the admin API the sessions command talks to when
 	// --admin is not given.
-	adminURLEnv     = "SWEEPGATE_ADMIN_URL"
+	AdminURLEnv     = "SWEEPGATE_ADMIN_URL"
 	defaultAdminURL = "http://" + config.DefaultAdminListen
 	// adminClientTimeout bounds one admin API request, above the server's
 	// own bound on its etcd reads.
@@ -38,10 +38,10 @@ const (
 // adminURL picks the admin API's URL: the --admin flag's value, else
 // $SWEEPGATE_ADMIN_URL, else the address of admin.listen in the
 // configuration (clientConfig; by default 127.0.0.1:9001), and checks it.
-func (c *cli) adminURL(flagValue string) (string, error) {
+func (c *Client) adminURL(flagValue string) (string, error) {
 	u := flagValue
 	if u == "" {
-		u = envValue(c.environ, adminURLEnv)
+		u = envValue(c.Environ, AdminURLEnv)
 	}
 	if u == "" {
 		cfg, err := c.clientConfig()
@@ -117,13 +117,13 @@ func normalizeAdminURL(raw string) (string, error) {
 
 // adminGet fetches path from the admin API and returns its body, or the
 // exit code after reporting what went wrong.
-func (c *cli) adminGet(ctx context.Context, name, base, path string, q url.Values) ([]byte, int) {
+func (c *Client) adminGet(ctx context.Context, name, base, path string, q url.Values) ([]byte, int) {
 	status, body, code := c.adminDo(ctx, name, base, adminRequest{method: http.MethodGet, path: path, query: q, timeout: adminClientTimeout})
-	if code != exitOK {
+	if code != ExitOK {
 		return nil, code
 	}
 	if status == http.StatusOK {
-		return body, exitOK
+		return body, ExitOK
 	}
 	return nil, c.apiFailure(name, base+path, status, body)
 }
@@ -151,11 +151,11 @@ func (r adminRequest) url(base string) string {
 // reads and closes, and done, which the caller calls when finished with
 // it. When the API cannot be reached it reports that and returns the exit
 // code instead.
-func (c *cli) adminSend(ctx context.Context, name, base string, req adminRequest) (resp *http.Response, done func(), code int) {
+func (c *Client) adminSend(ctx context.Context, name, base string, req adminRequest) (resp *http.Response, done func(), code int) {
 	token, _, err := c.adminToken()
 	if err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin token: %v\n", name, err)
-		return nil, nil, exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin token: %v\n", name, err)
+		return nil, nil, ExitError
 	}
 	cancel := context.CancelFunc(func() {})
 	if req.timeout > 0 {
@@ -166,16 +166,16 @@ func (c *cli) adminSend(ctx context.Context, name, base string, req adminRequest
 		b, err := json.Marshal(req.body)
 		if err != nil {
 			cancel()
-			fmt.Fprintf(c.stderr, "sweepgate %s: %v\n", name, err)
-			return nil, nil, exitError
+			fmt.Fprintf(c.Stderr, "sweepgate %s: %v\n", name, err)
+			return nil, nil, ExitError
 		}
 		body = bytes.NewReader(b)
 	}
 	hreq, err := http.NewRequestWithContext(ctx, req.method, req.url(base), body)
 	if err != nil {
 		cancel()
-		fmt.Fprintf(c.stderr, "sweepgate %s: %v\n", name, err)
-		return nil, nil, exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: %v\n", name, err)
+		return nil, nil, ExitError
 	}
 	hreq.Header.Set("Accept", "application/json")
 	if token != "" {
@@ -188,30 +188,30 @@ func (c *cli) adminSend(ctx context.Context, name, base string, req adminRequest
 	if err != nil {
 		cancel()
 		if ctx.Err() != nil && req.timeout == 0 {
-			fmt.Fprintf(c.stderr, "sweepgate %s: interrupted: %v\n", name, err)
-			return nil, nil, exitError
+			fmt.Fprintf(c.Stderr, "sweepgate %s: interrupted: %v\n", name, err)
+			return nil, nil, ExitError
 		}
-		fmt.Fprintf(c.stderr, "sweepgate %s: cannot reach the admin API at %s: %v\nIs sweepgate serve running there? Point --admin or %s at its admin.listen.\n", name, base, err, adminURLEnv)
-		return nil, nil, exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: cannot reach the admin API at %s: %v\nIs sweepgate serve running there? Point --admin or %s at its admin.listen.\n", name, base, err, AdminURLEnv)
+		return nil, nil, ExitError
 	}
-	return resp, func() { resp.Body.Close(); cancel() }, exitOK
+	return resp, func() { resp.Body.Close(); cancel() }, ExitOK
 }
 
 // adminDo sends req and returns the answer's status and body, or, when the
 // API cannot be reached or answered unreadably, the exit code after
 // reporting what went wrong.
-func (c *cli) adminDo(ctx context.Context, name, base string, req adminRequest) (status int, body []byte, code int) {
+func (c *Client) adminDo(ctx context.Context, name, base string, req adminRequest) (status int, body []byte, code int) {
 	resp, done, code := c.adminSend(ctx, name, base, req)
-	if code != exitOK {
+	if code != ExitOK {
 		return 0, nil, code
 	}
 	defer done()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer))
 	if err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: reading the admin API's answer: %v\n", name, err)
-		return 0, nil, exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: reading the admin API's answer: %v\n", name, err)
+		return 0, nil, ExitError
 	}
-	return resp.StatusCode, body, exitOK
+	return resp.StatusCode, body, ExitOK
 }
 
 // decodeAPIError reads an error document; ok is false when body is not
@@ -227,37 +227,37 @@ func decodeAPIError(body []byte) (e adminapi.ErrorDetail, ok bool) {
 
 // apiFailure reports an answer that is not a success and returns the exit
 // code it means.
-func (c *cli) apiFailure(name, u string, status int, body []byte) int {
+func (c *Client) apiFailure(name, u string, status int, body []byte) int {
 	if status == http.StatusUnauthorized {
 		return c.unauthorized(name, u)
 	}
 	e, ok := decodeAPIError(body)
 	if !ok {
 		snippet := strings.TrimSpace(string(body[:min(len(body), 200)]))
-		fmt.Fprintf(c.stderr, "sweepgate %s: %s answered %d %s, not the sweepgate admin API: %s\n", name, u, status, http.StatusText(status), snippet)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: %s answered %d %s, not the sweepgate admin API: %s\n", name, u, status, http.StatusText(status), snippet)
+		return ExitError
 	}
-	fmt.Fprintf(c.stderr, "sweepgate %s: %s\n", name, e.Message)
+	fmt.Fprintf(c.Stderr, "sweepgate %s: %s\n", name, e.Message)
 	switch {
 	case status == http.StatusNotFound && e.Code == adminapi.CodeNotFound:
-		return exitNotFound
+		return ExitNotFound
 	case status == http.StatusBadRequest:
-		return exitUsage
+		return ExitUsage
 	}
-	return exitError
+	return ExitError
 }
 
-func (c *cli) writeIndented(name string, body []byte) int {
+func (c *Client) writeIndented(name string, body []byte) int {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, bytes.TrimSpace(body), "", "  "); err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: %v\n", name, err)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: %v\n", name, err)
+		return ExitError
 	}
 	buf.WriteByte('\n')
-	if _, err := c.stdout.Write(buf.Bytes()); err != nil {
-		return exitError
+	if _, err := c.Stdout.Write(buf.Bytes()); err != nil {
+		return ExitError
 	}
-	return exitOK
+	return ExitOK
 }
 
 // adminFlags are the flags every thin client of the admin API takes.
@@ -271,7 +271,7 @@ type adminFlags struct {
 // --config), with descriptions starting at column width.
 func adminFlagsHelp(width int) string {
 	lines := [][2]string{
-		{"--admin URL", "the gateway's admin listener (default $" + adminURLEnv + ","},
+		{"--admin URL", "the gateway's admin listener (default $" + AdminURLEnv + ","},
 		{"", "else admin.listen of the configuration, " + defaultAdminURL},
 		{"", "unless it sets another)"},
 		{"--token-file F", "send the admin token in file F (default"},
@@ -295,7 +295,7 @@ func adminFlagsHelp(width int) string {
 // parseAdminFlags parses args with the common flags and those that define
 // adds, showing help on -h; ok is false when the command is done, with
 // code its exit status.
-func (c *cli) parseAdminFlags(name string, args []string, help func(*cli, io.Writer), define func(*flag.FlagSet)) (f adminFlags, pos []string, code int, ok bool) {
+func (c *Client) parseAdminFlags(name string, args []string, help func(*Client, io.Writer), define func(*flag.FlagSet)) (f adminFlags, pos []string, code int, ok bool) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.adminFlag(fs, &f.admin)
@@ -305,8 +305,8 @@ func (c *cli) parseAdminFlags(name string, args []string, help func(*cli, io.Wri
 	}
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		help(c, c.stdout)
-		return f, nil, exitOK, false
+		help(c, c.Stdout)
+		return f, nil, ExitOK, false
 	}
 	if err != nil {
 		return f, nil, c.usageError(name, err), false
@@ -314,5 +314,5 @@ func (c *cli) parseAdminFlags(name string, args []string, help func(*cli, io.Wri
 	if f.admin, err = c.adminURL(f.admin); err != nil {
 		return f, nil, c.usageError(name, err), false
 	}
-	return f, pos, exitOK, true
+	return f, pos, ExitOK, true
 }

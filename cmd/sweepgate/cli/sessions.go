@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
-func (c *cli) sessionsHelp(w io.Writer) {
+func (c *Client) sessionsHelp(w io.Writer) {
 	fmt.Fprintf(w, `Usage: sweepgate sessions list [flags]
        sweepgate sessions show [flags] BUCKET UPLOADID
 
@@ -53,7 +53,7 @@ for want of the right admin token.
 `, adminFlagsHelp(18), adminapi.MaxListLimit, adminapi.DefaultListLimit, stateNames())
 }
 
-func (c *cli) sessionsCmd(ctx context.Context, args []string) int {
+func (c *Client) sessionsCmd(ctx context.Context, args []string) int {
 	return c.runSubcommand(ctx, "sessions", c.sessionsHelp, args,
 		subcommand{"list", c.sessionsList}, subcommand{"show", c.sessionsShow})
 }
@@ -68,9 +68,9 @@ type sessionsFlags struct {
 	after  string
 }
 
-func (c *cli) parseSessionsFlags(name string, args []string, forList bool) (sessionsFlags, []string, int, bool) {
+func (c *Client) parseSessionsFlags(name string, args []string, forList bool) (sessionsFlags, []string, int, bool) {
 	f := sessionsFlags{limit: adminapi.DefaultListLimit}
-	af, pos, code, ok := c.parseAdminFlags(name, args, (*cli).sessionsHelp, func(fs *flag.FlagSet) {
+	af, pos, code, ok := c.parseAdminFlags(name, args, (*Client).sessionsHelp, func(fs *flag.FlagSet) {
 		if forList {
 			fs.StringVar(&f.state, "state", "", "")
 			fs.StringVar(&f.bucket, "bucket", "", "")
@@ -82,7 +82,7 @@ func (c *cli) parseSessionsFlags(name string, args []string, forList bool) (sess
 	return f, pos, code, ok
 }
 
-func (c *cli) sessionsList(ctx context.Context, args []string) int {
+func (c *Client) sessionsList(ctx context.Context, args []string) int {
 	const name = "sessions list"
 	f, pos, code, ok := c.parseSessionsFlags(name, args, true)
 	if !ok {
@@ -111,37 +111,37 @@ func (c *cli) sessionsList(ctx context.Context, args []string) int {
 		q.Set("after", f.after)
 	}
 	body, code := c.adminGet(ctx, name, f.admin, "/admin/v1/sessions", q)
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	var list adminapi.SessionList
 	if err := json.Unmarshal(body, &list); err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a session list: %v\n", name, f.admin, err)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not a session list: %v\n", name, f.admin, err)
+		return ExitError
 	}
 	for _, w := range list.Warnings {
-		fmt.Fprintf(c.stderr, "warning: %s\n", w)
+		fmt.Fprintf(c.Stderr, "warning: %s\n", w)
 	}
 	if f.json {
 		return c.writeIndented(name, body)
 	}
 	if len(list.Sessions) == 0 {
-		fmt.Fprintln(c.stdout, "No sessions match.")
-		return exitOK
+		fmt.Fprintln(c.Stdout, "No sessions match.")
+		return ExitOK
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BUCKET\tUPLOAD ID\tSTATE\tOWNER\tLAST ACTIVITY\tKEY")
 	for _, s := range list.Sessions {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(s.Bucket), cell(s.UploadID), cell(s.State), cell(s.Owner), when(s.LastActivity), cell(s.Key))
 	}
 	tw.Flush()
 	if list.Truncated {
-		fmt.Fprintf(c.stderr, "More sessions match than the %d shown; continue with --after %s\n", len(list.Sessions), shellWord(list.Next))
+		fmt.Fprintf(c.Stderr, "More sessions match than the %d shown; continue with --after %s\n", len(list.Sessions), shellWord(list.Next))
 	}
-	return exitOK
+	return ExitOK
 }
 
-func (c *cli) sessionsShow(ctx context.Context, args []string) int {
+func (c *Client) sessionsShow(ctx context.Context, args []string) int {
 	const name = "sessions show"
 	f, pos, code, ok := c.parseSessionsFlags(name, args, false)
 	if !ok {
@@ -152,19 +152,19 @@ func (c *cli) sessionsShow(ctx context.Context, args []string) int {
 	}
 	path := "/admin/v1/sessions/" + url.PathEscape(pos[0]) + "/" + url.PathEscape(pos[1])
 	body, code := c.adminGet(ctx, name, f.admin, path, nil)
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	var ans adminapi.SessionAnswer
 	if err := json.Unmarshal(body, &ans); err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not a session: %v\n", name, f.admin, err)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not a session: %v\n", name, f.admin, err)
+		return ExitError
 	}
 	if f.json {
 		return c.writeIndented(name, body)
 	}
-	writeSession(c.stdout, &ans.Session)
-	return exitOK
+	writeSession(c.Stdout, &ans.Session)
+	return ExitOK
 }
 
 func writeSession(w io.Writer, s *adminapi.SessionDetail) {

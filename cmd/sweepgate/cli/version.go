@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// buildInfo is what sweepgate knows about the build it runs.
-type buildInfo struct {
+// BuildInfo is what sweepgate knows about the build it runs.
+type BuildInfo struct {
 	Version   string // release version, or "devel"
 	Module    string
 	GoVersion string
@@ -20,11 +20,11 @@ type buildInfo struct {
 	Modified  bool   // built from a checkout with uncommitted changes
 }
 
-// readBuildInfo prefers the version given with -ldflags -X, then the module
+// ReadBuildInfo prefers the version given with -ldflags -X, then the module
 // version that `go install module@version` records, and otherwise calls the
 // build "devel" and relies on the VCS stamp to tell builds apart.
-func readBuildInfo(ldflagsVersion string) buildInfo {
-	b := buildInfo{Version: ldflagsVersion, Module: "github.com/sweepgate/sweepgate"}
+func ReadBuildInfo(ldflagsVersion string) BuildInfo {
+	b := BuildInfo{Version: ldflagsVersion, Module: "github.com/sweepgate/sweepgate"}
 	info, ok := debug.ReadBuildInfo()
 	if ok {
 		b.GoVersion = info.GoVersion
@@ -51,7 +51,7 @@ func readBuildInfo(ldflagsVersion string) buildInfo {
 	return b
 }
 
-func (b buildInfo) write(w io.Writer) {
+func (b BuildInfo) write(w io.Writer) {
 	fmt.Fprintf(w, "sweepgate %s\n", b.Version)
 	fmt.Fprintf(w, "  module:   %s\n", b.Module)
 	if b.GoVersion != "" {
@@ -69,24 +69,24 @@ func (b buildInfo) write(w io.Writer) {
 	}
 }
 
-func (c *cli) versionCmd(_ context.Context, args []string) int {
+func (c *Client) versionCmd(_ context.Context, args []string) int {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			c.versionHelp(c.stdout)
-			return exitOK
+			c.versionHelp(c.Stdout)
+			return ExitOK
 		}
 		return c.usageError("version", err)
 	}
 	if fs.NArg() > 0 {
 		return c.usageError("version", fmt.Errorf("unexpected argument %q", strings.Join(fs.Args(), " ")))
 	}
-	readBuildInfo(c.version).write(c.stdout)
-	return exitOK
+	ReadBuildInfo(c.Version).write(c.Stdout)
+	return ExitOK
 }
 
-func (c *cli) versionHelp(w io.Writer) {
+func (c *Client) versionHelp(w io.Writer) {
 	fmt.Fprint(w, `Usage: sweepgate version
 
 Prints sweepgate's version, the Go version it was built with and, when it

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -32,13 +32,13 @@ func TestReclaimCLI(t *testing.T) {
 	}
 
 	code, out, errOut := run("reclaim", "status")
-	if code != exitOK || errOut != "" || !strings.Contains(out, fmt.Sprintf("this gateway (leader@test) leads, term %d.", term)) ||
+	if code != ExitOK || errOut != "" || !strings.Contains(out, fmt.Sprintf("this gateway (leader@test) leads, term %d.", term)) ||
 		!strings.Contains(out, "No pass report yet.") {
 		t.Errorf("status: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 
 	code, out, errOut = run("reclaim", "plan")
-	if code != exitOK || errOut != "" {
+	if code != ExitOK || errOut != "" {
 		t.Fatalf("plan: exit %d, stderr %q", code, errOut)
 	}
 	for _, w := range []string{"Plan for pass 1 (a dry run: nothing was changed), term", "orphan/one.bin", "orphan/two.bin", "Orphans (no session; held, never deleted by a pass; see 'sweepgate reclaim orphans'): 2"} {
@@ -55,19 +55,19 @@ func TestReclaimCLI(t *testing.T) {
 
 	code, out, _ = run("reclaim", "plan", "--json")
 	var plan adminapi.Report
-	if err := json.Unmarshal([]byte(out), &plan); code != exitOK || err != nil || !plan.DryRun || plan.Uploads.Mark.Parts != 2 {
+	if err := json.Unmarshal([]byte(out), &plan); code != ExitOK || err != nil || !plan.DryRun || plan.Uploads.Mark.Parts != 2 {
 		t.Errorf("plan --json: exit %d, %v:\n%s", code, err, out)
 	}
 
 	code, out, errOut = run("reclaim", "run")
-	if code != exitOK || errOut != "" || !strings.Contains(out, "Pass 1, term") || !strings.Contains(out, "Done: marked 1 upload(s) (2 parts), deleted 0 (0 parts, 0 B)") {
+	if code != ExitOK || errOut != "" || !strings.Contains(out, "Pass 1, term") || !strings.Contains(out, "Done: marked 1 upload(s) (2 parts), deleted 0 (0 parts, 0 B)") {
 		t.Errorf("run: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 
 	// status --json prints the report's shape at its top level.
 	code, out, _ = run("reclaim", "status", "--json")
 	var doc map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(out), &doc); code != exitOK || err != nil {
+	if err := json.Unmarshal([]byte(out), &doc); code != ExitOK || err != nil {
 		t.Fatalf("status --json: exit %d, %v:\n%s", code, err, out)
 	}
 	var uploads adminapi.Uploads
@@ -76,7 +76,7 @@ func TestReclaimCLI(t *testing.T) {
 	}
 
 	code, out, _ = run("reclaim", "reports")
-	if code != exitOK || !hasRow(out, "1", fmt.Sprint(term)) || !strings.Contains(out, "PASS") {
+	if code != ExitOK || !hasRow(out, "1", fmt.Sprint(term)) || !strings.Contains(out, "PASS") {
 		t.Errorf("reports: exit %d:\n%s", code, out)
 	}
 
@@ -89,19 +89,19 @@ func checkOrphansCLI(t *testing.T, e *admintest.ReclaimEnv, s admintest.Scenario
 	ref1 := reclaim.OrphanRef{Bucket: s.Bucket, Key: s.KeyO1, UploadID: s.O1}.String()
 	ref2 := reclaim.OrphanRef{Bucket: s.Bucket, Key: s.K2, UploadID: s.O2}.String()
 	code, out, errOut := run("reclaim", "orphans")
-	if code != exitOK || errOut != "" || !strings.Contains(out, "2 orphan(s)") || !strings.Contains(out, "pass 1, finished") ||
+	if code != ExitOK || errOut != "" || !strings.Contains(out, "2 orphan(s)") || !strings.Contains(out, "pass 1, finished") ||
 		!hasRow(out, s.Bucket, s.KeyO1, s.O1) || !strings.Contains(out, "sweepgate reclaim orphans delete --confirm") {
 		t.Errorf("orphans: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	code, out, _ = run("reclaim", "orphans", "list", "--fresh", "--json")
 	var list adminapi.Orphans
-	if err := json.Unmarshal([]byte(out), &list); code != exitOK || err != nil || !list.Fresh || list.Total != 2 {
+	if err := json.Unmarshal([]byte(out), &list); code != ExitOK || err != nil || !list.Fresh || list.Total != 2 {
 		t.Errorf("orphans --fresh --json: exit %d %v:\n%s", code, err, out)
 	}
 
 	// Without --confirm nothing is deleted, and the exit status says so.
 	code, out, errOut = run("reclaim", "orphans", "delete", ref2)
-	if code != exitRefused || !strings.Contains(errOut, "Nothing was deleted. Run again with --confirm") || !strings.Contains(out, "would delete") {
+	if code != ExitRefused || !strings.Contains(errOut, "Nothing was deleted. Run again with --confirm") || !strings.Contains(out, "would delete") {
 		t.Errorf("unconfirmed delete: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	if n := e.PartsOnMinIO(s.Bucket, s.K2, s.O2); n != 1 {
@@ -109,20 +109,20 @@ func checkOrphansCLI(t *testing.T, e *admintest.ReclaimEnv, s admintest.Scenario
 	}
 
 	code, out, errOut = run("reclaim", "orphans", "adopt", "--principal", "backup-tool", ref1)
-	if code != exitOK || errOut != "" || !strings.Contains(out, "Adopted "+ref1) || !strings.Contains(out, "owned by backup-tool") {
+	if code != ExitOK || errOut != "" || !strings.Contains(out, "Adopted "+ref1) || !strings.Contains(out, "owned by backup-tool") {
 		t.Errorf("adopt: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	code, _, errOut = run("reclaim", "orphans", "adopt", "--principal", "backup-tool", ref1)
-	if code != exitError || !strings.Contains(errOut, "not an orphan") {
+	if code != ExitError || !strings.Contains(errOut, "not an orphan") {
 		t.Errorf("adopt again: exit %d, stderr %q", code, errOut)
 	}
 	code, _, errOut = run("reclaim", "orphans", "adopt", "--principal", "p", s.Bucket+"/nope?uploadId=nope")
-	if code != exitNotFound || !strings.Contains(errOut, "no upload") {
+	if code != ExitNotFound || !strings.Contains(errOut, "no upload") {
 		t.Errorf("adopt a missing upload: exit %d, stderr %q", code, errOut)
 	}
 
 	code, out, errOut = run("reclaim", "orphans", "delete", "--confirm", "--principal", "ops", ref2)
-	if code != exitOK || errOut != "" || !strings.Contains(out, "Deleted 1 of 1.") || !hasRow(out, s.Bucket, s.K2, s.O2, "1", "1024", "aborted") {
+	if code != ExitOK || errOut != "" || !strings.Contains(out, "Deleted 1 of 1.") || !hasRow(out, s.Bucket, s.K2, s.O2, "1", "1024", "aborted") {
 		t.Errorf("confirmed delete: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	if n := e.PartsOnMinIO(s.Bucket, s.K2, s.O2); n != -1 {
@@ -130,16 +130,16 @@ func checkOrphansCLI(t *testing.T, e *admintest.ReclaimEnv, s admintest.Scenario
 	}
 	// Its delete was recorded as a session, so it is no orphan any more.
 	code, out, _ = run("reclaim", "orphans", "delete", "--confirm", ref2)
-	if code != exitRefused || !strings.Contains(out, "Deleted 0 of 1") || !strings.Contains(out, "not an orphan") {
+	if code != ExitRefused || !strings.Contains(out, "Deleted 0 of 1") || !strings.Contains(out, "not an orphan") {
 		t.Errorf("deleting a deleted upload: exit %d:\n%s", code, out)
 	}
 	code, out, _ = run("reclaim", "orphans", "delete", "--confirm", s.Bucket+"/nope?uploadId=nope")
-	if code != exitNotFound || !strings.Contains(out, "no such upload") {
+	if code != ExitNotFound || !strings.Contains(out, "no such upload") {
 		t.Errorf("deleting an upload the backend does not have: exit %d:\n%s", code, out)
 	}
 	code, _, _ = run("reclaim", "orphans", "delete", "--confirm", reclaim.OrphanRef{Bucket: s.Bucket, Key: s.KeyK, UploadID: s.K}.String())
-	if code != exitRefused {
-		t.Errorf("deleting a live upload: exit %d, want %d", code, exitRefused)
+	if code != ExitRefused {
+		t.Errorf("deleting a live upload: exit %d, want %d", code, ExitRefused)
 	}
 	if n := e.PartsOnMinIO(s.Bucket, s.KeyK, s.K); n != 1 {
 		t.Fatalf("K has %d parts on MinIO; want 1", n)
@@ -151,8 +151,8 @@ func checkStreamedRunAndFollower(t *testing.T, e *admintest.ReclaimEnv, s admint
 	// On a terminal, the pass is streamed and its report printed the same.
 	e.Clock.Advance(25 * time.Hour)
 	var stdout, stderr syncBuffer
-	c := &cli{stdout: &stdout, stderr: &stderr, isTerminal: func(io.Writer) bool { return true }}
-	if code := c.run(t.Context(), append([]string{"reclaim", "run"}, adminArgs...)); code != exitOK ||
+	c := &Client{Stdout: &stdout, Stderr: &stderr, IsTerminal: func(io.Writer) bool { return true }}
+	if code := runClient(t, c, append([]string{"reclaim", "run"}, adminArgs...)); code != ExitOK ||
 		!strings.Contains(stdout.String(), "Pass 2, term") || !strings.Contains(stdout.String(), "deleted 1 (2 parts, 2.0 KiB)") {
 		t.Errorf("streamed run: exit %d, stderr %q:\n%s", code, stderr.String(), stdout.String())
 	}
@@ -163,11 +163,11 @@ func checkStreamedRunAndFollower(t *testing.T, e *admintest.ReclaimEnv, s admint
 	// A gateway that does not lead names the one that does.
 	follower := serveWithReclaimer(t, e.Store, e.Reclaimer("follower@test"), admin.ReclaimerInfo{ID: "follower@test", Enabled: true})
 	code, _, errOut := runCLI(t, nil, "reclaim", "run", "--admin", follower)
-	if code != exitError || !strings.Contains(errOut, "the leader is leader@test") {
+	if code != ExitError || !strings.Contains(errOut, "the leader is leader@test") {
 		t.Errorf("run on a follower: exit %d, stderr %q", code, errOut)
 	}
 	code, out, _ := runCLI(t, nil, "reclaim", "status", "--admin", follower)
-	if code != exitOK || !strings.Contains(out, fmt.Sprintf("leader@test leads, term %d; this gateway (follower@test) does not.", term)) {
+	if code != ExitOK || !strings.Contains(out, fmt.Sprintf("leader@test leads, term %d; this gateway (follower@test) does not.", term)) {
 		t.Errorf("status on a follower: exit %d:\n%s", code, out)
 	}
 }
@@ -228,33 +228,33 @@ func TestReclaimCLIExitStatus(t *testing.T) {
 		errOut string
 	}{
 		{"run refused", map[string]func(http.ResponseWriter, *http.Request){"POST /admin/v1/reclaim/run": report(refused)},
-			[]string{"run"}, exitRefused, []string{"REFUSED by the breaker, nothing marked or deleted: plan deletes 30 of 40", "max_delete none, max_delete_fraction 0.25"}, ""},
+			[]string{"run"}, ExitRefused, []string{"REFUSED by the breaker, nothing marked or deleted: plan deletes 30 of 40", "max_delete none, max_delete_fraction 0.25"}, ""},
 		{"run stopped", map[string]func(http.ResponseWriter, *http.Request){"POST /admin/v1/reclaim/run": report(stopped)},
-			[]string{"run"}, exitRefused, []string{"STOPPED, nothing further marked or deleted: recorded activity in the future", "(The lists are cut short; the counts are complete.)"}, ""},
+			[]string{"run"}, ExitRefused, []string{"STOPPED, nothing further marked or deleted: recorded activity in the future", "(The lists are cut short; the counts are complete.)"}, ""},
 		{"run ok", map[string]func(http.ResponseWriter, *http.Request){"POST /admin/v1/reclaim/run": report(ok)},
-			[]string{"run"}, exitOK, []string{"Pass 11, term 4"}, ""},
+			[]string{"run"}, ExitOK, []string{"Pass 11, term 4"}, ""},
 		{"plan would refuse", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/plan": report(func() adminapi.Report { r := refused; r.DryRun = true; return r }())},
-			[]string{"plan", "--json"}, exitRefused, []string{`"refused": "plan deletes 30`}, ""},
+			[]string{"plan", "--json"}, ExitRefused, []string{`"refused": "plan deletes 30`}, ""},
 		{"status refused", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(refused)},
-			[]string{"status"}, exitRefused, []string{"Newest pass report:", "REFUSED"}, ""},
+			[]string{"status"}, ExitRefused, []string{"Newest pass report:", "REFUSED"}, ""},
 		{"status stopped json", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(stopped)},
-			[]string{"status", "--json"}, exitRefused, []string{`"stopped": "recorded activity in the future"`}, ""},
+			[]string{"status", "--json"}, ExitRefused, []string{`"stopped": "recorded activity in the future"`}, ""},
 		{"status nothing yet", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": status(adminapi.Report{})},
-			[]string{"status"}, exitOK, []string{"no gateway leads now", "No pass report yet."}, ""},
+			[]string{"status"}, ExitOK, []string{"no gateway leads now", "No pass report yet."}, ""},
 		{"no reports", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/reports": func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, adminapi.Reports{Reports: []adminapi.Report{}})
-		}}, []string{"reports"}, exitOK, []string{"No pass reports yet."}, ""},
+		}}, []string{"reports"}, ExitOK, []string{"No pass reports yet."}, ""},
 		{"not leader", map[string]func(http.ResponseWriter, *http.Request){"POST /admin/v1/reclaim/run": func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusConflict, adminapi.NotLeader{Error: adminapi.ErrorDetail{Code: adminapi.CodeNotLeader, Message: "the leader is b@y (term 3)"}, Leader: &adminapi.Leader{ID: "b@y", Term: 3}})
-		}}, []string{"run"}, exitError, nil, "the leader is b@y"},
+		}}, []string{"run"}, ExitError, nil, "the leader is b@y"},
 		{"not the API", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/status": func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusBadGateway)
 			io.WriteString(w, "<html>bad gateway</html>")
-		}}, []string{"status"}, exitError, nil, "not the sweepgate admin API"},
-		{"old gateway", nil, []string{"plan"}, exitNotFound, nil, "no such endpoint"},
+		}}, []string{"status"}, ExitError, nil, "not the sweepgate admin API"},
+		{"old gateway", nil, []string{"plan"}, ExitNotFound, nil, "no such endpoint"},
 		{"disabled", map[string]func(http.ResponseWriter, *http.Request){"GET /admin/v1/reclaim/orphans": func(w http.ResponseWriter, r *http.Request) {
 			writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeReclaimDisabled, "this gateway has no reclaimer")
-		}}, []string{"orphans"}, exitError, nil, "this gateway has no reclaimer"},
+		}}, []string{"orphans"}, ExitError, nil, "this gateway has no reclaimer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -302,19 +302,19 @@ func TestReclaimCLIProgress(t *testing.T) {
 	})
 	terminal := func(args ...string) (int, string, string) {
 		var stdout, stderr syncBuffer
-		c := &cli{stdout: &stdout, stderr: &stderr, isTerminal: func(io.Writer) bool { return true }}
-		code := c.run(t.Context(), append(args, "--admin", base))
+		c := &Client{Stdout: &stdout, Stderr: &stderr, IsTerminal: func(io.Writer) bool { return true }}
+		code := runClient(t, c, append(args, "--admin", base))
 		return code, stdout.String(), stderr.String()
 	}
 	code, out, errOut := terminal("reclaim", "plan")
-	if code != exitOK || !strings.Contains(out, "(a dry run: nothing was changed)") {
+	if code != ExitOK || !strings.Contains(out, "(a dry run: nothing was changed)") {
 		t.Errorf("plan: exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 	if !strings.Contains(errOut, "\r\x1b[Kplan 3: inventory photos, 3000 uploads seen (keep 3000, mark 0, delete 0, hold 0), 3s") || !strings.HasSuffix(errOut, "\r\x1b[K") {
 		t.Errorf("progress on stderr: %q", errOut)
 	}
 	code, _, errOut = terminal("reclaim", "run")
-	if code != exitError || !strings.Contains(errOut, "the answer ended early") || !strings.Contains(errOut, "sweepgate reclaim status") {
+	if code != ExitError || !strings.Contains(errOut, "the answer ended early") || !strings.Contains(errOut, "sweepgate reclaim status") {
 		t.Errorf("cut-short stream: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -18,7 +18,7 @@ const defaultHealthcheckTimeout = 10 * time.Second
 // healthcheckCmd probes a running gateway's admin listener, /healthz or,
 // with --ready, /readyz, and exits 0 when it answers 200 and 1 otherwise:
 // what a container's HEALTHCHECK runs in an image with no shell or curl.
-func (c *cli) healthcheckCmd(ctx context.Context, args []string) int {
+func (c *Client) healthcheckCmd(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var admin string
@@ -28,8 +28,8 @@ func (c *cli) healthcheckCmd(ctx context.Context, args []string) int {
 	timeout := fs.Duration("timeout", defaultHealthcheckTimeout, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			c.healthcheckHelp(c.stdout)
-			return exitOK
+			c.healthcheckHelp(c.Stdout)
+			return ExitOK
 		}
 		return c.usageError("healthcheck", err)
 	}
@@ -41,8 +41,8 @@ func (c *cli) healthcheckCmd(ctx context.Context, args []string) int {
 	}
 	base, err := c.adminURL(admin)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate healthcheck: %v\n", err)
-		return exitUsage
+		fmt.Fprintf(c.Stderr, "sweepgate healthcheck: %v\n", err)
+		return ExitUsage
 	}
 	path := "/healthz"
 	if *ready {
@@ -52,26 +52,26 @@ func (c *cli) healthcheckCmd(ctx context.Context, args []string) int {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate healthcheck: %v\n", err)
-		return exitUsage
+		fmt.Fprintf(c.Stderr, "sweepgate healthcheck: %v\n", err)
+		return ExitUsage
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "sweepgate healthcheck: %s: %v\n", base+path, err)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate healthcheck: %s: %v\n", base+path, err)
+		return ExitError
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	answer := strings.TrimSpace(string(body))
 	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(c.stderr, "sweepgate healthcheck: %s: %s %s\n", base+path, resp.Status, answer)
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate healthcheck: %s: %s %s\n", base+path, resp.Status, answer)
+		return ExitError
 	}
-	fmt.Fprintf(c.stdout, "%s: %s\n", base+path, answer)
-	return exitOK
+	fmt.Fprintf(c.Stdout, "%s: %s\n", base+path, answer)
+	return ExitOK
 }
 
-func (c *cli) healthcheckHelp(w io.Writer) {
+func (c *Client) healthcheckHelp(w io.Writer) {
 	fmt.Fprint(w, `Usage: sweepgate healthcheck [--ready] [--admin URL] [--config FILE] [--timeout D]
 
 Asks a running gateway whether it is alive (/healthz) or, with --ready,

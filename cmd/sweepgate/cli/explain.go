@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 // explainClientTimeout is above the server's own bound on an explanation.
 const explainClientTimeout = adminapi.ExplainTimeout + 30*time.Second
 
-func (c *cli) explainHelp(w io.Writer) {
+func (c *Client) explainHelp(w io.Writer) {
 	fmt.Fprintf(w, `Usage: sweepgate explain [flags] BUCKET UPLOADID
        sweepgate explain [flags] DIGEST
 
@@ -70,10 +70,10 @@ right admin token.
 `, adminFlagsHelp(18))
 }
 
-func (c *cli) explainCmd(ctx context.Context, args []string) int {
+func (c *Client) explainCmd(ctx context.Context, args []string) int {
 	const name = "explain"
 	var key string
-	f, pos, code, ok := c.parseAdminFlags(name, args, (*cli).explainHelp, func(fs *flag.FlagSet) {
+	f, pos, code, ok := c.parseAdminFlags(name, args, (*Client).explainHelp, func(fs *flag.FlagSet) {
 		fs.StringVar(&key, "key", "", "")
 	})
 	if !ok {
@@ -97,7 +97,7 @@ func (c *cli) explainCmd(ctx context.Context, args []string) int {
 		return c.usageError(name, fmt.Errorf("want BUCKET UPLOADID or DIGEST, got %d argument(s)", len(pos)))
 	}
 	status, body, code := c.adminDo(ctx, name, f.admin, adminRequest{method: http.MethodGet, path: path, query: q, timeout: explainClientTimeout})
-	if code != exitOK {
+	if code != ExitOK {
 		return code
 	}
 	if status != http.StatusOK {
@@ -109,25 +109,25 @@ func (c *cli) explainCmd(ctx context.Context, args []string) int {
 	if len(pos) == 1 {
 		var ex adminapi.DigestExplanation
 		if err := dec.Decode(&ex); err != nil || ex.Verdict == "" {
-			fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not an explanation: %s\n", name, f.admin, snippet(body, err))
-			return exitError
+			fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not an explanation: %s\n", name, f.admin, snippet(body, err))
+			return ExitError
 		}
 		if f.json {
 			return c.writeIndented(name, body)
 		}
-		writeDigestExplanation(c.stdout, &ex)
-		return exitOK
+		writeDigestExplanation(c.Stdout, &ex)
+		return ExitOK
 	}
 	var ex adminapi.UploadExplanation
 	if err := dec.Decode(&ex); err != nil || ex.Verdict == "" {
-		fmt.Fprintf(c.stderr, "sweepgate %s: the admin API at %s answered something that is not an explanation: %s\n", name, f.admin, snippet(body, err))
-		return exitError
+		fmt.Fprintf(c.Stderr, "sweepgate %s: the admin API at %s answered something that is not an explanation: %s\n", name, f.admin, snippet(body, err))
+		return ExitError
 	}
 	if f.json {
 		return c.writeIndented(name, body)
 	}
-	writeUploadExplanation(c.stdout, &ex)
-	return exitOK
+	writeUploadExplanation(c.Stdout, &ex)
+	return ExitOK
 }
 
 func writeUploadExplanation(w io.Writer, ex *adminapi.UploadExplanation) {

@@ -186,28 +186,6 @@ func (s *digestSweep) begin(ctx context.Context) error {
 	return s.save(ctx)
 }
 
-// keepsAll reports whether the sweep deletes nothing this pass, and why.
-func (s *digestSweep) keepsAll() (string, bool) {
-	rep := &s.cur.Report
-	switch {
-	case rep.Kept != "":
-		return rep.Kept, true
-	case rep.Rebuild.Failed != "":
-		return "the rebuild failed: " + rep.Rebuild.Failed, true
-	case rep.Refused != "":
-		return "refused by the breaker: " + rep.Refused, true
-	}
-	return "", false
-}
-
-// keepAll records that the sweep keeps everything this pass.
-func (s *digestSweep) keepAll(why string) {
-	if s.cur.Report.Kept == "" {
-		s.cur.Report.Kept = why
-	}
-	s.log.Warn("digest sweep keeps everything this pass", "pass", s.cur.Pass, "why", why)
-}
-
 // logReport writes the sweep's summary to the log.
 func (s *digestSweep) logReport() {
 	rep := &s.cur.Report

@@ -50,7 +50,7 @@ func (s *digestSweep) tombstones(ctx context.Context) error {
 			page = s3client.ObjectPage{Done: true}
 		case isDenied(err):
 			// Nothing in a namespace the backend denies is judged: the
-			// sweep goes on with the next one (see denied.go).
+			// sweep goes on with the next one (see isDenied and denied in keepall.go).
 			s.denied(ns.Bucket, "namespace", ns.Name, err)
 			page = s3client.ObjectPage{Done: true}
 		case err != nil:

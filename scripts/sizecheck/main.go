@@ -1,10 +1,13 @@
 // Command sizecheck keeps the module's Go files readable at a glance: it
 // fails when a file (test files included, testdata excluded) is over 600
-// lines without a reason, or when a function or method is over 100 lines
-// without one and its body is not mostly a composite literal (a table).
+// lines without a reason, when a function or method is over 100 lines
+// without one and its body is not mostly a composite literal (a table), or
+// when a directory holds more than 25 non-test Go files (one package that
+// has grown several ideas) without one.
 //
 // A reason is a comment line starting with "// Size:": for a file, within
-// its first 15 lines; for a function, in its doc comment.
+// its first 15 lines; for a function, in its doc comment; for a package,
+// within the first 15 lines of its doc.go.
 //
 //	go run ./scripts/sizecheck          check the module from the working directory
 //	go run ./scripts/sizecheck DIR...   check these directories
@@ -19,14 +22,18 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
 const (
 	maxFileLines = 600
 	maxFuncLines = 100
+	// maxPackageFiles is the most non-test Go files one directory holds.
+	maxPackageFiles = 25
 	// reasonWithin is how many lines at the top of a file may hold its
 	// reason.
 	reasonWithin = 15
@@ -60,6 +67,8 @@ func main() {
 // directories and bin.
 func checkTree(root string) ([]string, error) {
 	var offenders []string
+	// files counts the non-test Go files of each directory.
+	files := map[string]int{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -74,11 +83,32 @@ func checkTree(root string) ([]string, error) {
 		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
+		if !strings.HasSuffix(path, "_test.go") {
+			files[filepath.Dir(path)]++
+		}
 		found, err := checkFile(path)
 		offenders = append(offenders, found...)
 		return err
 	})
-	return offenders, err
+	if err != nil {
+		return offenders, err
+	}
+	for _, dir := range slices.Sorted(maps.Keys(files)) {
+		if n := files[dir]; n > maxPackageFiles && !packageHasReason(dir) {
+			offenders = append(offenders, fmt.Sprintf("%s: package has %d non-test Go files (over %d) and no %q line in its doc.go giving the reason",
+				dir, n, maxPackageFiles, reasonPrefix))
+		}
+	}
+	return offenders, nil
+}
+
+// packageHasReason reports whether dir's doc.go has a reason line within
+// its first reasonWithin lines.
+func packageHasReason(dir string) bool {
+	path := filepath.Join(dir, "doc.go")
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.PackageClauseOnly)
+	return err == nil && fileHasReason(fset, f)
 }
 
 // checkFile returns the offences of one file, in line order.

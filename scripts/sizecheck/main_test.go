@@ -114,3 +114,47 @@ func TestCheckTreeSkipsTestdata(t *testing.T) {
 		t.Fatalf("offences %q, want just the test file", got)
 	}
 }
+
+// TestCheckTreePackageFiles: a directory of more than maxPackageFiles
+// non-test Go files is an offence, unless its doc.go gives the reason;
+// test files do not count.
+func TestCheckTreePackageFiles(t *testing.T) {
+	write := func(dir, name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill := func(dir string, n int) {
+		for i := range n {
+			write(dir, fmt.Sprintf("f%d.go", i), "package x\n")
+			write(dir, fmt.Sprintf("f%d_test.go", i), "package x\n")
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		files int
+		doc   string
+		want  bool
+	}{
+		{"at the limit", maxPackageFiles, "", false},
+		{"over the limit", maxPackageFiles + 1, "", true},
+		{"over the limit with a reason", maxPackageFiles, "// Size: one idea, many generated files.\npackage x\n", false},
+		{"over the limit, doc.go without a reason", maxPackageFiles, "// Package x is x.\npackage x\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			fill(root, tc.files)
+			if tc.doc != "" {
+				write(root, "doc.go", tc.doc)
+			}
+			got, err := checkTree(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if flagged := len(got) == 1 && strings.Contains(got[0], "non-test Go files"); flagged != tc.want || len(got) > 1 {
+				t.Fatalf("offences %q, want a package offence: %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -15,7 +15,11 @@ import (
 // sends it with the client's verified payload, or with a body of its own.
 // Each call returns a new request; the payload can be sent once.
 type Forward struct {
-	req     *http.Request
+	req *http.Request
+	// prepare, when set, readies each clone of req for the backend: the
+	// forward is built for every request a service might send on, and
+	// clones only for those it does.
+	prepare func(out *http.Request)
 	payload *sigv4.Payload
 }
 
@@ -23,6 +27,13 @@ type Forward struct {
 // body is payload (nil: no body).
 func NewForward(req *http.Request, payload *sigv4.Payload) *Forward {
 	return &Forward{req: req, payload: payload}
+}
+
+// PrepareForward returns the forward of in, a client's request, whose body
+// is payload (nil: no body): each request it builds is a clone of in that
+// prepare readies for the backend. Nothing is cloned until one is built.
+func PrepareForward(in *http.Request, prepare func(out *http.Request), payload *sigv4.Payload) *Forward {
+	return &Forward{req: in, prepare: prepare, payload: payload}
 }
 
 // Request returns the request carrying the client's verified payload. It
@@ -88,6 +99,9 @@ func (f *Forward) clone() *http.Request {
 	out := f.req.Clone(f.req.Context())
 	if out.Header == nil {
 		out.Header = make(http.Header)
+	}
+	if f.prepare != nil {
+		f.prepare(out)
 	}
 	return out
 }

@@ -36,19 +36,20 @@ func (g *Gateway) multipartCall(r *http.Request, req *request) *multipart.Call {
 	}
 }
 
-// forwardOf prepares in, a verified client request, for the backend:
+// forwardOf prepares in, a verified client request, for the backend (each
+// request a service builds from it, cloned only then):
 // path-style, without the client's signature, the hop-by-hop headers and
 // Accept-Encoding (a service reads some answers itself: they must not come
 // back compressed). A service sends it with the client's verified payload
 // or a body of its own (backend.Forward).
 func (g *Gateway) forwardOf(in *http.Request, req *request) *backend.Forward {
-	out := in.Clone(in.Context())
-	out.RequestURI = ""
-	out.Close = false
-	for _, h := range hopHeaders {
-		out.Header.Del(h)
-	}
-	g.addressBackend(out, in, req)
-	out.Header.Del("Accept-Encoding")
-	return backend.NewForward(out, req.auth.Payload)
+	return backend.PrepareForward(in, func(out *http.Request) {
+		out.RequestURI = ""
+		out.Close = false
+		for _, h := range hopHeaders {
+			out.Header.Del(h)
+		}
+		g.addressBackend(out, in, req)
+		out.Header.Del("Accept-Encoding")
+	}, req.auth.Payload)
 }

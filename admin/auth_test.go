@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sweepgate/sweepgate/logbuf"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
@@ -22,9 +24,9 @@ const testToken = "s3cr3t-admin-token-0123456789"
 // newTokenAdminServer serves the real admin handler over store (nil:
 // sessions off) with token required, and returns its base URL and the
 // handler's log.
-func newTokenAdminServer(t *testing.T, store *etcdstore.Store, token config.Secret) (string, *syncBuffer) {
+func newTokenAdminServer(t *testing.T, store *etcdstore.Store, token config.Secret) (string, *logbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	a := &handler{
 		registry: prometheus.NewRegistry(),

@@ -1,34 +1,14 @@
 package admin
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
 )
 
-// syncBuffer is a bytes.Buffer safe for a logger writing from many
-// goroutines while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 func get(t *testing.T, client *http.Client, url string) (int, string) {
 	t.Helper()
 	resp, err := client.Get(url)

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sweepgate/sweepgate/logbuf"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sweepgate/sweepgate/admin/adminapi"
@@ -134,7 +136,7 @@ func TestHostPolicy(t *testing.T) {
 // without, on every path of the admin listener, and the refusal is logged.
 func TestAdminRefusesForeignHost(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	a := &handler{
 		registry: prometheus.NewRegistry(),

@@ -3,7 +3,6 @@
 package etcdstore
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
@@ -11,25 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sweepgate/sweepgate/logbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func startEmbedded(t *testing.T, dir string, log *slog.Logger) *Embedded {
 	t.Helper()
@@ -52,7 +35,7 @@ func TestEmbeddedKeepsDataAcrossRestart(t *testing.T) {
 	// A directory etcd creates itself gets owner-only permissions; one that
 	// exists with wider ones earns a warning.
 	dir := filepath.Join(t.TempDir(), "etcd")
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	e := startEmbedded(t, dir, log)

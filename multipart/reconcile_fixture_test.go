@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/logbuf"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -113,24 +115,6 @@ func (b *tap) total() int {
 	return len(b.calls)
 }
 
-// syncBuffer collects log output written from any goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type fixture struct {
 	t      *testing.T
 	su     *suite
@@ -139,7 +123,7 @@ type fixture struct {
 	clock  *clock
 	tap    *tap
 	svc    *multipart.Service
-	logs   *syncBuffer
+	logs   *logbuf.Buffer
 }
 
 // fixture returns a subtest's fixture over the suite's etcd.
@@ -160,7 +144,7 @@ func (su *suite) fixtureOn(t *testing.T, cli *clientv3.Client, backend multipart
 		bucket: harness.BucketName(t),
 		clock:  &clock{t: t0},
 		tap:    &tap{Backend: backend},
-		logs:   &syncBuffer{},
+		logs:   &logbuf.Buffer{},
 	}
 	if _, err := su.s3.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(f.bucket)}); err != nil {
 		t.Fatalf("CreateBucket: %v", err)

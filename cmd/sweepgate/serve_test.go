@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/logbuf"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
@@ -65,7 +67,7 @@ func newBackend(t *testing.T) *standInBackend {
 // runningServe is a serve command running in-process.
 type runningServe struct {
 	addrs  serving
-	logs   *syncBuffer
+	logs   *logbuf.Buffer
 	cancel context.CancelFunc
 	done   chan struct{} // closed when serve returns
 	code   int           // its exit code, once done is closed
@@ -119,7 +121,7 @@ func baseArgs(t *testing.T, b *standInBackend) []string {
 func startServe(t *testing.T, args ...string) *runningServe {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	s := &runningServe{logs: &syncBuffer{}, cancel: cancel, done: make(chan struct{}),
+	s := &runningServe{logs: &logbuf.Buffer{}, cancel: cancel, done: make(chan struct{}),
 		cliEnv: []string{"SWEEPGATE_ETCD_EMBEDDED_DATA_DIR=" + argValue(args, "--etcd-embedded-data-dir")}}
 	ready := make(chan serving, 1)
 	c := &app{

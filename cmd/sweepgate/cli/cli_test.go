@@ -1,35 +1,16 @@
 package cli
 
 import (
-	"bytes"
-	"sync"
 	"testing"
+
+	"github.com/sweepgate/sweepgate/logbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger writing from many
-// goroutines while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // runCLI runs one client command in-process and returns its exit code and
 // output.
 func runCLI(t *testing.T, environ []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut logbuf.Buffer
 	c := &Client{Stdout: &out, Stderr: &errOut, Environ: environ, Version: "v0.0.0-test"}
 	code = runClient(t, c, args)
 	return code, out.String(), errOut.String()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/logbuf"
+
 	"github.com/sweepgate/sweepgate/admin"
 	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/admin/admintest"
@@ -35,9 +37,9 @@ const testToken = "s3cr3t-admin-token-0123456789"
 // newTokenAdminServer serves the real admin handler over store (nil:
 // sessions off) with token required, and returns its base URL and the
 // handler's log.
-func newTokenAdminServer(t *testing.T, store *etcdstore.Store, token config.Secret) (string, *syncBuffer) {
+func newTokenAdminServer(t *testing.T, store *etcdstore.Store, token config.Secret) (string, *logbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	cfg := loopback(admin.Config{Store: store, Token: token, Logger: log})
 	srv := httptest.NewServer(admin.New(cfg))

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweepgate/sweepgate/logbuf"
+
 	"github.com/sweepgate/sweepgate/admin"
 	"github.com/sweepgate/sweepgate/admin/adminapi"
 	"github.com/sweepgate/sweepgate/admin/admintest"
@@ -150,7 +152,7 @@ func checkStreamedRunAndFollower(t *testing.T, e *admintest.ReclaimEnv, s admint
 	t.Helper()
 	// On a terminal, the pass is streamed and its report printed the same.
 	e.Clock.Advance(25 * time.Hour)
-	var stdout, stderr syncBuffer
+	var stdout, stderr logbuf.Buffer
 	c := &Client{Stdout: &stdout, Stderr: &stderr, IsTerminal: func(io.Writer) bool { return true }}
 	if code := runClient(t, c, append([]string{"reclaim", "run"}, adminArgs...)); code != ExitOK ||
 		!strings.Contains(stdout.String(), "Pass 2, term") || !strings.Contains(stdout.String(), "deleted 1 (2 parts, 2.0 KiB)") {
@@ -301,7 +303,7 @@ func TestReclaimCLIProgress(t *testing.T) {
 		},
 	})
 	terminal := func(args ...string) (int, string, string) {
-		var stdout, stderr syncBuffer
+		var stdout, stderr logbuf.Buffer
 		c := &Client{Stdout: &stdout, Stderr: &stderr, IsTerminal: func(io.Writer) bool { return true }}
 		code := runClient(t, c, append(args, "--admin", base))
 		return code, stdout.String(), stderr.String()

@@ -291,24 +291,23 @@ func runOutageWorker(ctx context.Context, sdk *s3.Client, bucket string, w int, 
 // the request itself). It returns how many it tried.
 func outageMultipart(t *testing.T, sdk *s3.Client, bucket, phase string, until time.Time, inflight *inflightUpload) int {
 	t.Helper()
-	ctx := t.Context()
 	calls := []struct {
 		name string
-		call func() error
+		call func(ctx context.Context) error
 	}{
-		{"CreateMultipartUpload", func() error {
+		{"CreateMultipartUpload", func(ctx context.Context) error {
 			_, err := sdk.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("uploads/" + phase)})
 			return err
 		}},
-		{"UploadPart of an upload begun before", func() error {
+		{"UploadPart of an upload begun before", func(ctx context.Context) error {
 			_, err := uploadPart(ctx, sdk, bucket, inflight.key, inflight.id, 2, inflight.lastPart())
 			return err
 		}},
-		{"ListParts of an upload begun before", func() error {
+		{"ListParts of an upload begun before", func(ctx context.Context) error {
 			_, err := sdk.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(inflight.key), UploadId: aws.String(inflight.id)})
 			return err
 		}},
-		{"CompleteMultipartUpload of an upload begun before", func() error {
+		{"CompleteMultipartUpload of an upload begun before", func(ctx context.Context) error {
 			_, err := completeUpload(ctx, sdk, bucket, inflight.key, inflight.id, []s3types.CompletedPart{inflight.first})
 			return err
 		}},
@@ -316,9 +315,13 @@ func outageMultipart(t *testing.T, sdk *s3.Client, bucket, phase string, until t
 	n := 0
 	for time.Now().Before(until) {
 		c := calls[n%len(calls)]
+		// A call that hangs is cut off a little after the bound, so that
+		// it fails here and names itself instead of stalling the test.
+		ctx, cancel := context.WithTimeout(t.Context(), outageRequestTimeout+5*time.Second)
 		start := time.Now()
-		err := c.call()
+		err := c.call(ctx)
 		took := time.Since(start)
+		cancel()
 		n++
 		var api smithy.APIError
 		if !errors.As(err, &api) || api.ErrorCode() != "SlowDown" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // A refused digest plan pauses the digest sweep: a new leader whose
@@ -19,45 +20,45 @@ import (
 func TestDigestPauseHolds(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 4)
-	d.ageBlobs()
-	cfgA := d.config()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 4)
+	d.AgeBlobs()
+	cfgA := d.Config()
 	cfgA.ID = "a"
 	cfgA.Digests.MaxDelete = 3
-	a := d.start(cfgA)
-	d.digestPass(a)
-	refused := d.digestPass(a)
-	if !contains(refused.Refused, "4 of 10 stored blobs", "above max_delete:") || refused.Paused {
+	a := d.Start(cfgA)
+	d.DigestPass(a)
+	refused := d.DigestPass(a)
+	if !reclaimtest.Contains(refused.Refused, "4 of 10 stored blobs", "above max_delete:") || refused.Paused {
 		t.Fatalf("refused = %q paused %v, want a fresh refusal", refused.Refused, refused.Paused)
 	}
-	if p, ok := d.pause(reclaim.PauseDigests); !ok || p.Pass != 2 || p.Reason != refused.Refused {
+	if p, ok := d.Pause(reclaim.PauseDigests); !ok || p.Pass != 2 || p.Reason != refused.Refused {
 		t.Fatalf("pause = %+v (%v), want pass 2 with the refusal", p, ok)
 	}
 
-	cfgB := d.config()
+	cfgB := d.Config()
 	cfgB.ID, cfgB.Metrics = "b", nil
-	b := d.run(cfgB)
-	d.handOverTo(b)
-	rep := d.digestPass(b)
-	if !rep.Paused || rep.Deleted != 0 || !contains(rep.Refused, "digests sweep is paused since pass 2", "resume --digests") {
+	b := d.Run(cfgB)
+	d.env().handOverTo(b)
+	rep := d.DigestPass(b)
+	if !rep.Paused || rep.Deleted != 0 || !reclaimtest.Contains(rep.Refused, "digests sweep is paused since pass 2", "resume --digests") {
 		t.Errorf("new leader's digest sweep paused %v deleted %d refused %q; want paused", rep.Paused, rep.Deleted, rep.Refused)
 	}
-	if rep.Ready != 4 || d.be.deletes.Load() != 0 {
-		t.Errorf("paused sweep: %d ready, %d deletes; want the 4 judged ready and none deleted", rep.Ready, d.be.deletes.Load())
+	if rep.Ready != 4 || d.Be.Deletes.Load() != 0 {
+		t.Errorf("paused sweep: %d ready, %d deletes; want the 4 judged ready and none deleted", rep.Ready, d.Be.Deletes.Load())
 	}
-	d.wantPresent("paused", true, append(refd, unref...)...)
+	d.WantPresent("paused", true, append(refd, unref...)...)
 
 	if _, err := b.Resume(t.Context(), "bob", reclaim.PauseDigests); err != nil {
 		t.Fatal(err)
 	}
-	rep = d.digestPass(b)
+	rep = d.DigestPass(b)
 	if rep.Refused != "" || rep.Deleted != 4 {
 		t.Errorf("after the resume: refused %q, deleted %d; want the 4 deleted", rep.Refused, rep.Deleted)
 	}
-	d.wantPresent("resumed", false, unref...)
-	d.wantPresent("resumed", true, refd...)
+	d.WantPresent("resumed", false, unref...)
+	d.WantPresent("resumed", true, refd...)
 }
 
 // New pending tombstones (the digest sweep's marks) are limited on their
@@ -66,28 +67,28 @@ func TestDigestPauseHolds(t *testing.T) {
 func TestDigestBreakerLimitsMarks(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 4)
-	d.ageBlobs()
-	cfg := d.config()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 4)
+	d.AgeBlobs()
+	cfg := d.Config()
 	cfg.Digests.MaxMark = 3
-	r := d.start(cfg)
-	rep := d.digestPass(r)
-	if !contains(rep.Refused, "marks (makes pending) 4 of 10 stored blobs", "above max_mark:") {
+	r := d.Start(cfg)
+	rep := d.DigestPass(r)
+	if !reclaimtest.Contains(rep.Refused, "marks (makes pending) 4 of 10 stored blobs", "above max_mark:") {
 		t.Errorf("refused = %q, want the marks ceiling", rep.Refused)
 	}
 	if b := rep.Breaker; b.MarkBlobs != 4 || b.MaxMark != 3 || b.StoredBlobs != 10 {
 		t.Errorf("breaker = %+v", b)
 	}
-	if _, ok := d.pause(reclaim.PauseDigests); !ok {
+	if _, ok := d.Pause(reclaim.PauseDigests); !ok {
 		t.Fatal("the refusal did not pause the digest sweep")
 	}
-	rep = d.digestPass(r)
-	if !rep.Paused || rep.Deleted != 0 || d.be.deletes.Load() != 0 {
-		t.Errorf("next pass paused %v deleted %d (%d deletes sent); want paused, nothing deleted", rep.Paused, rep.Deleted, d.be.deletes.Load())
+	rep = d.DigestPass(r)
+	if !rep.Paused || rep.Deleted != 0 || d.Be.Deletes.Load() != 0 {
+		t.Errorf("next pass paused %v deleted %d (%d deletes sent); want paused, nothing deleted", rep.Paused, rep.Deleted, d.Be.Deletes.Load())
 	}
-	d.wantPresent("paused", true, unref...)
+	d.WantPresent("paused", true, unref...)
 }
 
 // A digest sweep interrupted in its collect phase (guards armed, nothing
@@ -97,26 +98,26 @@ func TestDigestBreakerLimitsMarks(t *testing.T) {
 func TestDigestResumedCollectChecksAgain(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 4)
-	d.ageBlobs()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 4)
+	d.AgeBlobs()
 	var armed atomic.Bool
-	cfgA := d.config()
+	cfgA := d.Config()
 	cfgA.ID = "a"
 	cfgA.Fault = func(point string) {
 		if point == digestsweep.FaultGuarded && armed.CompareAndSwap(true, false) {
-			d.revokeLeader()
+			d.RevokeLeader()
 		}
 	}
-	a := d.start(cfgA)
-	cfgB := d.config()
+	a := d.Start(cfgA)
+	cfgB := d.Config()
 	cfgB.ID, cfgB.Metrics = "b", nil
 	cfgB.Digests.MaxDelete = 3
-	b := d.run(cfgB)
-	d.digestPass(a)
+	b := d.Run(cfgB)
+	d.DigestPass(a)
 	armed.Store(true)
-	if _, err := d.trigger(a); !errors.Is(err, reclaim.ErrFenced) {
+	if _, err := d.Trigger(a); !errors.Is(err, reclaim.ErrFenced) {
 		t.Fatalf("interrupted pass error = %v, want ErrFenced", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -124,15 +125,15 @@ func TestDigestResumedCollectChecksAgain(t *testing.T) {
 	if _, err := b.Elector().AwaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep := d.digestPass(b)
-	if rep.Resumed != 1 || rep.Deleted != 0 || !contains(rep.Refused, "above max_delete:") {
+	rep := d.DigestPass(b)
+	if rep.Resumed != 1 || rep.Deleted != 0 || !reclaimtest.Contains(rep.Refused, "above max_delete:") {
 		t.Errorf("resumed %d, deleted %d, refused %q; want resumed once, refused by the stricter ceiling", rep.Resumed, rep.Deleted, rep.Refused)
 	}
-	if d.be.deletes.Load() != 0 {
-		t.Errorf("%d deletes sent, want none", d.be.deletes.Load())
+	if d.Be.Deletes.Load() != 0 {
+		t.Errorf("%d deletes sent, want none", d.Be.Deletes.Load())
 	}
-	d.wantPresent("resumed", true, append(refd, unref...)...)
-	if p, ok := d.pause(reclaim.PauseDigests); !ok || !contains(p.Reason, "above max_delete:") {
+	d.WantPresent("resumed", true, append(refd, unref...)...)
+	if p, ok := d.Pause(reclaim.PauseDigests); !ok || !reclaimtest.Contains(p.Reason, "above max_delete:") {
 		t.Errorf("pause = %+v (%v), want the digest sweep paused", p, ok)
 	}
 }

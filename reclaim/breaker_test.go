@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
@@ -267,6 +268,99 @@ func TestResumedPassChecksAgain(t *testing.T) {
 			}
 			if p, ok := e.Pause(reclaim.PauseUploads); !ok || tt == "stricter settings" && !reclaimtest.Contains(p.Reason, "above max_mark:") {
 				t.Errorf("pause = %+v (%v), want the upload sweep paused", p, ok)
+			}
+		})
+	}
+}
+
+// A refused digest plan pauses the digest sweep: a new leader whose
+// ceilings let the plan through still deletes nothing (the tombstones are
+// still judged), until a person resumes; then the next pass deletes.
+func TestDigestPauseHolds(t *testing.T) {
+	t.Parallel()
+	d := newDigestEnv(t)
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 4)
+	d.AgeBlobs()
+	cfgA := d.Config()
+	cfgA.ID = "a"
+	cfgA.Digests.MaxDelete = 3
+	a := d.Start(cfgA)
+	d.DigestPass(a)
+	refused := d.DigestPass(a)
+	if !reclaimtest.Contains(refused.Refused, "4 of 10 stored blobs", "above max_delete:") || refused.Paused {
+		t.Fatalf("refused = %q paused %v, want a fresh refusal", refused.Refused, refused.Paused)
+	}
+	if p, ok := d.Pause(reclaim.PauseDigests); !ok || p.Pass != 2 || p.Reason != refused.Refused {
+		t.Fatalf("pause = %+v (%v), want pass 2 with the refusal", p, ok)
+	}
+
+	cfgB := d.Config()
+	cfgB.ID, cfgB.Metrics = "b", nil
+	b := d.Run(cfgB)
+	d.env().handOverTo(b)
+	rep := d.DigestPass(b)
+	if !rep.Paused || rep.Deleted != 0 || !reclaimtest.Contains(rep.Refused, "digests sweep is paused since pass 2", "resume --digests") {
+		t.Errorf("new leader's digest sweep paused %v deleted %d refused %q; want paused", rep.Paused, rep.Deleted, rep.Refused)
+	}
+	if rep.Ready != 4 || d.Be.Deletes.Load() != 0 {
+		t.Errorf("paused sweep: %d ready, %d deletes; want the 4 judged ready and none deleted", rep.Ready, d.Be.Deletes.Load())
+	}
+	d.WantPresent("paused", true, append(refd, unref...)...)
+
+	if _, err := b.Resume(t.Context(), "bob", reclaim.PauseDigests); err != nil {
+		t.Fatal(err)
+	}
+	rep = d.DigestPass(b)
+	if rep.Refused != "" || rep.Deleted != 4 {
+		t.Errorf("after the resume: refused %q, deleted %d; want the 4 deleted", rep.Refused, rep.Deleted)
+	}
+	d.WantPresent("resumed", false, unref...)
+	d.WantPresent("resumed", true, refd...)
+}
+
+// TestDigestBreaker refuses deletions above either ceiling: nothing is
+// deleted, the tombstones stay ready, the refusal is reported and counted.
+// (It stays beside the reclaimer's breaker tests: package digestsweep has
+// a unit test of the same name.)
+func TestDigestBreaker(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		max       int64
+		frac      float64
+		wantWhich string
+	}{
+		{"count", 3, 0.5, "above max_delete:"},
+		{"fraction", 1000, 0.2, "above max_delete_fraction"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			refd := d.PutBlobs("r", 6)
+			d.PutManifest("m", refd...)
+			unref := d.PutBlobs("u", 4)
+			d.AgeBlobs()
+			cfg := d.Config()
+			cfg.Digests.MaxDelete, cfg.Digests.MaxDeleteFraction = tt.max, tt.frac
+			r := d.Start(cfg)
+
+			d.DigestPass(r)
+			rep := d.DigestPass(r)
+			if !reclaimtest.Contains(rep.Refused, "4 of 10 stored blobs", tt.wantWhich) || rep.Deleted != 0 {
+				t.Errorf("refused = %q, deleted %d", rep.Refused, rep.Deleted)
+			}
+			if rep.Breaker != (digestsweep.Breaker{DeleteBlobs: 4, StoredBlobs: 10, MaxDelete: tt.max, MaxDeleteFraction: tt.frac, MaxMark: digestsweep.DefaultMaxMark, MaxMarkFraction: 1}) {
+				t.Errorf("breaker = %+v", rep.Breaker)
+			}
+			if d.Be.Deletes.Load() != 0 || d.Count(d.Store.Keys().Guards()) != 0 {
+				t.Errorf("a refused pass sent %d deletes, left %d guards", d.Be.Deletes.Load(), d.Count(d.Store.Keys().Guards()))
+			}
+			d.WantPresent("refused", true, append(refd, unref...)...)
+			d.WantStates("refused", etcdstore.TombstoneReady, unref...)
+			if got := reclaimtest.Metric(t, d.Reg, "sweepgate_reclaim_digest_breaker_refusals_total"); got != 1 {
+				t.Errorf("digest_breaker_refusals_total = %v, want 1", got)
 			}
 		})
 	}

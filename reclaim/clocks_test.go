@@ -317,3 +317,66 @@ func TestClockOfTheBackendOffStopsThePass(t *testing.T) {
 		})
 	}
 }
+
+// TestClockAheadOfTheTrashWindowDeletesNothing trashes the only manifest
+// naming two blobs, then moves the reclaimer's clock further ahead than the
+// trash window: alone (the clock check stops the pass) and with every clock
+// (the trash window has not passed on the elapsed clock). No blob that
+// only the trash keeps is deleted; once the window has really passed, they
+// go.
+func TestClockAheadOfTheTrashWindowDeletesNothing(t *testing.T) {
+	t.Parallel()
+	const window = 168 * time.Hour
+	for _, alone := range []bool{true, false} {
+		name := "every clock"
+		if alone {
+			name = "the reclaimer alone"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			b := d.PutBlobs("b", 4)
+			d.PutManifest("one", b[0], b[1])
+			d.PutManifest("two", b[2], b[3])
+			d.AgeBlobs()
+			cfg, jump := d.env().jumpable(d.Config())
+			cfg.Digests.MaxDeleteFraction = 1
+			r := d.Start(cfg)
+			d.DeleteManifest("one", d.Clock.Now().Add(window))
+			if rep := d.DigestPass(r); rep.RetainedBy["trash"] != 2 {
+				t.Fatalf("with the manifest in the trash: retained by %v, want 2 by the trash", rep.RetainedBy)
+			}
+
+			d.Clock.Advance(time.Hour)
+			if alone {
+				jump.Store(int64(window + time.Hour))
+				for range 2 {
+					rep, err := d.Trigger(r)
+					if !errors.Is(err, reclaim.ErrClockSkew) || !reclaimtest.Contains(rep.Stopped, "backend") {
+						t.Fatalf("pass with the reclaimer's clock ahead = %v (stopped %q), want a clock skew stop", err, rep.Stopped)
+					}
+				}
+				jump.Store(0)
+			} else {
+				d.Clock.Jump(window + time.Hour)
+				for i := range 2 {
+					rep := d.DigestPass(r)
+					reclaimtest.WantCounts(t, "every clock ahead", rep, 0, 0, 0, 0)
+					if rep.RetainedBy["trash"] != 2 || rep.Pruned.Trash != 0 {
+						t.Errorf("pass %d after the jump: retained by %v, pruned %d trash; want the trash to keep both", i, rep.RetainedBy, rep.Pruned.Trash)
+					}
+				}
+			}
+			d.WantPresent("after the jump", true, b...)
+			d.WantStates("after the jump", "", b...)
+
+			// The window really passes: the trash expires, the blobs go.
+			d.Clock.Advance(window)
+			one, two := d.DigestPass(r), d.DigestPass(r)
+			reclaimtest.WantCounts(t, "window passed, pass one", one, 2, 0, 0, 0)
+			reclaimtest.WantCounts(t, "window passed, pass two", two, 0, 2, 0, 2)
+			d.WantPresent("window passed", false, b[0], b[1])
+			d.WantPresent("window passed", true, b[2], b[3])
+		})
+	}
+}

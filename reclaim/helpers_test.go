@@ -16,7 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/backend"
-	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -34,13 +33,10 @@ type env struct{ *reclaimtest.Env }
 func newEnv(t *testing.T) *env { return &env{reclaimtest.NewEnv(t)} }
 
 // digestEnv is a test world with the CAS bucket and a reclaimer
-// configuration that sweeps it (reclaimtest.DigestEnv).
-type digestEnv struct {
-	*reclaimtest.DigestEnv
-	// blobs is the digest service of the gateway gatewayClient serves,
-	// nil before.
-	blobs *digests.Service
-}
+// configuration that sweeps it (reclaimtest.DigestEnv), for the tests of
+// what the reclaimer does around the digest sweep (the digest sweep's own
+// tests live in package digestsweep).
+type digestEnv struct{ *reclaimtest.DigestEnv }
 
 func newDigestEnv(t *testing.T) *digestEnv {
 	return &digestEnv{DigestEnv: reclaimtest.NewDigestEnv(t)}

@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"bytes"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
@@ -240,50 +239,6 @@ func TestDigestPlanes(t *testing.T) {
 	reclaimtest.WantCounts(t, "every plane at the frontier", rep, 0, 2, 0, 2)
 	d.WantPresent("every plane at the frontier", false, unref...)
 	d.WantPresent("every plane at the frontier", true, refd...)
-}
-
-// TestDigestBreaker refuses deletions above either ceiling: nothing is
-// deleted, the tombstones stay ready, the refusal is reported and counted.
-func TestDigestBreaker(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		name      string
-		max       int64
-		frac      float64
-		wantWhich string
-	}{
-		{"count", 3, 0.5, "above max_delete:"},
-		{"fraction", 1000, 0.2, "above max_delete_fraction"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			d := newDigestEnv(t)
-			refd := d.PutBlobs("r", 6)
-			d.PutManifest("m", refd...)
-			unref := d.PutBlobs("u", 4)
-			d.AgeBlobs()
-			cfg := d.Config()
-			cfg.Digests.MaxDelete, cfg.Digests.MaxDeleteFraction = tt.max, tt.frac
-			r := d.Start(cfg)
-
-			d.DigestPass(r)
-			rep := d.DigestPass(r)
-			if !reclaimtest.Contains(rep.Refused, "4 of 10 stored blobs", tt.wantWhich) || rep.Deleted != 0 {
-				t.Errorf("refused = %q, deleted %d", rep.Refused, rep.Deleted)
-			}
-			if rep.Breaker != (digestsweep.Breaker{DeleteBlobs: 4, StoredBlobs: 10, MaxDelete: tt.max, MaxDeleteFraction: tt.frac, MaxMark: digestsweep.DefaultMaxMark, MaxMarkFraction: 1}) {
-				t.Errorf("breaker = %+v", rep.Breaker)
-			}
-			if d.Be.Deletes.Load() != 0 || d.Count(d.Store.Keys().Guards()) != 0 {
-				t.Errorf("a refused pass sent %d deletes, left %d guards", d.Be.Deletes.Load(), d.Count(d.Store.Keys().Guards()))
-			}
-			d.WantPresent("refused", true, append(refd, unref...)...)
-			d.WantStates("refused", etcdstore.TombstoneReady, unref...)
-			if got := reclaimtest.Metric(t, d.Reg, "sweepgate_reclaim_digest_breaker_refusals_total"); got != 1 {
-				t.Errorf("digest_breaker_refusals_total = %v, want 1", got)
-			}
-		})
-	}
 }
 
 // TestDigestDryRun plans with the tombstones ready: the plan says what a

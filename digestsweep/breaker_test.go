@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"context"
@@ -13,53 +13,6 @@ import (
 	"github.com/sweepgate/sweepgate/reclaim"
 	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
-
-// A refused digest plan pauses the digest sweep: a new leader whose
-// ceilings let the plan through still deletes nothing (the tombstones are
-// still judged), until a person resumes; then the next pass deletes.
-func TestDigestPauseHolds(t *testing.T) {
-	t.Parallel()
-	d := newDigestEnv(t)
-	refd := d.PutBlobs("r", 6)
-	d.PutManifest("m", refd...)
-	unref := d.PutBlobs("u", 4)
-	d.AgeBlobs()
-	cfgA := d.Config()
-	cfgA.ID = "a"
-	cfgA.Digests.MaxDelete = 3
-	a := d.Start(cfgA)
-	d.DigestPass(a)
-	refused := d.DigestPass(a)
-	if !reclaimtest.Contains(refused.Refused, "4 of 10 stored blobs", "above max_delete:") || refused.Paused {
-		t.Fatalf("refused = %q paused %v, want a fresh refusal", refused.Refused, refused.Paused)
-	}
-	if p, ok := d.Pause(reclaim.PauseDigests); !ok || p.Pass != 2 || p.Reason != refused.Refused {
-		t.Fatalf("pause = %+v (%v), want pass 2 with the refusal", p, ok)
-	}
-
-	cfgB := d.Config()
-	cfgB.ID, cfgB.Metrics = "b", nil
-	b := d.Run(cfgB)
-	d.env().handOverTo(b)
-	rep := d.DigestPass(b)
-	if !rep.Paused || rep.Deleted != 0 || !reclaimtest.Contains(rep.Refused, "digests sweep is paused since pass 2", "resume --digests") {
-		t.Errorf("new leader's digest sweep paused %v deleted %d refused %q; want paused", rep.Paused, rep.Deleted, rep.Refused)
-	}
-	if rep.Ready != 4 || d.Be.Deletes.Load() != 0 {
-		t.Errorf("paused sweep: %d ready, %d deletes; want the 4 judged ready and none deleted", rep.Ready, d.Be.Deletes.Load())
-	}
-	d.WantPresent("paused", true, append(refd, unref...)...)
-
-	if _, err := b.Resume(t.Context(), "bob", reclaim.PauseDigests); err != nil {
-		t.Fatal(err)
-	}
-	rep = d.DigestPass(b)
-	if rep.Refused != "" || rep.Deleted != 4 {
-		t.Errorf("after the resume: refused %q, deleted %d; want the 4 deleted", rep.Refused, rep.Deleted)
-	}
-	d.WantPresent("resumed", false, unref...)
-	d.WantPresent("resumed", true, refd...)
-}
 
 // New pending tombstones (the digest sweep's marks) are limited on their
 // own: too many pause the sweep, and the blobs they mark are not deleted

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // activityWorld is one idle upload with no parts and a session last active
@@ -35,13 +36,13 @@ type activityWorld struct {
 func newActivityWorld(t *testing.T) *activityWorld {
 	t.Helper()
 	e := newEnv(t)
-	e.clock.syncClock()
+	e.Clock.Sync()
 	w := &activityWorld{e: e, reg: prometheus.NewRegistry(), bucket: "uploads", key: "idle/object", hookDone: make(chan struct{}, 1)}
-	e.bucket(w.bucket)
-	w.id = e.upload(w.bucket, w.key, 0)
-	now := e.clock.Now()
+	e.Bucket(w.bucket)
+	w.id = e.Upload(w.bucket, w.key, 0)
+	now := e.Clock.Now()
 	e.session(w.bucket, w.key, w.id, etcdstore.StateActive, now.Add(-31*time.Hour), now.Add(-30*time.Hour))
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.Metrics = w.reg
 	cfg.MaxDeleteFraction, cfg.MaxDeleteUploadsFraction = 1, 1 // one upload is all there is
 	cfg.Fault = func(point string) {
@@ -53,7 +54,7 @@ func newActivityWorld(t *testing.T) *activityWorld {
 			w.hookDone <- struct{}{}
 		}
 	}
-	w.r = e.start(cfg)
+	w.r = e.Start(cfg)
 	return w
 }
 
@@ -74,15 +75,15 @@ func (w *activityWorld) ranHook(t *testing.T) {
 // credentials, around the gateway (a presigned URL made against MinIO, a
 // second cluster). It returns the error, so it may run in a fault hook.
 func (w *activityWorld) partOnMinIO(n int) error {
-	data := bytes.Repeat([]byte{byte(n)}, partSize)
-	_, err := w.e.direct.PutObjectPart(w.e.t.Context(), w.bucket, w.key, w.id, n, bytes.NewReader(data), partSize, minio.PutObjectPartOptions{})
+	data := bytes.Repeat([]byte{byte(n)}, reclaimtest.PartSize)
+	_, err := w.e.Direct.PutObjectPart(w.e.T.Context(), w.bucket, w.key, w.id, n, bytes.NewReader(data), reclaimtest.PartSize, minio.PutObjectPartOptions{})
 	return err
 }
 
 // markIt runs the pass that marks the idle upload.
 func (w *activityWorld) markIt(t *testing.T) {
 	t.Helper()
-	if rep := w.e.mustPass(w.r); rep.Acted.Marked.Sessions != 1 {
+	if rep := w.e.MustPass(w.r); rep.Acted.Marked.Sessions != 1 {
 		t.Fatalf("pass one acted %+v, want the idle upload marked", rep.Acted)
 	}
 }
@@ -99,12 +100,12 @@ func TestPartOnTheBackendRevertsTheMark(t *testing.T) {
 	if err := w.partOnMinIO(1); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(13 * time.Hour) // past delete_after (12h)
+	e.Clock.Advance(13 * time.Hour) // past delete_after (12h)
 
-	rep := e.mustPass(w.r)
-	if rep.Uploads.Delete.Sessions != 1 || rep.Acted.AroundGateway.Sessions != 1 || rep.Acted.Intents.Sessions != 0 || e.backend.aborts.Load() != 0 {
+	rep := e.MustPass(w.r)
+	if rep.Uploads.Delete.Sessions != 1 || rep.Acted.AroundGateway.Sessions != 1 || rep.Acted.Intents.Sessions != 0 || e.Backend.Aborts.Load() != 0 {
 		t.Errorf("delete pass planned %+v and acted %+v with %d aborts; want the planned delete not done, counted around the gateway",
-			rep.Uploads, rep.Acted, e.backend.aborts.Load())
+			rep.Uploads, rep.Acted, e.Backend.Aborts.Load())
 	}
 	if n := e.partsOnMinIO(w.bucket, w.key, w.id); n != 1 {
 		t.Errorf("parts on MinIO = %d, want the part written around the gateway", n)
@@ -112,15 +113,15 @@ func TestPartOnTheBackendRevertsTheMark(t *testing.T) {
 	s := e.getSession(w.bucket, w.id)
 	last := s.History[len(s.History)-1]
 	if s.State != etcdstore.StateActive || s.ExpiredAt != nil || last.From != etcdstore.StateExpired || last.Actor != "reclaimer" ||
-		!contains(last.Reason, "around the gateway", "mark reverted") {
+		!reclaimtest.Contains(last.Reason, "around the gateway", "mark reverted") {
 		t.Errorf("session = %s (expired at %v), last transition %+v; want the mark reverted with the reason", s.State, s.ExpiredAt, last)
 	}
-	if got := metric(t, w.reg, "sweepgate_reclaim_activity_around_gateway_total", "verdict", "delete"); got != 1 {
+	if got := reclaimtest.Metric(t, w.reg, "sweepgate_reclaim_activity_around_gateway_total", "verdict", "delete"); got != 1 {
 		t.Errorf("activity_around_gateway_total{delete} = %v, want 1", got)
 	}
 	// The part's time is the session's activity now: the next pass keeps
 	// it within the grace, and the session takes parts as before.
-	if rep := e.mustPass(w.r); rep.Uploads.Keep.Sessions != 1 || rep.Acted != (reclaim.Acted{}) {
+	if rep := e.MustPass(w.r); rep.Uploads.Keep.Sessions != 1 || rep.Acted != (reclaim.Acted{}) {
 		t.Errorf("the pass after the revert planned %+v, acted %+v; want the upload kept", rep.Uploads, rep.Acted)
 	}
 	e.uploadPart(w.bucket, w.key, w.id, 2)
@@ -134,7 +135,7 @@ func TestPartOnTheBackendBetweenPlanAndMark(t *testing.T) {
 	e := w.e
 	var hookErr error
 	w.atPlanned(func() { hookErr = w.partOnMinIO(1) })
-	rep := e.mustPass(w.r)
+	rep := e.MustPass(w.r)
 	w.ranHook(t)
 	if hookErr != nil {
 		t.Fatal(hookErr)
@@ -145,7 +146,7 @@ func TestPartOnTheBackendBetweenPlanAndMark(t *testing.T) {
 	if s := e.getSession(w.bucket, w.id); s.State != etcdstore.StateActive || len(s.History) != 1 {
 		t.Errorf("session = %s with %d transitions; want active and untouched", s.State, len(s.History))
 	}
-	if got := metric(t, w.reg, "sweepgate_reclaim_activity_around_gateway_total", "verdict", "mark"); got != 1 {
+	if got := reclaimtest.Metric(t, w.reg, "sweepgate_reclaim_activity_around_gateway_total", "verdict", "mark"); got != 1 {
 		t.Errorf("activity_around_gateway_total{mark} = %v, want 1", got)
 	}
 }
@@ -158,19 +159,19 @@ func TestPartThroughTheGatewayBetweenPlanAndDelete(t *testing.T) {
 	w := newActivityWorld(t)
 	e := w.e
 	w.markIt(t)
-	e.clock.Advance(13 * time.Hour)
+	e.Clock.Advance(13 * time.Hour)
 	var code int
 	var answer string
 	w.atPlanned(func() {
-		code, answer = e.sendPart(w.bucket, w.key, w.id, 1, bytes.NewReader(bytes.Repeat([]byte{1}, partSize)))
+		code, answer = e.sendPart(w.bucket, w.key, w.id, 1, bytes.NewReader(bytes.Repeat([]byte{1}, reclaimtest.PartSize)))
 	})
-	rep := e.mustPass(w.r)
+	rep := e.MustPass(w.r)
 	w.ranHook(t)
 	if code != http.StatusOK {
 		t.Fatalf("part between plan and act: %d %s", code, answer)
 	}
-	if rep.Uploads.Delete.Sessions != 1 || rep.Acted.Intents.Sessions != 0 || rep.Acted.Changed.Sessions != 1 || e.backend.aborts.Load() != 0 {
-		t.Errorf("pass planned %+v and acted %+v with %d aborts; want the planned delete skipped as changed", rep.Uploads, rep.Acted, e.backend.aborts.Load())
+	if rep.Uploads.Delete.Sessions != 1 || rep.Acted.Intents.Sessions != 0 || rep.Acted.Changed.Sessions != 1 || e.Backend.Aborts.Load() != 0 {
+		t.Errorf("pass planned %+v and acted %+v with %d aborts; want the planned delete skipped as changed", rep.Uploads, rep.Acted, e.Backend.Aborts.Load())
 	}
 	if s := e.getSession(w.bucket, w.id); s.State != etcdstore.StateActive {
 		t.Errorf("session = %s, want active again", s.State)
@@ -187,13 +188,13 @@ func TestFailedPartReadKeeps(t *testing.T) {
 	w := newActivityWorld(t)
 	e := w.e
 	w.markIt(t)
-	e.clock.Advance(13 * time.Hour)
-	w.atPlanned(func() { e.backend.failListParts.Store(true) })
-	rep := e.mustPass(w.r)
+	e.Clock.Advance(13 * time.Hour)
+	w.atPlanned(func() { e.Backend.FailListParts.Store(true) })
+	rep := e.MustPass(w.r)
 	w.ranHook(t)
-	e.backend.failListParts.Store(false)
-	if rep.Uploads.Delete.Sessions != 1 || rep.Acted.Unread.Sessions != 1 || rep.Acted.Intents.Sessions != 0 || e.backend.aborts.Load() != 0 {
-		t.Errorf("pass planned %+v and acted %+v with %d aborts; want the delete not done, counted unread", rep.Uploads, rep.Acted, e.backend.aborts.Load())
+	e.Backend.FailListParts.Store(false)
+	if rep.Uploads.Delete.Sessions != 1 || rep.Acted.Unread.Sessions != 1 || rep.Acted.Intents.Sessions != 0 || e.Backend.Aborts.Load() != 0 {
+		t.Errorf("pass planned %+v and acted %+v with %d aborts; want the delete not done, counted unread", rep.Uploads, rep.Acted, e.Backend.Aborts.Load())
 	}
 	if s := e.getSession(w.bucket, w.id); s.State != etcdstore.StateExpired {
 		t.Errorf("session = %s, want still expired", s.State)
@@ -214,19 +215,19 @@ func TestPartInFlightKeepsTheUpload(t *testing.T) {
 		answered <- code
 	}()
 	inFlight := func() int64 {
-		resp, err := e.cli.Get(t.Context(), e.store.Keys().InFlight(w.id), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := e.Cli.Get(t.Context(), e.Store.Keys().InFlight(w.id), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return resp.Count
 	}
-	waitFor(t, "the part's in-flight record", func() bool { return inFlight() == 1 })
-	if _, err := feed.Write(make([]byte, partSize/2)); err != nil {
+	reclaimtest.WaitFor(t, "the part's in-flight record", func() bool { return inFlight() == 1 })
+	if _, err := feed.Write(make([]byte, reclaimtest.PartSize/2)); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(25 * time.Hour) // the part began longer ago than the grace
+	e.Clock.Advance(25 * time.Hour) // the part began longer ago than the grace
 
-	rep := e.mustPass(w.r)
+	rep := e.MustPass(w.r)
 	if rep.Uploads.Keep.Sessions != 1 || rep.Uploads.Mark.Sessions != 0 || rep.Acted != (reclaim.Acted{}) {
 		t.Errorf("pass during the part planned %+v, acted %+v; want the upload kept", rep.Uploads, rep.Acted)
 	}
@@ -235,7 +236,7 @@ func TestPartInFlightKeepsTheUpload(t *testing.T) {
 		t.Errorf("explain during the part = %q %q (%d in flight), %v; want keep, streaming", ex.Verdict, ex.Reason, ex.Session.PartsInFlight, err)
 	}
 
-	if _, err := feed.Write(make([]byte, partSize-partSize/2)); err != nil {
+	if _, err := feed.Write(make([]byte, reclaimtest.PartSize-reclaimtest.PartSize/2)); err != nil {
 		t.Fatal(err)
 	}
 	feed.Close()
@@ -245,11 +246,11 @@ func TestPartInFlightKeepsTheUpload(t *testing.T) {
 	if n := inFlight(); n != 0 {
 		t.Errorf("%d in-flight records after the part ended, want none", n)
 	}
-	a, err := e.store.GetActivity(t.Context(), w.id)
-	if err != nil || a.Value.What != "UploadPart ended" || !a.Value.At.Equal(e.clock.Now()) {
+	a, err := e.Store.GetActivity(t.Context(), w.id)
+	if err != nil || a.Value.What != "UploadPart ended" || !a.Value.At.Equal(e.Clock.Now()) {
 		t.Errorf("activity after the part = %+v, %v; want its end, now", a.Value, err)
 	}
-	if rep := e.mustPass(w.r); rep.Uploads.Keep.Sessions != 1 || rep.Acted != (reclaim.Acted{}) {
+	if rep := e.MustPass(w.r); rep.Uploads.Keep.Sessions != 1 || rep.Acted != (reclaim.Acted{}) {
 		t.Errorf("pass after the part planned %+v, acted %+v; want the upload kept (its part just ended)", rep.Uploads, rep.Acted)
 	}
 }
@@ -264,9 +265,9 @@ func TestInFlightRecordBlocksTheAction(t *testing.T) {
 	e := w.e
 	var hookErr error
 	w.atPlanned(func() {
-		_, hookErr = e.cli.Put(t.Context(), e.store.Keys().InFlightPart(w.id, "held"), `{"at":"2020-01-01T00:00:00Z","what":"UploadPart","part":1}`)
+		_, hookErr = e.Cli.Put(t.Context(), e.Store.Keys().InFlightPart(w.id, "held"), `{"at":"2020-01-01T00:00:00Z","what":"UploadPart","part":1}`)
 	})
-	rep := e.mustPass(w.r)
+	rep := e.MustPass(w.r)
 	w.ranHook(t)
 	if hookErr != nil {
 		t.Fatal(hookErr)
@@ -286,21 +287,21 @@ func TestFailedPartEndsToo(t *testing.T) {
 	t.Parallel()
 	w := newActivityWorld(t)
 	e := w.e
-	if err := e.direct.AbortMultipartUpload(t.Context(), w.bucket, w.key, w.id); err != nil {
+	if err := e.Direct.AbortMultipartUpload(t.Context(), w.bucket, w.key, w.id); err != nil {
 		t.Fatal(err)
 	}
-	code, answer := e.sendPart(w.bucket, w.key, w.id, 1, bytes.NewReader(bytes.Repeat([]byte{1}, partSize)))
+	code, answer := e.sendPart(w.bucket, w.key, w.id, 1, bytes.NewReader(bytes.Repeat([]byte{1}, reclaimtest.PartSize)))
 	if code != http.StatusNotFound || !strings.Contains(answer, "NoSuchUpload") {
 		t.Errorf("part to an upload gone from MinIO answered %d %s; want the backend's NoSuchUpload", code, answer)
 	}
-	resp, err := e.cli.Get(t.Context(), e.store.Keys().InFlight(w.id), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := e.Cli.Get(t.Context(), e.Store.Keys().InFlight(w.id), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.Count != 0 {
 		t.Errorf("%d in-flight records after the failed part, want none", resp.Count)
 	}
-	if a, err := e.store.GetActivity(t.Context(), w.id); err != nil || a.Value.What != "UploadPart ended" {
+	if a, err := e.Store.GetActivity(t.Context(), w.id); err != nil || a.Value.What != "UploadPart ended" {
 		t.Errorf("activity after the failed part = %+v, %v; want its end", a.Value, err)
 	}
 }

@@ -62,25 +62,25 @@ func TestAuditLines(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const bucket = "audit"
-	e.bucket(bucket)
-	now := e.clock.Now()
-	idle := e.upload(bucket, "idle.bin", 2)
+	e.Bucket(bucket)
+	now := e.Clock.Now()
+	idle := e.Upload(bucket, "idle.bin", 2)
 	e.session(bucket, "idle.bin", idle, etcdstore.StateActive, now.Add(-48*time.Hour), now.Add(-48*time.Hour))
 	// Enough live parts that deleting the idle ones stays under the
 	// breaker's fraction.
-	live := e.upload(bucket, "live.bin", 4)
+	live := e.Upload(bucket, "live.bin", 4)
 	e.session(bucket, "live.bin", live, etcdstore.StateActive, now, now)
 
 	t.Run("reclaimer delete", func(t *testing.T) {
 		logs := &auditLog{}
-		cfg := e.config()
+		cfg := e.Config()
 		cfg.Logger = logs.logger()
-		r := e.start(cfg)
+		r := e.Start(cfg)
 		term, _ := r.Leader()
 
-		one := e.mustPass(r)
-		e.clock.Advance(13 * time.Hour)
-		two := e.mustPass(r)
+		one := e.MustPass(r)
+		e.Clock.Advance(13 * time.Hour)
+		two := e.MustPass(r)
 		if two.Acted.Deleted != count(1, 2) {
 			t.Fatalf("pass two acted %+v, want the idle upload deleted", two.Acted)
 		}
@@ -106,11 +106,11 @@ func TestAuditLines(t *testing.T) {
 
 	t.Run("client abort", func(t *testing.T) {
 		logs := &auditLog{}
-		svc, err := multipart.New(multipart.Config{Store: e.store, Backend: e.backend, Now: e.clock.Now, Logger: logs.logger()})
+		svc, err := multipart.New(multipart.Config{Store: e.Store, Backend: e.Backend, Now: e.Clock.Now, Logger: logs.logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		abort, err := e.backend.NewRequest(t.Context(), http.MethodDelete, bucket, "live.bin", url.Values{"uploadId": {live}})
+		abort, err := e.Backend.NewRequest(t.Context(), http.MethodDelete, bucket, "live.bin", url.Values{"uploadId": {live}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // orphansOf names the uploads a report holds as orphans, as
@@ -30,12 +31,12 @@ func orphansOf(rep reclaim.Report) []string {
 // backendUploads is every upload MinIO holds in buckets, as
 // "bucket/key/uploadID", sorted.
 func (e *env) backendUploads(buckets ...string) []string {
-	e.t.Helper()
+	e.T.Helper()
 	var out []string
 	for _, b := range buckets {
-		for u := range e.direct.ListIncompleteUploads(e.t.Context(), b, "", true) {
+		for u := range e.Direct.ListIncompleteUploads(e.T.Context(), b, "", true) {
 			if u.Err != nil {
-				e.t.Fatal(u.Err)
+				e.T.Fatal(u.Err)
 			}
 			out = append(out, b+"/"+u.Key+"/"+u.UploadID)
 		}
@@ -47,7 +48,7 @@ func (e *env) backendUploads(buckets ...string) []string {
 // boundedConfig is a configuration whose passes list at most budget
 // uploads each, with ceilings a slice of the tests' few uploads is within.
 func (e *env) boundedConfig(budget int64) reclaim.Config {
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.PassUploads = budget
 	cfg.MaxDeleteFraction, cfg.MaxDeleteUploadsFraction, cfg.MaxMarkFraction = 1, 1, 1
 	return cfg
@@ -60,28 +61,28 @@ func (e *env) boundedConfig(budget int64) reclaim.Config {
 // budget, lists an upload twice in the cycle, or moves the coverage time
 // without completing the cycle.
 func (e *env) cycle(r *reclaim.Reclaimer, maxPasses int) ([]reclaim.Report, []string) {
-	e.t.Helper()
+	e.T.Helper()
 	var reps []reclaim.Report
 	var listed []string
 	for i := 0; i < maxPasses; i++ {
-		rep := e.mustPass(r)
+		rep := e.MustPass(r)
 		got := orphansOf(rep)
 		s := rep.Slice
 		if s == nil {
-			e.t.Fatalf("pass %d has no slice in its report", rep.Pass)
+			e.T.Fatalf("pass %d has no slice in its report", rep.Pass)
 		}
 		if int64(len(got)) != s.Listed || s.Listed > s.Budget || !s.Advanced {
-			e.t.Fatalf("pass %d held %d uploads, reports %+v", rep.Pass, len(got), *s)
+			e.T.Fatalf("pass %d held %d uploads, reports %+v", rep.Pass, len(got), *s)
 		}
 		if len(reps) > 0 && s.From != reps[len(reps)-1].Slice.To {
-			e.t.Fatalf("pass %d started at %q, the pass before stopped at %q", rep.Pass, s.From, reps[len(reps)-1].Slice.To)
+			e.T.Fatalf("pass %d started at %q, the pass before stopped at %q", rep.Pass, s.From, reps[len(reps)-1].Slice.To)
 		}
 		if len(reps) == 0 && s.From != "" {
-			e.t.Fatalf("pass %d begins a cycle at %q, want the start", rep.Pass, s.From)
+			e.T.Fatalf("pass %d begins a cycle at %q, want the start", rep.Pass, s.From)
 		}
 		for _, u := range got {
 			if slices.Contains(listed, u) {
-				e.t.Fatalf("pass %d listed %s again in the same cycle", rep.Pass, u)
+				e.T.Fatalf("pass %d listed %s again in the same cycle", rep.Pass, u)
 			}
 		}
 		listed = append(listed, got...)
@@ -91,10 +92,10 @@ func (e *env) cycle(r *reclaim.Reclaimer, maxPasses int) ([]reclaim.Report, []st
 			return reps, listed
 		}
 		if !s.Covered.Equal(reps[0].Slice.Covered) {
-			e.t.Fatalf("pass %d moved the coverage time to %s without completing a cycle", rep.Pass, s.Covered)
+			e.T.Fatalf("pass %d moved the coverage time to %s without completing a cycle", rep.Pass, s.Covered)
 		}
 	}
-	e.t.Fatalf("no cycle completed in %d passes", maxPasses)
+	e.T.Fatalf("no cycle completed in %d passes", maxPasses)
 	return nil, nil
 }
 
@@ -108,23 +109,23 @@ func TestBoundedPassesCoverTheKeyspace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	for _, b := range []string{"bounded-a", "bounded-b"} {
-		e.bucket(b)
+		e.Bucket(b)
 		for i := range 6 {
-			e.upload(b, string(rune('k'+i))+"/object", 0)
+			e.Upload(b, string(rune('k'+i))+"/object", 0)
 		}
 	}
 	// Two uploads of one key: the slices cut between them.
-	e.upload("bounded-a", "k/object", 0)
+	e.Upload("bounded-a", "k/object", 0)
 	all := e.backendUploads("bounded-a", "bounded-b")
 	cfg := e.boundedConfig(5)
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = reg
-	r := e.start(cfg)
+	r := e.Start(cfg)
 
 	var reps []reclaim.Report
 	var seq []string
 	for i := range 6 {
-		rep := e.mustPass(r)
+		rep := e.MustPass(r)
 		got, s := orphansOf(rep), rep.Slice
 		if s == nil || s.Listed != 5 || int64(len(got)) != s.Listed || !s.Advanced {
 			t.Fatalf("pass %d held %v, slice %+v; want five uploads", rep.Pass, got, s)
@@ -143,7 +144,7 @@ func TestBoundedPassesCoverTheKeyspace(t *testing.T) {
 			t.Errorf("pass %d completed a cycle: %v, want %v", rep.Pass, s.CompletedCycle, ended)
 		}
 		reps = append(reps, rep)
-		e.clock.Advance(time.Minute)
+		e.Clock.Advance(time.Minute)
 	}
 	// Cycles: passes 1 to 3 (which goes on from the start), then 3 to 6.
 	for i, want := range []time.Time{{}, {}, reps[0].Clock, reps[0].Clock, reps[0].Clock, reps[2].Clock} {
@@ -151,10 +152,10 @@ func TestBoundedPassesCoverTheKeyspace(t *testing.T) {
 			t.Errorf("pass %d says the keyspace was covered %s, want %s", reps[i].Pass, got, want)
 		}
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_covered_timestamp_seconds", "sweep", "uploads"); got != float64(reps[2].Clock.Unix()) {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_covered_timestamp_seconds", "sweep", "uploads"); got != float64(reps[2].Clock.Unix()) {
 		t.Errorf("covered_timestamp_seconds = %v, want %d", got, reps[2].Clock.Unix())
 	}
-	cov, ok, err := e.store.GetCoverage(t.Context(), "uploads")
+	cov, ok, err := e.Store.GetCoverage(t.Context(), "uploads")
 	if err != nil || !ok || !cov.Covered.Equal(reps[2].Clock) || cov.Cycles != 2 || !cov.CycleStarted.Equal(reps[5].Clock) || cov.CycleListed != 4 {
 		t.Errorf("coverage record %+v (%v, %v) after six passes", cov, ok, err)
 	}
@@ -167,14 +168,14 @@ func TestBoundedPassesCoverTheKeyspace(t *testing.T) {
 func TestBoundedPassesReclaimEverySlice(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	now := e.clock.Now()
+	now := e.Clock.Now()
 	type up struct{ bucket, key, id, kind string }
 	var ups []up
 	for _, b := range []string{"bounded-a", "bounded-b"} {
-		e.bucket(b)
+		e.Bucket(b)
 		for i := range 6 {
 			key := string(rune('k'+i)) + "/object"
-			id := e.upload(b, key, 1)
+			id := e.Upload(b, key, 1)
 			u := up{b, key, id, []string{"abandoned", "live", "orphan"}[i%3]}
 			switch u.kind {
 			case "abandoned":
@@ -185,10 +186,10 @@ func TestBoundedPassesReclaimEverySlice(t *testing.T) {
 			ups = append(ups, u)
 		}
 	}
-	r := e.start(e.boundedConfig(5))
+	r := e.Start(e.boundedConfig(5))
 	var marked, deleted int64
 	for i := range 9 {
-		rep := e.mustPass(r)
+		rep := e.MustPass(r)
 		marked += rep.Acted.Marked.Sessions
 		deleted += rep.Acted.Deleted.Sessions
 		if i == 2 {
@@ -196,7 +197,7 @@ func TestBoundedPassesReclaimEverySlice(t *testing.T) {
 			if marked != 4 || deleted != 0 {
 				t.Fatalf("after the first cycle %d marked and %d deleted, want 4 and 0", marked, deleted)
 			}
-			e.clock.Advance(13 * time.Hour)
+			e.Clock.Advance(13 * time.Hour)
 		}
 	}
 	if marked != 4 || deleted != 4 {
@@ -217,11 +218,11 @@ func TestBoundedPassesReclaimEverySlice(t *testing.T) {
 func TestBoundedPassPlanDoesNotMove(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	now := e.clock.Now()
-	e.bucket("bounded-r")
+	now := e.Clock.Now()
+	e.Bucket("bounded-r")
 	for i := range 4 {
 		key := string(rune('a'+i)) + "/object"
-		id := e.upload("bounded-r", key, 1)
+		id := e.Upload("bounded-r", key, 1)
 		last := now.Add(-10 * time.Minute)
 		if i >= 2 {
 			last = now.Add(-30 * time.Hour) // the second slice is all idle
@@ -230,8 +231,8 @@ func TestBoundedPassPlanDoesNotMove(t *testing.T) {
 	}
 	cfg := e.boundedConfig(2)
 	cfg.MaxMarkFraction = 0.75
-	r := e.start(cfg)
-	one := e.mustPass(r)
+	r := e.Start(cfg)
+	one := e.MustPass(r)
 	if one.Slice.To == "" || one.Refused != "" {
 		t.Fatalf("pass one: %+v refused %q", *one.Slice, one.Refused)
 	}
@@ -242,18 +243,18 @@ func TestBoundedPassPlanDoesNotMove(t *testing.T) {
 	if plan.Slice.From != one.Slice.To || plan.Slice.Advanced || plan.Uploads.Mark.Sessions != 2 || plan.Refused == "" {
 		t.Errorf("plan: slice %+v marks %d refused %q; want it to start where pass one stopped, refused over its own slice", *plan.Slice, plan.Uploads.Mark.Sessions, plan.Refused)
 	}
-	two := e.mustPass(r)
+	two := e.MustPass(r)
 	if two.Refused == "" || two.Slice.From != one.Slice.To || two.Slice.Advanced {
 		t.Fatalf("pass two: refused %q slice %+v; want refused over its slice of two idle uploads", two.Refused, *two.Slice)
 	}
 	if _, err := r.Resume(t.Context(), "alice", reclaim.PauseUploads); err != nil {
 		t.Fatal(err)
 	}
-	r2 := e.mustPass(r)
+	r2 := e.MustPass(r)
 	if r2.Slice.From != one.Slice.To || r2.Refused == "" {
 		t.Errorf("pass after resume: slice %+v refused %q; want the same slice again, still above the fraction", *r2.Slice, r2.Refused)
 	}
-	cov, _, err := e.store.GetCoverage(t.Context(), "uploads")
+	cov, _, err := e.Store.GetCoverage(t.Context(), "uploads")
 	if err != nil || cov.Pass != one.Pass {
 		t.Errorf("coverage %+v (%v): want the record of pass %d", cov, err, one.Pass)
 	}
@@ -265,11 +266,11 @@ func TestBoundedPassPlanDoesNotMove(t *testing.T) {
 func TestBoundedPassFencedCoverage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	now := e.clock.Now()
-	e.bucket("bounded-f")
+	now := e.Clock.Now()
+	e.Bucket("bounded-f")
 	for i := range 6 {
 		key := string(rune('a'+i)) + "/object"
-		id := e.upload("bounded-f", key, 1)
+		id := e.Upload("bounded-f", key, 1)
 		e.session("bounded-f", key, id, etcdstore.StateActive, now.Add(-time.Hour), now.Add(-10*time.Minute))
 	}
 	var armed bool
@@ -277,20 +278,20 @@ func TestBoundedPassFencedCoverage(t *testing.T) {
 	cfgA.ID = "a"
 	cfgA.Fault = func(point string) {
 		if point == reclaim.FaultPlanned && armed {
-			e.revokeLeader()
+			e.RevokeLeader()
 		}
 	}
-	a := e.start(cfgA)
-	one := e.mustPass(a)
+	a := e.Start(cfgA)
+	one := e.MustPass(a)
 	cfgB := e.boundedConfig(2)
 	cfgB.ID = "b"
-	b := e.run(cfgB)
+	b := e.Run(cfgB)
 
 	armed = true
-	if _, err := e.trigger(a); !errors.Is(err, reclaim.ErrFenced) {
+	if _, err := e.Trigger(a); !errors.Is(err, reclaim.ErrFenced) {
 		t.Fatalf("former leader's pass error = %v, want ErrFenced", err)
 	}
-	cov, _, err := e.store.GetCoverage(t.Context(), "uploads")
+	cov, _, err := e.Store.GetCoverage(t.Context(), "uploads")
 	if err != nil || cov.Pass != one.Pass {
 		t.Fatalf("coverage after the fenced pass: %+v (%v); want pass %d's", cov, err, one.Pass)
 	}
@@ -300,15 +301,15 @@ func TestBoundedPassFencedCoverage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	two := e.mustPass(b)
+	two := e.MustPass(b)
 	if two.Resumed != 1 || two.Slice.From != one.Slice.To || !two.Slice.Advanced || two.Slice.Listed != 2 {
 		t.Errorf("new leader's pass: resumed %d slice %+v; want pass two resumed from %q", two.Resumed, *two.Slice, one.Slice.To)
 	}
-	cov, _, err = e.store.GetCoverage(t.Context(), "uploads")
+	cov, _, err = e.Store.GetCoverage(t.Context(), "uploads")
 	if err != nil || cov.Pass != two.Pass || cov.Term != termB {
 		t.Errorf("coverage %+v (%v); want pass %d under term %d", cov, err, two.Pass, termB)
 	}
-	three := e.mustPass(b)
+	three := e.MustPass(b)
 	if three.Slice.From != two.Slice.To || !three.Slice.CompletedCycle || !three.Slice.Covered.Equal(one.Clock) {
 		t.Errorf("pass three: slice %+v; want it to complete the cycle begun by pass one at %s", *three.Slice, one.Clock)
 	}
@@ -322,27 +323,27 @@ func TestBoundedPassBucketsChange(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	add := func(bucket string, n int) {
-		e.bucket(bucket)
+		e.Bucket(bucket)
 		for i := range n {
-			e.upload(bucket, string(rune('a'+i))+"/object", 0)
+			e.Upload(bucket, string(rune('a'+i))+"/object", 0)
 		}
 	}
 	add("bounded-b", 2)
 	add("bounded-d", 4)
 	add("bounded-f", 2)
-	r := e.start(e.boundedConfig(3))
-	one := e.mustPass(r)
+	r := e.Start(e.boundedConfig(3))
+	one := e.MustPass(r)
 	if first := orphansOf(one); len(first) != 3 || !strings.HasPrefix(one.Slice.To, "bounded-d/") {
 		t.Fatalf("pass one stopped at %q after %v; want inside bounded-d", one.Slice.To, first)
 	}
 	// bounded-d goes; bounded-c (before the position) and bounded-e
 	// (after it) come.
-	for u := range e.direct.ListIncompleteUploads(t.Context(), "bounded-d", "", true) {
-		if err := e.direct.AbortMultipartUpload(t.Context(), "bounded-d", u.Key, u.UploadID); err != nil {
+	for u := range e.Direct.ListIncompleteUploads(t.Context(), "bounded-d", "", true) {
+		if err := e.Direct.AbortMultipartUpload(t.Context(), "bounded-d", u.Key, u.UploadID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := e.direct.RemoveBucket(t.Context(), "bounded-d"); err != nil {
+	if err := e.Direct.RemoveBucket(t.Context(), "bounded-d"); err != nil {
 		t.Fatal(err)
 	}
 	add("bounded-c", 1)
@@ -360,17 +361,17 @@ func TestBoundedPassBucketsChange(t *testing.T) {
 // rest runs passes until one completes the cycle in progress and returns
 // what they listed, sorted.
 func (e *env) rest(r *reclaim.Reclaimer) []string {
-	e.t.Helper()
+	e.T.Helper()
 	var out []string
 	for i := 0; ; i++ {
-		rep := e.mustPass(r)
+		rep := e.MustPass(r)
 		out = append(out, orphansOf(rep)...)
 		if rep.Slice.CompletedCycle {
 			slices.Sort(out)
 			return out
 		}
 		if i == 5 {
-			e.t.Fatal("the cycle did not complete")
+			e.T.Fatal("the cycle did not complete")
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // jumpable is a reclaimer configuration whose wall clock is the world's
@@ -22,21 +23,21 @@ import (
 // it.
 func (e *env) jumpable(cfg reclaim.Config) (reclaim.Config, *atomic.Int64) {
 	var jump atomic.Int64
-	cfg.Now = func() time.Time { return e.clock.Now().Add(time.Duration(jump.Load())) }
+	cfg.Now = func() time.Time { return e.Clock.Now().Add(time.Duration(jump.Load())) }
 	return cfg, &jump
 }
 
 // publish publishes a gateway's clock, offset from the world's by off,
 // until the returned stop is called (which removes it) or the test ends.
 func (e *env) publish(id string, off time.Duration) (stop func()) {
-	e.t.Helper()
+	e.T.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := reclaim.PublishClock(ctx, reclaim.PublishConfig{
-		Store: e.store, ID: id, Refresh: time.Second,
-		Now: func() time.Time { return e.clock.Now().Add(off) },
+		Store: e.Store, ID: id, Refresh: time.Second,
+		Now: func() time.Time { return e.Clock.Now().Add(off) },
 	})
 	stop = func() { cancel(); <-done }
-	e.t.Cleanup(stop)
+	e.T.Cleanup(stop)
 	e.awaitClock(id, off)
 	return stop
 }
@@ -44,21 +45,21 @@ func (e *env) publish(id string, off time.Duration) (stop func()) {
 // awaitClock waits until gateway id has published the world's clock plus
 // off: after the test moves the clock, its next refresh.
 func (e *env) awaitClock(id string, off time.Duration) {
-	e.t.Helper()
-	waitFor(e.t, "gateway "+id+" to publish its clock", func() bool {
-		resp, err := e.cli.Get(e.t.Context(), e.store.Keys().Gateway(id))
+	e.T.Helper()
+	reclaimtest.WaitFor(e.T, "gateway "+id+" to publish its clock", func() bool {
+		resp, err := e.Cli.Get(e.T.Context(), e.Store.Keys().Gateway(id))
 		if err != nil || len(resp.Kvs) != 1 {
 			return false
 		}
 		var g etcdstore.GatewayClock
-		return json.Unmarshal(resp.Kvs[0].Value, &g) == nil && g.At.Equal(e.clock.Now().Add(off))
+		return json.Unmarshal(resp.Kvs[0].Value, &g) == nil && g.At.Equal(e.Clock.Now().Add(off))
 	})
 }
 
 // deletable is e's configuration with no fraction limits, so that a pass
 // may mark and delete the one upload a test stores.
 func (e *env) deletable() reclaim.Config {
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.MaxDeleteFraction, cfg.MaxDeleteUploadsFraction, cfg.MaxMarkFraction = 1, 1, 1
 	return cfg
 }
@@ -66,13 +67,13 @@ func (e *env) deletable() reclaim.Config {
 // idleMarked makes an upload idle past the grace and runs the pass that
 // marks it; it returns the upload's id.
 func (e *env) idleMarked(r *reclaim.Reclaimer) string {
-	e.t.Helper()
-	now := e.clock.Now()
-	e.bucket("idle")
-	id := e.upload("idle", "idle/object", 2)
+	e.T.Helper()
+	now := e.Clock.Now()
+	e.Bucket("idle")
+	id := e.Upload("idle", "idle/object", 2)
 	e.session("idle", "idle/object", id, etcdstore.StateActive, now.Add(-31*time.Hour), now.Add(-30*time.Hour))
-	if rep := e.mustPass(r); rep.Acted.Marked.Sessions != 1 {
-		e.t.Fatalf("the first pass marked %+v, want the idle upload", rep.Acted)
+	if rep := e.MustPass(r); rep.Acted.Marked.Sessions != 1 {
+		e.T.Fatalf("the first pass marked %+v, want the idle upload", rep.Acted)
 	}
 	return id
 }
@@ -80,32 +81,32 @@ func (e *env) idleMarked(r *reclaim.Reclaimer) string {
 // wantStanding fails unless the marked upload id is still on MinIO with
 // its session expired.
 func (e *env) wantStanding(what, id string) {
-	e.t.Helper()
+	e.T.Helper()
 	if n := e.partsOnMinIO("idle", "idle/object", id); n != 2 {
-		e.t.Errorf("%s: the marked upload has %d parts on MinIO, want 2", what, n)
+		e.T.Errorf("%s: the marked upload has %d parts on MinIO, want 2", what, n)
 	}
 	if s := e.getSession("idle", id); s.State != etcdstore.StateExpired {
-		e.t.Errorf("%s: session %s, want expired", what, s.State)
+		e.T.Errorf("%s: session %s, want expired", what, s.State)
 	}
 }
 
 // wantClockStop runs a pass and fails unless it stopped on a clock skew
 // naming clock, counted under label, without marking or deleting.
 func (e *env) wantClockStop(r *reclaim.Reclaimer, reg *prometheus.Registry, clock, label string, stops float64) reclaim.Report {
-	e.t.Helper()
-	rep, err := e.trigger(r)
+	e.T.Helper()
+	rep, err := e.Trigger(r)
 	var cs *reclaim.ClockSkewError
 	if !errors.As(err, &cs) || !errors.Is(err, reclaim.ErrClockSkew) || cs.Clock != clock {
-		e.t.Fatalf("pass = %v, want a clock skew of %s (report %+v)", err, clock, rep)
+		e.T.Fatalf("pass = %v, want a clock skew of %s (report %+v)", err, clock, rep)
 	}
-	if !contains(rep.Stopped, clock, "nothing marked or deleted") || rep.Acted != (reclaim.Acted{}) {
-		e.t.Errorf("report stopped %q, acted %+v", rep.Stopped, rep.Acted)
+	if !reclaimtest.Contains(rep.Stopped, clock, "nothing marked or deleted") || rep.Acted != (reclaim.Acted{}) {
+		e.T.Errorf("report stopped %q, acted %+v", rep.Stopped, rep.Acted)
 	}
-	if got := metric(e.t, reg, "sweepgate_reclaim_clock_skew_stops_total", "clock", label); got != stops {
-		e.t.Errorf("clock_skew_stops_total{clock=%s} = %v, want %v", label, got, stops)
+	if got := reclaimtest.Metric(e.T, reg, "sweepgate_reclaim_clock_skew_stops_total", "clock", label); got != stops {
+		e.T.Errorf("clock_skew_stops_total{clock=%s} = %v, want %v", label, got, stops)
 	}
-	if e.backend.aborts.Load() != 0 {
-		e.t.Errorf("%d aborts sent", e.backend.aborts.Load())
+	if e.Backend.Aborts.Load() != 0 {
+		e.T.Errorf("%d aborts sent", e.Backend.Aborts.Load())
 	}
 	return rep
 }
@@ -131,26 +132,26 @@ func TestClockJumpOfTheReclaimerStopsThePass(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			cfg, jump := e.jumpable(e.deletable())
 			cfg.Metrics = reg
-			r := e.start(cfg)
+			r := e.Start(cfg)
 			id := e.idleMarked(r)
 
-			e.clock.Advance(time.Hour)
+			e.Clock.Advance(time.Hour)
 			if withGateway {
 				e.awaitClock("gw-1", 0)
 			}
 			jump.Store(int64(48 * time.Hour))
 			rep := e.wantClockStop(r, reg, clock, label, 1)
-			if !contains(rep.Stopped, "48h0m0s ahead of") && !contains(rep.Stopped, "behind the reclaimer's") {
+			if !reclaimtest.Contains(rep.Stopped, "48h0m0s ahead of") && !reclaimtest.Contains(rep.Stopped, "behind the reclaimer's") {
 				t.Errorf("stopped %q does not say by how much", rep.Stopped)
 			}
 			e.wantStanding("after the jump", id)
 			plan, err := r.Plan(t.Context())
-			if err == nil || !contains(plan.Stopped, clock) {
+			if err == nil || !reclaimtest.Contains(plan.Stopped, clock) {
 				t.Errorf("a plan under the jumped clock = %v, stopped %q; want the same stop", err, plan.Stopped)
 			}
 
 			jump.Store(0)
-			if rep := e.mustPass(r); rep.Acted.Deleted.Sessions != 0 {
+			if rep := e.MustPass(r); rep.Acted.Deleted.Sessions != 0 {
 				t.Errorf("the clock set right: deleted %+v, before delete_after passed", rep.Acted.Deleted)
 			}
 			e.wantStanding("clock set right", id)
@@ -166,13 +167,13 @@ func TestClockJumpOfEveryClockKeepsMarks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.publish("gw-1", 0)
-	r := e.start(e.deletable())
+	r := e.Start(e.deletable())
 	id := e.idleMarked(r)
 
-	e.clock.Advance(time.Hour)
-	e.clock.Jump(48 * time.Hour)
+	e.Clock.Advance(time.Hour)
+	e.Clock.Jump(48 * time.Hour)
 	e.awaitClock("gw-1", 0)
-	rep := e.mustPass(r)
+	rep := e.MustPass(r)
 	if rep.Stopped != "" || rep.Uploads.Delete.Sessions != 0 || rep.Acted.Deleted.Sessions != 0 {
 		t.Errorf("after the jump: stopped %q, planned %+v, deleted %+v; want nothing deleted", rep.Stopped, rep.Uploads.Delete, rep.Acted.Deleted)
 	}
@@ -181,14 +182,14 @@ func TestClockJumpOfEveryClockKeepsMarks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ex.Verdict != "keep" || !contains(ex.Reason, "marked expired 49h0m0s ago by the wall clock but only 1h0m0s ago by the reclaimer's elapsed clock") {
+	if ex.Verdict != "keep" || !reclaimtest.Contains(ex.Reason, "marked expired 49h0m0s ago by the wall clock but only 1h0m0s ago by the reclaimer's elapsed clock") {
 		t.Errorf("explanation after the jump: %s: %s", ex.Verdict, ex.Reason)
 	}
 
 	// delete_after (12h) really passes: now it goes.
-	e.clock.Advance(12 * time.Hour)
+	e.Clock.Advance(12 * time.Hour)
 	e.awaitClock("gw-1", 0)
-	if rep := e.mustPass(r); rep.Acted.Deleted.Sessions != 1 {
+	if rep := e.MustPass(r); rep.Acted.Deleted.Sessions != 1 {
 		t.Errorf("delete_after passed on both clocks: deleted %+v, want the upload", rep.Acted.Deleted)
 	}
 	if n := e.partsOnMinIO("idle", "idle/object", id); n != -1 {
@@ -203,20 +204,20 @@ func TestClockOfANewLeaderCountsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cfg := e.deletable()
-	a := e.start(cfg)
+	a := e.Start(cfg)
 	id := e.idleMarked(a)
 
-	e.clock.Advance(13 * time.Hour)
+	e.Clock.Advance(13 * time.Hour)
 	cfg.ID = "b"
-	b := e.run(cfg)
-	e.revokeLeader()
-	waitFor(t, "b to lead", func() bool { _, ok := b.Leader(); return ok })
-	if rep := e.mustPass(b); rep.Acted.Deleted.Sessions != 0 {
+	b := e.Run(cfg)
+	e.RevokeLeader()
+	reclaimtest.WaitFor(t, "b to lead", func() bool { _, ok := b.Leader(); return ok })
+	if rep := e.MustPass(b); rep.Acted.Deleted.Sessions != 0 {
 		t.Errorf("the new leader's first pass deleted %+v; its elapsed clock has measured nothing yet", rep.Acted.Deleted)
 	}
 	e.wantStanding("new leader, first pass", id)
-	e.clock.Advance(13 * time.Hour)
-	if rep := e.mustPass(b); rep.Acted.Deleted.Sessions != 1 {
+	e.Clock.Advance(13 * time.Hour)
+	if rep := e.MustPass(b); rep.Acted.Deleted.Sessions != 1 {
 		t.Errorf("after 13h measured by the new leader: deleted %+v, want the upload", rep.Acted.Deleted)
 	}
 }
@@ -236,12 +237,12 @@ func TestClockOfAGatewayBehindStopsThePass(t *testing.T) {
 			e.publish("gw-ok", 0)
 			stop := e.publish("gw-late", off)
 			reg := prometheus.NewRegistry()
-			cfg := e.config()
+			cfg := e.Config()
 			cfg.Metrics = reg
-			r := e.start(cfg)
+			r := e.Start(cfg)
 			inv := e.scenarioInventory()
 			rep := e.wantClockStop(r, reg, "gateway gw-late", "gateway", 1)
-			if !contains(rep.Stopped, "behind the reclaimer's") {
+			if !reclaimtest.Contains(rep.Stopped, "behind the reclaimer's") {
 				t.Errorf("stopped %q, want it to say behind", rep.Stopped)
 			}
 			if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
@@ -252,7 +253,7 @@ func TestClockOfAGatewayBehindStopsThePass(t *testing.T) {
 			}
 
 			stop()
-			if rep := e.mustPass(r); rep.Stopped != "" || rep.Acted.Marked.Sessions != 1 {
+			if rep := e.MustPass(r); rep.Stopped != "" || rep.Acted.Marked.Sessions != 1 {
 				t.Errorf("with the late gateway gone: stopped %q, marked %+v", rep.Stopped, rep.Acted.Marked)
 			}
 		})
@@ -269,16 +270,16 @@ func TestClockOfAGatewayRecordOnlyOldDoesNotStop(t *testing.T) {
 	e := newEnv(t)
 	e.publish("gw-1", 0)
 	reg := prometheus.NewRegistry()
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.Metrics = reg
-	r := e.start(cfg)
+	r := e.Start(cfg)
 	inv := e.scenarioInventory()
 
-	e.clock.Advance(10 * time.Minute)
-	if rep := e.mustPass(r); rep.Stopped != "" || rep.Acted.Marked.Sessions != 1 {
+	e.Clock.Advance(10 * time.Minute)
+	if rep := e.MustPass(r); rep.Stopped != "" || rep.Acted.Marked.Sessions != 1 {
 		t.Errorf("with an old but true record: stopped %q, marked %+v", rep.Stopped, rep.Acted.Marked)
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_clock_skew_stops_total", "clock", "gateway"); got != 0 {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_clock_skew_stops_total", "clock", "gateway"); got != 0 {
 		t.Errorf("clock_skew_stops_total{clock=gateway} = %v, want 0", got)
 	}
 	if s := e.getSession(inv.bucket, inv.s3); s.State != etcdstore.StateExpired {
@@ -295,13 +296,13 @@ func TestClockOfTheBackendOffStopsThePass(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			reg := prometheus.NewRegistry()
-			cfg := e.config()
+			cfg := e.Config()
 			cfg.Metrics = reg
-			r := e.start(cfg)
+			r := e.Start(cfg)
 			inv := e.scenarioInventory()
-			e.setBackendDate(func() time.Time { return e.clock.Now().Add(off) })
+			e.SetBackendDate(func() time.Time { return e.Clock.Now().Add(off) })
 			e.wantClockStop(r, reg, "backend", "backend", 1)
-			if plan, err := r.Plan(t.Context()); !errors.Is(err, reclaim.ErrClockSkew) || !contains(plan.Stopped, "backend") {
+			if plan, err := r.Plan(t.Context()); !errors.Is(err, reclaim.ErrClockSkew) || !reclaimtest.Contains(plan.Stopped, "backend") {
 				t.Errorf("plan = %v, stopped %q; want the same stop", err, plan.Stopped)
 			}
 			if s := e.getSession(inv.bucket, inv.s3); s.State != etcdstore.StateActive {
@@ -309,10 +310,73 @@ func TestClockOfTheBackendOffStopsThePass(t *testing.T) {
 			}
 
 			// Within the allowance (and Date's second) the pass goes on.
-			e.setBackendDate(func() time.Time { return e.clock.Now().Add(4 * time.Minute) })
-			if rep := e.mustPass(r); rep.Stopped != "" || rep.Acted.Marked.Sessions != 1 {
+			e.SetBackendDate(func() time.Time { return e.Clock.Now().Add(4 * time.Minute) })
+			if rep := e.MustPass(r); rep.Stopped != "" || rep.Acted.Marked.Sessions != 1 {
 				t.Errorf("backend 4m ahead: stopped %q, marked %+v", rep.Stopped, rep.Acted.Marked)
 			}
+		})
+	}
+}
+
+// TestClockAheadOfTheTrashWindowDeletesNothing trashes the only manifest
+// naming two blobs, then moves the reclaimer's clock further ahead than the
+// trash window: alone (the clock check stops the pass) and with every clock
+// (the trash window has not passed on the elapsed clock). No blob that
+// only the trash keeps is deleted; once the window has really passed, they
+// go.
+func TestClockAheadOfTheTrashWindowDeletesNothing(t *testing.T) {
+	t.Parallel()
+	const window = 168 * time.Hour
+	for _, alone := range []bool{true, false} {
+		name := "every clock"
+		if alone {
+			name = "the reclaimer alone"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := newDigestEnv(t)
+			b := d.PutBlobs("b", 4)
+			d.PutManifest("one", b[0], b[1])
+			d.PutManifest("two", b[2], b[3])
+			d.AgeBlobs()
+			cfg, jump := d.env().jumpable(d.Config())
+			cfg.Digests.MaxDeleteFraction = 1
+			r := d.Start(cfg)
+			d.DeleteManifest("one", d.Clock.Now().Add(window))
+			if rep := d.DigestPass(r); rep.RetainedBy["trash"] != 2 {
+				t.Fatalf("with the manifest in the trash: retained by %v, want 2 by the trash", rep.RetainedBy)
+			}
+
+			d.Clock.Advance(time.Hour)
+			if alone {
+				jump.Store(int64(window + time.Hour))
+				for range 2 {
+					rep, err := d.Trigger(r)
+					if !errors.Is(err, reclaim.ErrClockSkew) || !reclaimtest.Contains(rep.Stopped, "backend") {
+						t.Fatalf("pass with the reclaimer's clock ahead = %v (stopped %q), want a clock skew stop", err, rep.Stopped)
+					}
+				}
+				jump.Store(0)
+			} else {
+				d.Clock.Jump(window + time.Hour)
+				for i := range 2 {
+					rep := d.DigestPass(r)
+					reclaimtest.WantCounts(t, "every clock ahead", rep, 0, 0, 0, 0)
+					if rep.RetainedBy["trash"] != 2 || rep.Pruned.Trash != 0 {
+						t.Errorf("pass %d after the jump: retained by %v, pruned %d trash; want the trash to keep both", i, rep.RetainedBy, rep.Pruned.Trash)
+					}
+				}
+			}
+			d.WantPresent("after the jump", true, b...)
+			d.WantStates("after the jump", "", b...)
+
+			// The window really passes: the trash expires, the blobs go.
+			d.Clock.Advance(window)
+			one, two := d.DigestPass(r), d.DigestPass(r)
+			reclaimtest.WantCounts(t, "window passed, pass one", one, 2, 0, 0, 0)
+			reclaimtest.WantCounts(t, "window passed, pass two", two, 0, 2, 0, 2)
+			d.WantPresent("window passed", false, b[0], b[1])
+			d.WantPresent("window passed", true, b[2], b[3])
 		})
 	}
 }

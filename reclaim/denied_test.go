@@ -12,6 +12,7 @@ import (
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // reclaimerPolicy is the minimum policy of the reclaimer's key on bucket
@@ -35,29 +36,28 @@ func TestDeniedBucketIsSkipped(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := e.minio.AddUser(ctx, "reclaimer", "reclaimer-secret", reclaimerPolicy("open")); err != nil {
+	if err := e.MinIO.AddUser(ctx, "reclaimer", "reclaimer-secret", reclaimerPolicy("open")); err != nil {
 		t.Fatal(err)
 	}
-	now := e.clock.Now()
+	now := e.Clock.Now()
 	ids := map[string]string{}
 	for _, b := range []string{"closed", "open"} {
-		e.bucket(b)
-		ids[b] = e.upload(b, "abandoned", 2)
+		e.Bucket(b)
+		ids[b] = e.Upload(b, "abandoned", 2)
 		e.session(b, "abandoned", ids[b], etcdstore.StateActive, now.Add(-31*time.Hour), now.Add(-30*time.Hour))
 	}
-	be, err := backend.NewStatic(e.minio.Endpoint, e.minio.Region, "reclaimer", "reclaimer-secret")
+	be, err := backend.NewStatic(e.MinIO.Endpoint, e.MinIO.Region, "reclaimer", "reclaimer-secret")
 	if err != nil {
 		t.Fatal(err)
 	}
-	scoped := &countingBackend{Backend: be}
-	scoped.date.Store(e.backend.date.Load())
-	cfg := e.config()
+	scoped := e.Scoped(be)
+	cfg := e.Config()
 	cfg.Backend, cfg.Buckets, cfg.WitnessBucket = scoped, []string{"open", "closed"}, "open"
 	// The only upload the sweep sees is the one it deletes.
 	cfg.MaxDeleteFraction, cfg.MaxDeleteUploadsFraction = 1, 1
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = reg
-	r := e.start(cfg)
+	r := e.Start(cfg)
 
 	check := func(rep reclaim.Report) {
 		t.Helper()
@@ -77,13 +77,13 @@ func TestDeniedBucketIsSkipped(t *testing.T) {
 			t.Errorf("the denied bucket's session is %s (expired %v), want active and unmarked", s.State, s.ExpiredAt)
 		}
 	}
-	rep := e.mustPass(r)
+	rep := e.MustPass(r)
 	check(rep)
 	if rep.Acted.Marked != count(1, 2) {
 		t.Errorf("first pass marked %+v, want the open bucket's upload", rep.Acted.Marked)
 	}
-	e.clock.Advance(13 * time.Hour)
-	rep = e.mustPass(r)
+	e.Clock.Advance(13 * time.Hour)
+	rep = e.MustPass(r)
 	check(rep)
 	if rep.Acted.Deleted != count(1, 2) {
 		t.Errorf("second pass deleted %+v, want the open bucket's upload", rep.Acted.Deleted)
@@ -91,7 +91,7 @@ func TestDeniedBucketIsSkipped(t *testing.T) {
 	if got := e.partsOnMinIO("open", "abandoned", ids["open"]); got != -1 {
 		t.Errorf("the open bucket's upload has %d parts, want it aborted", got)
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_denied_buckets_total", "sweep", "uploads"); got != 2 {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_denied_buckets_total", "sweep", "uploads"); got != 2 {
 		t.Errorf("sweepgate_reclaim_denied_buckets_total{sweep=uploads} = %v, want 2", got)
 	}
 }

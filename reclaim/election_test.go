@@ -12,6 +12,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // startEtcd starts an embedded etcd for a test and returns a client.
@@ -143,7 +144,7 @@ func TestLostSessionEndsTheTerm(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("term did not end after its session's lease was revoked")
 	}
-	waitFor(t, "the elector to notice", func() bool { _, ok := el.Leader(); return !ok })
+	reclaimtest.WaitFor(t, "the elector to notice", func() bool { _, ok := el.Leader(); return !ok })
 	l2, err := el.Campaign(t.Context())
 	if err != nil {
 		t.Fatal(err)

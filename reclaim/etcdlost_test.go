@@ -15,6 +15,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // partitionedBackend is a reclaimer's backend connection, alive throughout,
@@ -45,16 +46,16 @@ func TestPassStopsWhenEtcdIsLost(t *testing.T) {
 	e := newEnv(t)
 	idle, busy := e.idleAndBusy("lost-a", "lost-b", "lost-c")
 	// A reaches etcd only through a proxy the test cuts.
-	proxy := harness.StartTCPProxy(t, e.etcd.Endpoints()[0])
+	proxy := harness.StartTCPProxy(t, e.Etcd.Endpoints()[0])
 	storeA, cliA := e.storeThrough(proxy)
-	beA := &partitionedBackend{Backend: e.backend}
-	svcA, err := multipart.New(multipart.Config{Store: storeA, Backend: beA, Now: e.clock.Now})
+	beA := &partitionedBackend{Backend: e.Backend}
+	svcA, err := multipart.New(multipart.Config{Store: storeA, Backend: beA, Now: e.Clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var acted atomic.Int32
 	var armed atomic.Bool
-	cfgA := e.config()
+	cfgA := e.Config()
 	cfgA.ID, cfgA.Store, cfgA.Sessions, cfgA.Backend, cfgA.ElectionTTL = "a", storeA, svcA, beA, 2*time.Second
 	cfgA.Fault = func(point string) {
 		if point == reclaim.FaultActed && armed.Load() && acted.Add(1) == 1 {
@@ -62,19 +63,19 @@ func TestPassStopsWhenEtcdIsLost(t *testing.T) {
 			beA.lost.Store(true)
 		}
 	}
-	a := e.start(cfgA)
+	a := e.Start(cfgA)
 	termA, _ := a.Leader()
-	if one := e.mustPass(a); one.Acted.Marked != count(3, 6) {
+	if one := e.MustPass(a); one.Acted.Marked != count(3, 6) {
 		t.Fatalf("A's first pass marked %+v, want the three idle uploads", one.Acted.Marked)
 	}
-	e.clock.Advance(13 * time.Hour) // past DeleteAfter
-	cfgB := e.config()
+	e.Clock.Advance(13 * time.Hour) // past DeleteAfter
+	cfgB := e.Config()
 	cfgB.ID, cfgB.ElectionTTL = "b", 2*time.Second
-	b := e.run(cfgB)
+	b := e.Run(cfgB)
 
 	armed.Store(true)
 	start := time.Now()
-	if _, err := e.trigger(a); err == nil {
+	if _, err := e.Trigger(a); err == nil {
 		t.Fatal("the pass of the reclaimer that lost etcd succeeded")
 	}
 	if took := time.Since(start); took > 15*time.Second {
@@ -83,7 +84,7 @@ func TestPassStopsWhenEtcdIsLost(t *testing.T) {
 	if n := beA.abortsAfterCut.Load(); n != 0 {
 		t.Errorf("the reclaimer that lost etcd sent %d aborts after the cut", n)
 	}
-	if got := e.backend.aborts.Load(); got != 1 {
+	if got := e.Backend.Aborts.Load(); got != 1 {
 		t.Fatalf("%d aborts reached MinIO before the new leader, want the one done before the cut", got)
 	}
 
@@ -96,7 +97,7 @@ func TestPassStopsWhenEtcdIsLost(t *testing.T) {
 	if termB <= termA {
 		t.Errorf("B's term %d is not above A's %d", termB, termA)
 	}
-	rep := e.mustPass(b)
+	rep := e.MustPass(b)
 	// The resumed pass's tally is the whole pass's: A's delete and B's two.
 	if rep.Resumed != 1 || rep.Acted.Deleted != count(3, 6) {
 		t.Errorf("B's pass %d resumed %d times and deleted %+v; want A's pass resumed once, its tally the three idle uploads",
@@ -104,12 +105,12 @@ func TestPassStopsWhenEtcdIsLost(t *testing.T) {
 	}
 
 	proxy.Restore()
-	waitFor(t, "A to reach etcd again", func() bool {
+	reclaimtest.WaitFor(t, "A to reach etcd again", func() bool {
 		hctx, hcancel := context.WithTimeout(t.Context(), time.Second)
 		defer hcancel()
 		return etcdstore.Health(hctx, cliA) == nil
 	})
-	if _, err := e.trigger(b); err != nil {
+	if _, err := e.Trigger(b); err != nil {
 		t.Errorf("B's pass after the partition healed: %v", err)
 	}
 	if _, leading := a.Leader(); leading {
@@ -125,14 +126,14 @@ func TestPassStopsWhenEtcdIsLost(t *testing.T) {
 // and one active a minute ago (3 parts), with their sessions; it returns
 // them as bucket, key, upload id.
 func (e *env) idleAndBusy(buckets ...string) (idle, busy [][3]string) {
-	e.t.Helper()
-	now := e.clock.Now()
+	e.T.Helper()
+	now := e.Clock.Now()
 	for _, b := range buckets {
-		e.bucket(b)
-		id := e.upload(b, "idle", 2)
+		e.Bucket(b)
+		id := e.Upload(b, "idle", 2)
 		e.session(b, "idle", id, etcdstore.StateActive, now.Add(-40*time.Hour), now.Add(-30*time.Hour))
 		idle = append(idle, [3]string{b, "idle", id})
-		id = e.upload(b, "busy", 3)
+		id = e.Upload(b, "busy", 3)
 		e.session(b, "busy", id, etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Minute))
 		busy = append(busy, [3]string{b, "busy", id})
 	}
@@ -142,23 +143,23 @@ func (e *env) idleAndBusy(buckets ...string) (idle, busy [][3]string) {
 // storeThrough returns a store over a new etcd client that reaches etcd
 // through proxy, and the client.
 func (e *env) storeThrough(proxy *harness.TCPProxy) (*etcdstore.Store, *clientv3.Client) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(e.t.Context(), 10*time.Second)
+	e.T.Helper()
+	ctx, cancel := context.WithTimeout(e.T.Context(), 10*time.Second)
 	defer cancel()
 	cli, err := etcdstore.Connect(ctx, []string{proxy.URL}, 5*time.Second)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.t.Cleanup(func() { cli.Close() })
-	return etcdstore.NewStore(cli, e.store.Keys()), cli
+	e.T.Cleanup(func() { cli.Close() })
+	return etcdstore.NewStore(cli, e.Store.Keys()), cli
 }
 
 // requireIdleGoneBusyKept checks that each idle upload was aborted once
 // and is gone from MinIO, and each busy one is active with its parts.
 func (e *env) requireIdleGoneBusyKept(idle, busy [][3]string) {
-	t := e.t
+	t := e.T
 	t.Helper()
-	if got := e.backend.aborts.Load(); got != int64(len(idle)) {
+	if got := e.Backend.Aborts.Load(); got != int64(len(idle)) {
 		t.Errorf("%d aborts reached MinIO, want one per idle upload (%d)", got, len(idle))
 	}
 	for _, u := range idle {

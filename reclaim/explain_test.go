@@ -3,76 +3,27 @@
 package reclaim_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
-	"github.com/sweepgate/sweepgate/sweep"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
-
-// explainer builds a reclaimer that only explains: it never campaigns.
-func (e *env) explainer(cfg reclaim.Config) *reclaim.Reclaimer {
-	e.t.Helper()
-	r, err := reclaim.New(cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return r
-}
 
 // explainUpload explains an upload and checks that doing so wrote nothing.
 func (e *env) explainUpload(r *reclaim.Reclaimer, bucket, id, key string) reclaim.UploadExplanation {
-	e.t.Helper()
-	before := e.revision()
-	ex, err := r.ExplainUpload(e.t.Context(), bucket, id, key)
+	e.T.Helper()
+	before := e.Revision()
+	ex, err := r.ExplainUpload(e.T.Context(), bucket, id, key)
 	if err != nil {
-		e.t.Fatalf("explain %s/%s: %v", bucket, id, err)
+		e.T.Fatalf("explain %s/%s: %v", bucket, id, err)
 	}
-	if after := e.revision(); after != before {
-		e.t.Errorf("explaining %s/%s moved etcd from revision %d to %d", bucket, id, before, after)
+	if after := e.Revision(); after != before {
+		e.T.Errorf("explaining %s/%s moved etcd from revision %d to %d", bucket, id, before, after)
 	}
 	return ex
-}
-
-// explainDigest explains a digest and checks that doing so wrote nothing.
-func (d *digestEnv) explainDigest(r *reclaim.Reclaimer, digest string) digestsweep.DigestExplanation {
-	d.t.Helper()
-	before := d.revision()
-	ex, err := r.ExplainDigest(d.t.Context(), digest)
-	if err != nil {
-		d.t.Fatalf("explain %s: %v", digest, err)
-	}
-	if after := d.revision(); after != before {
-		d.t.Errorf("explaining %s moved etcd from revision %d to %d", digest, before, after)
-	}
-	return ex
-}
-
-// wantSteps checks the rules an explanation went through: every rule up to
-// the last, only the last matched (the checklist stops at the first
-// match), except those named in also, which matched too without deciding.
-func wantSteps(t *testing.T, what string, steps []sweep.Step, rules []string, also ...string) {
-	t.Helper()
-	got := make([]string, len(steps))
-	for i, s := range steps {
-		got[i] = s.Rule
-	}
-	if strings.Join(got, " ") != strings.Join(rules, " ") {
-		t.Fatalf("%s: rules %q, want %q", what, got, rules)
-	}
-	for i, s := range steps {
-		want := i == len(steps)-1 || slices.Contains(also, s.Rule)
-		if s.Matched != want || s.Detail == "" || s.Values == nil {
-			t.Errorf("%s: step %d = %+v, want matched %v with a detail and values", what, i, s, want)
-		}
-	}
 }
 
 // at reports whether an explanation value is the time want.
@@ -81,75 +32,63 @@ func at(v any, want time.Time) bool {
 	return ok && t.Equal(want)
 }
 
-// step returns the explanation step of rule.
-func step(t *testing.T, steps []sweep.Step, rule string) sweep.Step {
-	t.Helper()
-	for _, s := range steps {
-		if s.Rule == rule {
-			return s
-		}
-	}
-	t.Fatalf("no step %s in %+v", rule, steps)
-	return sweep.Step{}
-}
-
 var uploadRules = []string{"not_on_backend", "no_session", "future_time", "completing", "within_grace", "active_idle", "expired"}
 
 func TestExplainUploads(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.scenarioInventory()
-	cfg := e.config()
-	r := e.explainer(cfg)
-	now := e.clock.Now()
+	cfg := e.Config()
+	r := e.Explainer(cfg)
+	now := e.Clock.Now()
 
 	// S1: active ten minutes ago, within the grace period.
 	ex := e.explainUpload(r, inv.bucket, inv.s1, "")
-	wantSteps(t, "S1", ex.Steps, uploadRules[:5])
-	if ex.Verdict != "keep" || ex.Key != inv.k1 || !ex.Backend.Present || ex.Backend.Parts != 12 || ex.Backend.Bytes != 12*partSize ||
+	reclaimtest.WantSteps(t, "S1", ex.Steps, uploadRules[:5])
+	if ex.Verdict != "keep" || ex.Key != inv.k1 || !ex.Backend.Present || ex.Backend.Parts != 12 || ex.Backend.Bytes != 12*reclaimtest.PartSize ||
 		ex.Session == nil || ex.Session.State != "active" || ex.Session.ModRevision == 0 || ex.Revision < ex.Session.ModRevision ||
 		!ex.Now.Equal(now) || ex.Policy.Grace != "24h0m0s" || ex.Policy.DeleteAfter != "12h0m0s" || len(ex.History) != 1 || ex.Stuck {
 		t.Errorf("S1 = %+v", ex)
 	}
-	v := step(t, ex.Steps, "within_grace").Values
+	v := reclaimtest.Step(t, ex.Steps, "within_grace").Values
 	if v["idle"] != "10m0s" || v["grace"] != "24h0m0s" || !at(v["last_activity"], now.Add(-10*time.Minute)) ||
 		!at(v["idle_past_grace_at"], now.Add(-10*time.Minute+24*time.Hour)) || !at(v["now"], now) {
 		t.Errorf("S1 within_grace values = %v", v)
 	}
-	if !contains(ex.Reason, "within the grace period 24h0m0s") || ex.History[0].Actor != "gateway" || ex.History[0].To != "active" {
+	if !reclaimtest.Contains(ex.Reason, "within the grace period 24h0m0s") || ex.History[0].Actor != "gateway" || ex.History[0].To != "active" {
 		t.Errorf("S1 reason %q, history %+v", ex.Reason, ex.History)
 	}
 
 	// S2: completing for 30 hours, past the stuck limit: kept, flagged.
 	ex = e.explainUpload(r, inv.bucket, inv.s2, "")
-	wantSteps(t, "S2", ex.Steps, uploadRules[:4])
-	v = step(t, ex.Steps, "completing").Values
-	if ex.Verdict != "keep" || !ex.Stuck || !contains(ex.Reason, "past the stuck limit 1h0m0s", "needs a person") ||
+	reclaimtest.WantSteps(t, "S2", ex.Steps, uploadRules[:4])
+	v = reclaimtest.Step(t, ex.Steps, "completing").Values
+	if ex.Verdict != "keep" || !ex.Stuck || !reclaimtest.Contains(ex.Reason, "past the stuck limit 1h0m0s", "needs a person") ||
 		v["stuck"] != true || v["completing_for"] != "30h0m0s" || !at(v["state_since"], now.Add(-30*time.Hour)) {
 		t.Errorf("S2 = %+v, completing values %v", ex, v)
 	}
 
 	// S3: active, idle 30 hours: marked.
 	ex = e.explainUpload(r, inv.bucket, inv.s3, "")
-	wantSteps(t, "S3", ex.Steps, uploadRules[:6])
-	v = step(t, ex.Steps, "active_idle").Values
-	if ex.Verdict != "mark" || ex.Backend.Parts != 5 || !contains(ex.Reason, "idle for 30h0m0s, past the grace period 24h0m0s") ||
+	reclaimtest.WantSteps(t, "S3", ex.Steps, uploadRules[:6])
+	v = reclaimtest.Step(t, ex.Steps, "active_idle").Values
+	if ex.Verdict != "mark" || ex.Backend.Parts != 5 || !reclaimtest.Contains(ex.Reason, "idle for 30h0m0s, past the grace period 24h0m0s") ||
 		v["idle"] != "30h0m0s" || v["state"] != etcdstore.StateActive {
 		t.Errorf("S3 = %+v, active_idle values %v", ex, v)
 	}
 	if v["session_mod_revision"] != ex.Session.ModRevision || v["activity_mod_revision"] != int64(0) ||
-		len(ex.Notes) != 2 || !contains(ex.Notes[0], "mod revision", "absent, and must stay absent") || !contains(ex.Notes[1], "a mark is not a delete") {
+		len(ex.Notes) != 2 || !reclaimtest.Contains(ex.Notes[0], "mod revision", "absent, and must stay absent") || !reclaimtest.Contains(ex.Notes[1], "a mark is not a delete") {
 		t.Errorf("S3 compared revisions %v, notes %q", v, ex.Notes)
 	}
-	if d := step(t, ex.Steps, "within_grace").Detail; d != "idle for 30h0m0s, past the grace period 24h0m0s" {
+	if d := reclaimtest.Step(t, ex.Steps, "within_grace").Detail; d != "idle for 30h0m0s, past the grace period 24h0m0s" {
 		t.Errorf("S3 within_grace detail %q", d)
 	}
 
 	// S4: no session: held. Its key is found by listing the bucket.
 	ex = e.explainUpload(r, inv.bucket, inv.s4, "")
-	wantSteps(t, "S4", ex.Steps, uploadRules[:2])
+	reclaimtest.WantSteps(t, "S4", ex.Steps, uploadRules[:2])
 	if ex.Verdict != "hold" || ex.Session != nil || ex.Key != inv.k4 || ex.Backend.Parts != 3 || ex.Backend.Initiated == nil ||
-		len(ex.History) != 0 || ex.Orphan != nil || len(ex.Notes) != 1 || !contains(ex.Notes[0], "reclaim orphans adopt") {
+		len(ex.History) != 0 || ex.Orphan != nil || len(ex.Notes) != 1 || !reclaimtest.Contains(ex.Notes[0], "reclaim orphans adopt") {
 		t.Errorf("S4 = %+v", ex)
 	}
 	// With its key named, no listing is needed; the answer is the same.
@@ -160,8 +99,8 @@ func TestExplainUploads(t *testing.T) {
 	// A session whose upload the backend does not have: nothing to delete.
 	e.session(inv.bucket, "gone/object", "gone-upload", etcdstore.StateActive, now.Add(-40*time.Hour), now.Add(-40*time.Hour))
 	ex = e.explainUpload(r, inv.bucket, "gone-upload", "")
-	wantSteps(t, "gone", ex.Steps, uploadRules[:1])
-	if ex.Verdict != "absent" || ex.Backend.Present || !contains(ex.Reason, "missing sessions") {
+	reclaimtest.WantSteps(t, "gone", ex.Steps, uploadRules[:1])
+	if ex.Verdict != "absent" || ex.Backend.Present || !reclaimtest.Contains(ex.Reason, "missing sessions") {
 		t.Errorf("gone = %+v", ex)
 	}
 
@@ -177,11 +116,11 @@ func TestExplainUploads(t *testing.T) {
 
 	// A recorded time beyond the skew allowance keeps the upload, and the
 	// step says so.
-	id := e.upload(inv.bucket, "future/object", 1)
+	id := e.Upload(inv.bucket, "future/object", 1)
 	e.session(inv.bucket, "future/object", id, etcdstore.StateActive, now, now.Add(time.Hour))
 	ex = e.explainUpload(r, inv.bucket, id, "")
-	wantSteps(t, "future", ex.Steps, uploadRules[:3])
-	if ex.Verdict != "keep" || !contains(ex.Reason, "in the future", "kept until that time has passed") {
+	reclaimtest.WantSteps(t, "future", ex.Steps, uploadRules[:3])
+	if ex.Verdict != "keep" || !reclaimtest.Contains(ex.Reason, "in the future", "kept until that time has passed") {
 		t.Errorf("future = %+v", ex)
 	}
 }
@@ -192,26 +131,26 @@ func TestExplainUploads(t *testing.T) {
 func TestExplainUploadMarkedThenDue(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.bucket("idle")
-	now := e.clock.Now()
-	id := e.upload("idle", "idle/object", 2)
+	e.Bucket("idle")
+	now := e.Clock.Now()
+	id := e.Upload("idle", "idle/object", 2)
 	e.session("idle", "idle/object", id, etcdstore.StateActive, now.Add(-31*time.Hour), now.Add(-30*time.Hour))
-	r := e.start(e.config())
+	r := e.Start(e.Config())
 	term, _ := r.Leader()
 
 	if ex := e.explainUpload(r, "idle", id, ""); ex.Verdict != "mark" {
 		t.Fatalf("before the pass: %+v", ex)
 	}
-	rep := e.mustPass(r)
+	rep := e.MustPass(r)
 	if rep.Acted.Marked.Sessions != 1 {
 		t.Fatalf("the pass marked %+v", rep.Acted)
 	}
 
 	// Just marked: kept until the mark has stood for DeleteAfter.
 	ex := e.explainUpload(r, "idle", id, "")
-	wantSteps(t, "just marked", ex.Steps, uploadRules)
-	v := step(t, ex.Steps, "expired").Values
-	if ex.Verdict != "keep" || !contains(ex.Reason, "marked expired 0s ago; deletable after 12h0m0s") ||
+	reclaimtest.WantSteps(t, "just marked", ex.Steps, uploadRules)
+	v := reclaimtest.Step(t, ex.Steps, "expired").Values
+	if ex.Verdict != "keep" || !reclaimtest.Contains(ex.Reason, "marked expired 0s ago; deletable after 12h0m0s") ||
 		!at(v["expired_at"], now) || !at(v["deletable_after"], now.Add(12*time.Hour)) || v["unchanged_since_mark"] != true || v["delete_after"] != "12h0m0s" {
 		t.Errorf("just marked = %+v, expired values %v", ex, v)
 	}
@@ -220,7 +159,7 @@ func TestExplainUploadMarkedThenDue(t *testing.T) {
 	}
 	last := ex.History[len(ex.History)-1]
 	if len(ex.History) != 2 || last.Actor != "reclaimer" || last.Term != term || last.From != "active" || last.To != "expired" ||
-		!contains(last.Reason, "pass 1:", "idle for 30h0m0s") {
+		!reclaimtest.Contains(last.Reason, "pass 1:", "idle for 30h0m0s") {
 		t.Errorf("history = %+v", ex.History)
 	}
 	if ex.Session.ExpiredAt == nil || !ex.Session.ExpiredAt.Equal(now) || ex.Session.State != "expired" {
@@ -228,186 +167,14 @@ func TestExplainUploadMarkedThenDue(t *testing.T) {
 	}
 
 	// Thirteen hours on, unchanged: due for deletion.
-	e.clock.Advance(13 * time.Hour)
+	e.Clock.Advance(13 * time.Hour)
 	ex = e.explainUpload(r, "idle", id, "")
-	wantSteps(t, "due", ex.Steps, uploadRules)
-	if v := step(t, ex.Steps, "expired").Values; ex.Verdict != "delete" || v["marked_for"] != "13h0m0s" || v["marked_for_elapsed"] != "13h0m0s" ||
-		!contains(ex.Reason, "marked expired 13h0m0s ago (13h0m0s by the elapsed clock), longer than 12h0m0s, and unchanged since") {
+	reclaimtest.WantSteps(t, "due", ex.Steps, uploadRules)
+	if v := reclaimtest.Step(t, ex.Steps, "expired").Values; ex.Verdict != "delete" || v["marked_for"] != "13h0m0s" || v["marked_for_elapsed"] != "13h0m0s" ||
+		!reclaimtest.Contains(ex.Reason, "marked expired 13h0m0s ago (13h0m0s by the elapsed clock), longer than 12h0m0s, and unchanged since") {
 		t.Errorf("due = %+v, expired values %v", ex, v)
 	}
 	if e.partsOnMinIO("idle", "idle/object", id) != 2 {
 		t.Error("explaining deleted parts")
-	}
-}
-
-// blobRules are the rules of a stored blob up to the inventories.
-var blobRules = []string{"not_stored", "reference_holds", "references", "trash", "placements", "uploads"}
-
-// judged is blobRules followed by the judgement's rules up to rule.
-func judged(rule string) []string {
-	all := []string{"retained_live_tombstone", "retained", "tombstone_elsewhere", "no_live_tombstone", "waiting_this_pass",
-		"confirmed_this_pass", "rebuild_wait", "frontier_applied", "frontier_wait"}
-	for i, r := range all {
-		if r == rule {
-			return append(append([]string{}, blobRules...), all[:i+1]...)
-		}
-	}
-	panic(rule)
-}
-
-func TestExplainDigests(t *testing.T) {
-	t.Parallel()
-	d := newDigestEnv(t)
-	refd := d.putBlob("referenced")
-	unref := d.putBlob("unreferenced")
-	trashed := d.putBlob("trashed")
-	d.putManifest("app/v1", refd)
-	d.putManifest("app/v2", trashed)
-	d.ageBlobs()
-	now := d.clock.Now()
-	tr := d.deleteManifest("app/v2", now.Add(2*time.Hour))
-	r := d.start(d.config())
-
-	// Referenced: kept, naming the manifest.
-	ex := d.explainDigest(r, refd)
-	wantSteps(t, "referenced", ex.Steps, judged("retained"), "references")
-	if ex.Verdict != "keep" || !contains(ex.Reason, "retained by references", "cas/manifests/app/v1 (manifests)") ||
-		ex.Blob == nil || ex.Blob.Key != blobKey(refd) || ex.Blob.Namespace != "blobs" || ex.Blob.Size != int64(len(blobContent("referenced"))) ||
-		len(ex.References) != 1 || ex.References[0].Key != dgManifests+"app/v1" || ex.References[0].Source != "manifests" ||
-		ex.Tombstone != nil || ex.Guard != nil || ex.NextPass != 1 || ex.Shard != refd[7:8] || ex.ShardRefRevision == 0 {
-		t.Errorf("referenced = %+v", ex)
-	}
-	if v := step(t, ex.Steps, "placements").Values; v["young_blob"] != false || v["placement_grace"] != "24h0m0s" {
-		t.Errorf("referenced placements values = %v", v)
-	}
-
-	// In the trash until it expires: kept, with the expiry.
-	ex = d.explainDigest(r, trashed)
-	wantSteps(t, "trashed", ex.Steps, judged("retained"), "trash")
-	if ex.Verdict != "keep" || !contains(ex.Reason, "retained by trash", tr.Expires.Format(time.RFC3339)) ||
-		len(ex.Trash) != 1 || !ex.Trash[0].Expires.Equal(tr.Expires) || ex.Trash[0].Expired || ex.Trash[0].Principal != "alice" ||
-		!ex.Trash[0].DeletedAt.Equal(tr.DeletedAt) || len(ex.References) != 0 {
-		t.Errorf("trashed = %+v", ex)
-	}
-
-	// Unreferenced and old: the next pass tombstones it.
-	ex = d.explainDigest(r, unref)
-	wantSteps(t, "unreferenced", ex.Steps, judged("no_live_tombstone"))
-	if ex.Verdict != "tombstone" || !contains(ex.Reason, "nothing retains it", "pending") {
-		t.Errorf("unreferenced = %+v", ex)
-	}
-	if v := step(t, ex.Steps, "placements").Values; v["young_blob"] != false || v["placements"] != int64(0) {
-		t.Errorf("unreferenced placements values = %v", v)
-	}
-
-	// One pass later it is pending; with no plane to wait for, the next
-	// pass deletes it.
-	one := d.digestPass(r)
-	wantCounts(t, "pass one", one, 1, 0, 0, 0)
-	ex = d.explainDigest(r, unref)
-	wantSteps(t, "pending", ex.Steps, judged("frontier_applied"))
-	term, _ := r.Leader()
-	if ex.Verdict != "delete" || ex.NextPass != 2 || ex.Tombstone == nil || ex.Tombstone.State != "pending" || ex.Tombstone.Pass != 1 ||
-		ex.Tombstone.Term != term || ex.Tombstone.Attempts != 1 || ex.RequiredFrontier != ex.Tombstone.Frontier || len(ex.Planes) != 0 {
-		t.Errorf("pending = %+v (tombstone %+v)", ex, ex.Tombstone)
-	}
-
-	// Its trash expired, the trashed blob is no longer retained.
-	d.clock.Advance(3 * time.Hour)
-	ex = d.explainDigest(r, trashed)
-	if ex.Verdict != "tombstone" || !ex.Trash[0].Expired ||
-		step(t, ex.Steps, "trash").Matched || !contains(step(t, ex.Steps, "trash").Detail, "expired") {
-		t.Errorf("trash expired = %+v", ex)
-	}
-
-	// Deleted by the second pass: why it went.
-	two := d.digestPass(r)
-	if two.Deleted != 1 {
-		t.Fatalf("pass two deleted %d", two.Deleted)
-	}
-	ex = d.explainDigest(r, unref)
-	wantSteps(t, "deleted", ex.Steps, []string{"not_stored"})
-	if ex.Verdict != "deleted" || ex.Blob != nil || ex.Tombstone == nil || ex.Tombstone.State != "deleted" ||
-		!contains(ex.Reason, "deleted by pass 2") {
-		t.Errorf("deleted = %+v", ex)
-	}
-
-	// Nothing known, a malformed digest.
-	if _, err := r.ExplainDigest(t.Context(), digestOf([]byte("never stored"))); !errors.Is(err, reclaim.ErrNotKnown) {
-		t.Errorf("unknown digest: %v", err)
-	}
-	if _, err := r.ExplainDigest(t.Context(), "sha256:abc"); !errors.Is(err, digestsweep.ErrBadDigest) {
-		t.Errorf("bad digest: %v", err)
-	}
-	// Without the digest sweep there is nothing to judge blobs by.
-	if _, err := d.explainer(d.env.config()).ExplainDigest(t.Context(), refd); !errors.Is(err, reclaim.ErrDigestSweepOff) {
-		t.Errorf("digest sweep off: %v", err)
-	}
-}
-
-// TestExplainDigestPlanes explains a pending tombstone that waits for a
-// plane, and the young blob the placement grace keeps.
-func TestExplainDigestPlanes(t *testing.T) {
-	t.Parallel()
-	d := newDigestEnv(t)
-	// The young blob must be listed as stored later than the old one, to
-	// the millisecond the backend keeps; the clock stands between them.
-	old := d.putBlob("old")
-	oldAt := d.modified()[blobKey(old)]
-	var young string
-	for i := 0; young == "" || !d.modified()[blobKey(young)].After(oldAt); i++ {
-		if i == 100 {
-			t.Fatal("the young blob is not listed as newer than the old one")
-		}
-		young = d.putBlob(fmt.Sprint("young", i))
-	}
-	d.setClock(oldAt.Add(dgGrace + d.modified()[blobKey(young)].Sub(oldAt)/2))
-	cfg := d.config()
-	cfg.Digests.Planes = []string{"backup", "replica"}
-	r := d.start(cfg)
-
-	ex := d.explainDigest(r, young)
-	wantSteps(t, "young", ex.Steps, judged("retained"), "placements")
-	if ex.Verdict != "keep" || !contains(ex.Reason, "retained by placements", "within the placement grace 24h0m0s") {
-		t.Errorf("young = %+v", ex)
-	}
-
-	d.digestPass(r)
-	tomb, _, ok := d.tombstone(old)
-	if !ok || tomb.State != etcdstore.TombstonePending {
-		t.Fatalf("tombstone after a pass: %+v", tomb)
-	}
-	if err := d.store.ReportFrontier(t.Context(), "backup", tomb.Frontier, "test", d.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	ex = d.explainDigest(r, old)
-	wantSteps(t, "waiting", ex.Steps, judged("frontier_wait"))
-	want := []digestsweep.ExplainPlane{{Plane: "backup", Revision: tomb.Frontier, Applied: true}, {Plane: "replica", Revision: 0, Applied: false}}
-	if ex.Verdict != "pending" || ex.RequiredFrontier != tomb.Frontier || len(ex.Planes) != 2 || ex.Planes[0] != want[0] || ex.Planes[1] != want[1] ||
-		!contains(ex.Reason, "pending until every plane has applied revision", "; not there yet: replica (at 0)") || contains(ex.Reason, "backup (") {
-		t.Errorf("waiting = %+v", ex)
-	}
-	if v := step(t, ex.Steps, "frontier_wait").Values; v["required_frontier"] != tomb.Frontier || v["tombstone"] != etcdstore.TombstonePending {
-		t.Errorf("frontier_wait values = %v", v)
-	}
-
-	// The replica catches up: the next pass deletes it.
-	if err := d.store.ReportFrontier(t.Context(), "replica", d.revision(), "test", d.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	ex = d.explainDigest(r, old)
-	if ex.Verdict != "delete" || !ex.Planes[0].Applied || !ex.Planes[1].Applied {
-		t.Errorf("caught up = %+v", ex)
-	}
-
-	// A guard armed by hand (as a cut-short collector leaves it) is told.
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if _, err := d.cli.Put(ctx, d.store.Keys().Guard(old), etcdstore.MarshalRecord(etcdstore.Guard{Digest: old, Bucket: dgBucket, Key: blobKey(old), Term: 7, Pass: 3})); err != nil {
-		t.Fatal(err)
-	}
-	ex = d.explainDigest(r, old)
-	if ex.Guard == nil || ex.Guard.Term != 7 || ex.Guard.Pass != 3 || len(ex.Notes) == 0 || !contains(ex.Notes[0], "guard is armed (term 7, pass 3") {
-		t.Errorf("guarded = %+v", ex)
 	}
 }

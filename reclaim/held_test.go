@@ -64,7 +64,7 @@ type passResult struct {
 func (e *env) background(r *reclaim.Reclaimer) <-chan passResult {
 	out := make(chan passResult, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(e.t.Context(), 120*time.Second)
+		ctx, cancel := context.WithTimeout(e.T.Context(), 120*time.Second)
 		defer cancel()
 		rep, err := r.Trigger(ctx)
 		out <- passResult{rep, err}
@@ -75,24 +75,24 @@ func (e *env) background(r *reclaim.Reclaimer) <-chan passResult {
 // handOver ends the leader's term as an expired lease would (unless it
 // already ended) and waits until next leads with a higher term.
 func (e *env) handOver(next *reclaim.Reclaimer, old int64) int64 {
-	e.t.Helper()
-	resp, err := e.cli.Get(e.t.Context(), e.store.Keys().Election(), clientv3.WithFirstCreate()...)
+	e.T.Helper()
+	resp, err := e.Cli.Get(e.T.Context(), e.Store.Keys().Election(), clientv3.WithFirstCreate()...)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if len(resp.Kvs) > 0 && resp.Kvs[0].CreateRevision == old {
-		if _, err := e.cli.Revoke(e.t.Context(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
-			e.t.Fatal(err)
+		if _, err := e.Cli.Revoke(e.T.Context(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+			e.T.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(e.t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(e.T.Context(), 30*time.Second)
 	defer cancel()
 	term, err := next.Elector().AwaitLeader(ctx)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if term <= old {
-		e.t.Fatalf("new term %d is not above the old %d", term, old)
+		e.T.Fatalf("new term %d is not above the old %d", term, old)
 	}
 	return term
 }
@@ -119,23 +119,23 @@ func TestFormerLeaderHeldAfterIntent(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			inv := e.scenarioInventory()
-			now := e.clock.Now()
+			now := e.Clock.Now()
 			const k5 = "s5/object"
-			s5 := e.upload(inv.bucket, k5, 4)
+			s5 := e.Upload(inv.bucket, k5, 4)
 			e.session(inv.bucket, k5, s5, etcdstore.StateActive, now.Add(-31*time.Hour), now.Add(-30*time.Hour))
 
 			h := newHold(t, reclaim.FaultDeleteAfterIntent)
-			cfgA := e.config()
+			cfgA := e.Config()
 			cfgA.ID, cfgA.Fault = "a", h.fault
-			a := e.start(cfgA)
+			a := e.Start(cfgA)
 			termA, _ := a.Leader()
-			cfgB := e.config()
+			cfgB := e.Config()
 			cfgB.ID = "b"
-			b := e.run(cfgB)
-			if one := e.mustPass(a); one.Acted.Marked != count(2, 9) {
+			b := e.Run(cfgB)
+			if one := e.MustPass(a); one.Acted.Marked != count(2, 9) {
 				t.Fatalf("pass one marked %+v, want S3 and S5", one.Acted.Marked)
 			}
-			e.clock.Advance(13 * time.Hour)
+			e.Clock.Advance(13 * time.Hour)
 
 			h.armed.Store(true)
 			resA := e.background(a)
@@ -143,16 +143,16 @@ func TestFormerLeaderHeldAfterIntent(t *testing.T) {
 			if s := e.getSession(inv.bucket, inv.s3); s.State != etcdstore.StateAborting || lastTerm(s) != termA {
 				t.Fatalf("S3 while A is held = %s under term %d, want aborting under %d", s.State, lastTerm(s), termA)
 			}
-			if n := e.backend.aborts.Load(); n != 0 {
+			if n := e.Backend.Aborts.Load(); n != 0 {
 				t.Fatalf("%d aborts sent before the hold", n)
 			}
 			e.uploadPart(inv.bucket, k5, s5, 5)
 
 			termB := e.handOver(b, termA)
 			if settledFirst {
-				e.clock.Advance(2 * time.Minute) // past ReconcileAfter
+				e.Clock.Advance(2 * time.Minute) // past ReconcileAfter
 			}
-			two := e.mustPass(b)
+			two := e.MustPass(b)
 			if two.Pass != 2 || two.Resumed != 1 || two.Acted.Changed != count(1, 4) || two.Acted.Deleted != (reclaim.Count{}) {
 				t.Errorf("B's pass = %d resumed %d acted %+v; want pass 2 resumed, S5 left alone as changed", two.Pass, two.Resumed, two.Acted)
 			}
@@ -192,26 +192,26 @@ func wantHeldLeaderEnd(t *testing.T, e *env, b *reclaim.Reclaimer, inv inventory
 	if settledFirst {
 		// B aborted it; A's late abort found it gone (idempotent) and its
 		// record of that was refused.
-		if s3.State != etcdstore.StateAborted || lastTerm(s3) != termB || e.backend.aborts.Load() != 2 {
+		if s3.State != etcdstore.StateAborted || lastTerm(s3) != termB || e.Backend.Aborts.Load() != 2 {
 			t.Errorf("S3 = %s under term %d, %d aborts; want aborted under B's term %d, and A's late abort sent",
-				s3.State, lastTerm(s3), e.backend.aborts.Load(), termB)
+				s3.State, lastTerm(s3), e.Backend.Aborts.Load(), termB)
 		}
 		return
 	}
 	// A's abort was the one that removed S3, but its record was refused:
 	// S3 stays as A's last valid write left it, for a pass of B to settle.
-	if s3.State != etcdstore.StateAborting || lastTerm(s3) != termA || e.backend.aborts.Load() != 1 {
+	if s3.State != etcdstore.StateAborting || lastTerm(s3) != termA || e.Backend.Aborts.Load() != 1 {
 		t.Fatalf("S3 after A's release = %s under term %d, %d aborts; want still aborting under A's term %d, one abort",
-			s3.State, lastTerm(s3), e.backend.aborts.Load(), termA)
+			s3.State, lastTerm(s3), e.Backend.Aborts.Load(), termA)
 	}
-	e.clock.Advance(2 * time.Minute) // past ReconcileAfter
-	if rep := e.mustPass(b); rep.Reconcile == nil || rep.Reconcile.Aborted != 1 {
+	e.Clock.Advance(2 * time.Minute) // past ReconcileAfter
+	if rep := e.MustPass(b); rep.Reconcile == nil || rep.Reconcile.Aborted != 1 {
 		t.Errorf("B's next pass reconciled %+v, want S3 settled as aborted", rep.Reconcile)
 	}
 	s3 = e.getSession(inv.bucket, inv.s3)
-	if s3.State != etcdstore.StateAborted || lastTerm(s3) != termB || e.backend.aborts.Load() != 1 {
+	if s3.State != etcdstore.StateAborted || lastTerm(s3) != termB || e.Backend.Aborts.Load() != 1 {
 		t.Errorf("S3 = %s under term %d, %d aborts; want aborted under B's term %d without another abort",
-			s3.State, lastTerm(s3), e.backend.aborts.Load(), termB)
+			s3.State, lastTerm(s3), e.Backend.Aborts.Load(), termB)
 	}
 }
 
@@ -232,13 +232,13 @@ func TestHeldLeaderKeepsRevivedUpload(t *testing.T) {
 			e := newEnv(t)
 			inv := e.scenarioInventory()
 			h := newHold(t, reclaim.FaultPlanned)
-			cfgA := e.config()
+			cfgA := e.Config()
 			cfgA.ID, cfgA.Fault = "a", h.fault
-			a := e.start(cfgA)
+			a := e.Start(cfgA)
 			termA, _ := a.Leader()
-			cfgB := e.config()
+			cfgB := e.Config()
 			cfgB.ID = "b"
-			b := e.run(cfgB)
+			b := e.Run(cfgB)
 			e.marked(a)
 
 			h.armed.Store(true)
@@ -247,7 +247,7 @@ func TestHeldLeaderKeepsRevivedUpload(t *testing.T) {
 			e.uploadPart(inv.bucket, inv.k3, inv.s3, 6)
 			if handOver {
 				e.handOver(b, termA)
-				two := e.mustPass(b)
+				two := e.MustPass(b)
 				if two.Pass != 2 || two.Resumed != 1 || two.Acted.Changed != count(1, 5) || two.Acted.Intents != (reclaim.Count{}) {
 					t.Errorf("B's pass = %d resumed %d acted %+v; want pass 2 resumed, S3 left alone as changed", two.Pass, two.Resumed, two.Acted)
 				}
@@ -262,8 +262,8 @@ func TestHeldLeaderKeepsRevivedUpload(t *testing.T) {
 			case !handOver && (res.rep.Acted.Changed != count(1, 5) || res.rep.Acted.Intents != (reclaim.Count{})):
 				t.Errorf("A's pass acted %+v, want S3 left alone as changed", res.rep.Acted)
 			}
-			if got := e.parts(inv); got != [4]int{12, 7, 6, 3} || e.backend.aborts.Load() != 0 {
-				t.Errorf("parts on MinIO = %v, %d aborts; want S3 kept with its new part", got, e.backend.aborts.Load())
+			if got := e.parts(inv); got != [4]int{12, 7, 6, 3} || e.Backend.Aborts.Load() != 0 {
+				t.Errorf("parts on MinIO = %v, %d aborts; want S3 kept with its new part", got, e.Backend.Aborts.Load())
 			}
 			if st := e.getSession(inv.bucket, inv.s3).State; st != etcdstore.StateActive {
 				t.Errorf("S3 = %s, want active", st)
@@ -282,9 +282,9 @@ func TestActivityBetweenPlanAndMark(t *testing.T) {
 	e := newEnv(t)
 	inv := e.scenarioInventory()
 	h := newHold(t, reclaim.FaultPlanned)
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.Fault = h.fault
-	r := e.start(cfg)
+	r := e.Start(cfg)
 
 	h.armed.Store(true)
 	res := e.background(r)

@@ -57,16 +57,16 @@ func TestPlanInOrderOracle(t *testing.T) {
 func planInOrderOracle(t *testing.T, budget int64) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(15, 16))
-	now := e.clock.Now()
+	now := e.Clock.Now()
 	states := []etcdstore.SessionState{etcdstore.StateActive, etcdstore.StateActive, etcdstore.StateExpired, etcdstore.StateCompleting, etcdstore.StateCompleted, etcdstore.StateAborted}
 	ago := func() time.Time { return now.Add(-time.Duration(rng.IntN(60)) * time.Hour) }
 	buckets := []string{"inorder-a", "inorder-b", "inorder-c"}
 	var foreign []string // upload ids of inorder-a
 	for bi, b := range buckets {
-		e.bucket(b)
+		e.Bucket(b)
 		for i := range 9 + 4*bi {
 			key := fmt.Sprintf("k%02d-%c", i, "xyz"[rng.IntN(3)]) // the pager does not decode keys
-			id := e.upload(b, key, rng.IntN(3))
+			id := e.Upload(b, key, rng.IntN(3))
 			if b == "inorder-a" {
 				foreign = append(foreign, id)
 			}
@@ -86,12 +86,12 @@ func planInOrderOracle(t *testing.T, budget int64) {
 		e.session("inorder-b", "foreign", id, etcdstore.StateActive, now.Add(-40*time.Hour), now.Add(-39*time.Hour))
 		e.session("inorder-none", "elsewhere", id+"-x", etcdstore.StateActive, now.Add(-40*time.Hour), now.Add(-39*time.Hour))
 	}
-	sw := &switchBackend{pagingBackend: &pagingBackend{Backend: e.backend, size: 2}}
-	cfg := e.config()
+	sw := &switchBackend{pagingBackend: &pagingBackend{Backend: e.Backend, size: 2}}
+	cfg := e.Config()
 	cfg.Backend = sw
 	cfg.BatchSize = 3
 	cfg.MissingCheckBudget = budget
-	r := e.start(cfg)
+	r := e.Start(cfg)
 	plan := func(paged bool) planView {
 		t.Helper()
 		sw.paged.Store(paged)

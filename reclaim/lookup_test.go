@@ -16,6 +16,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // failingReads is the KV of a real etcd client whose reads at a past
@@ -112,7 +113,7 @@ func (e *env) readFailingStore() (*etcdstore.Store, *failingReads) {
 	cli := e.connect()
 	f := &failingReads{KV: cli.KV}
 	cli.KV = f
-	return etcdstore.NewStore(cli, e.store.Keys()), f
+	return etcdstore.NewStore(cli, e.Store.Keys()), f
 }
 
 // TestUploadLookupFailureKeepsEverything fails the upload sweep's reads of
@@ -134,23 +135,23 @@ func TestUploadLookupFailureKeepsEverything(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			inv := e.scenarioInventory()
-			cfg := e.config()
+			cfg := e.Config()
 			var reads *failingReads
 			cfg.Store, reads = e.readFailingStore()
-			r := e.start(cfg)
+			r := e.Start(cfg)
 			e.marked(r)
 
-			reads.failReads(tc.prefix(e.store.Keys()))
-			rep, err := e.trigger(r)
+			reads.failReads(tc.prefix(e.Store.Keys()))
+			rep, err := e.Trigger(r)
 			reads.failReads("")
 			if err == nil || reads.failed.Load() == 0 {
 				t.Fatalf("pass with failing %s lookups: err %v, %d reads failed (report %+v)", tc.name, err, reads.failed.Load(), rep)
 			}
-			if !contains(rep.Stopped, tc.why) || rep.Acted != (reclaim.Acted{}) || rep.Pass != 2 {
+			if !reclaimtest.Contains(rep.Stopped, tc.why) || rep.Acted != (reclaim.Acted{}) || rep.Pass != 2 {
 				t.Errorf("report pass %d stopped %q acted %+v; want pass 2 stopped for %q, nothing acted", rep.Pass, rep.Stopped, rep.Acted, tc.why)
 			}
-			if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.backend.aborts.Load() != 0 {
-				t.Errorf("parts on MinIO = %v, %d aborts; want nothing deleted", got, e.backend.aborts.Load())
+			if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.Backend.Aborts.Load() != 0 {
+				t.Errorf("parts on MinIO = %v, %d aborts; want nothing deleted", got, e.Backend.Aborts.Load())
 			}
 			if st := e.getSession(inv.bucket, inv.s3).State; st != etcdstore.StateExpired {
 				t.Errorf("S3 = %s, want still expired", st)
@@ -160,15 +161,15 @@ func TestUploadLookupFailureKeepsEverything(t *testing.T) {
 			}
 			// The writes worked: the stopped pass left its report and its
 			// cursor for the next pass to resume.
-			last, ok, err := reclaim.LastReport(t.Context(), e.store)
-			if err != nil || !ok || last.Pass != 2 || !contains(last.Stopped, tc.why) {
+			last, ok, err := reclaim.LastReport(t.Context(), e.Store)
+			if err != nil || !ok || last.Pass != 2 || !reclaimtest.Contains(last.Stopped, tc.why) {
 				t.Errorf("stored report = pass %d stopped %q (%v, found %v); want pass 2's stop", last.Pass, last.Stopped, err, ok)
 			}
-			if resp, err := e.cli.Get(t.Context(), e.store.Keys().Cursor("uploads")); err != nil || len(resp.Kvs) != 1 {
+			if resp, err := e.Cli.Get(t.Context(), e.Store.Keys().Cursor("uploads")); err != nil || len(resp.Kvs) != 1 {
 				t.Errorf("no cursor left for the stopped pass (%v)", err)
 			}
 
-			next := e.mustPass(r)
+			next := e.MustPass(r)
 			if next.Pass != 2 || next.Resumed != 1 || next.Acted.Deleted != count(1, 5) {
 				t.Errorf("next pass = %d resumed %d acted %+v; want pass 2 resumed, deleting S3", next.Pass, next.Resumed, next.Acted)
 			}
@@ -195,57 +196,57 @@ func TestDigestLookupFailureKeepsEverything(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			d := newDigestEnv(t)
-			refd := d.putBlobs("ref", 3)
-			d.putManifest("kept", refd...)
-			trashed := d.putBlobs("trashed", 2)
-			d.putManifest("gone", trashed...)
-			placed := d.putBlob("placed")
-			unref := d.putBlobs("unref", 2)
-			d.ageBlobs()
-			d.deleteManifest("gone", d.clock.Now().Add(30*24*time.Hour))
-			if err := d.store.PlaceBlob(t.Context(), placed, "in-flight", dgBucket, blobKey(placed), d.clock.Now()); err != nil {
+			refd := d.PutBlobs("ref", 3)
+			d.PutManifest("kept", refd...)
+			trashed := d.PutBlobs("trashed", 2)
+			d.PutManifest("gone", trashed...)
+			placed := d.PutBlob("placed")
+			unref := d.PutBlobs("unref", 2)
+			d.AgeBlobs()
+			d.DeleteManifest("gone", d.Clock.Now().Add(30*24*time.Hour))
+			if err := d.Store.PlaceBlob(t.Context(), placed, "in-flight", reclaimtest.CASBucket, reclaimtest.BlobKey(placed), d.Clock.Now()); err != nil {
 				t.Fatal(err)
 			}
 			kept := slices.Concat(refd, trashed, []string{placed})
 
-			cfg := d.config()
+			cfg := d.Config()
 			var reads *failingReads
-			cfg.Store, reads = d.readFailingStore()
-			r := d.start(cfg)
-			one := d.digestPass(r)
-			wantCounts(t, "pass one", one, 2, 0, 0, 0)
-			_, before, _ := d.tombstone(unref[0])
+			cfg.Store, reads = d.env().readFailingStore()
+			r := d.Start(cfg)
+			one := d.DigestPass(r)
+			reclaimtest.WantCounts(t, "pass one", one, 2, 0, 0, 0)
+			_, before, _ := d.Tombstone(unref[0])
 
-			reads.failReads(tc.prefix(d.store.Keys()))
-			two := d.digestPass(r)
+			reads.failReads(tc.prefix(d.Store.Keys()))
+			two := d.DigestPass(r)
 			reads.failReads("")
 			if reads.failed.Load() == 0 {
 				t.Fatalf("no %s read failed; the test did not reach the lookup", tc.name)
 			}
-			if !contains(two.Kept, tc.name) || two.Deleted != 0 || two.Ready != 0 || two.NewPending != 0 {
+			if !reclaimtest.Contains(two.Kept, tc.name) || two.Deleted != 0 || two.Ready != 0 || two.NewPending != 0 {
 				t.Errorf("pass two kept %q, ready %d deleted %d new pending %d; want everything kept because %s failed",
 					two.Kept, two.Ready, two.Deleted, two.NewPending, tc.name)
 			}
-			if n := d.be.deletes.Load(); n != 0 {
+			if n := d.Be.Deletes.Load(); n != 0 {
 				t.Errorf("%d DeleteObjects sent while an inventory failed", n)
 			}
-			d.wantPresent("inventory failing", true, slices.Concat(kept, unref)...)
-			d.wantStates("inventory failing", etcdstore.TombstonePending, unref...)
-			d.wantStates("inventory failing", "", kept...)
-			if _, after, _ := d.tombstone(unref[0]); after != before {
+			d.WantPresent("inventory failing", true, slices.Concat(kept, unref)...)
+			d.WantStates("inventory failing", etcdstore.TombstonePending, unref...)
+			d.WantStates("inventory failing", "", kept...)
+			if _, after, _ := d.Tombstone(unref[0]); after != before {
 				t.Errorf("a tombstone was rewritten (mod revision %d, was %d) while an inventory failed", after, before)
 			}
 			// The writes worked: the pass's report says why it kept
 			// everything.
-			last, ok, err := reclaim.LastReport(t.Context(), d.store)
-			if err != nil || !ok || last.Pass != 2 || last.Digests == nil || !contains(last.Digests.Kept, tc.name) {
+			last, ok, err := reclaim.LastReport(t.Context(), d.Store)
+			if err != nil || !ok || last.Pass != 2 || last.Digests == nil || !reclaimtest.Contains(last.Digests.Kept, tc.name) {
 				t.Errorf("stored report = pass %d digests %+v (%v, found %v); want pass 2 keeping everything", last.Pass, last.Digests, err, ok)
 			}
 
-			three := d.digestPass(r)
-			wantCounts(t, "reads work again", three, 0, 2, 0, 2)
-			d.wantPresent("reads work again", false, unref...)
-			d.wantPresent("reads work again", true, kept...)
+			three := d.DigestPass(r)
+			reclaimtest.WantCounts(t, "reads work again", three, 0, 2, 0, 2)
+			d.WantPresent("reads work again", false, unref...)
+			d.WantPresent("reads work again", true, kept...)
 		})
 	}
 }

@@ -18,10 +18,10 @@ func TestOrphans(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.scenarioInventory()
-	s5 := e.upload(inv.bucket, "s5/object", 2)
-	r := e.start(e.config())
+	s5 := e.Upload(inv.bucket, "s5/object", 2)
+	r := e.Start(e.Config())
 	term, _ := r.Leader()
-	one := e.mustPass(r)
+	one := e.MustPass(r)
 	if one.Totals.Orphans != 2 {
 		t.Fatalf("orphans = %+v, want S4 and S5", one.Orphans)
 	}
@@ -56,10 +56,10 @@ func TestOrphans(t *testing.T) {
 	if !errors.Is(err, reclaim.ErrNotConfirmed) || len(res) != 1 || res[0].Deleted || res[0].Parts != 2 {
 		t.Fatalf("unconfirmed delete = %+v, %v", res, err)
 	}
-	if e.partsOnMinIO(inv.bucket, "s5/object", s5) != 2 || e.backend.aborts.Load() != 0 {
+	if e.partsOnMinIO(inv.bucket, "s5/object", s5) != 2 || e.Backend.Aborts.Load() != 0 {
 		t.Fatal("an unconfirmed delete changed the backend")
 	}
-	if _, err := e.store.GetSession(t.Context(), inv.bucket, s5); !errors.Is(err, etcdstore.ErrNotFound) {
+	if _, err := e.Store.GetSession(t.Context(), inv.bucket, s5); !errors.Is(err, etcdstore.ErrNotFound) {
 		t.Fatalf("an unconfirmed delete wrote a session: %v", err)
 	}
 
@@ -76,7 +76,7 @@ func TestOrphans(t *testing.T) {
 	if e.partsOnMinIO(inv.bucket, "s5/object", s5) != -1 || e.partsOnMinIO(inv.bucket, inv.k1, inv.s1) != 12 {
 		t.Error("confirmed delete did not remove exactly the orphan")
 	}
-	got, err := e.cli.Get(t.Context(), e.store.Keys().OrphanRecords(), clientv3.WithPrefix())
+	got, err := e.Cli.Get(t.Context(), e.Store.Keys().OrphanRecords(), clientv3.WithPrefix())
 	if err != nil || got.Count != 2 {
 		t.Fatalf("orphan records = %d (%v), want adopt and delete", got.Count, err)
 	}
@@ -91,7 +91,7 @@ func TestOrphans(t *testing.T) {
 	}
 
 	// The next pass sees no orphans: S4 is adopted, S5 is gone.
-	two := e.mustPass(r)
+	two := e.MustPass(r)
 	if two.Uploads.Hold != (reclaim.Count{}) || len(two.Orphans) != 0 {
 		t.Errorf("orphans after adopt and delete: %+v", two.Orphans)
 	}
@@ -104,13 +104,13 @@ func TestUnlistedAndMissing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.scenarioInventory()
-	now := e.clock.Now()
+	now := e.Clock.Now()
 	e.session(inv.bucket, "gone", "no-such-upload", etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Hour))
 	e.session("no-such-bucket", "k", "no-such-upload-2", etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Hour))
-	e.backend.hidden.Store(inv.s3)
-	r := e.start(e.config())
+	e.Backend.Hidden.Store(inv.s3)
+	r := e.Start(e.Config())
 
-	rep := e.mustPass(r)
+	rep := e.MustPass(r)
 	wantUploads(t, rep.Uploads, count(2, 19), count(1, 5), count(0, 0), count(1, 3))
 	if rep.Totals.Unlisted != 1 || rep.Acted.Marked != count(1, 5) {
 		t.Errorf("unlisted %d, acted %+v; want S3 found and marked", rep.Totals.Unlisted, rep.Acted)

@@ -107,17 +107,17 @@ func (b *pagingBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 // before, and judges every upload of the bucket exactly once.
 func TestInventoryFollowsPages(t *testing.T) {
 	e := newEnv(t)
-	e.bucket("paged")
-	now := e.clock.Now()
+	e.Bucket("paged")
+	now := e.Clock.Now()
 	for i := range 5 {
 		key := "obj-" + strconv.Itoa(i)
-		id := e.upload("paged", key, 1)
+		id := e.Upload("paged", key, 1)
 		e.session("paged", key, id, etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Minute))
 	}
-	paging := &pagingBackend{Backend: e.backend, size: 2}
-	cfg := e.config()
+	paging := &pagingBackend{Backend: e.Backend, size: 2}
+	cfg := e.Config()
 	cfg.Backend = paging
-	r := e.start(cfg)
+	r := e.Start(cfg)
 	// Listing the same page again and again never ends: the deadline
 	// turns that into a failure.
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -18,32 +18,32 @@ func TestPlanReadsPartsWhereNeeded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const bucket = "uploads"
-	e.bucket(bucket)
-	now := e.clock.Now()
-	idle := e.upload(bucket, "idle", 2) // two parts around the gateway
+	e.Bucket(bucket)
+	now := e.Clock.Now()
+	idle := e.Upload(bucket, "idle", 2) // two parts around the gateway
 	e.session(bucket, "idle", idle, etcdstore.StateActive, now, now)
 	e.uploadPart(bucket, "idle", idle, 3)
-	e.clock.Advance(30 * time.Hour)
-	now = e.clock.Now()
-	live := e.upload(bucket, "live", 0)
+	e.Clock.Advance(30 * time.Hour)
+	now = e.Clock.Now()
+	live := e.Upload(bucket, "live", 0)
 	e.session(bucket, "live", live, etcdstore.StateActive, now, now)
 	e.uploadPart(bucket, "live", live, 1)
 	e.uploadPart(bucket, "live", live, 2)
-	e.upload(bucket, "orphan", 2)
-	unrecorded := e.upload(bucket, "unrecorded", 3)
+	e.Upload(bucket, "orphan", 2)
+	unrecorded := e.Upload(bucket, "unrecorded", 3)
 	e.session(bucket, "unrecorded", unrecorded, etcdstore.StateActive, now, now)
-	r := e.start(e.config())
-	if one := e.mustPass(r); one.Acted.Marked.Sessions != 1 {
+	r := e.Start(e.Config())
+	if one := e.MustPass(r); one.Acted.Marked.Sessions != 1 {
 		t.Fatalf("pass one marked %+v, want the idle upload", one.Acted.Marked)
 	}
-	e.clock.Advance(13 * time.Hour)
+	e.Clock.Advance(13 * time.Hour)
 
-	before := e.backend.listParts.Load()
+	before := e.Backend.ListParts.Load()
 	plan, err := r.Plan(t.Context())
 	if err != nil {
 		t.Fatalf("plan: %v (report %+v)", err, plan)
 	}
-	if got := e.backend.listParts.Load() - before; got != 3 {
+	if got := e.Backend.ListParts.Load() - before; got != 3 {
 		t.Errorf("the plan listed the parts of %d uploads on the backend, want 3 (the one it deletes, the orphan, the upload with no part record)", got)
 	}
 	// Kept: the live upload's two recorded parts and the unrecorded one's

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // TestScenarioInventory runs the reclaimer's acceptance scenario against real
@@ -28,24 +29,24 @@ func TestScenarioInventory(t *testing.T) {
 			e := newEnv(t)
 			inv := e.scenarioInventory()
 			reg := prometheus.NewRegistry()
-			cfg := e.config()
+			cfg := e.Config()
 			cfg.Metrics = reg
-			r := e.start(cfg)
+			r := e.Start(cfg)
 			term, _ := r.Leader()
 
-			one := e.mustPass(r)
+			one := e.MustPass(r)
 			wantScenarioPassOne(t, e, inv, one, term)
 
-			e.clock.Advance(time.Hour)
+			e.Clock.Advance(time.Hour)
 			if variant == "activity between passes" {
 				e.uploadPart(inv.bucket, inv.k3, inv.s3, 5)
 				if st := e.getSession(inv.bucket, inv.s3).State; st != etcdstore.StateActive {
 					t.Fatalf("S3 after a part = %s, want active again", st)
 				}
 			}
-			e.clock.Advance(12 * time.Hour)
+			e.Clock.Advance(12 * time.Hour)
 
-			two := e.mustPass(r)
+			two := e.MustPass(r)
 			if variant == "idle" {
 				wantScenarioS3Deleted(t, e, inv, reg, two, term)
 			} else {
@@ -59,8 +60,8 @@ func TestScenarioInventory(t *testing.T) {
 					t.Errorf("parts on MinIO after pass two = %v, want all 27", got)
 				}
 			}
-			if e.backend.aborts.Load() > 1 {
-				t.Errorf("%d backend aborts, want at most one", e.backend.aborts.Load())
+			if e.Backend.Aborts.Load() > 1 {
+				t.Errorf("%d backend aborts, want at most one", e.Backend.Aborts.Load())
 			}
 			wantScenarioMetrics(t, reg, term)
 			wantScenarioReportsStored(t, e)
@@ -79,7 +80,7 @@ func wantScenarioPassOne(t *testing.T, e *env, inv inventory, one reclaim.Report
 	if len(one.Stuck) != 1 || one.Stuck[0].UploadID != inv.s2 {
 		t.Errorf("stuck = %+v, want S2 only (report %+v)", one.Stuck, one)
 	}
-	if len(one.Orphans) != 1 || one.Orphans[0].UploadID != inv.s4 || one.Orphans[0].Parts != 3 || one.Orphans[0].Bytes != 3*partSize {
+	if len(one.Orphans) != 1 || one.Orphans[0].UploadID != inv.s4 || one.Orphans[0].Parts != 3 || one.Orphans[0].Bytes != 3*reclaimtest.PartSize {
 		t.Errorf("orphans = %+v, want S4 with 3 parts", one.Orphans)
 	}
 	if one.Pass != 1 || one.Term != term || one.DryRun || one.Refused != "" || one.Stopped != "" {
@@ -87,7 +88,7 @@ func wantScenarioPassOne(t *testing.T, e *env, inv inventory, one reclaim.Report
 	}
 	s3 := e.getSession(inv.bucket, inv.s3)
 	last := s3.History[len(s3.History)-1]
-	if s3.State != etcdstore.StateExpired || s3.ExpiredAt == nil || !s3.ExpiredAt.Equal(e.clock.Now()) || last.Term != term || last.Actor != "reclaimer" {
+	if s3.State != etcdstore.StateExpired || s3.ExpiredAt == nil || !s3.ExpiredAt.Equal(e.Clock.Now()) || last.Term != term || last.Actor != "reclaimer" {
 		t.Errorf("S3 after pass one: state %s expired-at %v, last transition %+v", s3.State, s3.ExpiredAt, last)
 	}
 	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
@@ -115,7 +116,7 @@ func wantScenarioS3Deleted(t *testing.T, e *env, inv inventory, reg *prometheus.
 			t.Errorf("transition %+v does not record the reclaimer's term %d", tr, term)
 		}
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_deleted_parts_total", "outcome", "aborted"); got != 5 {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_deleted_parts_total", "outcome", "aborted"); got != 5 {
 		t.Errorf("deleted_parts_total{aborted} = %v, want 5", got)
 	}
 }
@@ -123,16 +124,16 @@ func wantScenarioS3Deleted(t *testing.T, e *env, inv inventory, reg *prometheus.
 // wantScenarioMetrics checks the metrics after the two passes.
 func wantScenarioMetrics(t *testing.T, reg *prometheus.Registry, term int64) {
 	t.Helper()
-	if got := metric(t, reg, "sweepgate_reclaim_passes_total", "result", "ok"); got != 2 {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_passes_total", "result", "ok"); got != 2 {
 		t.Errorf("passes_total{ok} = %v, want 2", got)
 	}
-	if metric(t, reg, "sweepgate_reclaim_leading") != 1 || metric(t, reg, "sweepgate_reclaim_term") != float64(term) {
+	if reclaimtest.Metric(t, reg, "sweepgate_reclaim_leading") != 1 || reclaimtest.Metric(t, reg, "sweepgate_reclaim_term") != float64(term) {
 		t.Error("leading/term metrics do not show this process leading")
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_orphans_held"); got != 1 {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_orphans_held"); got != 1 {
 		t.Errorf("orphans_held = %v, want 1", got)
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_stuck_sessions"); got != 1 {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_stuck_sessions"); got != 1 {
 		t.Errorf("stuck_sessions = %v, want 1", got)
 	}
 }
@@ -141,11 +142,11 @@ func wantScenarioMetrics(t *testing.T, reg *prometheus.Registry, term int64) {
 // first, in the documented shape, and that no plan chunk is left.
 func wantScenarioReportsStored(t *testing.T, e *env) {
 	t.Helper()
-	reports, err := reclaim.Reports(t.Context(), e.store, 10)
+	reports, err := reclaim.Reports(t.Context(), e.Store, 10)
 	if err != nil || len(reports) != 2 || reports[0].Pass != 2 || reports[1].Pass != 1 {
 		t.Fatalf("stored reports = %d (%v)", len(reports), err)
 	}
-	resp, err := e.cli.Get(t.Context(), e.store.Keys().Pass(2))
+	resp, err := e.Cli.Get(t.Context(), e.Store.Keys().Pass(2))
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func wantScenarioReportsStored(t *testing.T, e *env) {
 			t.Errorf("stored report lacks %q", field)
 		}
 	}
-	if left, _ := e.cli.Get(t.Context(), e.store.Keys().Reclaim()+"plans/", clientv3.WithPrefix(), clientv3.WithCountOnly()); left.Count != 0 {
+	if left, _ := e.Cli.Get(t.Context(), e.Store.Keys().Reclaim()+"plans/", clientv3.WithPrefix(), clientv3.WithCountOnly()); left.Count != 0 {
 		t.Errorf("%d plan chunks left after the passes", left.Count)
 	}
 }
@@ -166,12 +167,12 @@ func wantScenarioReportsStored(t *testing.T, e *env) {
 // marked runs pass one of the scenario's inventory and moves the clock past
 // DeleteAfter, so that the next pass would delete S3.
 func (e *env) marked(r *reclaim.Reclaimer) {
-	e.t.Helper()
-	one := e.mustPass(r)
+	e.T.Helper()
+	one := e.MustPass(r)
 	if one.Acted.Marked != count(1, 5) {
-		e.t.Fatalf("pass one marked %+v, want S3's 5 parts", one.Acted.Marked)
+		e.T.Fatalf("pass one marked %+v, want S3's 5 parts", one.Acted.Marked)
 	}
-	e.clock.Advance(13 * time.Hour)
+	e.Clock.Advance(13 * time.Hour)
 }
 
 func TestBreakerRefusesAboveTheFraction(t *testing.T) {
@@ -179,14 +180,14 @@ func TestBreakerRefusesAboveTheFraction(t *testing.T) {
 	e := newEnv(t)
 	inv := e.scenarioInventory()
 	reg := prometheus.NewRegistry()
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.Metrics = reg
 	cfg.MaxDeleteFraction = 0.1 // 5 of 27 parts is 18.5%
-	r := e.start(cfg)
+	r := e.Start(cfg)
 	e.marked(r)
 
-	rep := e.mustPass(r)
-	if !contains(rep.Refused, "5", "27", "max_delete_fraction", "0.1", "max_delete is 1000") {
+	rep := e.MustPass(r)
+	if !reclaimtest.Contains(rep.Refused, "5", "27", "max_delete_fraction", "0.1", "max_delete is 1000") {
 		t.Errorf("refused = %q, want both limits and both numbers", rep.Refused)
 	}
 	if rep.Breaker != (reclaim.Breaker{DeleteParts: 5, StoredParts: 27, MaxDelete: 1000, MaxDeleteFraction: 0.1,
@@ -194,8 +195,8 @@ func TestBreakerRefusesAboveTheFraction(t *testing.T) {
 		MaxMark: reclaim.DefaultMaxMark, MaxMarkFraction: 1}) {
 		t.Errorf("breaker = %+v", rep.Breaker)
 	}
-	if rep.Acted != (reclaim.Acted{}) || e.backend.aborts.Load() != 0 {
-		t.Errorf("a refused pass acted: %+v, %d aborts", rep.Acted, e.backend.aborts.Load())
+	if rep.Acted != (reclaim.Acted{}) || e.Backend.Aborts.Load() != 0 {
+		t.Errorf("a refused pass acted: %+v, %d aborts", rep.Acted, e.Backend.Aborts.Load())
 	}
 	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
 		t.Errorf("parts on MinIO = %v, want all 27", got)
@@ -203,13 +204,13 @@ func TestBreakerRefusesAboveTheFraction(t *testing.T) {
 	if st := e.getSession(inv.bucket, inv.s3).State; st != etcdstore.StateExpired {
 		t.Errorf("S3 = %s, want still expired", st)
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_breaker_refusals_total"); got != 1 {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_breaker_refusals_total"); got != 1 {
 		t.Errorf("breaker_refusals_total = %v, want 1", got)
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_passes_total", "result", "refused"); got != 1 {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_passes_total", "result", "refused"); got != 1 {
 		t.Errorf("passes_total{refused} = %v, want 1", got)
 	}
-	last, ok, err := reclaim.LastReport(t.Context(), e.store)
+	last, ok, err := reclaim.LastReport(t.Context(), e.Store)
 	if err != nil || !ok || last.Refused != rep.Refused {
 		t.Errorf("stored report refused = %q (%v), want the refusal", last.Refused, err)
 	}
@@ -219,16 +220,16 @@ func TestBreakerRefusesAboveTheCount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.scenarioInventory()
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.MaxDelete = 4
-	r := e.start(cfg)
+	r := e.Start(cfg)
 	e.marked(r)
-	rep := e.mustPass(r)
-	if !contains(rep.Refused, "5 of 27", "above max_delete:", "max_delete is 4 parts") {
+	rep := e.MustPass(r)
+	if !reclaimtest.Contains(rep.Refused, "5 of 27", "above max_delete:", "max_delete is 4 parts") {
 		t.Errorf("refused = %q", rep.Refused)
 	}
-	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.backend.aborts.Load() != 0 {
-		t.Errorf("parts on MinIO = %v, %d aborts; want nothing deleted", got, e.backend.aborts.Load())
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.Backend.Aborts.Load() != 0 {
+		t.Errorf("parts on MinIO = %v, %d aborts; want nothing deleted", got, e.Backend.Aborts.Load())
 	}
 }
 
@@ -240,18 +241,18 @@ func TestFutureActivityKeepsTheUpload(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.scenarioInventory()
-	r := e.start(e.config())
+	r := e.Start(e.Config())
 	e.marked(r)
 
-	act := etcdstore.Activity{At: e.clock.Now().Add(time.Hour), What: "UploadPart", Part: 13}
-	v, err := e.store.GetSession(t.Context(), inv.bucket, inv.s1)
+	act := etcdstore.Activity{At: e.Clock.Now().Add(time.Hour), What: "UploadPart", Part: 13}
+	v, err := e.Store.GetSession(t.Context(), inv.bucket, inv.s1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.RecordActivity(t.Context(), inv.bucket, inv.s1, v.ModRev, act); err != nil {
+	if err := e.Store.RecordActivity(t.Context(), inv.bucket, inv.s1, v.ModRev, act); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.trigger(r)
+	rep, err := e.Trigger(r)
 	if err != nil || rep.Stopped != "" {
 		t.Fatalf("pass = %v (stopped %q), want it to go on", err, rep.Stopped)
 	}
@@ -262,7 +263,7 @@ func TestFutureActivityKeepsTheUpload(t *testing.T) {
 		t.Errorf("parts on MinIO = %v, want S3 alone gone", got)
 	}
 	ex := e.explainUpload(r, inv.bucket, inv.s1, "")
-	if ex.Verdict != "keep" || !contains(ex.Reason, "in the future", "kept until that time has passed") {
+	if ex.Verdict != "keep" || !reclaimtest.Contains(ex.Reason, "in the future", "kept until that time has passed") {
 		t.Errorf("S1 explained %s: %q, want kept for its future time", ex.Verdict, ex.Reason)
 	}
 }
@@ -278,9 +279,9 @@ func TestEtcdUnreachableDeletesNothing(t *testing.T) {
 	// The pass reads and writes through a client of its own; the election
 	// has another, so that only the session lookups fail.
 	passCli := e.connect()
-	cfg := e.config()
-	cfg.Store = etcdstore.NewStore(passCli, e.store.Keys())
-	el, err := reclaim.NewElector(reclaim.ElectorConfig{Client: e.cli, Prefix: e.store.Keys().Election(), ID: "a", TTL: time.Minute})
+	cfg := e.Config()
+	cfg.Store = etcdstore.NewStore(passCli, e.Store.Keys())
+	el, err := reclaim.NewElector(reclaim.ElectorConfig{Client: e.Cli, Prefix: e.Store.Keys().Election(), ID: "a", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,11 +292,11 @@ func TestEtcdUnreachableDeletesNothing(t *testing.T) {
 			passCli.Close()
 		}
 	}
-	r := e.start(cfg)
+	r := e.Start(cfg)
 	e.marked(r)
 
 	cut = true
-	rep, err := e.trigger(r)
+	rep, err := e.Trigger(r)
 	if err == nil {
 		t.Fatalf("pass succeeded without etcd: %+v", rep)
 	}
@@ -303,8 +304,8 @@ func TestEtcdUnreachableDeletesNothing(t *testing.T) {
 	if rep.Stopped == "" || rep.Acted != (reclaim.Acted{}) {
 		t.Errorf("report stopped %q acted %+v", rep.Stopped, rep.Acted)
 	}
-	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.backend.aborts.Load() != 0 {
-		t.Errorf("parts on MinIO = %v, %d aborts; want nothing deleted", got, e.backend.aborts.Load())
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.Backend.Aborts.Load() != 0 {
+		t.Errorf("parts on MinIO = %v, %d aborts; want nothing deleted", got, e.Backend.Aborts.Load())
 	}
 	if st := e.getSession(inv.bucket, inv.s3).State; st != etcdstore.StateExpired {
 		t.Errorf("S3 = %s, want still expired", st)
@@ -318,26 +319,26 @@ func TestCompactedRevisionStartsOver(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.scenarioInventory()
-	cfg := e.config()
+	cfg := e.Config()
 	var compact bool
 	cfg.Fault = func(point string) {
 		if point == reclaim.FaultPassStarted && compact {
 			compact = false
-			if _, err := e.cli.Compact(context.Background(), e.revision()); err != nil {
+			if _, err := e.Cli.Compact(context.Background(), e.Revision()); err != nil {
 				t.Error(err)
 			}
 		}
 	}
-	r := e.start(cfg)
+	r := e.Start(cfg)
 	compact = true
-	rep, err := e.trigger(r)
-	if err == nil || !contains(rep.Stopped, "compacted", "starts over") || rep.Acted != (reclaim.Acted{}) {
+	rep, err := e.Trigger(r)
+	if err == nil || !reclaimtest.Contains(rep.Stopped, "compacted", "starts over") || rep.Acted != (reclaim.Acted{}) {
 		t.Fatalf("pass over a compacted revision: %v, stopped %q, acted %+v", err, rep.Stopped, rep.Acted)
 	}
 	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
 		t.Errorf("parts on MinIO = %v", got)
 	}
-	next := e.mustPass(r)
+	next := e.MustPass(r)
 	if next.Pass != rep.Pass+1 || next.Resumed != 0 || next.Acted.Marked != count(1, 5) {
 		t.Errorf("next pass = %d resumed %d acted %+v; want a fresh pass that marks S3", next.Pass, next.Resumed, next.Acted)
 	}
@@ -351,29 +352,29 @@ func TestFormerLeaderCannotDelete(t *testing.T) {
 	e := newEnv(t)
 	inv := e.scenarioInventory()
 	var armed bool
-	cfgA := e.config()
+	cfgA := e.Config()
 	cfgA.ID = "a"
 	cfgA.Fault = func(point string) {
 		if point == reclaim.FaultPlanned && armed {
 			// Paused while holding the plan; meanwhile its lease runs out.
-			e.revokeLeader()
+			e.RevokeLeader()
 		}
 	}
-	a := e.start(cfgA)
+	a := e.Start(cfgA)
 	termA, _ := a.Leader()
 	e.marked(a)
 
-	cfgB := e.config()
+	cfgB := e.Config()
 	cfgB.ID = "b"
-	b := e.run(cfgB)
+	b := e.Run(cfgB)
 
 	armed = true
-	rep, err := e.trigger(a)
+	rep, err := e.Trigger(a)
 	if !errors.Is(err, reclaim.ErrFenced) {
 		t.Fatalf("former leader's pass error = %v, want ErrFenced", err)
 	}
-	if e.backend.aborts.Load() != 0 || rep.Acted.Intents != (reclaim.Count{}) {
-		t.Fatalf("former leader sent %d aborts (acted %+v)", e.backend.aborts.Load(), rep.Acted)
+	if e.Backend.Aborts.Load() != 0 || rep.Acted.Intents != (reclaim.Count{}) {
+		t.Fatalf("former leader sent %d aborts (acted %+v)", e.Backend.Aborts.Load(), rep.Acted)
 	}
 	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} {
 		t.Fatalf("parts on MinIO = %v, want all 27", got)
@@ -391,7 +392,7 @@ func TestFormerLeaderCannotDelete(t *testing.T) {
 	if termB <= termA {
 		t.Fatalf("new term %d is not above the old %d", termB, termA)
 	}
-	two := e.mustPass(b)
+	two := e.MustPass(b)
 	if two.Pass != 2 || two.Resumed != 1 || two.Term != termB {
 		t.Errorf("pass after hand-over = pass %d resumed %d term %d; want pass 2 resumed under term %d", two.Pass, two.Resumed, two.Term, termB)
 	}
@@ -413,33 +414,33 @@ func TestResumeAfterInterruption(t *testing.T) {
 		t.Run(at, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			now := e.clock.Now()
+			now := e.Clock.Now()
 			// Three buckets, each with an idle session and a recent one.
 			var idle [][2]string
 			for _, b := range []string{"bucket-a", "bucket-b", "bucket-c"} {
-				e.bucket(b)
-				id := e.upload(b, "idle", 2)
+				e.Bucket(b)
+				id := e.Upload(b, "idle", 2)
 				e.session(b, "idle", id, etcdstore.StateActive, now.Add(-40*time.Hour), now.Add(-30*time.Hour))
 				idle = append(idle, [2]string{b, id})
-				id = e.upload(b, "busy", 3)
+				id = e.Upload(b, "busy", 3)
 				e.session(b, "busy", id, etcdstore.StateActive, now.Add(-time.Hour), now.Add(-time.Minute))
 			}
 			var hits int
-			cfgA := e.config()
+			cfgA := e.Config()
 			cfgA.ID = "a"
 			cfgA.Fault = func(point string) {
 				if point == at {
 					if hits++; hits == 1 {
-						e.revokeLeader()
+						e.RevokeLeader()
 					}
 				}
 			}
-			a := e.start(cfgA)
-			cfgB := e.config()
+			a := e.Start(cfgA)
+			cfgB := e.Config()
 			cfgB.ID = "b"
-			b := e.run(cfgB)
+			b := e.Run(cfgB)
 
-			if _, err := e.trigger(a); !errors.Is(err, reclaim.ErrFenced) {
+			if _, err := e.Trigger(a); !errors.Is(err, reclaim.ErrFenced) {
 				t.Fatalf("interrupted pass error = %v, want ErrFenced", err)
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -447,7 +448,7 @@ func TestResumeAfterInterruption(t *testing.T) {
 			if _, err := b.Elector().AwaitLeader(ctx); err != nil {
 				t.Fatal(err)
 			}
-			rep := e.mustPass(b)
+			rep := e.MustPass(b)
 			if rep.Pass != 1 || rep.Resumed != 1 {
 				t.Errorf("pass %d resumed %d times, want pass 1 resumed once", rep.Pass, rep.Resumed)
 			}
@@ -468,19 +469,19 @@ func TestUnclearAbortListsAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.scenarioInventory()
-	r := e.start(e.config())
+	r := e.Start(e.Config())
 	e.marked(r)
 
-	e.backend.loseAbortAnswer.Store(true)
-	rep := e.mustPass(r)
-	if n := e.backend.aborts.Load(); n != 1 {
+	e.Backend.LoseAbortAnswer.Store(true)
+	rep := e.MustPass(r)
+	if n := e.Backend.Aborts.Load(); n != 1 {
 		t.Errorf("%d aborts sent, want exactly one (no blind retry)", n)
 	}
 	if rep.Acted.Deleted != count(1, 5) {
 		t.Errorf("acted %+v, want S3 deleted", rep.Acted)
 	}
 	s3 := e.getSession(inv.bucket, inv.s3)
-	if s3.State != etcdstore.StateAborted || !contains(s3.Uncertain, "unclear", "gone") || s3.AbortAttempts != 1 {
+	if s3.State != etcdstore.StateAborted || !reclaimtest.Contains(s3.Uncertain, "unclear", "gone") || s3.AbortAttempts != 1 {
 		t.Errorf("S3 = %s, uncertain %q, attempts %d; want aborted with the doubt recorded", s3.State, s3.Uncertain, s3.AbortAttempts)
 	}
 	if got := e.parts(inv); got != [4]int{12, 7, -1, 3} {
@@ -495,27 +496,27 @@ func TestDryRunChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	inv := e.scenarioInventory()
-	r := e.start(e.config())
+	r := e.Start(e.Config())
 	e.marked(r)
 
-	dryCfg := e.config()
+	dryCfg := e.Config()
 	dryCfg.DryRun = true
 	dryCfg.ID = "dry"
-	dryCfg.Elector, _ = reclaim.NewElector(reclaim.ElectorConfig{Client: e.cli, Prefix: "/elsewhere/election/"})
+	dryCfg.Elector, _ = reclaim.NewElector(reclaim.ElectorConfig{Client: e.Cli, Prefix: "/elsewhere/election/"})
 	var progress atomic.Int64
 	dryCfg.Progress = func(p reclaim.Progress) {
 		if p.DryRun && p.Pass == 2 {
 			progress.Add(1)
 		}
 	}
-	dry := e.start(dryCfg)
+	dry := e.Start(dryCfg)
 
-	before := e.revision()
+	before := e.Revision()
 	plan, err := r.Plan(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	passed := e.mustPass(dry)
+	passed := e.MustPass(dry)
 	for _, rep := range []reclaim.Report{plan, passed} {
 		if !rep.DryRun || rep.Pass != 2 {
 			t.Errorf("dry report: dry_run %v pass %d", rep.DryRun, rep.Pass)
@@ -528,18 +529,18 @@ func TestDryRunChangesNothing(t *testing.T) {
 	if progress.Load() == 0 {
 		t.Error("a dry-run pass reported no progress")
 	}
-	if after := e.revision(); after != before {
+	if after := e.Revision(); after != before {
 		t.Errorf("etcd revision moved from %d to %d during dry runs", before, after)
 	}
-	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.backend.aborts.Load() != 0 {
-		t.Errorf("parts on MinIO = %v, %d aborts; want nothing changed", got, e.backend.aborts.Load())
+	if got := e.parts(inv); got != [4]int{12, 7, 5, 3} || e.Backend.Aborts.Load() != 0 {
+		t.Errorf("parts on MinIO = %v, %d aborts; want nothing changed", got, e.Backend.Aborts.Load())
 	}
 }
 
 func TestTriggerOffTheLeader(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	r, err := reclaim.New(e.config())
+	r, err := reclaim.New(e.Config())
 	if err != nil {
 		t.Fatal(err)
 	}

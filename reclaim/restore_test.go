@@ -16,6 +16,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // etcdCopy is every record under the test's prefix but the election's and
@@ -25,10 +26,10 @@ type etcdCopy map[string]string
 
 // saveEtcd copies the records a restore brings back.
 func (e *env) saveEtcd() etcdCopy {
-	e.t.Helper()
-	resp, err := e.cli.Get(e.t.Context(), e.store.Keys().Root(), clientv3.WithPrefix())
+	e.T.Helper()
+	resp, err := e.Cli.Get(e.T.Context(), e.Store.Keys().Root(), clientv3.WithPrefix())
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	out := etcdCopy{}
 	for _, kv := range resp.Kvs {
@@ -40,7 +41,7 @@ func (e *env) saveEtcd() etcdCopy {
 }
 
 func (e *env) restorable(key string) bool {
-	keys := e.store.Keys()
+	keys := e.Store.Keys()
 	return !strings.HasPrefix(key, keys.Election()) && !strings.HasPrefix(key, keys.Gateways())
 }
 
@@ -48,22 +49,22 @@ func (e *env) restorable(key string) bool {
 // record the election and the gateways do not hold: records written
 // since are gone, records changed since are as they were.
 func (e *env) rewind(c etcdCopy) {
-	e.t.Helper()
-	ctx := e.t.Context()
-	resp, err := e.cli.Get(ctx, e.store.Keys().Root(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	e.T.Helper()
+	ctx := e.T.Context()
+	resp, err := e.Cli.Get(ctx, e.Store.Keys().Root(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	for _, kv := range resp.Kvs {
 		if k := string(kv.Key); e.restorable(k) {
-			if _, err := e.cli.Delete(ctx, k); err != nil {
-				e.t.Fatal(err)
+			if _, err := e.Cli.Delete(ctx, k); err != nil {
+				e.T.Fatal(err)
 			}
 		}
 	}
 	for k, v := range c {
-		if _, err := e.cli.Put(ctx, k, v); err != nil {
-			e.t.Fatal(err)
+		if _, err := e.Cli.Put(ctx, k, v); err != nil {
+			e.T.Fatal(err)
 		}
 	}
 }
@@ -71,11 +72,11 @@ func (e *env) rewind(c etcdCopy) {
 // putGateway writes gateway id's clock record at the world's clock, once,
 // as a gateway's publication does.
 func (e *env) putGateway(id string) {
-	e.t.Helper()
+	e.T.Helper()
 	host, _ := os.Hostname()
-	b, _ := json.Marshal(etcdstore.GatewayClock{Version: 1, ID: id, Host: host, At: e.clock.Now(), Refresh: time.Second, Layouts: true})
-	if _, err := e.cli.Put(e.t.Context(), e.store.Keys().Gateway(id), string(b)); err != nil {
-		e.t.Fatal(err)
+	b, _ := json.Marshal(etcdstore.GatewayClock{Version: 1, ID: id, Host: host, At: e.Clock.Now(), Refresh: time.Second, Layouts: true})
+	if _, err := e.Cli.Put(e.T.Context(), e.Store.Keys().Gateway(id), string(b)); err != nil {
+		e.T.Fatal(err)
 	}
 }
 
@@ -94,21 +95,21 @@ func TestRestoreHoldsDeletions(t *testing.T) {
 	// Within the clock skew allowance, so that a gateway record written
 	// once stays good across the test.
 	cfg.DeleteAfter, cfg.Metrics, cfg.WitnessBucket = time.Minute, reg, "idle"
-	r := e.start(cfg)
+	r := e.Start(cfg)
 	e.putGateway("g1")
 	id := e.idleMarked(r)
 	snap := e.saveEtcd()
 	// After the copy: a pass advances the witness on both sides.
-	if rep := e.mustPass(r); rep.Restored != "" || rep.Acted.Deleted.Sessions != 0 {
+	if rep := e.MustPass(r); rep.Restored != "" || rep.Acted.Deleted.Sessions != 0 {
 		t.Fatalf("pass after the copy: restored %q, acted %+v", rep.Restored, rep.Acted)
 	}
 	e.rewind(snap)
 
-	rep := e.mustPass(r)
-	if !contains(rep.Restored, "restored from a snapshot", "g1") || rep.Reconcile != nil {
+	rep := e.MustPass(r)
+	if !reclaimtest.Contains(rep.Restored, "restored from a snapshot", "g1") || rep.Reconcile != nil {
 		t.Fatalf("pass after the restore: restored %q, reconcile %+v", rep.Restored, rep.Reconcile)
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_etcd_restored"); got != 1 {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_etcd_restored"); got != 1 {
 		t.Errorf("sweepgate_reclaim_etcd_restored = %v, want 1", got)
 	}
 	st, err := r.Status(t.Context())
@@ -118,10 +119,10 @@ func TestRestoreHoldsDeletions(t *testing.T) {
 
 	// The mark is past delete_after on both clocks: without the restore
 	// mark this pass would abort the upload.
-	e.clock.Advance(2 * time.Minute)
-	rep = e.mustPass(r)
+	e.Clock.Advance(2 * time.Minute)
+	rep = e.MustPass(r)
 	e.wantStanding("while the restore mark stands", id)
-	if n := e.backend.aborts.Load(); n != 0 {
+	if n := e.Backend.Aborts.Load(); n != 0 {
 		t.Fatalf("%d aborts sent while the restore mark stands", n)
 	}
 	if rep.Restored == "" || rep.Refused != rep.Restored || rep.Acted != (reclaim.Acted{}) {
@@ -138,15 +139,15 @@ func TestRestoreHoldsDeletions(t *testing.T) {
 	// The gateway publishes its clock after the mark: cleared, and the
 	// upload's pre-restore mark is made again, not acted on.
 	e.putGateway("g1")
-	rep = e.mustPass(r)
+	rep = e.MustPass(r)
 	e.wantStanding("after the mark cleared", id)
-	if n := e.backend.aborts.Load(); n != 0 {
+	if n := e.Backend.Aborts.Load(); n != 0 {
 		t.Fatalf("%d aborts sent on a mark recorded before the restore", n)
 	}
 	if rep.Restored != "" || rep.Acted.Marked.Sessions != 1 || rep.Acted.Deleted.Sessions != 0 {
 		t.Fatalf("pass after the mark cleared: restored %q, acted %+v", rep.Restored, rep.Acted)
 	}
-	if got := metric(t, reg, "sweepgate_reclaim_etcd_restored"); got != 0 {
+	if got := reclaimtest.Metric(t, reg, "sweepgate_reclaim_etcd_restored"); got != 0 {
 		t.Errorf("sweepgate_reclaim_etcd_restored = %v after clearing, want 0", got)
 	}
 	st, err = r.Status(t.Context())
@@ -155,26 +156,26 @@ func TestRestoreHoldsDeletions(t *testing.T) {
 	}
 
 	// Deleted once the new mark stood delete_after.
-	e.clock.Advance(2 * time.Minute)
+	e.Clock.Advance(2 * time.Minute)
 	e.putGateway("g1")
-	if rep = e.mustPass(r); rep.Acted.Deleted.Sessions != 1 {
+	if rep = e.MustPass(r); rep.Acted.Deleted.Sessions != 1 {
 		t.Fatalf("pass delete_after past the new mark: acted %+v", rep.Acted)
 	}
 }
 
 // witnessSeq reads the seq of etcd's copy of the restore witness (0: none).
 func (e *env) witnessSeq() int64 {
-	e.t.Helper()
-	resp, err := e.cli.Get(e.t.Context(), e.store.Keys().Witness())
+	e.T.Helper()
+	resp, err := e.Cli.Get(e.T.Context(), e.Store.Keys().Witness())
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if len(resp.Kvs) == 0 {
 		return 0
 	}
 	w, err := etcdstore.UnmarshalWitness(resp.Kvs[0].Value)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return w.Seq
 }
@@ -190,42 +191,42 @@ func (e *env) witnessSeq() int64 {
 func TestRestoreHoldsDigestDeletions(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("ref", 2)
-	d.putManifest("app/v1", refd...)
-	u, v := d.putBlob("u"), d.putBlob("v")
-	d.setClock(newest(d.modified()).Add(dgGrace + time.Minute))
-	cfg := d.config()
+	refd := d.PutBlobs("ref", 2)
+	d.PutManifest("app/v1", refd...)
+	u, v := d.PutBlob("u"), d.PutBlob("v")
+	d.Clock.Set(reclaimtest.Newest(d.Modified()).Add(reclaimtest.PlacementGrace + time.Minute))
+	cfg := d.Config()
 	// The leader's timer advances the witness between passes. A rebuild
 	// is not due again for a day: the restore mark makes it due.
 	cfg.GuardCheck, cfg.Digests.RebuildInterval = 20*time.Millisecond, 24*time.Hour
-	r := d.start(cfg)
-	wantCounts(t, "pass one", d.digestPass(r), 2, 0, 0, 0)
-	snap, seq := d.saveEtcd(), d.witnessSeq()
-	d.putManifest("app/v2", v)
-	waitFor(t, "the timer to advance the witness past the copy", func() bool { return d.witnessSeq() >= seq+2 })
-	d.rewind(snap)
+	r := d.Start(cfg)
+	reclaimtest.WantCounts(t, "pass one", d.DigestPass(r), 2, 0, 0, 0)
+	snap, seq := d.env().saveEtcd(), d.env().witnessSeq()
+	d.PutManifest("app/v2", v)
+	reclaimtest.WaitFor(t, "the timer to advance the witness past the copy", func() bool { return d.env().witnessSeq() >= seq+2 })
+	d.env().rewind(snap)
 
-	rep := d.mustPass(r)
-	d.wantPresent("while the restore mark stands", true, u, v)
+	rep := d.MustPass(r)
+	d.WantPresent("while the restore mark stands", true, u, v)
 	if rep.Digests == nil || rep.Digests.Deleted != 0 || !strings.Contains(rep.Digests.Kept, "restored from a snapshot") || !rep.Digests.Rebuild.Ran {
 		t.Fatalf("pass after the restore: restored %q, digests %+v", rep.Restored, rep.Digests)
 	}
-	rep = d.mustPass(r)
+	rep = d.MustPass(r)
 	if rep.Restored != "" {
 		t.Fatalf("pass %d: the mark stands after a complete rebuild started after it: %s", rep.Pass, rep.Restored)
 	}
 	// The next rebuild (a day later) lets the unreferenced blob go; the
 	// one the later manifest names stays.
-	d.clock.Advance(25 * time.Hour)
-	for i := 0; d.present(u)[0]; i++ {
+	d.Clock.Advance(25 * time.Hour)
+	for i := 0; d.Present(u)[0]; i++ {
 		if i == 3 {
 			t.Fatalf("the unreferenced blob was not deleted in 3 passes after the mark cleared")
 		}
-		rep = d.mustPass(r)
+		rep = d.MustPass(r)
 		if rep.Restored != "" {
 			t.Fatalf("pass %d: the restore mark came back: %s", rep.Pass, rep.Restored)
 		}
-		d.wantPresent(fmt.Sprintf("pass %d after the restore", rep.Pass), true, append(slices.Clone(refd), v)...)
+		d.WantPresent(fmt.Sprintf("pass %d after the restore", rep.Pass), true, append(slices.Clone(refd), v)...)
 	}
 }
 
@@ -236,30 +237,30 @@ func TestRestoreHoldsDigestDeletions(t *testing.T) {
 func TestRestoreWitnessCopies(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.bucket("witness")
-	cfg := e.config()
+	e.Bucket("witness")
+	cfg := e.Config()
 	cfg.WitnessBucket = "witness"
-	r := e.start(cfg)
-	if rep := e.mustPass(r); rep.Restored != "" || rep.Stopped != "" || e.witnessSeq() != 1 {
+	r := e.Start(cfg)
+	if rep := e.MustPass(r); rep.Restored != "" || rep.Stopped != "" || e.witnessSeq() != 1 {
 		t.Fatalf("first pass: restored %q, stopped %q, witness seq %d; want a new witness at seq 1", rep.Restored, rep.Stopped, e.witnessSeq())
 	}
-	if _, err := e.cli.Put(t.Context(), e.store.Keys().Witness(), "not a witness"); err != nil {
+	if _, err := e.Cli.Put(t.Context(), e.Store.Keys().Witness(), "not a witness"); err != nil {
 		t.Fatal(err)
 	}
-	if rep := e.mustPass(r); rep.Restored != "" || rep.Stopped != "" || e.witnessSeq() != 2 {
+	if rep := e.MustPass(r); rep.Restored != "" || rep.Stopped != "" || e.witnessSeq() != 2 {
 		t.Fatalf("pass over an undecodable etcd copy: restored %q, stopped %q, witness seq %d; want it written anew at 2", rep.Restored, rep.Stopped, e.witnessSeq())
 	}
 	if st, err := r.Status(t.Context()); err != nil || st.Restored != nil {
 		t.Fatalf("after an undecodable etcd copy: %v, restore mark %+v; want none", err, st.Restored)
 	}
-	if _, err := e.cli.Delete(t.Context(), e.store.Keys().Witness()); err != nil {
+	if _, err := e.Cli.Delete(t.Context(), e.Store.Keys().Witness()); err != nil {
 		t.Fatal(err)
 	}
 	// No gateway and no digest sweep: the same pass clears the mark it
 	// recorded, which stays as the record of the restore.
-	e.mustPass(r)
+	e.MustPass(r)
 	st, err := r.Status(t.Context())
-	if err != nil || st.Restored == nil || !contains(st.Restored.Reason, "etcd holds no restore witness") || e.witnessSeq() != 3 {
+	if err != nil || st.Restored == nil || !reclaimtest.Contains(st.Restored.Reason, "etcd holds no restore witness") || e.witnessSeq() != 3 {
 		t.Fatalf("after etcd lost the record: %v, restore mark %+v, witness seq %d; want a restore and seq 3", err, st.Restored, e.witnessSeq())
 	}
 }

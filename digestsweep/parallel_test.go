@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // heldDeletes holds each DeleteObjects request until want of them are in
@@ -72,40 +73,40 @@ func TestDigestParallelDeletes(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
 	buckets := []string{"cas-b", "cas-c"}
-	layout := &cas.Layout{Namespaces: slices.Clone(d.layout.Namespaces), Sources: d.layout.Sources}
+	layout := &cas.Layout{Namespaces: slices.Clone(d.Layout.Namespaces), Sources: d.Layout.Sources}
 	unref := map[string][]string{}
 	for _, b := range buckets {
-		d.bucket(b)
-		ns, err := cas.NewNamespace("blobs-"+b, b, dgBlobs, "", false)
+		d.Bucket(b)
+		ns, err := cas.NewNamespace("blobs-"+b, b, reclaimtest.BlobPrefix, "", false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		layout.Namespaces = append(layout.Namespaces, ns)
 		for i := range 2 {
-			body := blobContent(b + string(rune('0'+i)))
-			dg := digestOf(body)
-			if _, err := d.direct.Client.PutObject(t.Context(), b, blobKey(dg), bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+			body := reclaimtest.BlobContent(b + string(rune('0'+i)))
+			dg := reclaimtest.DigestOf(body)
+			if _, err := d.Direct.Client.PutObject(t.Context(), b, reclaimtest.BlobKey(dg), bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			unref[b] = append(unref[b], dg)
 		}
 	}
-	refd := d.putBlobs("r", 4)
-	d.putManifest("m", refd...)
-	unref[dgBucket] = d.putBlobs("u", 2)
-	d.ageBlobs()
+	refd := d.PutBlobs("r", 4)
+	d.PutManifest("m", refd...)
+	unref[reclaimtest.CASBucket] = d.PutBlobs("u", 2)
+	d.AgeBlobs()
 
-	be := &heldDeletes{Backend: d.be, want: 3, drop: "cas-b", all: make(chan struct{})}
-	cfg := d.config()
+	be := &heldDeletes{Backend: d.Be, want: 3, drop: "cas-b", all: make(chan struct{})}
+	cfg := d.Config()
 	cfg.Backend = be
 	cfg.BatchSize = 1000
 	cfg.Digests.Layout = layout
 	cfg.Digests.MaxDeleteFraction = 1
 	cfg.Digests.DeleteParallel = 3
-	r := d.start(cfg)
-	d.digestPass(r)
+	r := d.Start(cfg)
+	d.DigestPass(r)
 
-	rep := d.digestPass(r)
+	rep := d.DigestPass(r)
 	if be.arrived != 3 || be.most != 3 {
 		t.Errorf("%d DeleteObjects requests, at most %d in flight at once; want 3, all at once", be.arrived, be.most)
 	}
@@ -115,33 +116,33 @@ func TestDigestParallelDeletes(t *testing.T) {
 	if got, want := d.guardDigests(), slices.Sorted(slices.Values(unref["cas-b"])); !slices.Equal(got, want) {
 		t.Errorf("guards armed after the pass: %v, want only the dropped request's %v", got, want)
 	}
-	for _, b := range []string{dgBucket, "cas-c"} {
+	for _, b := range []string{reclaimtest.CASBucket, "cas-c"} {
 		d.wantIn(b, false, unref[b]...)
-		d.wantStates("deleted "+b, etcdstore.TombstoneDeleted, unref[b]...)
+		d.WantStates("deleted "+b, etcdstore.TombstoneDeleted, unref[b]...)
 	}
 	d.wantIn("cas-b", true, unref["cas-b"]...)
-	d.wantStates("dropped", etcdstore.TombstoneReady, unref["cas-b"]...)
-	d.wantPresent("referenced", true, refd...)
+	d.WantStates("dropped", etcdstore.TombstoneReady, unref["cas-b"]...)
+	d.WantPresent("referenced", true, refd...)
 
 	be.mu.Lock()
 	be.drop = ""
 	be.mu.Unlock()
-	d.settle()
-	rep = d.digestPass(r)
-	if rep.Deleted != 2 || d.count(d.store.Keys().Guards()) != 0 {
-		t.Errorf("after the settle time: deleted %d, %d guards left; want 2 and none", rep.Deleted, d.count(d.store.Keys().Guards()))
+	d.Settle()
+	rep = d.DigestPass(r)
+	if rep.Deleted != 2 || d.Count(d.Store.Keys().Guards()) != 0 {
+		t.Errorf("after the settle time: deleted %d, %d guards left; want 2 and none", rep.Deleted, d.Count(d.Store.Keys().Guards()))
 	}
 	d.wantIn("cas-b", false, unref["cas-b"]...)
-	d.wantStates("settled", etcdstore.TombstoneDeleted, unref["cas-b"]...)
-	d.wantPresent("referenced", true, refd...)
+	d.WantStates("settled", etcdstore.TombstoneDeleted, unref["cas-b"]...)
+	d.WantPresent("referenced", true, refd...)
 }
 
 // guardDigests returns the digests whose guard is armed, sorted.
 func (d *digestEnv) guardDigests() []string {
-	d.t.Helper()
-	resp, err := d.cli.Get(d.t.Context(), d.store.Keys().Guards(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	d.T.Helper()
+	resp, err := d.Cli.Get(d.T.Context(), d.Store.Keys().Guards(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	var out []string
 	for _, kv := range resp.Kvs {
@@ -155,16 +156,16 @@ func (d *digestEnv) guardDigests() []string {
 // wantIn fails unless each of digests' blobs is in bucket exactly when
 // want says so.
 func (d *digestEnv) wantIn(bucket string, want bool, digests ...string) {
-	d.t.Helper()
+	d.T.Helper()
 	for _, dg := range digests {
-		_, err := d.direct.Client.StatObject(d.t.Context(), bucket, blobKey(dg), minio.StatObjectOptions{})
+		_, err := d.Direct.Client.StatObject(d.T.Context(), bucket, reclaimtest.BlobKey(dg), minio.StatObjectOptions{})
 		switch {
 		case err == nil && !want:
-			d.t.Errorf("%s: blob %s is there, want it gone", bucket, dg[:15])
+			d.T.Errorf("%s: blob %s is there, want it gone", bucket, dg[:15])
 		case err != nil && minio.ToErrorResponse(err).Code != "NoSuchKey":
-			d.t.Fatal(err)
+			d.T.Fatal(err)
 		case err != nil && want:
-			d.t.Errorf("%s: blob %s is gone, want it there", bucket, dg[:15])
+			d.T.Errorf("%s: blob %s is gone, want it there", bucket, dg[:15])
 		}
 	}
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // otherShard returns the first of digests whose reference revision shard
@@ -41,51 +42,51 @@ func TestDigestReferenceBeforeTombstone(t *testing.T) {
 		t.Run(at, func(t *testing.T) {
 			t.Parallel()
 			d := newDigestEnv(t)
-			refd := d.putBlobs("r", 6)
-			d.putManifest("m", refd...)
-			unref := d.putBlobs("u", 4)
+			refd := d.PutBlobs("r", 6)
+			d.PutManifest("m", refd...)
+			unref := d.PutBlobs("u", 4)
 			target := unref[0]
 			other := otherShard(t, target, unref[1:])
-			d.ageBlobs()
+			d.AgeBlobs()
 			var armed atomic.Bool
 			errs := make(chan error, 1)
-			cfg := d.config()
+			cfg := d.Config()
 			cfg.BatchSize = 1000 // one page, so that the hook runs before every write
 			cfg.Fault = func(point string) {
 				if point == digestsweep.FaultBeforeTombstone && armed.CompareAndSwap(true, false) {
-					errs <- d.writeManifest("late", target)
+					errs <- d.WriteManifest("late", target)
 				}
 			}
-			r := d.start(cfg)
+			r := d.Start(cfg)
 			if at == "pending" {
-				d.digestPass(r)
+				d.DigestPass(r)
 			}
-			before, beforeRev, _ := d.tombstone(target)
+			before, beforeRev, _ := d.Tombstone(target)
 
 			armed.Store(true)
-			rep := d.digestPass(r)
+			rep := d.DigestPass(r)
 			if err := <-errs; err != nil {
 				t.Fatal(err)
 			}
 			if rep.Changed != 1 {
 				t.Errorf("changed = %d, want the one digest referenced late", rep.Changed)
 			}
-			after, afterRev, _ := d.tombstone(target)
+			after, afterRev, _ := d.Tombstone(target)
 			if afterRev != beforeRev || after != before {
 				t.Errorf("tombstone of the late-referenced digest moved: %+v -> %+v", before, after)
 			}
 			if at == "new" {
-				d.wantStates("new", etcdstore.TombstonePending, other)
+				d.WantStates("new", etcdstore.TombstonePending, other)
 			} else {
-				d.wantStates("pending", etcdstore.TombstoneDeleted, other)
-				d.wantPresent("pending", false, other)
+				d.WantStates("pending", etcdstore.TombstoneDeleted, other)
+				d.WantPresent("pending", false, other)
 			}
 
-			next := d.digestPass(r)
+			next := d.DigestPass(r)
 			if at == "pending" && next.Skipped != 1 {
 				t.Errorf("next pass skipped %d, want the late-referenced digest", next.Skipped)
 			}
-			d.wantPresent("at the end", true, append(refd, target)...)
+			d.WantPresent("at the end", true, append(refd, target)...)
 		})
 	}
 }
@@ -108,16 +109,16 @@ func TestDigestResumeAfterInterruption(t *testing.T) {
 		t.Run(tt.point, func(t *testing.T) {
 			t.Parallel()
 			d := newDigestEnv(t)
-			refd := d.putBlobs("r", 6)
-			d.putManifest("m", refd...)
-			unref := d.putBlobs("u", 4)
-			d.ageBlobs()
+			refd := d.PutBlobs("r", 6)
+			d.PutManifest("m", refd...)
+			unref := d.PutBlobs("u", 4)
+			d.AgeBlobs()
 			var (
 				armed    atomic.Bool
 				guardErr = make(chan error, 1)
 				late     string
 			)
-			cfgA := d.config()
+			cfgA := d.Config()
 			cfgA.ID = "a"
 			cfgA.Fault = func(point string) {
 				if point != tt.point || !armed.CompareAndSwap(true, false) {
@@ -130,36 +131,36 @@ func TestDigestResumeAfterInterruption(t *testing.T) {
 					if len(guarded) == 0 {
 						guardErr <- errors.New("no guard armed at digest.guarded")
 					} else {
-						guardErr <- d.writeManifest("guarded", guarded[0])
+						guardErr <- d.WriteManifest("guarded", guarded[0])
 					}
 				}
-				d.revokeLeader()
-				if err := d.writeManifest("late", late); err != nil {
+				d.RevokeLeader()
+				if err := d.WriteManifest("late", late); err != nil {
 					t.Error(err)
 				}
 			}
-			a := d.start(cfgA)
-			cfgB := d.config()
+			a := d.Start(cfgA)
+			cfgB := d.Config()
 			cfgB.ID = "b"
 			cfgB.Metrics = nil
-			b := d.run(cfgB)
+			b := d.Run(cfgB)
 
 			if tt.pass == 2 {
-				d.digestPass(a)
+				d.DigestPass(a)
 			}
 			// Unreferenced (and old at the pass clock) until a manifest
 			// names it while the leader is away: it must survive.
-			late = d.putBlob("late")
-			deletesBefore := d.be.deletes.Load()
+			late = d.PutBlob("late")
+			deletesBefore := d.Be.Deletes.Load()
 			armed.Store(true)
-			rep, err := d.trigger(a)
+			rep, err := d.Trigger(a)
 			if !errors.Is(err, reclaim.ErrFenced) {
 				t.Fatalf("interrupted pass error = %v, want ErrFenced (report %+v)", err, rep.Digests)
 			}
 			if tt.point == digestsweep.FaultGuarded {
 				d.wantGuardedTurnedAway(t, guardErr, deletesBefore)
 			}
-			d.wantPresent("after the interruption", true, append(refd, late)...)
+			d.WantPresent("after the interruption", true, append(refd, late)...)
 
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
@@ -179,10 +180,10 @@ func (d *digestEnv) wantGuardedTurnedAway(t *testing.T, guardErr <-chan error, d
 	if err := <-guardErr; !errors.Is(err, etcdstore.ErrGuarded) {
 		t.Errorf("manifest naming a guarded digest: %v, want ErrGuarded", err)
 	}
-	if d.be.deletes.Load() != deletesBefore {
-		t.Errorf("the former leader sent %d deletes after its term ended", d.be.deletes.Load()-deletesBefore)
+	if d.Be.Deletes.Load() != deletesBefore {
+		t.Errorf("the former leader sent %d deletes after its term ended", d.Be.Deletes.Load()-deletesBefore)
 	}
-	if resp, _ := d.cli.Get(t.Context(), d.store.Keys().RefSource(dgBucket, dgManifests+"guarded")); len(resp.Kvs) != 0 {
+	if resp, _ := d.Cli.Get(t.Context(), d.Store.Keys().RefSource(reclaimtest.CASBucket, reclaimtest.ManifestPrefix+"guarded")); len(resp.Kvs) != 0 {
 		t.Error("a manifest naming a guarded digest was recorded")
 	}
 }
@@ -193,7 +194,7 @@ func (d *digestEnv) wantGuardedTurnedAway(t *testing.T, guardErr <-chan error, d
 // (late included) stay.
 func (d *digestEnv) wantResumedOnce(t *testing.T, b *reclaim.Reclaimer, pass int, refd, unref []string, late string) {
 	t.Helper()
-	resumed := d.mustPass(b)
+	resumed := d.MustPass(b)
 	if resumed.Pass != int64(pass) || resumed.Digests == nil || resumed.Digests.Resumed != 1 {
 		t.Fatalf("pass %d resumed %+v; want pass %d resumed once", resumed.Pass, resumed.Digests, pass)
 	}
@@ -208,21 +209,21 @@ func (d *digestEnv) wantResumedOnce(t *testing.T, b *reclaim.Reclaimer, pass int
 	// attempt included (it recorded them in the cursor).
 	deleted := got.Deleted
 	for range 2 {
-		deleted += d.digestPass(b).Deleted
+		deleted += d.DigestPass(b).Deleted
 	}
 	if deleted != 4 {
 		t.Errorf("the passes from the resumed one on deleted %d, want the four exactly once", deleted)
 	}
-	d.wantPresent("at the end", false, unref...)
-	d.wantPresent("at the end", true, append(refd, late)...)
-	if n := d.count(d.store.Keys().Guards()); n != 0 {
+	d.WantPresent("at the end", false, unref...)
+	d.WantPresent("at the end", true, append(refd, late)...)
+	if n := d.Count(d.Store.Keys().Guards()); n != 0 {
 		t.Errorf("%d guards left", n)
 	}
 }
 
 // guarded returns the digests whose guards are armed.
 func (d *digestEnv) guarded() []string {
-	resp, err := d.cli.Get(context.Background(), d.store.Keys().Guards(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := d.Cli.Get(context.Background(), d.Store.Keys().Guards(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil
 	}
@@ -243,58 +244,58 @@ func (d *digestEnv) guarded() []string {
 func TestDigestStaleTermDeletesNothing(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 2)
-	d.ageBlobs()
-	cfgA := d.config()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 2)
+	d.AgeBlobs()
+	cfgA := d.Config()
 	cfgA.ID = "a"
 	cfgA.BatchSize = 1000
-	a := d.start(cfgA)
-	cfgB := d.config()
+	a := d.Start(cfgA)
+	cfgB := d.Config()
 	cfgB.ID = "b"
 	cfgB.Metrics = nil
-	b := d.run(cfgB)
-	d.digestPass(a)
+	b := d.Run(cfgB)
+	d.DigestPass(a)
 
 	var once atomic.Bool
-	d.be.setAfterDelete(func() {
+	d.Be.SetAfterDelete(func() {
 		if once.CompareAndSwap(false, true) {
-			d.revokeLeader()
+			d.RevokeLeader()
 		}
 	})
-	if _, err := d.trigger(a); !errors.Is(err, reclaim.ErrFenced) {
+	if _, err := d.Trigger(a); !errors.Is(err, reclaim.ErrFenced) {
 		t.Fatalf("pass error = %v, want ErrFenced", err)
 	}
-	d.be.setAfterDelete(nil)
-	d.wantPresent("deleted by the former leader", false, unref...)
-	if n := d.count(d.store.Keys().Guards()); n != 2 {
+	d.Be.SetAfterDelete(nil)
+	d.WantPresent("deleted by the former leader", false, unref...)
+	if n := d.Count(d.Store.Keys().Guards()); n != 2 {
 		t.Fatalf("%d guards armed, want the former leader's two", n)
 	}
-	d.wantStates("former leader", etcdstore.TombstoneReady, unref...)
+	d.WantStates("former leader", etcdstore.TombstoneReady, unref...)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if _, err := b.Elector().AwaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep := d.mustPass(b)
+	rep := d.MustPass(b)
 	if rep.Digests.Guards != 2 || rep.Digests.Settling != 2 || rep.Digests.Deleted != 0 || rep.Digests.Resumed != 1 {
 		t.Errorf("next leader: guards %d settling %d deleted %d resumed %d; want the two kept settling", rep.Digests.Guards, rep.Digests.Settling, rep.Digests.Deleted, rep.Digests.Resumed)
 	}
-	if n := d.count(d.store.Keys().Guards()); n != 2 {
+	if n := d.Count(d.Store.Keys().Guards()); n != 2 {
 		t.Fatalf("%d guards armed while the former leader's delete may still be executed, want 2", n)
 	}
-	d.settle()
-	rep = d.mustPass(b)
+	d.Settle()
+	rep = d.MustPass(b)
 	if rep.Digests.Guards != 2 || rep.Digests.Deleted != 2 || rep.Digests.Settling != 0 {
 		t.Errorf("after the settle time: guards %d deleted %d settling %d; want the two settled", rep.Digests.Guards, rep.Digests.Deleted, rep.Digests.Settling)
 	}
-	d.wantStates("settled", etcdstore.TombstoneDeleted, unref...)
-	if n := d.count(d.store.Keys().Guards()); n != 0 {
+	d.WantStates("settled", etcdstore.TombstoneDeleted, unref...)
+	if n := d.Count(d.Store.Keys().Guards()); n != 0 {
 		t.Errorf("%d guards left", n)
 	}
-	d.wantPresent("settled", true, refd...)
+	d.WantPresent("settled", true, refd...)
 }
 
 // TestDigestHoldsKeepEverything keeps every blob while a reference hold
@@ -302,30 +303,30 @@ func TestDigestStaleTermDeletesNothing(t *testing.T) {
 func TestDigestHoldsKeepEverything(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	unref := d.putBlobs("u", 2)
-	d.putBlobs("r", 6)
-	d.ageBlobs()
-	r := d.start(d.config())
-	lease, err := d.cli.Grant(t.Context(), 60)
+	unref := d.PutBlobs("u", 2)
+	d.PutBlobs("r", 6)
+	d.AgeBlobs()
+	r := d.Start(d.Config())
+	lease, err := d.Cli.Grant(t.Context(), 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.store.HoldRefs(t.Context(), "complete-1", dgBucket, dgManifests+"held", lease.ID, d.clock.Now()); err != nil {
+	if err := d.Store.HoldRefs(t.Context(), "complete-1", reclaimtest.CASBucket, reclaimtest.ManifestPrefix+"held", lease.ID, d.Clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	rep := d.digestPass(r)
-	if !contains(rep.Kept, "hold") || rep.Pending != 0 {
+	rep := d.DigestPass(r)
+	if !reclaimtest.Contains(rep.Kept, "hold") || rep.Pending != 0 {
 		t.Errorf("kept %q pending %d; want everything kept for the hold", rep.Kept, rep.Pending)
 	}
-	d.wantStates("held", "", unref...)
+	d.WantStates("held", "", unref...)
 	// The complete recorded its references: its hold and record end.
-	if err := d.store.EndUnrecorded(t.Context(), "complete-1"); err != nil {
+	if err := d.Store.EndUnrecorded(t.Context(), "complete-1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.store.ReleaseRefHold(t.Context(), "complete-1"); err != nil {
+	if err := d.Store.ReleaseRefHold(t.Context(), "complete-1"); err != nil {
 		t.Fatal(err)
 	}
-	rep = d.digestPass(r)
+	rep = d.DigestPass(r)
 	if rep.Kept != "" || rep.Pending != 8 {
 		t.Errorf("after the hold: kept %q pending %d", rep.Kept, rep.Pending)
 	}
@@ -339,46 +340,46 @@ func TestDigestHoldsKeepEverything(t *testing.T) {
 func TestDigestUploadsInventory(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 4)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 3)
-	d.upload(dgBucket, blobKey(unref[0]), 1)
-	d.ageBlobs()
-	r := d.start(d.config())
-	rep := d.digestPass(r)
-	if rep.Pending != 3 || rep.RetainedBy["uploads"] != 0 || d.be.blobUploads.Load() != 0 {
+	refd := d.PutBlobs("r", 4)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 3)
+	d.Upload(reclaimtest.CASBucket, reclaimtest.BlobKey(unref[0]), 1)
+	d.AgeBlobs()
+	r := d.Start(d.Config())
+	rep := d.DigestPass(r)
+	if rep.Pending != 3 || rep.RetainedBy["uploads"] != 0 || d.Be.BlobUploads.Load() != 0 {
 		t.Errorf("pending %d, retained by %v, %d listings of uploads into blobs; want every unreferenced blob pending and no listing",
-			rep.Pending, rep.RetainedBy, d.be.blobUploads.Load())
+			rep.Pending, rep.RetainedBy, d.Be.BlobUploads.Load())
 	}
-	d.wantStates("marked", etcdstore.TombstonePending, unref...)
+	d.WantStates("marked", etcdstore.TombstonePending, unref...)
 
 	// References move during every listing.
-	d.be.setOnUploads(func() {
+	d.Be.SetOnUploads(func() {
 		for _, sh := range etcdstore.AllRefShards() {
-			if _, err := d.cli.Put(context.Background(), d.store.Keys().RefRev(sh), ""); err != nil {
+			if _, err := d.Cli.Put(context.Background(), d.Store.Keys().RefRev(sh), ""); err != nil {
 				t.Error(err)
 			}
 		}
 	})
-	rep = d.digestPass(r)
-	if !contains(rep.Kept, "uploads", "retired") || rep.Ready != 0 || rep.Deleted != 0 {
+	rep = d.DigestPass(r)
+	if !reclaimtest.Contains(rep.Kept, "uploads", "retired") || rep.Ready != 0 || rep.Deleted != 0 {
 		t.Errorf("kept %q ready %d deleted %d; want the inventory retired and everything kept", rep.Kept, rep.Ready, rep.Deleted)
 	}
-	d.wantPresent("retired", true, unref...)
-	d.wantStates("retired", etcdstore.TombstonePending, unref...)
+	d.WantPresent("retired", true, unref...)
+	d.WantStates("retired", etcdstore.TombstonePending, unref...)
 
 	// The pass that makes the tombstones ready asks about each blob once:
 	// the one being uploaded is kept, the others are collected.
-	d.be.setOnUploads(nil)
-	d.be.blobUploads.Store(0)
-	rep = d.digestPass(r)
-	if rep.RetainedBy["uploads"] != 1 || rep.Skipped != 1 || rep.Deleted != 2 || d.be.blobUploads.Load() != 3 {
+	d.Be.SetOnUploads(nil)
+	d.Be.BlobUploads.Store(0)
+	rep = d.DigestPass(r)
+	if rep.RetainedBy["uploads"] != 1 || rep.Skipped != 1 || rep.Deleted != 2 || d.Be.BlobUploads.Load() != 3 {
 		t.Errorf("retained by %v, skipped %d, deleted %d, %d listings of uploads into blobs; want the blob being uploaded kept, the others deleted, 3 listings",
-			rep.RetainedBy, rep.Skipped, rep.Deleted, d.be.blobUploads.Load())
+			rep.RetainedBy, rep.Skipped, rep.Deleted, d.Be.BlobUploads.Load())
 	}
-	d.wantStates("uploading", etcdstore.TombstoneSkipped, unref[0])
-	d.wantPresent("uploading", true, unref[0])
-	d.wantPresent("collected", false, unref[1:]...)
+	d.WantStates("uploading", etcdstore.TombstoneSkipped, unref[0])
+	d.WantPresent("uploading", true, unref[0])
+	d.WantPresent("collected", false, unref[1:]...)
 }
 
 // TestDigestPlacements retains a blob with a placement younger than the
@@ -389,38 +390,38 @@ func TestDigestUploadsInventory(t *testing.T) {
 func TestDigestPlacements(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 4)
-	d.ageBlobs()
-	now := d.clock.Now()
-	if err := d.store.PlaceBlob(t.Context(), unref[0], "young", dgBucket, blobKey(unref[0]), now.Add(-time.Hour)); err != nil {
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 4)
+	d.AgeBlobs()
+	now := d.Clock.Now()
+	if err := d.Store.PlaceBlob(t.Context(), unref[0], "young", reclaimtest.CASBucket, reclaimtest.BlobKey(unref[0]), now.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.store.PlaceBlob(t.Context(), unref[1], "stale", dgBucket, blobKey(unref[1]), now.Add(-2*dgGrace)); err != nil {
+	if err := d.Store.PlaceBlob(t.Context(), unref[1], "stale", reclaimtest.CASBucket, reclaimtest.BlobKey(unref[1]), now.Add(-2*reclaimtest.PlacementGrace)); err != nil {
 		t.Fatal(err)
 	}
 	// Blobs written again through a gateway: one within the grace, one
 	// before it.
-	for i, at := range []time.Time{now.Add(-time.Hour), now.Add(-2 * dgGrace)} {
+	for i, at := range []time.Time{now.Add(-time.Hour), now.Add(-2 * reclaimtest.PlacementGrace)} {
 		dg := unref[2+i]
-		if err := d.store.PlaceBlob(t.Context(), dg, "again", dgBucket, blobKey(dg), at); err != nil {
+		if err := d.Store.PlaceBlob(t.Context(), dg, "again", reclaimtest.CASBucket, reclaimtest.BlobKey(dg), at); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.store.EndPlacement(t.Context(), dg, "again", dgBucket, blobKey(dg), at); err != nil {
+		if err := d.Store.EndPlacement(t.Context(), dg, "again", reclaimtest.CASBucket, reclaimtest.BlobKey(dg), at); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := d.start(d.config())
-	rep := d.digestPass(r)
+	r := d.Start(d.Config())
+	rep := d.DigestPass(r)
 	if rep.RetainedBy["placements"] != 2 || rep.Pending != 2 || rep.StalePlacements != 1 || rep.Pruned.Placements != 2 {
 		t.Errorf("retained by %v, pending %d, stale %d, pruned %d; want 2 retained, 2 pending, 1 stale, 2 pruned", rep.RetainedBy, rep.Pending, rep.StalePlacements, rep.Pruned.Placements)
 	}
-	rep = d.digestPass(r)
-	wantCounts(t, "after the prune", rep, 0, 2, 0, 2)
-	d.wantPresent("placed", true, unref[0], unref[2])
-	d.wantPresent("placement older than the grace", false, unref[1], unref[3])
-	if n := d.count(d.store.Keys().AllPlacements()); n != 2 {
+	rep = d.DigestPass(r)
+	reclaimtest.WantCounts(t, "after the prune", rep, 0, 2, 0, 2)
+	d.WantPresent("placed", true, unref[0], unref[2])
+	d.WantPresent("placement older than the grace", false, unref[1], unref[3])
+	if n := d.Count(d.Store.Keys().AllPlacements()); n != 2 {
 		t.Errorf("%d placements left, want the two young ones", n)
 	}
 }
@@ -430,25 +431,25 @@ func TestDigestPlacements(t *testing.T) {
 func TestDigestTombstoneRetention(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 2)
-	d.ageBlobs()
-	r := d.start(d.config())
-	d.digestPass(r)
-	d.digestPass(r)
-	d.wantStates("deleted", etcdstore.TombstoneDeleted, unref...)
-	d.clock.Advance(digestsweep.DefaultTombstoneRetention - time.Hour)
-	if rep := d.digestPass(r); rep.Pruned.Tombstones != 0 {
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 2)
+	d.AgeBlobs()
+	r := d.Start(d.Config())
+	d.DigestPass(r)
+	d.DigestPass(r)
+	d.WantStates("deleted", etcdstore.TombstoneDeleted, unref...)
+	d.Clock.Advance(digestsweep.DefaultTombstoneRetention - time.Hour)
+	if rep := d.DigestPass(r); rep.Pruned.Tombstones != 0 {
 		t.Errorf("pruned %d tombstones inside the retention", rep.Pruned.Tombstones)
 	}
-	d.clock.Advance(2 * time.Hour)
-	rep := d.digestPass(r)
+	d.Clock.Advance(2 * time.Hour)
+	rep := d.DigestPass(r)
 	if rep.Pruned.Tombstones != 2 || len(rep.Tombstones) != 0 {
 		t.Errorf("pruned %d, left %v; want both deleted tombstones gone", rep.Pruned.Tombstones, rep.Tombstones)
 	}
-	d.wantStates("pruned", "", unref...)
-	d.wantPresent("pruned", true, slices.Clone(refd)...)
+	d.WantStates("pruned", "", unref...)
+	d.WantPresent("pruned", true, slices.Clone(refd)...)
 }
 
 // TestDigestLeftoverGuard finds a guard armed by a leader that died
@@ -465,47 +466,47 @@ func TestDigestLeftoverGuard(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			d := newDigestEnv(t)
-			refd := d.putBlobs("r", 6)
-			d.putManifest("m", refd...)
-			dg := d.putBlob("guarded")
-			d.ageBlobs()
-			keys := d.store.Keys()
-			tomb := etcdstore.Tombstone{Digest: dg, State: etcdstore.TombstoneReady, Bucket: dgBucket, Key: blobKey(dg),
-				Size: int64(len(blobContent("guarded"))), Frontier: 1, Term: 1, Pass: 1, Attempts: 1, Since: d.clock.Now()}
-			guard := etcdstore.Guard{Digest: dg, Bucket: dgBucket, Key: blobKey(dg), Term: 1, Pass: 1, At: d.clock.Now()}
+			refd := d.PutBlobs("r", 6)
+			d.PutManifest("m", refd...)
+			dg := d.PutBlob("guarded")
+			d.AgeBlobs()
+			keys := d.Store.Keys()
+			tomb := etcdstore.Tombstone{Digest: dg, State: etcdstore.TombstoneReady, Bucket: reclaimtest.CASBucket, Key: reclaimtest.BlobKey(dg),
+				Size: int64(len(reclaimtest.BlobContent("guarded"))), Frontier: 1, Term: 1, Pass: 1, Attempts: 1, Since: d.Clock.Now()}
+			guard := etcdstore.Guard{Digest: dg, Bucket: reclaimtest.CASBucket, Key: reclaimtest.BlobKey(dg), Term: 1, Pass: 1, At: d.Clock.Now()}
 			for k, v := range map[string]string{keys.Tombstone(dg): etcdstore.MarshalRecord(tomb), keys.Guard(dg): etcdstore.MarshalRecord(guard)} {
-				if _, err := d.cli.Put(t.Context(), k, v); err != nil {
+				if _, err := d.Cli.Put(t.Context(), k, v); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if referenced {
-				body := dgManifest([]string{dg})
-				if _, err := d.direct.Client.PutObject(t.Context(), dgBucket, dgManifests+"around", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+				body := reclaimtest.ManifestBody([]string{dg})
+				if _, err := d.Direct.Client.PutObject(t.Context(), reclaimtest.CASBucket, reclaimtest.ManifestPrefix+"around", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			r := d.start(d.config())
-			rep := d.digestPass(r)
+			r := d.Start(d.Config())
+			rep := d.DigestPass(r)
 			if rep.Guards != 1 {
 				t.Errorf("guards found = %d, want 1", rep.Guards)
 			}
-			if n := d.count(keys.Guards()); n != 0 {
+			if n := d.Count(keys.Guards()); n != 0 {
 				t.Errorf("%d guards left", n)
 			}
 			if referenced {
 				if rep.Deleted != 0 || rep.Released != 1 || rep.Skipped != 1 {
 					t.Errorf("deleted %d released %d skipped %d; want the guard released and the blob kept", rep.Deleted, rep.Released, rep.Skipped)
 				}
-				d.wantPresent(name, true, dg)
-				d.wantStates(name, etcdstore.TombstoneSkipped, dg)
+				d.WantPresent(name, true, dg)
+				d.WantStates(name, etcdstore.TombstoneSkipped, dg)
 				return
 			}
 			if rep.Deleted != 1 {
 				t.Errorf("deleted %d, want the guarded blob", rep.Deleted)
 			}
-			d.wantPresent(name, false, dg)
-			d.wantStates(name, etcdstore.TombstoneDeleted, dg)
-			d.wantPresent(name, true, refd...)
+			d.WantPresent(name, false, dg)
+			d.WantStates(name, etcdstore.TombstoneDeleted, dg)
+			d.WantPresent(name, true, refd...)
 		})
 	}
 }
@@ -515,11 +516,11 @@ func TestDigestLeftoverGuard(t *testing.T) {
 func TestDigestStatusInProgress(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	d.putBlobs("u", 3)
-	d.ageBlobs()
+	d.PutBlobs("u", 3)
+	d.AgeBlobs()
 	var seen *digestsweep.Progress
 	var r *reclaim.Reclaimer
-	cfg := d.config()
+	cfg := d.Config()
 	cfg.Fault = func(point string) {
 		if point != digestsweep.FaultPage || seen != nil {
 			return
@@ -533,8 +534,8 @@ func TestDigestStatusInProgress(t *testing.T) {
 			seen = st.InProgress.Digests
 		}
 	}
-	r = d.start(cfg)
-	d.digestPass(r)
+	r = d.Start(cfg)
+	d.DigestPass(r)
 	if seen == nil || seen.Phase == "" || seen.Report.Stored == 0 {
 		t.Fatalf("status during the digest sweep = %+v, want its phase and the blobs listed so far", seen)
 	}
@@ -547,28 +548,28 @@ func TestDigestStatusInProgress(t *testing.T) {
 func TestDigestLapsedHoldKeepsEverything(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	d.putBlobs("u", 2)
-	d.ageBlobs()
-	r := d.start(d.config())
-	lease, err := d.cli.Grant(t.Context(), 60)
+	d.PutBlobs("u", 2)
+	d.AgeBlobs()
+	r := d.Start(d.Config())
+	lease, err := d.Cli.Grant(t.Context(), 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.store.HoldRefs(t.Context(), "complete-2", dgBucket, dgManifests+"lapsed", lease.ID, d.clock.Now()); err != nil {
+	if err := d.Store.HoldRefs(t.Context(), "complete-2", reclaimtest.CASBucket, reclaimtest.ManifestPrefix+"lapsed", lease.ID, d.Clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.cli.Revoke(t.Context(), lease.ID); err != nil {
+	if _, err := d.Cli.Revoke(t.Context(), lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	rep := d.digestPass(r)
-	if !contains(rep.Kept, "not recorded") || rep.Pending != 0 {
+	rep := d.DigestPass(r)
+	if !reclaimtest.Contains(rep.Kept, "not recorded") || rep.Pending != 0 {
 		t.Errorf("pass after the hold lapsed: kept %q pending %d; want everything kept", rep.Kept, rep.Pending)
 	}
-	rep = d.digestPass(r)
+	rep = d.DigestPass(r)
 	if rep.Kept != "" || rep.Pending != 2 {
 		t.Errorf("pass after a rebuild that started after the record was settled: kept %q pending %d", rep.Kept, rep.Pending)
 	}
-	if n := d.count(d.store.Keys().Unrecorded()); n != 0 {
+	if n := d.Count(d.Store.Keys().Unrecorded()); n != 0 {
 		t.Errorf("%d unrecorded completes left", n)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"bytes"
@@ -27,27 +27,28 @@ import (
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // gatewayClient serves a real gateway over the test's store and layout and
 // returns an aws-sdk-go-v2 client of it that does not retry, so a
 // retryable refusal reaches the test as it was answered.
 func (d *digestEnv) gatewayClient() *s3.Client {
-	d.t.Helper()
-	m := d.minio
+	d.T.Helper()
+	m := d.MinIO
 	be, err := backend.NewStatic(m.Endpoint, m.Region, m.AccessKey, m.SecretKey)
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
-	sessions, err := multipart.New(multipart.Config{Store: d.store, Backend: be})
+	sessions, err := multipart.New(multipart.Config{Store: d.Store, Backend: be})
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
-	d.blobs, err = digests.NewService(digests.ServiceConfig{Store: d.store, Layout: d.layout, Parts: d.store, Sessions: sessions, Backend: be})
+	d.blobs, err = digests.NewService(digests.ServiceConfig{Store: d.Store, Layout: d.Layout, Parts: d.Store, Sessions: sessions, Backend: be})
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
-	go d.blobs.Run(d.t.Context())
+	go d.blobs.Run(d.T.Context())
 	gw, err := gateway.New(gateway.Config{
 		Backend:     be,
 		Credentials: []sigv4.Credential{{AccessKey: m.AccessKey, SecretKey: m.SecretKey, Principal: "producer"}},
@@ -55,10 +56,10 @@ func (d *digestEnv) gatewayClient() *s3.Client {
 		Digests:     d.blobs,
 	})
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	srv := httptest.NewServer(gw)
-	d.t.Cleanup(srv.Close)
+	d.T.Cleanup(srv.Close)
 	return harness.NewS3Client(srv.URL, m.Region, m.AccessKey, m.SecretKey, http.DefaultTransport, true)
 }
 
@@ -66,11 +67,11 @@ func (d *digestEnv) gatewayClient() *s3.Client {
 // its blob reads ask, holds every guard armed in etcd now: until it is as
 // of the newest guard's revision.
 func (d *digestEnv) syncGuards() {
-	d.t.Helper()
-	resp, err := d.store.Client().Get(d.t.Context(), d.store.Keys().Guards(), clientv3.WithPrefix(),
+	d.T.Helper()
+	resp, err := d.Store.Client().Get(d.T.Context(), d.Store.Keys().Guards(), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1), clientv3.WithKeysOnly())
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	var rev int64
 	if len(resp.Kvs) > 0 {
@@ -79,7 +80,7 @@ func (d *digestEnv) syncGuards() {
 	deadline := time.Now().Add(10 * time.Second)
 	for !d.blobs.Guards().Caught(rev) {
 		if time.Now().After(deadline) {
-			d.t.Fatalf("the gateway's copy of the guards did not reach etcd revision %d", rev)
+			d.T.Fatalf("the gateway's copy of the guards did not reach etcd revision %d", rev)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -104,26 +105,26 @@ func TestDigestGuardRefusesProducers(t *testing.T) {
 	d := newDigestEnv(t)
 	client := d.gatewayClient()
 	ctx := context.Background()
-	blob := d.putBlob("reused")
-	d.ageBlobs()
+	blob := d.PutBlob("reused")
+	d.AgeBlobs()
 
 	var armed atomic.Bool
 	var pushErr, headErr error
-	cfg := d.config()
+	cfg := d.Config()
 	cfg.Digests.MaxDeleteFraction = 1 // the one blob stored is the one to go
 	cfg.Fault = func(point string) {
 		if point != digestsweep.FaultGuarded || !armed.CompareAndSwap(false, true) {
 			return
 		}
 		_, pushErr = client.PutObject(ctx, &s3.PutObjectInput{
-			Bucket: aws.String(dgBucket), Key: aws.String(dgManifests + "app/v1"), Body: bytes.NewReader(dgManifest([]string{blob})),
+			Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(reclaimtest.ManifestPrefix + "app/v1"), Body: bytes.NewReader(reclaimtest.ManifestBody([]string{blob})),
 		})
 		d.syncGuards()
-		_, headErr = client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob))})
+		_, headErr = client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(reclaimtest.BlobKey(blob))})
 	}
-	r := d.start(cfg)
-	wantCounts(t, "first pass", d.digestPass(r), 1, 0, 0, 0)
-	rep := d.digestPass(r)
+	r := d.Start(cfg)
+	reclaimtest.WantCounts(t, "first pass", d.DigestPass(r), 1, 0, 0, 0)
+	rep := d.DigestPass(r)
 	if !armed.Load() {
 		t.Fatalf("the collector never armed a guard (report %+v)", rep)
 	}
@@ -134,43 +135,43 @@ func TestDigestGuardRefusesProducers(t *testing.T) {
 	if !errors.As(headErr, &nf) || nf.ErrorCode() != "NotFound" && nf.ErrorCode() != "NoSuchKey" {
 		t.Fatalf("HEAD of the guarded blob: %v, want 404", headErr)
 	}
-	if _, err := d.store.GetRefSource(ctx, dgBucket, dgManifests+"app/v1"); !errors.Is(err, etcdstore.ErrNotFound) {
+	if _, err := d.Store.GetRefSource(ctx, reclaimtest.CASBucket, reclaimtest.ManifestPrefix+"app/v1"); !errors.Is(err, etcdstore.ErrNotFound) {
 		t.Fatalf("the refused push recorded references: %v", err)
 	}
-	if n := d.count(d.store.Keys().Refs(blob)); n != 0 {
+	if n := d.Count(d.Store.Keys().Refs(blob)); n != 0 {
 		t.Fatalf("the refused push left %d references", n)
 	}
-	wantCounts(t, "collecting pass", rep, 0, 1, 0, 1)
-	d.wantPresent("collected", false, blob)
-	if n := d.count(d.store.Keys().Guards()); n != 0 {
+	reclaimtest.WantCounts(t, "collecting pass", rep, 0, 1, 0, 1)
+	d.WantPresent("collected", false, blob)
+	if n := d.Count(d.Store.Keys().Guards()); n != 0 {
 		t.Fatalf("%d guards still armed after the pass", n)
 	}
-	if _, err := d.direct.Client.StatObject(ctx, dgBucket, dgManifests+"app/v1", minio.StatObjectOptions{}); err == nil {
+	if _, err := d.Direct.Client.StatObject(ctx, reclaimtest.CASBucket, reclaimtest.ManifestPrefix+"app/v1", minio.StatObjectOptions{}); err == nil {
 		t.Fatal("the refused manifest reached MinIO")
 	}
 
 	// The producer re-uploads the blob and pushes the manifest again.
 	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob)), Body: bytes.NewReader(blobContent("reused")),
+		Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(reclaimtest.BlobKey(blob)), Body: bytes.NewReader(reclaimtest.BlobContent("reused")),
 	}); err != nil {
 		t.Fatalf("re-upload: %v", err)
 	}
 	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: aws.String(dgBucket), Key: aws.String(dgManifests + "app/v1"), Body: bytes.NewReader(dgManifest([]string{blob})),
+		Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(reclaimtest.ManifestPrefix + "app/v1"), Body: bytes.NewReader(reclaimtest.ManifestBody([]string{blob})),
 	}); err != nil {
 		t.Fatalf("manifest push after the collector: %v", err)
 	}
-	d.ageBlobs()
+	d.AgeBlobs()
 	for range 3 {
-		d.digestPass(r)
+		d.DigestPass(r)
 	}
-	d.wantPresent("referenced again", true, blob)
-	out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob))})
+	d.WantPresent("referenced again", true, blob)
+	out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(reclaimtest.BlobKey(blob))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Body.Close()
-	if got, _ := io.ReadAll(out.Body); !bytes.Equal(got, blobContent("reused")) {
+	if got, _ := io.ReadAll(out.Body); !bytes.Equal(got, reclaimtest.BlobContent("reused")) {
 		t.Fatal("the re-uploaded blob reads back wrong")
 	}
 }
@@ -181,18 +182,18 @@ func TestDigestGuardRefusesProducers(t *testing.T) {
 func (d *digestEnv) wantGuardHolds(t *testing.T, client *s3.Client, what, blob string) {
 	t.Helper()
 	ctx := context.Background()
-	key := dgManifests + "held/" + blob[len("sha256:"):][:12]
+	key := reclaimtest.ManifestPrefix + "held/" + blob[len("sha256:"):][:12]
 	_, err := client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: aws.String(dgBucket), Key: aws.String(key), Body: bytes.NewReader(dgManifest([]string{blob})),
+		Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(key), Body: bytes.NewReader(reclaimtest.ManifestBody([]string{blob})),
 	})
 	if code := errorCode(err); code != "SlowDown" {
 		t.Errorf("%s: manifest push naming a guarded blob: %v (code %q), want SlowDown", what, err, code)
 	}
-	if _, err := d.store.GetRefSource(ctx, dgBucket, key); !errors.Is(err, etcdstore.ErrNotFound) {
+	if _, err := d.Store.GetRefSource(ctx, reclaimtest.CASBucket, key); !errors.Is(err, etcdstore.ErrNotFound) {
 		t.Errorf("%s: the refused push recorded references: %v", what, err)
 	}
 	d.syncGuards()
-	_, err = client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob))})
+	_, err = client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(reclaimtest.BlobKey(blob))})
 	var nf interface{ ErrorCode() string }
 	if !errors.As(err, &nf) || nf.ErrorCode() != "NotFound" && nf.ErrorCode() != "NoSuchKey" {
 		t.Errorf("%s: HEAD of the guarded blob: %v, want 404", what, err)

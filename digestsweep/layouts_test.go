@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"context"
@@ -12,20 +12,21 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // publishLayout publishes gateway id's clock with layout fingerprint fp
 // until the test ends, and waits for its record.
 func (d *digestEnv) publishLayout(id, fp string) (stop func()) {
-	d.t.Helper()
+	d.T.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := reclaim.PublishClock(ctx, reclaim.PublishConfig{
-		Store: d.store, ID: id, Refresh: time.Second, Layout: fp, Now: d.clock.Now,
+		Store: d.Store, ID: id, Refresh: time.Second, Layout: fp, Now: d.Clock.Now,
 	})
 	stop = func() { cancel(); <-done }
-	d.t.Cleanup(stop)
-	waitFor(d.t, "gateway "+id+" to publish its layout", func() bool {
-		resp, err := d.cli.Get(d.t.Context(), d.store.Keys().Gateway(id))
+	d.T.Cleanup(stop)
+	reclaimtest.WaitFor(d.T, "gateway "+id+" to publish its layout", func() bool {
+		resp, err := d.Cli.Get(d.T.Context(), d.Store.Keys().Gateway(id))
 		return err == nil && len(resp.Kvs) == 1
 	})
 	return stop
@@ -40,22 +41,22 @@ func (d *digestEnv) publishLayout(id, fp string) (stop func()) {
 func TestDigestLayoutMismatchKeepsEverything(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	unref := d.putBlobs("u", 2)
-	d.ageBlobs()
-	r := d.start(d.config())
-	wider := *d.layout
-	extra, err := cas.NewSource("elsewhere", dgBucket, "elsewhere/", "", 0)
+	unref := d.PutBlobs("u", 2)
+	d.AgeBlobs()
+	r := d.Start(d.Config())
+	wider := *d.Layout
+	extra, err := cas.NewSource("elsewhere", reclaimtest.CASBucket, "elsewhere/", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wider.Sources = append(append([]cas.Source{}, wider.Sources...), extra)
-	if wider.Fingerprint() == d.layout.Fingerprint() {
+	if wider.Fingerprint() == d.Layout.Fingerprint() {
 		t.Fatal("a layout with another source has the same fingerprint")
 	}
-	d.publishLayout("gw-alike", d.layout.Fingerprint())
+	d.publishLayout("gw-alike", d.Layout.Fingerprint())
 	stop := d.publishLayout("gw-other", wider.Fingerprint())
 	for i := range 3 {
-		rep := d.digestPass(r)
+		rep := d.DigestPass(r)
 		if !strings.Contains(rep.Kept, "gw-other") || !strings.Contains(rep.Kept, "layout") || rep.Pending != 0 || rep.Deleted != 0 {
 			t.Fatalf("pass %d with a gateway of another layout: kept %q pending %d deleted %d; want everything kept, naming it", i, rep.Kept, rep.Pending, rep.Deleted)
 		}
@@ -63,15 +64,15 @@ func TestDigestLayoutMismatchKeepsEverything(t *testing.T) {
 			t.Errorf("the report names a gateway whose layout is the reclaimer's: %q", rep.Kept)
 		}
 	}
-	if got := metric(t, d.reg, "sweepgate_reclaim_layout_mismatch_gateways"); got != 1 {
+	if got := reclaimtest.Metric(t, d.Reg, "sweepgate_reclaim_layout_mismatch_gateways"); got != 1 {
 		t.Errorf("layout mismatch gauge %v, want 1", got)
 	}
-	d.wantPresent("layouts differ", true, unref...)
+	d.WantPresent("layouts differ", true, unref...)
 	stop()
-	if rep := d.digestPass(r); rep.Kept != "" || rep.Pending != 2 {
+	if rep := d.DigestPass(r); rep.Kept != "" || rep.Pending != 2 {
 		t.Errorf("pass once the other gateway is gone: kept %q pending %d", rep.Kept, rep.Pending)
 	}
-	if got := metric(t, d.reg, "sweepgate_reclaim_layout_mismatch_gateways"); got != 0 {
+	if got := reclaimtest.Metric(t, d.Reg, "sweepgate_reclaim_layout_mismatch_gateways"); got != 0 {
 		t.Errorf("layout mismatch gauge %v after the gateway went, want 0", got)
 	}
 }
@@ -82,20 +83,20 @@ func TestDigestLayoutMismatchKeepsEverything(t *testing.T) {
 func TestDigestLayoutChangeRebuilds(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	d.putBlobs("u", 2)
-	d.ageBlobs()
-	cfg := d.config()
+	d.PutBlobs("u", 2)
+	d.AgeBlobs()
+	cfg := d.Config()
 	cfg.Digests.RebuildInterval = time.Hour
-	r := d.start(cfg)
-	if rep := d.digestPass(r); !rep.Rebuild.Ran {
+	r := d.Start(cfg)
+	if rep := d.DigestPass(r); !rep.Rebuild.Ran {
 		t.Fatal("first pass did not rebuild")
 	}
-	d.clock.Advance(time.Minute)
-	if rep := d.digestPass(r); rep.Rebuild.Ran {
+	d.Clock.Advance(time.Minute)
+	if rep := d.DigestPass(r); rep.Rebuild.Ran {
 		t.Fatal("second pass rebuilt within the interval")
 	}
-	key := d.store.Keys().Cursor("rebuild")
-	resp, err := d.cli.Get(t.Context(), key)
+	key := d.Store.Keys().Cursor("rebuild")
+	resp, err := d.Cli.Get(t.Context(), key)
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("last rebuild record: %v", err)
 	}
@@ -103,16 +104,16 @@ func TestDigestLayoutChangeRebuilds(t *testing.T) {
 	if err := json.Unmarshal(resp.Kvs[0].Value, &last); err != nil {
 		t.Fatal(err)
 	}
-	if last["layout"] != d.layout.Fingerprint() {
-		t.Fatalf("the last rebuild recorded layout %v, want %s", last["layout"], d.layout.Fingerprint())
+	if last["layout"] != d.Layout.Fingerprint() {
+		t.Fatalf("the last rebuild recorded layout %v, want %s", last["layout"], d.Layout.Fingerprint())
 	}
 	last["layout"] = "another"
 	b, _ := json.Marshal(last)
-	if _, err := d.cli.Put(t.Context(), key, string(b)); err != nil {
+	if _, err := d.Cli.Put(t.Context(), key, string(b)); err != nil {
 		t.Fatal(err)
 	}
-	d.clock.Advance(time.Minute)
-	if rep := d.digestPass(r); !rep.Rebuild.Ran {
+	d.Clock.Advance(time.Minute)
+	if rep := d.DigestPass(r); !rep.Rebuild.Ran {
 		t.Errorf("first pass after the layout changed did not rebuild (report %+v)", rep.Rebuild)
 	}
 }
@@ -125,17 +126,17 @@ func TestDigestLayoutChangeRebuilds(t *testing.T) {
 func TestDigestLayoutMismatchStopsCollect(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 4)
-	d.ageBlobs()
-	wider := *d.layout
-	extra, err := cas.NewSource("elsewhere", dgBucket, "elsewhere/", "", 0)
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 4)
+	d.AgeBlobs()
+	wider := *d.Layout
+	extra, err := cas.NewSource("elsewhere", reclaimtest.CASBucket, "elsewhere/", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wider.Sources = append(append([]cas.Source{}, wider.Sources...), extra)
-	cfg := d.config()
+	cfg := d.Config()
 	published := false
 	cfg.Fault = func(point string) {
 		if point == digestsweep.FaultGuarded && !published {
@@ -143,11 +144,11 @@ func TestDigestLayoutMismatchStopsCollect(t *testing.T) {
 			d.publishLayout("gw-other", wider.Fingerprint())
 		}
 	}
-	r := d.start(cfg)
-	if rep := d.digestPass(r); rep.Pending != 4 {
+	r := d.Start(cfg)
+	if rep := d.DigestPass(r); rep.Pending != 4 {
 		t.Fatalf("first pass: pending %d, want 4", rep.Pending)
 	}
-	rep := d.digestPass(r)
+	rep := d.DigestPass(r)
 	if !published {
 		t.Fatal("the collector armed no guard")
 	}
@@ -155,7 +156,7 @@ func TestDigestLayoutMismatchStopsCollect(t *testing.T) {
 		t.Errorf("pass whose collector met another layout after its first page: deleted %d, kept %q; want the first page's 2 deleted, then nothing, naming the gateway", rep.Deleted, rep.Kept)
 	}
 	present := 0
-	for _, ok := range d.present(unref...) {
+	for _, ok := range d.Present(unref...) {
 		if ok {
 			present++
 		}

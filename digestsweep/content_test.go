@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // newContentEnv is a digest test world whose blob namespace has content:
@@ -22,9 +23,9 @@ import (
 // it is stored itself.
 func newContentEnv(t *testing.T) *digestEnv {
 	d := newDigestEnv(t)
-	d.layout.Namespaces[0].Content = cas.ContentManifests
-	d.layout.Namespaces[0].Verify = true
-	if err := d.layout.Validate(); err != nil {
+	d.Layout.Namespaces[0].Content = cas.ContentManifests
+	d.Layout.Namespaces[0].Verify = true
+	if err := d.Layout.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -57,27 +58,27 @@ func imageIndex(children ...string) []byte {
 // the gateway records it; otherwise it is written around the gateway, for
 // the rebuild to find.
 func (d *digestEnv) putContent(body []byte, recorded bool) string {
-	d.t.Helper()
+	d.T.Helper()
 	ctx := context.Background()
-	dg := digestOf(body)
-	key := blobKey(dg)
+	dg := reclaimtest.DigestOf(body)
+	key := reclaimtest.BlobKey(dg)
 	named, _, err := cas.ParseManifest(body)
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
-	id := fmt.Sprint("content-", d.seq.Add(1))
+	id := fmt.Sprint("content-", d.Seq.Add(1))
 	if recorded {
-		if err := d.store.BeginRefWrite(ctx, dgBucket, key, etcdstore.RefWrite{ID: id, Digests: named, At: d.clock.Now()}); err != nil {
-			d.t.Fatal(err)
+		if err := d.Store.BeginRefWrite(ctx, reclaimtest.CASBucket, key, etcdstore.RefWrite{ID: id, Digests: named, At: d.Clock.Now()}); err != nil {
+			d.T.Fatal(err)
 		}
 	}
-	info, err := d.direct.Client.PutObject(ctx, dgBucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+	info, err := d.Direct.Client.PutObject(ctx, reclaimtest.CASBucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	if recorded {
-		if err := d.store.EndRefWrite(ctx, dgBucket, key, id, etcdstore.WriteCommitted, info.ETag, d.clock.Now()); err != nil {
-			d.t.Fatal(err)
+		if err := d.Store.EndRefWrite(ctx, reclaimtest.CASBucket, key, id, etcdstore.WriteCommitted, info.ETag, d.Clock.Now()); err != nil {
+			d.T.Fatal(err)
 		}
 	}
 	return dg
@@ -87,11 +88,11 @@ func (d *digestEnv) putContent(body []byte, recorded bool) string {
 // pending or ready (at most max), returning the pass in which each digest
 // of watch was seen gone first.
 func (d *digestEnv) converge(r *reclaim.Reclaimer, max int, watch ...string) map[string]int {
-	d.t.Helper()
+	d.T.Helper()
 	gone := map[string]int{}
 	for pass := 1; pass <= max; pass++ {
-		rep := d.digestPass(r)
-		for i, ok := range d.present(watch...) {
+		rep := d.DigestPass(r)
+		for i, ok := range d.Present(watch...) {
 			if _, seen := gone[watch[i]]; !ok && !seen {
 				gone[watch[i]] = pass
 			}
@@ -100,7 +101,7 @@ func (d *digestEnv) converge(r *reclaim.Reclaimer, max int, watch ...string) map
 			return gone
 		}
 	}
-	d.t.Fatalf("the digest sweep did not settle within %d passes", max)
+	d.T.Fatalf("the digest sweep did not settle within %d passes", max)
 	return nil
 }
 
@@ -115,27 +116,27 @@ func TestDigestContentFollowsManifests(t *testing.T) {
 		t.Run(fmt.Sprint("recorded=", recorded), func(t *testing.T) {
 			t.Parallel()
 			d := newContentEnv(t)
-			shared, private := d.putBlob("shared layer"), d.putBlob("private layer")
-			c1, c2 := d.putBlob("config one"), d.putBlob("config two")
+			shared, private := d.PutBlob("shared layer"), d.PutBlob("private layer")
+			c1, c2 := d.PutBlob("config one"), d.PutBlob("config two")
 			m1 := d.putContent(imageManifest(c1, shared, private), recorded)
 			m2 := d.putContent(imageManifest(c2, shared), true)
-			d.putManifest("one", m1)
-			d.putManifest("two", m2)
-			d.ageBlobs()
-			r := d.start(d.config())
+			d.PutManifest("one", m1)
+			d.PutManifest("two", m2)
+			d.AgeBlobs()
+			r := d.Start(d.Config())
 
-			rep := d.digestPass(r)
-			wantCounts(t, "every image tagged", rep, 0, 0, 0, 0)
-			d.deleteManifest("one", d.clock.Now())
-			d.clock.Advance(time.Minute)
+			rep := d.DigestPass(r)
+			reclaimtest.WantCounts(t, "every image tagged", rep, 0, 0, 0, 0)
+			d.DeleteManifest("one", d.Clock.Now())
+			d.Clock.Advance(time.Minute)
 			gone := d.converge(r, 12, m1, c1, private)
 
-			d.wantPresent("after the tag's delete", false, m1, c1, private)
-			d.wantPresent("after the tag's delete", true, m2, c2, shared)
+			d.WantPresent("after the tag's delete", false, m1, c1, private)
+			d.WantPresent("after the tag's delete", true, m2, c2, shared)
 			if gone[c1] <= gone[m1] || gone[private] <= gone[m1] {
 				t.Errorf("passes that deleted: manifest %d, config %d, private layer %d; what a manifest names must outlive it", gone[m1], gone[c1], gone[private])
 			}
-			if n := d.count(d.store.Keys().RefSource(dgBucket, blobKey(m1))); n != 0 {
+			if n := d.Count(d.Store.Keys().RefSource(reclaimtest.CASBucket, reclaimtest.BlobKey(m1))); n != 0 {
 				t.Errorf("the deleted manifest's record of what it named is still there")
 			}
 		})
@@ -148,23 +149,23 @@ func TestDigestContentFollowsManifests(t *testing.T) {
 func TestDigestContentIndexKeepsChildren(t *testing.T) {
 	t.Parallel()
 	d := newContentEnv(t)
-	l1, l2, c := d.putBlob("amd64 layer"), d.putBlob("arm64 layer"), d.putBlob("config")
+	l1, l2, c := d.PutBlob("amd64 layer"), d.PutBlob("arm64 layer"), d.PutBlob("config")
 	a := d.putContent(imageManifest(c, l1), true)
 	b := d.putContent(imageManifest(c, l2), true)
 	idx := d.putContent(imageIndex(a, b), true)
-	d.putManifest("multi", idx)
-	d.ageBlobs()
-	cfg := d.config()
+	d.PutManifest("multi", idx)
+	d.AgeBlobs()
+	cfg := d.Config()
 	cfg.Digests.MaxDeleteFraction = 1 // the last level is every blob left
-	r := d.start(cfg)
+	r := d.Start(cfg)
 
 	for range 3 {
-		wantCounts(t, "the index tagged", d.digestPass(r), 0, 0, 0, 0)
+		reclaimtest.WantCounts(t, "the index tagged", d.DigestPass(r), 0, 0, 0, 0)
 	}
-	d.deleteManifest("multi", d.clock.Now())
-	d.clock.Advance(time.Minute)
+	d.DeleteManifest("multi", d.Clock.Now())
+	d.Clock.Advance(time.Minute)
 	gone := d.converge(r, 16, idx, a, b, l1, l2, c)
-	d.wantPresent("after the index's tag is deleted", false, idx, a, b, l1, l2, c)
+	d.WantPresent("after the index's tag is deleted", false, idx, a, b, l1, l2, c)
 	if !(gone[idx] < gone[a] && gone[a] < gone[l1] && gone[b] < gone[l2]) {
 		t.Errorf("passes that deleted: index %d, children %d %d, layers %d %d; each level must outlive the one naming it", gone[idx], gone[a], gone[b], gone[l1], gone[l2])
 	}
@@ -176,32 +177,32 @@ func TestDigestContentIndexKeepsChildren(t *testing.T) {
 func TestDigestContentPushDuringSweep(t *testing.T) {
 	t.Parallel()
 	d := newContentEnv(t)
-	layer, c := d.putBlob("reused layer"), d.putBlob("old config")
+	layer, c := d.PutBlob("reused layer"), d.PutBlob("old config")
 	old := d.putContent(imageManifest(c, layer), true)
-	d.putManifest("old", old)
-	d.ageBlobs()
-	r := d.start(d.config())
-	d.digestPass(r)
-	d.deleteManifest("old", d.clock.Now())
-	d.clock.Advance(time.Minute)
+	d.PutManifest("old", old)
+	d.AgeBlobs()
+	r := d.Start(d.Config())
+	d.DigestPass(r)
+	d.DeleteManifest("old", d.Clock.Now())
+	d.Clock.Advance(time.Minute)
 
 	// Until the layer's tombstone is pending: the old manifest is gone.
 	for pass := 0; ; pass++ {
 		if pass == 10 {
 			t.Fatal("the layer's tombstone never became pending")
 		}
-		d.digestPass(r)
-		if tomb, _, ok := d.tombstone(layer); ok && tomb.State == etcdstore.TombstonePending {
+		d.DigestPass(r)
+		if tomb, _, ok := d.Tombstone(layer); ok && tomb.State == etcdstore.TombstonePending {
 			break
 		}
 	}
-	d.wantPresent("the old manifest", false, old)
-	c2 := d.putBlob("new config")
+	d.WantPresent("the old manifest", false, old)
+	c2 := d.PutBlob("new config")
 	fresh := d.putContent(imageManifest(c2, layer), true)
-	d.putManifest("new", fresh)
+	d.PutManifest("new", fresh)
 	for range 6 {
-		d.digestPass(r)
+		d.DigestPass(r)
 	}
-	d.wantPresent("pushed during the sweep", true, layer, fresh, c2)
-	d.wantStates("the reused layer", etcdstore.TombstoneSkipped, layer)
+	d.WantPresent("pushed during the sweep", true, layer, fresh, c2)
+	d.WantStates("the reused layer", etcdstore.TombstoneSkipped, layer)
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // TestDigestDeleteAfterDeadlineNotSent stalls a leader between recording
@@ -27,41 +28,41 @@ import (
 func TestDigestDeleteAfterDeadlineNotSent(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 2)
-	d.ageBlobs()
-	cfg := d.config()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 2)
+	d.AgeBlobs()
+	cfg := d.Config()
 	cfg.BatchSize = 1000
 	stalled := false
 	cfg.Fault = func(point string) {
 		if point == digestsweep.FaultAttempted && !stalled {
 			stalled = true
-			d.clock.Advance(reclaim.DefaultBackendTimeout + time.Second)
+			d.Clock.Advance(reclaim.DefaultBackendTimeout + time.Second)
 		}
 	}
-	r := d.start(cfg)
-	wantCounts(t, "first pass", d.digestPass(r), 2, 0, 0, 0)
-	before := d.be.deletes.Load()
-	rep := d.digestPass(r)
+	r := d.Start(cfg)
+	reclaimtest.WantCounts(t, "first pass", d.DigestPass(r), 2, 0, 0, 0)
+	before := d.Be.Deletes.Load()
+	rep := d.DigestPass(r)
 	if !stalled {
 		t.Fatal("the pass never reached the point after recording its attempt")
 	}
-	if n := d.be.deletes.Load() - before; n != 0 {
+	if n := d.Be.Deletes.Load() - before; n != 0 {
 		t.Errorf("%d DeleteObjects sent after the recorded deadline had passed, want none", n)
 	}
 	if rep.Deleted != 0 || rep.Failed != 2 {
 		t.Errorf("stalled pass: deleted %d failed %d; want 0 deleted, 2 failed", rep.Deleted, rep.Failed)
 	}
-	d.wantPresent("delete not sent", true, unref...)
-	if n := d.count(d.store.Keys().Guards()); n != 0 {
+	d.WantPresent("delete not sent", true, unref...)
+	if n := d.Count(d.Store.Keys().Guards()); n != 0 {
 		t.Errorf("%d guards left after a delete that was never sent", n)
 	}
-	if rep := d.digestPass(r); rep.Deleted != 2 {
+	if rep := d.DigestPass(r); rep.Deleted != 2 {
 		t.Errorf("next pass deleted %d, want 2", rep.Deleted)
 	}
-	d.wantPresent("next pass", false, unref...)
-	d.wantPresent("next pass", true, refd...)
+	d.WantPresent("next pass", false, unref...)
+	d.WantPresent("next pass", true, refd...)
 }
 
 // TestDigestGuardSettledBetweenPasses leaves two guards armed by a delete
@@ -80,11 +81,11 @@ func TestDigestGuardSettledBetweenPasses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			d := newDigestEnv(t)
-			refd := d.putBlobs("r", 2)
-			d.putManifest("m", refd...)
-			unref := d.putBlobs("u", 2)
-			d.ageBlobs()
-			cfg := d.config()
+			refd := d.PutBlobs("r", 2)
+			d.PutManifest("m", refd...)
+			unref := d.PutBlobs("u", 2)
+			d.AgeBlobs()
+			cfg := d.Config()
 			cfg.BatchSize = 1000
 			cfg.GuardCheck = 10 * time.Millisecond
 			checked := make(chan struct{}, 1)
@@ -96,7 +97,7 @@ func TestDigestGuardSettledBetweenPasses(t *testing.T) {
 					}
 				}
 			}
-			r := d.start(cfg)
+			r := d.Start(cfg)
 			client := d.gatewayClient()
 			// awaitChecks waits for n checks of the timer that began after
 			// the call.
@@ -110,32 +111,32 @@ func TestDigestGuardSettledBetweenPasses(t *testing.T) {
 					}
 				}
 			}
-			wantCounts(t, "first pass", d.digestPass(r), 2, 0, 0, 0)
-			flag := &d.be.dropDelete
+			reclaimtest.WantCounts(t, "first pass", d.DigestPass(r), 2, 0, 0, 0)
+			flag := &d.Be.DropDelete
 			if lost {
-				flag = &d.be.loseDelete
+				flag = &d.Be.LoseDelete
 			}
 			flag.Store(true)
-			rep := d.digestPass(r)
+			rep := d.DigestPass(r)
 			flag.Store(false)
 			if rep.Settling != 2 {
 				t.Fatalf("pass with an unclear delete: settling %d, want 2", rep.Settling)
 			}
-			d.clock.Advance(dgSettle)
+			d.Clock.Advance(reclaimtest.GuardSettle)
 			awaitChecks(3)
-			if n := d.count(d.store.Keys().Guards()); n != 2 {
+			if n := d.Count(d.Store.Keys().Guards()); n != 2 {
 				t.Fatalf("%d guards inside the settle time, want 2", n)
 			}
 			d.wantGuardHolds(t, client, "inside the settle time", unref[0])
 
-			d.settle()
+			d.Settle()
 			awaitChecks(3)
-			if n := d.count(d.store.Keys().Guards()); n != 0 {
+			if n := d.Count(d.Store.Keys().Guards()); n != 0 {
 				t.Fatalf("%d guards left after the settle time with the timer running, want 0", n)
 			}
-			d.wantPresent("settled between passes", !lost, unref...)
+			d.WantPresent("settled between passes", !lost, unref...)
 			if lost {
-				d.wantStates("settled between passes", etcdstore.TombstoneDeleted, unref...)
+				d.WantStates("settled between passes", etcdstore.TombstoneDeleted, unref...)
 			}
 			d.wantProducerAgain(t, r, client, unref[0])
 		})
@@ -153,42 +154,42 @@ func TestDigestGuardSettledBetweenPasses(t *testing.T) {
 func TestDigestUnrecordedCompleteKeepsEverything(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	named := d.putBlob("named")
-	free := d.putBlob("free")
-	d.ageBlobs()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	named := d.PutBlob("named")
+	free := d.PutBlob("free")
+	d.AgeBlobs()
 	client := d.gatewayClient()
-	key := dgManifests + "completed"
+	key := reclaimtest.ManifestPrefix + "completed"
 	complete := func() {
 		ctx := context.Background()
 		// Another write of the key is in flight: the complete's record
 		// of its references is refused, after its retries.
-		if err := d.store.BeginRefWrite(ctx, dgBucket, key, etcdstore.RefWrite{ID: "other", Digests: nil, At: d.clock.Now()}); err != nil {
+		if err := d.Store.BeginRefWrite(ctx, reclaimtest.CASBucket, key, etcdstore.RefWrite{ID: "other", Digests: nil, At: d.Clock.Now()}); err != nil {
 			t.Error(err)
 			return
 		}
-		up, err := client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(dgBucket), Key: aws.String(key)})
+		up, err := client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(key)})
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		part, err := client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(dgBucket), Key: aws.String(key), UploadId: up.UploadId,
-			PartNumber: aws.Int32(1), Body: bytes.NewReader(dgManifest([]string{named}))})
+		part, err := client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(key), UploadId: up.UploadId,
+			PartNumber: aws.Int32(1), Body: bytes.NewReader(reclaimtest.ManifestBody([]string{named}))})
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		if _, err := client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(dgBucket), Key: aws.String(key), UploadId: up.UploadId,
+		if _, err := client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(key), UploadId: up.UploadId,
 			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag}}}}); err != nil {
 			t.Error(err)
 			return
 		}
-		if err := d.store.EndRefWrite(ctx, dgBucket, key, "other", etcdstore.WriteFailed, "", d.clock.Now()); err != nil {
+		if err := d.Store.EndRefWrite(ctx, reclaimtest.CASBucket, key, "other", etcdstore.WriteFailed, "", d.Clock.Now()); err != nil {
 			t.Error(err)
 		}
 	}
-	cfg := d.config()
+	cfg := d.Config()
 	cfg.Digests.RebuildInterval = time.Hour
 	var armed atomic.Bool
 	cfg.Fault = func(point string) {
@@ -196,35 +197,35 @@ func TestDigestUnrecordedCompleteKeepsEverything(t *testing.T) {
 			complete()
 		}
 	}
-	r := d.start(cfg)
-	wantCounts(t, "first pass", d.digestPass(r), 2, 0, 0, 0)
+	r := d.Start(cfg)
+	reclaimtest.WantCounts(t, "first pass", d.DigestPass(r), 2, 0, 0, 0)
 
-	d.clock.Advance(time.Hour + time.Minute)
+	d.Clock.Advance(time.Hour + time.Minute)
 	armed.Store(true)
-	rep := d.digestPass(r)
+	rep := d.DigestPass(r)
 	if armed.Load() {
 		t.Fatal("the complete was not made during the pass")
 	}
 	if !rep.Rebuild.Ran || rep.Deleted != 0 {
 		t.Errorf("pass during which the complete landed: rebuild ran %v, deleted %d; want a rebuild and nothing deleted", rep.Rebuild.Ran, rep.Deleted)
 	}
-	d.wantPresent("complete unrecorded", true, named, free)
+	d.WantPresent("complete unrecorded", true, named, free)
 	for i := range 2 {
-		d.clock.Advance(10 * time.Minute)
-		rep := d.digestPass(r)
-		if rep.Deleted != 0 || !contains(rep.Kept, "not recorded") {
+		d.Clock.Advance(10 * time.Minute)
+		rep := d.DigestPass(r)
+		if rep.Deleted != 0 || !reclaimtest.Contains(rep.Kept, "not recorded") {
 			t.Errorf("pass %d before the next rebuild: deleted %d, kept %q; want everything kept for the unrecorded complete", i, rep.Deleted, rep.Kept)
 		}
 	}
-	d.wantPresent("before the next rebuild", true, named, free)
+	d.WantPresent("before the next rebuild", true, named, free)
 
-	d.clock.Advance(time.Hour)
+	d.Clock.Advance(time.Hour)
 	for range 3 {
-		d.digestPass(r)
+		d.DigestPass(r)
 	}
-	if n := d.count(d.store.Keys().Unrecorded()); n != 0 {
+	if n := d.Count(d.Store.Keys().Unrecorded()); n != 0 {
 		t.Errorf("%d unrecorded completes left after a rebuild read them", n)
 	}
-	d.wantPresent("after the rebuild", true, append(refd, named)...)
-	d.wantPresent("after the rebuild", false, free)
+	d.WantPresent("after the rebuild", true, append(refd, named)...)
+	d.WantPresent("after the rebuild", false, free)
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"slices"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sweepgate/sweepgate/digestsweep"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // TestBoundedDigestPasses runs digest passes of at most four blobs over
@@ -20,23 +21,23 @@ import (
 func TestBoundedDigestPasses(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("ref", 4)
-	d.putManifest("app/v1", refd...)
-	unref := d.putBlobs("unref", 10)
-	d.ageBlobs()
+	refd := d.PutBlobs("ref", 4)
+	d.PutManifest("app/v1", refd...)
+	unref := d.PutBlobs("unref", 10)
+	d.AgeBlobs()
 	// The blobs in listing order: a slice is the next four of these.
 	order := slices.Concat(refd, unref)
-	slices.SortFunc(order, func(a, b string) int { return strings.Compare(blobKey(a), blobKey(b)) })
-	cfg := d.config()
+	slices.SortFunc(order, func(a, b string) int { return strings.Compare(reclaimtest.BlobKey(a), reclaimtest.BlobKey(b)) })
+	cfg := d.Config()
 	cfg.Digests.PassBlobs = 4
 	cfg.Digests.MaxDeleteFraction = 1
-	r := d.start(cfg)
+	r := d.Start(cfg)
 
 	var reps []digestsweep.Report
 	judged := 0
 	for i := range 7 {
 		before := d.states(order)
-		rep := d.digestPass(r)
+		rep := d.DigestPass(r)
 		s := rep.Slice
 		if s == nil || !s.Advanced || s.Listed != 4 || rep.Stored != 4 {
 			t.Fatalf("digest pass %d: slice %+v, stored %d; want four blobs", i+1, s, rep.Stored)
@@ -75,8 +76,8 @@ func TestBoundedDigestPasses(t *testing.T) {
 	}
 	// Seven passes judged 28 blobs: two cycles. (The next pass would
 	// begin a cycle over the four blobs left.)
-	d.wantPresent("after two cycles", false, unref...)
-	d.wantPresent("after two cycles", true, refd...)
+	d.WantPresent("after two cycles", false, unref...)
+	d.WantPresent("after two cycles", true, refd...)
 	var deleted int64
 	for _, rep := range reps {
 		deleted += rep.Deleted
@@ -84,7 +85,7 @@ func TestBoundedDigestPasses(t *testing.T) {
 	if deleted != 10 {
 		t.Errorf("the passes deleted %d blobs, want 10", deleted)
 	}
-	cov, ok, err := d.store.GetCoverage(t.Context(), "digests")
+	cov, ok, err := d.Store.GetCoverage(t.Context(), "digests")
 	if err != nil || !ok || cov.Cycles != 2 || cov.CoveredPass != 7 {
 		t.Errorf("digest coverage %+v (%v, %v) after seven passes; want two cycles, the second completed by pass 7", cov, ok, err)
 	}
@@ -95,9 +96,9 @@ func TestBoundedDigestPasses(t *testing.T) {
 func (d *digestEnv) states(digests []string) []string {
 	out := make([]string, len(digests))
 	for i, dg := range digests {
-		t, _, ok := d.tombstone(dg)
+		t, _, ok := d.Tombstone(dg)
 		switch {
-		case !d.present(dg)[0]:
+		case !d.Present(dg)[0]:
 			out[i] = "gone"
 		case ok:
 			out[i] = string(t.State)

@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 	"github.com/sweepgate/sweepgate/s3client"
 )
 
@@ -58,19 +59,18 @@ func newDeniedEnv(t *testing.T, buckets ...string) (*deniedEnv, reclaim.Config) 
 	t.Helper()
 	d := &deniedEnv{digestEnv: newDigestEnv(t)}
 	for _, b := range append(buckets, deniedWitness) {
-		d.bucket(b)
+		d.Bucket(b)
 	}
-	if err := d.minio.AddUser(t.Context(), digester, digester+"-secret", policyOn(append(buckets, dgBucket)...)); err != nil {
+	if err := d.MinIO.AddUser(t.Context(), digester, digester+"-secret", policyOn(append(buckets, reclaimtest.CASBucket)...)); err != nil {
 		t.Fatal(err)
 	}
-	be, err := backend.NewStatic(d.minio.Endpoint, d.minio.Region, digester, digester+"-secret")
+	be, err := backend.NewStatic(d.MinIO.Endpoint, d.MinIO.Region, digester, digester+"-secret")
 	if err != nil {
 		t.Fatal(err)
 	}
-	scoped := &countingBackend{Backend: be}
-	scoped.date.Store(d.backend.date.Load())
+	scoped := d.Scoped(be)
 	d.s3 = s3client.New(scoped, 0)
-	cfg := d.config()
+	cfg := d.Config()
 	cfg.Backend, cfg.WitnessBucket = scoped, deniedWitness
 	return d, cfg
 }
@@ -78,13 +78,13 @@ func newDeniedEnv(t *testing.T, buckets ...string) (*deniedEnv, reclaim.Config) 
 // allow sets digester's policy to buckets and waits until MinIO applies
 // it: a listing of each of denied is refused, of each of buckets answered.
 func (d *deniedEnv) allow(denied []string, buckets ...string) {
-	d.t.Helper()
-	if err := d.minio.SetUserPolicy(d.t.Context(), digester, policyOn(buckets...)); err != nil {
-		d.t.Fatal(err)
+	d.T.Helper()
+	if err := d.MinIO.SetUserPolicy(d.T.Context(), digester, policyOn(buckets...)); err != nil {
+		d.T.Fatal(err)
 	}
-	waitFor(d.t, "MinIO applies the policy", func() bool {
+	reclaimtest.WaitFor(d.T, "MinIO applies the policy", func() bool {
 		for _, b := range append(slices.Clone(denied), buckets...) {
-			_, err := d.s3.ListObjects(d.t.Context(), b, "", "", 1)
+			_, err := d.s3.ListObjects(d.T.Context(), b, "", "", 1)
 			if errors.Is(err, s3client.ErrAccessDenied) != slices.Contains(denied, b) {
 				return false
 			}
@@ -96,31 +96,31 @@ func (d *deniedEnv) allow(denied []string, buckets ...string) {
 // putBlobIn stores the blob called name directly on MinIO in bucket's
 // namespace and returns its digest.
 func (d *deniedEnv) putBlobIn(bucket, name string) string {
-	d.t.Helper()
-	body := blobContent(name)
-	dg := digestOf(body)
-	if _, err := d.direct.Client.PutObject(d.t.Context(), bucket, blobKey(dg), bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
-		d.t.Fatal(err)
+	d.T.Helper()
+	body := reclaimtest.BlobContent(name)
+	dg := reclaimtest.DigestOf(body)
+	if _, err := d.Direct.Client.PutObject(d.T.Context(), bucket, reclaimtest.BlobKey(dg), bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+		d.T.Fatal(err)
 	}
 	return dg
 }
 
 // presentIn reports whether digest's blob is on MinIO in bucket.
 func (d *deniedEnv) presentIn(bucket, digest string) bool {
-	d.t.Helper()
-	_, err := d.direct.Client.StatObject(d.t.Context(), bucket, blobKey(digest), minio.StatObjectOptions{})
+	d.T.Helper()
+	_, err := d.Direct.Client.StatObject(d.T.Context(), bucket, reclaimtest.BlobKey(digest), minio.StatObjectOptions{})
 	if err != nil && minio.ToErrorResponse(err).Code != "NoSuchKey" {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	return err == nil
 }
 
 // records returns every key under prefix with its value and mod revision.
 func (d *deniedEnv) records(prefix string) map[string]string {
-	d.t.Helper()
-	resp, err := d.cli.Get(d.t.Context(), prefix, clientv3.WithPrefix())
+	d.T.Helper()
+	resp, err := d.Cli.Get(d.T.Context(), prefix, clientv3.WithPrefix())
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	out := map[string]string{}
 	for _, kv := range resp.Kvs {
@@ -155,36 +155,36 @@ func wantDenied(t *testing.T, what string, rep reclaim.Report, buckets ...string
 func TestDigestDeniedNamespace(t *testing.T) {
 	t.Parallel()
 	d, cfg := newDeniedEnv(t, "closed")
-	ns, err := cas.NewNamespace("closed-blobs", "closed", dgBlobs, "", false)
+	ns, err := cas.NewNamespace("closed-blobs", "closed", reclaimtest.BlobPrefix, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.layout.Namespaces = append([]cas.Namespace{ns}, d.layout.Namespaces...)
+	d.Layout.Namespaces = append([]cas.Namespace{ns}, d.Layout.Namespaces...)
 	cfg.Digests.MaxDeleteFraction = 1
-	refd := d.putBlobs("ref", 2)
-	d.putManifest("app/v1", refd...)
-	open := d.putBlobs("open", 2)
+	refd := d.PutBlobs("ref", 2)
+	d.PutManifest("app/v1", refd...)
+	open := d.PutBlobs("open", 2)
 	closed := []string{d.putBlobIn("closed", "closed0"), d.putBlobIn("closed", "closed1")}
-	d.ageBlobs()
-	r := d.start(cfg)
+	d.AgeBlobs()
+	r := d.Start(cfg)
 
-	one := d.digestPass(r)
-	wantCounts(t, "pass one", one, 4, 0, 0, 0)
-	d.wantStates("after pass one", etcdstore.TombstonePending, open...)
-	d.wantStates("after pass one", etcdstore.TombstonePending, closed...)
+	one := d.DigestPass(r)
+	reclaimtest.WantCounts(t, "pass one", one, 4, 0, 0, 0)
+	d.WantStates("after pass one", etcdstore.TombstonePending, open...)
+	d.WantStates("after pass one", etcdstore.TombstonePending, closed...)
 
-	d.allow([]string{"closed"}, dgBucket)
+	d.allow([]string{"closed"}, reclaimtest.CASBucket)
 	tombs := func() map[string]string {
 		out := map[string]string{}
 		for _, dg := range closed {
-			maps.Copy(out, d.records(d.store.Keys().Tombstone(dg)))
+			maps.Copy(out, d.records(d.Store.Keys().Tombstone(dg)))
 		}
 		return out
 	}
-	before, guards := tombs(), d.records(d.store.Keys().Guards())
+	before, guards := tombs(), d.records(d.Store.Keys().Guards())
 	for i := range 3 {
 		what := fmt.Sprintf("denied pass %d", i+1)
-		rep := wantDenied(t, what, d.mustPass(r), "closed")
+		rep := wantDenied(t, what, d.MustPass(r), "closed")
 		// The open namespace's unreferenced blobs go in the first.
 		stored := int64(4)
 		if i > 0 {
@@ -196,7 +196,7 @@ func TestDigestDeniedNamespace(t *testing.T) {
 		if after := tombs(); !maps.Equal(before, after) {
 			t.Errorf("%s: the denied namespace's tombstones changed:\n%v\nwant\n%v", what, after, before)
 		}
-		if g := d.records(d.store.Keys().Guards()); !maps.Equal(guards, g) {
+		if g := d.records(d.Store.Keys().Guards()); !maps.Equal(guards, g) {
 			t.Errorf("%s: guards changed: %v", what, g)
 		}
 		for _, dg := range closed {
@@ -205,22 +205,22 @@ func TestDigestDeniedNamespace(t *testing.T) {
 			}
 		}
 	}
-	d.wantPresent("after the denied passes", false, open...)
-	d.wantPresent("after the denied passes", true, refd...)
-	d.wantStates("after the denied passes", etcdstore.TombstoneDeleted, open...)
-	if got := metric(t, d.reg, "sweepgate_reclaim_denied_buckets_total", "sweep", "digests"); got != 3 {
+	d.WantPresent("after the denied passes", false, open...)
+	d.WantPresent("after the denied passes", true, refd...)
+	d.WantStates("after the denied passes", etcdstore.TombstoneDeleted, open...)
+	if got := reclaimtest.Metric(t, d.Reg, "sweepgate_reclaim_denied_buckets_total", "sweep", "digests"); got != 3 {
 		t.Errorf("sweepgate_reclaim_denied_buckets_total{sweep=digests} = %v, want 3", got)
 	}
 
-	d.allow(nil, dgBucket, "closed")
-	rep := wantDenied(t, "allowed again", d.mustPass(r))
-	wantCounts(t, "allowed again", rep, 0, 2, 0, 2)
+	d.allow(nil, reclaimtest.CASBucket, "closed")
+	rep := wantDenied(t, "allowed again", d.MustPass(r))
+	reclaimtest.WantCounts(t, "allowed again", rep, 0, 2, 0, 2)
 	for _, dg := range closed {
 		if d.presentIn("closed", dg) {
 			t.Errorf("allowed again: blob %s of the namespace allowed again is still there", dg[:15])
 		}
 	}
-	d.wantPresent("allowed again", true, refd...)
+	d.WantPresent("allowed again", true, refd...)
 }
 
 // TestDigestDeniedSource runs the digest sweep with a key MinIO denies
@@ -234,59 +234,59 @@ func TestDigestDeniedNamespace(t *testing.T) {
 func TestDigestDeniedSource(t *testing.T) {
 	t.Parallel()
 	d, cfg := newDeniedEnv(t, "sealed")
-	src, err := cas.NewSource("sealed-manifests", "sealed", dgManifests, "", 0)
+	src, err := cas.NewSource("sealed-manifests", "sealed", reclaimtest.ManifestPrefix, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.layout.Sources = append(d.layout.Sources, src)
+	d.Layout.Sources = append(d.Layout.Sources, src)
 	cfg.Digests.MaxDeleteFraction = 1
-	named := d.putBlob("named")
-	unref := d.putBlob("unref")
-	d.ageBlobs()
-	r := d.start(cfg)
+	named := d.PutBlob("named")
+	unref := d.PutBlob("unref")
+	d.AgeBlobs()
+	r := d.Start(cfg)
 
-	one := wantDenied(t, "pass one", d.mustPass(r))
-	wantCounts(t, "pass one", one, 2, 0, 0, 0)
+	one := wantDenied(t, "pass one", d.MustPass(r))
+	reclaimtest.WantCounts(t, "pass one", one, 2, 0, 0, 0)
 
 	// A manifest naming one of the pending blobs, written around the
 	// gateway into the source the key is then denied.
-	body := dgManifest([]string{named})
-	if _, err := d.direct.Client.PutObject(t.Context(), "sealed", dgManifests+"app/v1", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+	body := reclaimtest.ManifestBody([]string{named})
+	if _, err := d.Direct.Client.PutObject(t.Context(), "sealed", reclaimtest.ManifestPrefix+"app/v1", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	fresh := d.putBlob("fresh")
-	d.ageBlobs()
-	d.allow([]string{"sealed"}, dgBucket)
-	before := d.records(d.store.Keys().Tombstones())
-	guards := d.records(d.store.Keys().Guards())
+	fresh := d.PutBlob("fresh")
+	d.AgeBlobs()
+	d.allow([]string{"sealed"}, reclaimtest.CASBucket)
+	before := d.records(d.Store.Keys().Tombstones())
+	guards := d.records(d.Store.Keys().Guards())
 	for i := range 3 {
 		what := fmt.Sprintf("denied pass %d", i+1)
-		rep := wantDenied(t, what, d.mustPass(r), "sealed")
-		wantCounts(t, what, rep, 0, 0, 0, 0)
+		rep := wantDenied(t, what, d.MustPass(r), "sealed")
+		reclaimtest.WantCounts(t, what, rep, 0, 0, 0, 0)
 		if !strings.Contains(rep.Kept, "sealed-manifests") {
 			t.Errorf("%s: kept = %q, want the denied source named", what, rep.Kept)
 		}
-		if after := d.records(d.store.Keys().Tombstones()); !maps.Equal(before, after) {
+		if after := d.records(d.Store.Keys().Tombstones()); !maps.Equal(before, after) {
 			t.Errorf("%s: tombstones changed:\n%v\nwant\n%v", what, after, before)
 		}
-		if g := d.records(d.store.Keys().Guards()); !maps.Equal(guards, g) {
+		if g := d.records(d.Store.Keys().Guards()); !maps.Equal(guards, g) {
 			t.Errorf("%s: guards changed: %v", what, g)
 		}
-		d.wantPresent(what, true, named, unref, fresh)
+		d.WantPresent(what, true, named, unref, fresh)
 	}
-	if got := metric(t, d.reg, "sweepgate_reclaim_denied_buckets_total", "sweep", "digests"); got != 3 {
+	if got := reclaimtest.Metric(t, d.Reg, "sweepgate_reclaim_denied_buckets_total", "sweep", "digests"); got != 3 {
 		t.Errorf("sweepgate_reclaim_denied_buckets_total{sweep=digests} = %v, want 3", got)
 	}
 
-	d.allow(nil, dgBucket, "sealed")
-	rep := wantDenied(t, "allowed again", d.mustPass(r))
+	d.allow(nil, reclaimtest.CASBucket, "sealed")
+	rep := wantDenied(t, "allowed again", d.MustPass(r))
 	if rep.Rebuild.Result == nil || rep.Rebuild.Result.UnknownRefs != 1 {
 		t.Errorf("allowed again: rebuild %+v, want the manifest's reference found", rep.Rebuild)
 	}
-	wantCounts(t, "allowed again", rep, 1, 1, 1, 1)
-	d.wantPresent("allowed again", false, unref)
-	d.wantPresent("allowed again", true, named, fresh)
-	d.wantStates("allowed again", etcdstore.TombstoneSkipped, named)
+	reclaimtest.WantCounts(t, "allowed again", rep, 1, 1, 1, 1)
+	d.WantPresent("allowed again", false, unref)
+	d.WantPresent("allowed again", true, named, fresh)
+	d.WantStates("allowed again", etcdstore.TombstoneSkipped, named)
 }
 
 // TestDigestDeniedSliceKeepsCoverage runs bounded digest passes whose
@@ -296,29 +296,29 @@ func TestDigestDeniedSource(t *testing.T) {
 func TestDigestDeniedSliceKeepsCoverage(t *testing.T) {
 	t.Parallel()
 	d, cfg := newDeniedEnv(t, "closed")
-	ns, err := cas.NewNamespace("closed-blobs", "closed", dgBlobs, "", false)
+	ns, err := cas.NewNamespace("closed-blobs", "closed", reclaimtest.BlobPrefix, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.layout.Namespaces = append(d.layout.Namespaces, ns)
+	d.Layout.Namespaces = append(d.Layout.Namespaces, ns)
 	cfg.Digests.PassBlobs = 8
-	d.putManifest("app/v1", d.putBlobs("ref", 2)...)
+	d.PutManifest("app/v1", d.PutBlobs("ref", 2)...)
 	d.putBlobIn("closed", "closed0")
-	d.ageBlobs()
-	r := d.start(cfg)
+	d.AgeBlobs()
+	r := d.Start(cfg)
 	coverage := func() string {
-		return fmt.Sprint(d.records(d.store.Keys().Coverage(digestsweep.CursorName)))
+		return fmt.Sprint(d.records(d.Store.Keys().Coverage(digestsweep.CursorName)))
 	}
-	rep := wantDenied(t, "pass one", d.mustPass(r))
+	rep := wantDenied(t, "pass one", d.MustPass(r))
 	if rep.Slice == nil || !rep.Slice.Advanced {
 		t.Fatalf("pass one slice %+v, want it advanced", rep.Slice)
 	}
 
-	d.allow([]string{"closed"}, dgBucket)
+	d.allow([]string{"closed"}, reclaimtest.CASBucket)
 	before := coverage()
 	for i := range 2 {
 		what := fmt.Sprintf("denied pass %d", i+1)
-		rep := wantDenied(t, what, d.mustPass(r), "closed")
+		rep := wantDenied(t, what, d.MustPass(r), "closed")
 		if rep.Slice == nil || rep.Slice.Advanced {
 			t.Errorf("%s: slice %+v advanced past a denied namespace", what, rep.Slice)
 		}
@@ -327,8 +327,8 @@ func TestDigestDeniedSliceKeepsCoverage(t *testing.T) {
 		}
 	}
 
-	d.allow(nil, dgBucket, "closed")
-	rep = wantDenied(t, "allowed again", d.mustPass(r))
+	d.allow(nil, reclaimtest.CASBucket, "closed")
+	rep = wantDenied(t, "allowed again", d.MustPass(r))
 	if rep.Slice == nil || !rep.Slice.Advanced || coverage() == before {
 		t.Errorf("allowed again: slice %+v, want the coverage record moved", rep.Slice)
 	}

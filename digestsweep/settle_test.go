@@ -1,6 +1,6 @@
 //go:build integration
 
-package reclaim_test
+package digestsweep_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // TestDigestLateDelete has the backend execute a DeleteObjects after its
@@ -29,44 +30,44 @@ import (
 func TestDigestLateDelete(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 2)
-	d.ageBlobs()
-	cfg := d.config()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 2)
+	d.AgeBlobs()
+	cfg := d.Config()
 	cfg.BatchSize = 1000
 	cfg.BackendTimeout = 2 * time.Second
-	r := d.start(cfg)
+	r := d.Start(cfg)
 	client := d.gatewayClient()
-	wantCounts(t, "first pass", d.digestPass(r), 2, 0, 0, 0)
+	reclaimtest.WantCounts(t, "first pass", d.DigestPass(r), 2, 0, 0, 0)
 
-	late := newLateDelete()
-	d.be.late.Store(late)
-	rep := d.digestPass(r)
+	late := reclaimtest.NewLateDelete()
+	d.Be.Late.Store(late)
+	rep := d.DigestPass(r)
 	if rep.Settling != 2 || rep.Deleted != 0 || rep.Failed != 0 {
 		t.Errorf("pass whose delete timed out: settling %d deleted %d failed %d; want the two guards kept settling", rep.Settling, rep.Deleted, rep.Failed)
 	}
-	d.wantPresent("delete held", true, unref...)
+	d.WantPresent("delete held", true, unref...)
 	d.wantGuardHolds(t, client, "delete held", unref[0])
 
-	d.clock.Advance(dgSettle)
-	if rep := d.digestPass(r); rep.Settling != 2 || rep.Deleted != 0 {
+	d.Clock.Advance(reclaimtest.GuardSettle)
+	if rep := d.DigestPass(r); rep.Settling != 2 || rep.Deleted != 0 {
 		t.Errorf("pass inside the settle time: settling %d deleted %d; want the guards kept", rep.Settling, rep.Deleted)
 	}
-	close(late.release)
-	if err := <-late.done; err != nil {
+	close(late.Release)
+	if err := <-late.Done; err != nil {
 		t.Fatalf("late delete: %v", err)
 	}
-	d.wantPresent("late delete landed", false, unref...)
+	d.WantPresent("late delete landed", false, unref...)
 	d.wantGuardHolds(t, client, "late delete landed", unref[1])
 
-	d.settle()
-	d.digestPass(r)
-	if n := d.count(d.store.Keys().Guards()); n != 0 {
+	d.Settle()
+	d.DigestPass(r)
+	if n := d.Count(d.Store.Keys().Guards()); n != 0 {
 		t.Errorf("%d guards left after the settle time", n)
 	}
-	d.wantStates("settled", etcdstore.TombstoneDeleted, unref...)
-	d.wantPresent("settled", true, refd...)
+	d.WantStates("settled", etcdstore.TombstoneDeleted, unref...)
+	d.WantPresent("settled", true, refd...)
 	d.wantProducerAgain(t, r, client, unref[0])
 }
 
@@ -76,29 +77,29 @@ func TestDigestLateDelete(t *testing.T) {
 func (d *digestEnv) wantProducerAgain(t *testing.T, r *reclaim.Reclaimer, client *s3.Client, blob string) {
 	t.Helper()
 	ctx := context.Background()
-	content := blobContent("u0")
-	if digestOf(content) != blob {
+	content := reclaimtest.BlobContent("u0")
+	if reclaimtest.DigestOf(content) != blob {
 		t.Fatal("wantProducerAgain: blob is not u0")
 	}
 	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: aws.String(dgBucket), Key: aws.String(blobKey(blob)), Body: bytes.NewReader(content),
+		Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(reclaimtest.BlobKey(blob)), Body: bytes.NewReader(content),
 	}); err != nil {
 		t.Fatalf("re-upload: %v", err)
 	}
 	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: aws.String(dgBucket), Key: aws.String(dgManifests + "again"), Body: bytes.NewReader(dgManifest([]string{blob})),
+		Bucket: aws.String(reclaimtest.CASBucket), Key: aws.String(reclaimtest.ManifestPrefix + "again"), Body: bytes.NewReader(reclaimtest.ManifestBody([]string{blob})),
 	}); err != nil {
 		t.Fatalf("manifest push after the guard was settled: %v", err)
 	}
 	// The blob must be old, and the clock must not go back past the
 	// tombstones the passes wrote (a time in the future stops a pass).
-	if old := newest(d.modified()).Add(dgGrace + time.Hour); old.After(d.clock.Now()) {
-		d.setClock(old)
+	if old := reclaimtest.Newest(d.Modified()).Add(reclaimtest.PlacementGrace + time.Hour); old.After(d.Clock.Now()) {
+		d.Clock.Set(old)
 	}
 	for range 2 {
-		d.digestPass(r)
+		d.DigestPass(r)
 	}
-	d.wantPresent("named again", true, blob)
+	d.WantPresent("named again", true, blob)
 }
 
 // TestDigestFormerLeaderHeld holds a leader between recording its delete
@@ -111,12 +112,12 @@ func (d *digestEnv) wantProducerAgain(t *testing.T, r *reclaim.Reclaimer, client
 func TestDigestFormerLeaderHeld(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 2)
-	d.ageBlobs()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 2)
+	d.AgeBlobs()
 	reached, hold := make(chan struct{}), make(chan struct{})
-	cfgA := d.config()
+	cfgA := d.Config()
 	cfgA.ID = "a"
 	cfgA.BatchSize = 1000
 	held := false
@@ -127,12 +128,12 @@ func TestDigestFormerLeaderHeld(t *testing.T) {
 			<-hold
 		}
 	}
-	a := d.start(cfgA)
-	cfgB := d.config()
+	a := d.Start(cfgA)
+	cfgB := d.Config()
 	cfgB.ID = "b"
 	cfgB.Metrics = nil
-	b := d.run(cfgB)
-	d.digestPass(a)
+	b := d.Run(cfgB)
+	d.DigestPass(a)
 
 	errc := make(chan error, 1)
 	go func() {
@@ -140,18 +141,18 @@ func TestDigestFormerLeaderHeld(t *testing.T) {
 		errc <- err
 	}()
 	<-reached
-	d.revokeLeader()
+	d.RevokeLeader()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if _, err := b.Elector().AwaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep := d.digestPass(b)
-	if rep.Settling != 2 || rep.Deleted != 0 || d.count(d.store.Keys().Guards()) != 2 {
-		t.Errorf("next leader while the former is held: settling %d deleted %d guards %d; want both guards kept", rep.Settling, rep.Deleted, d.count(d.store.Keys().Guards()))
+	rep := d.DigestPass(b)
+	if rep.Settling != 2 || rep.Deleted != 0 || d.Count(d.Store.Keys().Guards()) != 2 {
+		t.Errorf("next leader while the former is held: settling %d deleted %d guards %d; want both guards kept", rep.Settling, rep.Deleted, d.Count(d.Store.Keys().Guards()))
 	}
-	d.wantPresent("former leader held", true, unref...)
-	if err := d.writeManifest("during", unref[0]); !errors.Is(err, etcdstore.ErrGuarded) {
+	d.WantPresent("former leader held", true, unref...)
+	if err := d.WriteManifest("during", unref[0]); !errors.Is(err, etcdstore.ErrGuarded) {
 		t.Errorf("manifest naming a guarded digest while the former leader is held: %v, want ErrGuarded", err)
 	}
 
@@ -159,18 +160,18 @@ func TestDigestFormerLeaderHeld(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Error("the former leader's pass ended without an error after its term ended")
 	}
-	if n := d.count(d.store.Keys().Guards()); n != 2 {
+	if n := d.Count(d.Store.Keys().Guards()); n != 2 {
 		t.Errorf("%d guards armed after the former leader went on, want 2", n)
 	}
-	d.settle()
-	d.digestPass(b)
-	if n := d.count(d.store.Keys().Guards()); n != 0 {
+	d.Settle()
+	d.DigestPass(b)
+	if n := d.Count(d.Store.Keys().Guards()); n != 0 {
 		t.Errorf("%d guards left after the settle time", n)
 	}
-	d.digestPass(b)
-	d.wantStates("settled", etcdstore.TombstoneDeleted, unref...)
-	d.wantPresent("settled", false, unref...)
-	d.wantPresent("settled", true, refd...)
+	d.DigestPass(b)
+	d.WantStates("settled", etcdstore.TombstoneDeleted, unref...)
+	d.WantPresent("settled", false, unref...)
+	d.WantPresent("settled", true, refd...)
 }
 
 // TestDigestRebuildOrder writes a manifest directly to MinIO, around the
@@ -183,30 +184,30 @@ func TestDigestFormerLeaderHeld(t *testing.T) {
 func TestDigestRebuildOrder(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	named := d.putBlob("named")
-	free := d.putBlob("free")
-	d.ageBlobs()
-	cfg := d.config()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	named := d.PutBlob("named")
+	free := d.PutBlob("free")
+	d.AgeBlobs()
+	cfg := d.Config()
 	cfg.Digests.RebuildInterval = time.Hour
-	r := d.start(cfg)
-	if rep := d.digestPass(r); !rep.Rebuild.Ran || rep.NewPending != 2 {
+	r := d.Start(cfg)
+	if rep := d.DigestPass(r); !rep.Rebuild.Ran || rep.NewPending != 2 {
 		t.Fatalf("first pass: rebuild %+v, new pending %d; want a rebuild and two pending", rep.Rebuild, rep.NewPending)
 	}
-	body := dgManifest([]string{named})
-	if _, err := d.direct.Client.PutObject(t.Context(), dgBucket, dgManifests+"around", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+	body := reclaimtest.ManifestBody([]string{named})
+	if _, err := d.Direct.Client.PutObject(t.Context(), reclaimtest.CASBucket, reclaimtest.ManifestPrefix+"around", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		d.clock.Advance(10 * time.Minute)
-		rep := d.digestPass(r)
+		d.Clock.Advance(10 * time.Minute)
+		rep := d.DigestPass(r)
 		if rep.Rebuild.Ran || rep.Ready != 0 || rep.Deleted != 0 {
 			t.Errorf("pass %d before the next rebuild: rebuild ran %v, ready %d, deleted %d; want nothing advanced", i, rep.Rebuild.Ran, rep.Ready, rep.Deleted)
 		}
-		d.wantStates("before the next rebuild", etcdstore.TombstonePending, named, free)
+		d.WantStates("before the next rebuild", etcdstore.TombstonePending, named, free)
 	}
-	d.wantPresent("before the next rebuild", true, named, free)
+	d.WantPresent("before the next rebuild", true, named, free)
 	ex, err := r.ExplainDigest(t.Context(), free)
 	if err != nil {
 		t.Fatal(err)
@@ -215,16 +216,16 @@ func TestDigestRebuildOrder(t *testing.T) {
 		t.Errorf("explanation before the next rebuild: verdict %q, last step %+v; want pending by rebuild_wait", ex.Verdict, last)
 	}
 
-	d.clock.Advance(time.Hour)
-	rep := d.digestPass(r)
+	d.Clock.Advance(time.Hour)
+	rep := d.DigestPass(r)
 	if !rep.Rebuild.Ran || rep.Rebuild.Result == nil || rep.Rebuild.Result.Unknown != 1 {
 		t.Errorf("pass after the interval: rebuild %+v, want it to find the manifest written around the gateway", rep.Rebuild)
 	}
-	wantCounts(t, "pass after the rebuild", rep, 0, 1, 1, 1)
-	d.wantStates("after the rebuild", etcdstore.TombstoneSkipped, named)
-	d.wantStates("after the rebuild", etcdstore.TombstoneDeleted, free)
-	d.wantPresent("after the rebuild", true, append(refd, named)...)
-	d.wantPresent("after the rebuild", false, free)
+	reclaimtest.WantCounts(t, "pass after the rebuild", rep, 0, 1, 1, 1)
+	d.WantStates("after the rebuild", etcdstore.TombstoneSkipped, named)
+	d.WantStates("after the rebuild", etcdstore.TombstoneDeleted, free)
+	d.WantPresent("after the rebuild", true, append(refd, named)...)
+	d.WantPresent("after the rebuild", false, free)
 }
 
 // TestDigestUnclearDelete loses the answer to a delete (the blob is gone)
@@ -242,42 +243,42 @@ func TestDigestUnclearDelete(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			d := newDigestEnv(t)
-			refd := d.putBlobs("r", 6)
-			d.putManifest("m", refd...)
-			unref := d.putBlobs("u", 2)
-			d.ageBlobs()
-			cfg := d.config()
+			refd := d.PutBlobs("r", 6)
+			d.PutManifest("m", refd...)
+			unref := d.PutBlobs("u", 2)
+			d.AgeBlobs()
+			cfg := d.Config()
 			cfg.BatchSize = 1000
-			r := d.start(cfg)
+			r := d.Start(cfg)
 			client := d.gatewayClient()
-			d.digestPass(r)
+			d.DigestPass(r)
 
 			if lost {
-				d.be.loseDelete.Store(true)
+				d.Be.LoseDelete.Store(true)
 			} else {
-				d.be.dropDelete.Store(true)
+				d.Be.DropDelete.Store(true)
 			}
-			rep := d.digestPass(r)
-			d.be.loseDelete.Store(false)
-			d.be.dropDelete.Store(false)
-			if n := d.be.deletes.Load(); n != 1 {
+			rep := d.DigestPass(r)
+			d.Be.LoseDelete.Store(false)
+			d.Be.DropDelete.Store(false)
+			if n := d.Be.Deletes.Load(); n != 1 {
 				t.Errorf("%d deletes sent, want one", n)
 			}
 			d.wantUnclearKept(t, client, name, rep, lost, unref)
 
 			// Inside the settle time no pass releases the guards or sends
 			// the delete again.
-			d.clock.Advance(dgSettle)
-			rep = d.digestPass(r)
-			if rep.Settling != 2 || rep.Deleted != 0 || d.count(d.store.Keys().Guards()) != 2 || d.be.deletes.Load() != 1 {
+			d.Clock.Advance(reclaimtest.GuardSettle)
+			rep = d.DigestPass(r)
+			if rep.Settling != 2 || rep.Deleted != 0 || d.Count(d.Store.Keys().Guards()) != 2 || d.Be.Deletes.Load() != 1 {
 				t.Errorf("inside the settle time: settling %d deleted %d guards %d deletes sent %d; want the two guards kept and nothing sent",
-					rep.Settling, rep.Deleted, d.count(d.store.Keys().Guards()), d.be.deletes.Load())
+					rep.Settling, rep.Deleted, d.Count(d.Store.Keys().Guards()), d.Be.Deletes.Load())
 			}
 			d.wantGuardHolds(t, client, "inside the settle time", unref[0])
 
-			d.settle()
-			rep = d.digestPass(r)
-			if n := d.count(d.store.Keys().Guards()); n != 0 {
+			d.Settle()
+			rep = d.DigestPass(r)
+			if n := d.Count(d.Store.Keys().Guards()); n != 0 {
 				t.Errorf("after the settle time: %d guards left", n)
 			}
 			want := int64(2) // dropped: deleted now
@@ -287,9 +288,9 @@ func TestDigestUnclearDelete(t *testing.T) {
 			if rep.Deleted != want || rep.Settling != 0 {
 				t.Errorf("after the settle time: deleted %d settling %d, want %d and 0", rep.Deleted, rep.Settling, want)
 			}
-			d.wantPresent("after the settle time", false, unref...)
-			d.wantPresent("after the settle time", true, refd...)
-			d.wantStates("after the settle time", etcdstore.TombstoneDeleted, unref...)
+			d.WantPresent("after the settle time", false, unref...)
+			d.WantPresent("after the settle time", true, refd...)
+			d.WantStates("after the settle time", etcdstore.TombstoneDeleted, unref...)
 		})
 	}
 }
@@ -300,15 +301,15 @@ func TestDigestUnclearDelete(t *testing.T) {
 // stay ready, with no attempt counted as failed.
 func (d *digestEnv) wantUnclearKept(t *testing.T, client *s3.Client, name string, rep digestsweep.Report, lost bool, unref []string) {
 	t.Helper()
-	if n := d.count(d.store.Keys().Guards()); n != 2 || rep.Settling != 2 {
+	if n := d.Count(d.Store.Keys().Guards()); n != 2 || rep.Settling != 2 {
 		t.Errorf("%s: %d guards armed, %d settling; want both kept while the delete may still be executed", name, n, rep.Settling)
 	}
 	d.wantGuardHolds(t, client, name, unref[1])
-	tb, _, _ := d.tombstone(unref[0])
+	tb, _, _ := d.Tombstone(unref[0])
 	if lost {
-		wantCounts(t, name, rep, 0, 2, 0, 2)
-		d.wantPresent(name, false, unref...)
-		if tb.State != etcdstore.TombstoneDeleted || !contains(tb.Reason, "unclear", "gone") {
+		reclaimtest.WantCounts(t, name, rep, 0, 2, 0, 2)
+		d.WantPresent(name, false, unref...)
+		if tb.State != etcdstore.TombstoneDeleted || !reclaimtest.Contains(tb.Reason, "unclear", "gone") {
 			t.Errorf("%s: tombstone %+v, want deleted with the doubt recorded", name, tb)
 		}
 		return
@@ -319,7 +320,7 @@ func (d *digestEnv) wantUnclearKept(t *testing.T, client *s3.Client, name string
 	if tb.State != etcdstore.TombstoneReady || tb.Attempts != 1 {
 		t.Errorf("%s: tombstone %+v, want ready as it was", name, tb)
 	}
-	d.wantPresent(name, true, unref...)
+	d.WantPresent(name, true, unref...)
 }
 
 // TestDigestLeftoverGuardWaitsForRebuild finds a guard left by a leader
@@ -330,39 +331,39 @@ func (d *digestEnv) wantUnclearKept(t *testing.T, client *s3.Client, name string
 func TestDigestLeftoverGuardWaitsForRebuild(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	d.ageBlobs()
-	cfg := d.config()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	d.AgeBlobs()
+	cfg := d.Config()
 	cfg.Digests.RebuildInterval = time.Hour
-	r := d.start(cfg)
-	d.digestPass(r) // the rebuild runs
+	r := d.Start(cfg)
+	d.DigestPass(r) // the rebuild runs
 
-	dg := d.putBlob("guarded")
-	d.ageBlobs()
-	keys := d.store.Keys()
-	tomb := etcdstore.Tombstone{Digest: dg, State: etcdstore.TombstoneReady, Bucket: dgBucket, Key: blobKey(dg),
-		Size: int64(len(blobContent("guarded"))), Frontier: 1, Term: 1, Pass: 1, Attempts: 1, Since: d.clock.Now()}
-	guard := etcdstore.Guard{Digest: dg, Bucket: dgBucket, Key: blobKey(dg), Term: 1, Pass: 1, At: d.clock.Now()}
+	dg := d.PutBlob("guarded")
+	d.AgeBlobs()
+	keys := d.Store.Keys()
+	tomb := etcdstore.Tombstone{Digest: dg, State: etcdstore.TombstoneReady, Bucket: reclaimtest.CASBucket, Key: reclaimtest.BlobKey(dg),
+		Size: int64(len(reclaimtest.BlobContent("guarded"))), Frontier: 1, Term: 1, Pass: 1, Attempts: 1, Since: d.Clock.Now()}
+	guard := etcdstore.Guard{Digest: dg, Bucket: reclaimtest.CASBucket, Key: reclaimtest.BlobKey(dg), Term: 1, Pass: 1, At: d.Clock.Now()}
 	for k, v := range map[string]string{keys.Tombstone(dg): etcdstore.MarshalRecord(tomb), keys.Guard(dg): etcdstore.MarshalRecord(guard)} {
-		if _, err := d.cli.Put(t.Context(), k, v); err != nil {
+		if _, err := d.Cli.Put(t.Context(), k, v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	d.clock.Advance(10 * time.Minute)
-	rep := d.digestPass(r)
+	d.Clock.Advance(10 * time.Minute)
+	rep := d.DigestPass(r)
 	if rep.Rebuild.Ran || rep.Deleted != 0 || rep.Released != 1 {
 		t.Errorf("pass before the next rebuild: rebuild ran %v, deleted %d, released %d; want the guard released and nothing deleted", rep.Rebuild.Ran, rep.Deleted, rep.Released)
 	}
-	d.wantPresent("before the next rebuild", true, dg)
-	d.wantStates("before the next rebuild", etcdstore.TombstoneReady, dg)
+	d.WantPresent("before the next rebuild", true, dg)
+	d.WantStates("before the next rebuild", etcdstore.TombstoneReady, dg)
 
-	d.clock.Advance(time.Hour)
-	if rep := d.digestPass(r); !rep.Rebuild.Ran || rep.Deleted != 1 {
+	d.Clock.Advance(time.Hour)
+	if rep := d.DigestPass(r); !rep.Rebuild.Ran || rep.Deleted != 1 {
 		t.Errorf("pass after the rebuild: rebuild ran %v, deleted %d; want the blob deleted", rep.Rebuild.Ran, rep.Deleted)
 	}
-	d.wantPresent("after the rebuild", false, dg)
-	d.wantPresent("after the rebuild", true, refd...)
+	d.WantPresent("after the rebuild", false, dg)
+	d.WantPresent("after the rebuild", true, refd...)
 }
 
 // TestDigestStopBeforeGoneGuardsReleased ends the term after the
@@ -373,32 +374,32 @@ func TestDigestLeftoverGuardWaitsForRebuild(t *testing.T) {
 func TestDigestStopBeforeGoneGuardsReleased(t *testing.T) {
 	t.Parallel()
 	d := newDigestEnv(t)
-	refd := d.putBlobs("r", 6)
-	d.putManifest("m", refd...)
-	unref := d.putBlobs("u", 2)
-	d.ageBlobs()
+	refd := d.PutBlobs("r", 6)
+	d.PutManifest("m", refd...)
+	unref := d.PutBlobs("u", 2)
+	d.AgeBlobs()
 	var armed atomic.Bool
-	cfgA := d.config()
+	cfgA := d.Config()
 	cfgA.ID = "a"
 	cfgA.Fault = func(point string) {
 		if point == digestsweep.FaultGoneRecorded && armed.CompareAndSwap(true, false) {
-			d.revokeLeader()
+			d.RevokeLeader()
 		}
 	}
-	a := d.start(cfgA)
-	cfgB := d.config()
+	a := d.Start(cfgA)
+	cfgB := d.Config()
 	cfgB.ID = "b"
 	cfgB.Metrics = nil
-	b := d.run(cfgB)
-	d.digestPass(a)
+	b := d.Run(cfgB)
+	d.DigestPass(a)
 
 	armed.Store(true)
-	if _, err := d.trigger(a); !errors.Is(err, reclaim.ErrFenced) {
+	if _, err := d.Trigger(a); !errors.Is(err, reclaim.ErrFenced) {
 		t.Fatalf("pass error = %v, want ErrFenced", err)
 	}
-	d.wantPresent("deleted by the former leader", false, unref...)
-	d.wantStates("former leader", etcdstore.TombstoneDeleted, unref...)
-	if n := d.count(d.store.Keys().Guards()); n != 2 {
+	d.WantPresent("deleted by the former leader", false, unref...)
+	d.WantStates("former leader", etcdstore.TombstoneDeleted, unref...)
+	if n := d.Count(d.Store.Keys().Guards()); n != 2 {
 		t.Fatalf("%d guards armed, want the former leader's two", n)
 	}
 
@@ -407,22 +408,22 @@ func TestDigestStopBeforeGoneGuardsReleased(t *testing.T) {
 	if _, err := b.Elector().AwaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep := d.mustPass(b)
+	rep := d.MustPass(b)
 	if rep.Digests.Guards != 2 || rep.Digests.Settling != 2 || rep.Digests.Deleted != 2 || rep.Digests.Resumed != 1 {
 		t.Errorf("next leader: guards %d settling %d deleted %d resumed %d; want the two kept settling, the two deletions counted once",
 			rep.Digests.Guards, rep.Digests.Settling, rep.Digests.Deleted, rep.Digests.Resumed)
 	}
-	if n := d.count(d.store.Keys().Guards()); n != 2 {
+	if n := d.Count(d.Store.Keys().Guards()); n != 2 {
 		t.Fatalf("%d guards armed while the former leader's delete may still be executed, want 2", n)
 	}
-	d.settle()
-	rep = d.mustPass(b)
+	d.Settle()
+	rep = d.MustPass(b)
 	if rep.Digests.Guards != 2 || rep.Digests.Deleted != 0 || rep.Digests.Settling != 0 {
 		t.Errorf("after the settle time: guards %d deleted %d settling %d; want the two released, counted deleted no more", rep.Digests.Guards, rep.Digests.Deleted, rep.Digests.Settling)
 	}
-	d.wantStates("settled", etcdstore.TombstoneDeleted, unref...)
-	if n := d.count(d.store.Keys().Guards()); n != 0 {
+	d.WantStates("settled", etcdstore.TombstoneDeleted, unref...)
+	if n := d.Count(d.Store.Keys().Guards()); n != 0 {
 		t.Errorf("%d guards left", n)
 	}
-	d.wantPresent("settled", true, refd...)
+	d.WantPresent("settled", true, refd...)
 }

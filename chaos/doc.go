@@ -17,7 +17,8 @@
 // more), an etcd member killed, the whole etcd cluster frozen (SIGSTOP),
 // etcd unreachable from one gateway only (a partition: that gateway
 // reaches the members through TCP proxies that hold its connections
-// while the other gateway and the members keep talking), the reclaimer
+// while the other gateway and the members keep talking, long enough for
+// its probe of etcd to fail and its refusals to be served), the reclaimer
 // leader paused past its lease. Session-free producers put, read, head
 // and list plain objects and read referenced blobs, one attempt each on
 // either gateway. A checker then proves what sweepgate promises: no

@@ -180,6 +180,10 @@ func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) 
 		case faultLayout:
 			// Long enough for a few passes while the layouts differ.
 			length = down + 5*time.Second
+		case faultPartitionEtcd:
+			// Long enough for the cut gateway's probe of etcd to time out
+			// and its refusals to be served for a while.
+			length = down + partitionSeen
 		case faultClockOffset:
 			// Long enough for passes to start while it lives.
 			length = down + 3*time.Second
@@ -204,7 +208,7 @@ func (f *faults) runProcesses(t *testing.T, ctx context.Context, end time.Time) 
 		case faultFreezeEtcd:
 			f.freezeEtcd(down + time.Second)
 		case faultPartitionEtcd:
-			f.partitionEtcd(ctx, down+time.Second, lead)
+			f.partitionEtcd(ctx, length, lead)
 		case faultStopLeader:
 			f.stopLeader(ctx, down+electionTTL+time.Second)
 		case faultClockOffset:

@@ -17,10 +17,18 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/e2e/harness"
+	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
 // faultPartitionEtcd cuts gateway cutGateway off from every etcd member.
 const faultPartitionEtcd = "partition-etcd"
+
+// partitionSeen is how much longer than a process fault's down time a
+// partition lasts: the gateway probes etcd every second with a probe
+// bounded by etcd.request_timeout (the default in the campaign), so by
+// then its probe has failed and it has refused what needs etcd for a
+// while, the degraded mode the fault is there to exercise.
+const partitionSeen = etcdstore.DefaultRequestTimeout + 3*time.Second
 
 // cutGateway is the gateway that reaches etcd through TCP proxies, and
 // that faultPartitionEtcd cuts off.

@@ -17,7 +17,11 @@ const maxDeleteKeys = 1000
 // tombstones once every blob the page guarded is settled, and never while
 // a request has failed.
 type deletes struct {
-	s     *digestSweep
+	// del deletes and settles one request's batch (deleteGuarded); past
+	// records the cursor past the page whose last tombstone key is last
+	// (collectedPast).
+	del   func(ctx context.Context, batch []armed) error
+	past  func(ctx context.Context, last string) error
 	slots chan struct{} // one per request in flight
 	wg    sync.WaitGroup
 	// held is what is guarded and not yet sent, by bucket; next numbers
@@ -42,7 +46,28 @@ type pageLeft struct {
 }
 
 func (s *digestSweep) newDeletes() *deletes {
-	return &deletes{s: s, slots: make(chan struct{}, s.cfg.DeleteParallel), held: map[string][]armed{}}
+	return newDeletes(s.cfg.DeleteParallel, s.deleteGuarded, s.collectedPast)
+}
+
+// newDeletes returns an empty queue that has up to parallel requests in
+// flight, each deleting and settling its batch with del, and records the
+// cursor past a settled page with past (the pass's newDeletes gives it
+// deleteGuarded and collectedPast).
+func newDeletes(parallel int, del func(context.Context, []armed) error, past func(context.Context, string) error) *deletes {
+	return &deletes{del: del, past: past, slots: make(chan struct{}, parallel), held: map[string][]armed{}}
+}
+
+// collectedPast records the collector's cursor (fenced) past the page of
+// tombstones whose last key is last, then fires FaultCollected.
+func (s *digestSweep) collectedPast(ctx context.Context, last string) error {
+	s.mu.Lock()
+	s.cur.Collect = last
+	s.mu.Unlock()
+	if err := s.save(ctx); err != nil {
+		return err
+	}
+	s.run.Fire(FaultCollected)
+	return nil
 }
 
 // add takes a page's guarded blobs (last is the page's last tombstone
@@ -80,7 +105,7 @@ func (d *deletes) send(ctx context.Context, batch []armed) {
 	d.slots <- struct{}{}
 	d.wg.Go(func() {
 		defer func() { <-d.slots }()
-		err := d.s.deleteGuarded(ctx, batch)
+		err := d.del(ctx, batch)
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if err != nil {
@@ -124,12 +149,5 @@ func (d *deletes) advance(ctx context.Context) error {
 	d.pages = d.pages[n:]
 	d.first += n
 	d.mu.Unlock()
-	d.s.mu.Lock()
-	d.s.cur.Collect = last
-	d.s.mu.Unlock()
-	if err := d.s.save(ctx); err != nil {
-		return err
-	}
-	d.s.run.Fire(FaultCollected)
-	return nil
+	return d.past(ctx, last)
 }

@@ -47,6 +47,9 @@ const (
 	// pullKiBEnv sets the image's layers' total size.
 	pullKiBEnv     = "SWEEPGATE_BENCH_PULL_KIB"
 	defaultPullKiB = 4 << 10
+	// pullCacheEnv=1 turns on the registries' blob descriptor cache, as
+	// distribution's example configuration has it (harness.RegistryStorage).
+	pullCacheEnv = "SWEEPGATE_BENCH_PULL_CACHE"
 	// pullLayers layers, layer j (from 0) of (j+1)/55 of the total.
 	pullLayers = 10
 	// pullParallel blobs in flight per pull, as docker's default
@@ -104,12 +107,13 @@ type registryPull struct {
 	Layers int `json:"layers"`
 	// Blobs and Bytes are what one pull fetches: the manifest, the config
 	// and the layers.
-	Blobs    int      `json:"blobs"`
-	Bytes    int64    `json:"bytes"`
-	Rounds   int      `json:"rounds"`
-	Parallel int      `json:"parallel"`
-	Direct   pullSide `json:"direct"`
-	Gateway  pullSide `json:"gateway"`
+	Blobs           int      `json:"blobs"`
+	Bytes           int64    `json:"bytes"`
+	Rounds          int      `json:"rounds"`
+	Parallel        int      `json:"parallel"`
+	DescriptorCache bool     `json:"descriptor_cache"` // pullCacheEnv
+	Direct          pullSide `json:"direct"`
+	Gateway         pullSide `json:"gateway"`
 	// Plain is the registry through sweepgate in a bucket the digest
 	// service does not serve.
 	Plain pullSide `json:"gateway_without_digests"`
@@ -191,18 +195,19 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 			b.Fatal(err)
 		}
 	}
+	cache := os.Getenv(pullCacheEnv) == "1"
 	regGateway := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: g.Endpoint,
-		AccessKey: env.AccessKey, SecretKey: env.SecretKey, Bucket: online})
+		AccessKey: env.AccessKey, SecretKey: env.SecretKey, Bucket: online, DescriptorCache: cache})
 	regDirect := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: m.Endpoint,
-		AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: direct})
+		AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: direct, DescriptorCache: cache})
 	regPlain := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: g.Endpoint,
-		AccessKey: env.AccessKey, SecretKey: env.SecretKey, Bucket: plain})
+		AccessKey: env.AccessKey, SecretKey: env.SecretKey, Bucket: plain, DescriptorCache: cache})
 	proxy, _ := startChild(b, proxyChildEnv, m.Endpoint, "listening ", 10*time.Second)
 	regBare := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: "http://" + proxy,
-		AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: bare})
+		AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: bare, DescriptorCache: cache})
 	regs := []string{regGateway.URL, regDirect.URL, regPlain.URL, regBare.URL}
 
-	res := &registryPull{Layers: pullLayers, Rounds: rounds, Parallel: pullParallel}
+	res := &registryPull{Layers: pullLayers, Rounds: rounds, Parallel: pullParallel, DescriptorCache: cache}
 	for _, reg := range regs {
 		if err := pushPullImage(b.Context(), reg, int64(kib)<<10); err != nil {
 			b.Fatal(err)
@@ -300,6 +305,7 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	res.Notes = []string{
 		"the image is pushed to both registries over the registry API; the gateway's registry stores through sweepgate (digests.preset: distribution), the other on MinIO directly",
 		"rounds interleave the registries, rotating which goes first",
+		fmt.Sprintf("the registries' blob descriptor cache: %v (%s=1 turns it on in all four)", cache, pullCacheEnv),
 		"for reference, a third registry stores through the same sweepgate in a bucket outside the digest layout (proxying only, no guard read); its pulls are in the same rounds and make no etcd read",
 		"for reference, a fourth registry stores on MinIO through a bare httputil.ReverseProxy in a process of its own, in the same rounds",
 		"etcd reads are the embedded etcd's counters from its client URL's /metrics, over the timed pull phase minus an idle window of the same length measured right after it",

@@ -296,8 +296,10 @@ var errStateUnavailable = s3err.ErrServiceUnavailable.WithMessage("sweepgate cou
 
 // refuseState answers a request whose etcd step refused or failed: a
 // guarded digest, a write in flight or an etcd that does not answer is a
-// retryable SlowDown, anything else a ServiceUnavailable.
+// retryable SlowDown, a record of a newer release's layout
+// s3err.StateTooNew, anything else a ServiceUnavailable.
 func (s *Service) refuseState(q *Request, err error) reply.Reply {
+	var newer *etcdstore.NewerRecordError
 	switch {
 	case errors.Is(err, etcdstore.ErrGuarded):
 		s.guardRefusals.WithLabelValues(string(q.Op)).Inc()
@@ -307,6 +309,9 @@ func (s *Service) refuseState(q *Request, err error) reply.Reply {
 	case etcdstore.Unavailable(err):
 		s.log.Warn("digest request refused: etcd unavailable", "id", q.RequestID, "op", q.Op, "err", err)
 		return reply.Error(s3err.ErrStateUnavailable)
+	case errors.As(err, &newer):
+		s.log.Error("digest request refused: a newer release's record", "id", q.RequestID, "op", q.Op, "err", err)
+		return reply.Error(s3err.StateTooNew(newer.Kind, newer.Version, newer.Known, newer.Field))
 	default:
 		s.log.Error("digest state unavailable", "id", q.RequestID, "op", q.Op, "err", err)
 		return reply.Error(errStateUnavailable)

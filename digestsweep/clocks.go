@@ -2,7 +2,6 @@ package digestsweep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -84,7 +83,9 @@ func (s *digestSweep) checkTimes(ctx context.Context) error {
 	}
 	err := sweepScan(ctx, s.cli(), keys.AllTrash(), clientv3.GetPrefixRangeEnd(keys.AllTrash()), sweepRangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
 		var tr etcdstore.TrashRecord
-		if json.Unmarshal(kv.Value, &tr) != nil {
+		if err := etcdstore.DecodeKV(etcdstore.TrashRecordKind, kv, &tr); errors.Is(err, etcdstore.ErrNewerRecord) {
+			return err
+		} else if err != nil {
 			return nil // an unreadable record is kept: it never expires
 		}
 		if err := future("trash of "+tr.Bucket+"/"+tr.Key, "deleted_at", tr.DeletedAt); err != nil {
@@ -106,7 +107,9 @@ func (s *digestSweep) checkTimes(ctx context.Context) error {
 	}
 	return sweepScan(ctx, s.cli(), keys.Tombstones(), clientv3.GetPrefixRangeEnd(keys.Tombstones()), sweepRangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
 		var ts etcdstore.Tombstone
-		if json.Unmarshal(kv.Value, &ts) != nil {
+		if err := etcdstore.DecodeKV(etcdstore.TombstoneRecord, kv, &ts); errors.Is(err, etcdstore.ErrNewerRecord) {
+			return err
+		} else if err != nil {
 			return nil
 		}
 		return future("tombstone of "+ts.Digest, "since", ts.Since)

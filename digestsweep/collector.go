@@ -2,7 +2,7 @@ package digestsweep
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,7 +49,10 @@ func (s *digestSweep) readTombstone(ctx context.Context, digest string) (*sweepT
 		return nil, nil
 	}
 	var t etcdstore.Tombstone
-	if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
+	if err := etcdstore.DecodeKV(etcdstore.TombstoneRecord, resp.Kvs[0], &t); err != nil {
+		if errors.Is(err, etcdstore.ErrNewerRecord) {
+			return nil, err
+		}
 		s.log.Warn("tombstone does not decode", "digest", digest, "err", err)
 		return nil, nil
 	}
@@ -157,7 +160,10 @@ func (s *digestSweep) collectPage(ctx context.Context, kvs []*mvccpb.KeyValue) (
 	)
 	for _, kv := range kvs {
 		var t etcdstore.Tombstone
-		if err := json.Unmarshal(kv.Value, &t); err != nil {
+		if err := etcdstore.DecodeKV(etcdstore.TombstoneRecord, kv, &t); err != nil {
+			if errors.Is(err, etcdstore.ErrNewerRecord) {
+				return nil, err
+			}
 			continue
 		}
 		t.Digest, _ = etcdstore.LastSegment(string(kv.Key))

@@ -25,6 +25,12 @@ const (
 // records (its cursor, the last rebuild).
 const sweepCursorVersion = 1
 
+// The record kinds of the digest sweep's own records.
+var (
+	digestCursorRecord = etcdstore.RecordKind{Name: "digest sweep cursor", Version: sweepCursorVersion}
+	lastRebuildRecord  = etcdstore.RecordKind{Name: "last rebuild", Version: sweepCursorVersion}
+)
+
 // The phases of the digest sweep, as recorded in its cursor.
 const (
 	digestPhaseRebuild    = "rebuild"
@@ -111,11 +117,8 @@ func loadSweepCursor(ctx context.Context, store *etcdstore.Store) (c digestCurso
 	if len(resp.Kvs) == 0 {
 		return c, false, nil
 	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
-		return c, false, fmt.Errorf("digestsweep: decode digest cursor: %w", err)
-	}
-	if c.Version != sweepCursorVersion {
-		return c, false, fmt.Errorf("digestsweep: digest cursor version %d, want %d", c.Version, sweepCursorVersion)
+	if err := etcdstore.DecodeKV(digestCursorRecord, resp.Kvs[0], &c); err != nil {
+		return digestCursor{}, false, fmt.Errorf("digestsweep: the digest cursor: %w", err)
 	}
 	return c, true, nil
 }

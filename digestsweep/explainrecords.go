@@ -2,7 +2,6 @@ package digestsweep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -112,7 +111,7 @@ func (sw *Sweep) explainRefs(ctx context.Context, ex *DigestExplanation, at clie
 		}
 		ref := ExplainRef{Bucket: parts[0], Key: parts[1]}
 		var v etcdstore.Ref
-		if json.Unmarshal(kv.Value, &v) == nil {
+		if etcdstore.DecodeKV(etcdstore.RefRecord, kv, &v) == nil {
 			ref.At = v.At
 		}
 		if src := sw.cfg.Layout.Source(ref.Bucket, ref.Key); src != nil {
@@ -153,7 +152,7 @@ func (sw *Sweep) explainTrash(ctx context.Context, ex *DigestExplanation, at cli
 		}
 		tr := ExplainTrash{Bucket: parts[0], Key: parts[1], DeletedAt: time.Unix(0, ns).UTC()}
 		var v etcdstore.TrashRef
-		if json.Unmarshal(kv.Value, &v) == nil {
+		if etcdstore.DecodeKV(etcdstore.TrashRefRecord, kv, &v) == nil {
 			tr.Expires = v.Expires
 		}
 		// As the trash inventory judges it: retained until it expires on
@@ -181,7 +180,7 @@ func (sw *Sweep) explainPlacements(ctx context.Context, ex *DigestExplanation, y
 	for _, kv := range resp.Kvs {
 		id, _ := etcdstore.LastSegment(string(kv.Key))
 		var p etcdstore.Placement
-		_ = json.Unmarshal(kv.Value, &p) // one that does not decode is young: it retains
+		_ = etcdstore.DecodeKV(etcdstore.PlacementRecord, kv, &p) // one that does not decode is young: it retains
 		ex.Placements = append(ex.Placements, ExplainPlacement{ID: id, Bucket: p.Bucket, Key: p.Key, At: p.At,
 			Age: sweep.RoundSecond(ex.Now.Sub(p.At)), Stale: !young.young(p.At)})
 	}
@@ -199,7 +198,7 @@ func (sw *Sweep) explainTombstone(ctx context.Context, ex *DigestExplanation, at
 		return nil, nil
 	}
 	var t etcdstore.Tombstone
-	if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
+	if err := etcdstore.DecodeKV(etcdstore.TombstoneRecord, resp.Kvs[0], &t); err != nil {
 		ex.Notes = append(ex.Notes, "its tombstone does not decode ("+err.Error()+"): a pass cannot write over it, so it leaves the digest alone")
 		return nil, nil
 	}

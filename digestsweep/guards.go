@@ -2,7 +2,6 @@ package digestsweep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -64,11 +63,13 @@ func (s *digestSweep) settleGuards(ctx context.Context) error {
 	return nil
 }
 
-// decodeGuard decodes a guard; ok is false when its value does not decode.
+// decodeGuard decodes a guard; ok is false when its value does not decode
+// or is of a newer release's layout: either may hide an attempt, so such a
+// guard stays armed.
 func decodeGuard(kv *mvccpb.KeyValue) (etcdstore.Guard, bool) {
 	d, _ := etcdstore.LastSegment(string(kv.Key))
 	var g etcdstore.Guard
-	if err := json.Unmarshal(kv.Value, &g); err != nil {
+	if err := etcdstore.DecodeKV(etcdstore.GuardRecord, kv, &g); err != nil {
 		return etcdstore.Guard{Digest: d}, false
 	}
 	if g.Digest == "" {

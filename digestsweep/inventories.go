@@ -2,7 +2,6 @@ package digestsweep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -187,7 +186,9 @@ func (i trashInventory) Retained(ctx context.Context, blobs []Blob) (map[string]
 	out := map[string]bool{}
 	err := digestRange(ctx, i.cli, i.rev, digestsOf(blobs), i.keys.TrashRefs, false, func(d string, v []byte) (bool, error) {
 		var tr etcdstore.TrashRef
-		if json.Unmarshal(v, &tr) != nil || !trashExpired(tr.Expires, tr.ExpiresElapsed, i.now, i.elapsed) {
+		if err := etcdstore.DecodeRecord(etcdstore.TrashRefRecord, d, v, &tr); errors.Is(err, etcdstore.ErrNewerRecord) {
+			return false, err
+		} else if err != nil || !trashExpired(tr.Expires, tr.ExpiresElapsed, i.now, i.elapsed) {
 			// An entry that does not decode retains too: a missing input
 			// keeps.
 			out[d] = true
@@ -229,7 +230,9 @@ func (i placementsInventory) Retained(ctx context.Context, blobs []Blob) (map[st
 	}
 	err := digestRange(ctx, i.cli, i.rev, digestsOf(blobs), i.keys.Placements, false, func(d string, v []byte) (bool, error) {
 		var p etcdstore.Placement
-		if json.Unmarshal(v, &p) != nil || i.young(p.At) {
+		if err := etcdstore.DecodeRecord(etcdstore.PlacementRecord, d, v, &p); errors.Is(err, etcdstore.ErrNewerRecord) {
+			return false, err
+		} else if err != nil || i.young(p.At) {
 			out[d] = true
 			return true, nil
 		}

@@ -103,8 +103,8 @@ func (s *digestSweep) layoutsDiffer(ctx context.Context) (string, error) {
 	var differ []string
 	for _, kv := range resp.Kvs {
 		var g etcdstore.GatewayClock
-		if err := json.Unmarshal(kv.Value, &g); err != nil {
-			differ = append(differ, fmt.Sprintf("%s (record does not decode)", kv.Key))
+		if err := etcdstore.DecodeKV(etcdstore.GatewayRecord, kv, &g); err != nil {
+			differ = append(differ, fmt.Sprintf("%s (record does not decode: %v)", kv.Key, err))
 			continue
 		}
 		switch {
@@ -148,7 +148,7 @@ func (s *digestSweep) unrecorded(ctx context.Context) (string, error) {
 	var first etcdstore.UnrecordedWrite
 	for _, kv := range resp.Kvs {
 		var u etcdstore.UnrecordedWrite
-		if err := json.Unmarshal(kv.Value, &u); err != nil {
+		if err := etcdstore.DecodeKV(etcdstore.UnrecordedRecord, kv, &u); err != nil {
 			// A record that does not decode keeps everything, for a person.
 			s.log.Error("record of an unrecorded complete does not decode; everything is kept", "key", string(kv.Key))
 			waiting++

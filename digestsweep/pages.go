@@ -2,7 +2,7 @@ package digestsweep
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -209,7 +209,9 @@ func (s *digestSweep) liveTombstones(ctx context.Context, digests []string) (map
 				continue
 			}
 			var t etcdstore.Tombstone
-			if json.Unmarshal(rr.Kvs[0].Value, &t) != nil || !t.State.Terminal() {
+			if err := etcdstore.DecodeKV(etcdstore.TombstoneRecord, rr.Kvs[0], &t); errors.Is(err, etcdstore.ErrNewerRecord) {
+				return nil, err
+			} else if err != nil || !t.State.Terminal() {
 				out[group[n]] = true
 			}
 		}

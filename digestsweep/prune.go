@@ -2,7 +2,6 @@ package digestsweep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -72,7 +71,10 @@ func (s *digestSweep) pruneTombstones(ctx context.Context, pruned *Pruned) (map[
 	}
 	err := sweepScan(ctx, s.cli(), keys.Tombstones(), clientv3.GetPrefixRangeEnd(keys.Tombstones()), sweepRangeLimit, func(kv *mvccpb.KeyValue, _ int64) error {
 		var t etcdstore.Tombstone
-		if err := json.Unmarshal(kv.Value, &t); err != nil {
+		if err := etcdstore.DecodeKV(etcdstore.TombstoneRecord, kv, &t); err != nil {
+			if errors.Is(err, etcdstore.ErrNewerRecord) {
+				return err
+			}
 			counts["undecodable"]++
 			return nil
 		}
@@ -110,7 +112,9 @@ func (s *digestSweep) pruneTrash(ctx context.Context, pruned *Pruned) error {
 			return errSweepScanDone
 		}
 		var tr etcdstore.TrashRecord
-		if err := json.Unmarshal(kv.Value, &tr); err != nil || !trashExpired(tr.Expires, tr.ExpiresElapsed, s.now, s.run.Elapsed) {
+		if err := etcdstore.DecodeKV(etcdstore.TrashRecordKind, kv, &tr); errors.Is(err, etcdstore.ErrNewerRecord) {
+			return err
+		} else if err != nil || !trashExpired(tr.Expires, tr.ExpiresElapsed, s.now, s.run.Elapsed) {
 			return nil // an unreadable record is kept: it may retain
 		}
 		w := digestWrite{
@@ -149,7 +153,9 @@ func (s *digestSweep) prunePlacements(ctx context.Context, pruned *Pruned) error
 			return errSweepScanDone
 		}
 		var p etcdstore.Placement
-		if err := json.Unmarshal(kv.Value, &p); err != nil || p.At.IsZero() || s.now.Sub(p.At) < s.cfg.PlacementGrace {
+		if err := etcdstore.DecodeKV(etcdstore.PlacementRecord, kv, &p); errors.Is(err, etcdstore.ErrNewerRecord) {
+			return err
+		} else if err != nil || p.At.IsZero() || s.now.Sub(p.At) < s.cfg.PlacementGrace {
 			return nil
 		}
 		writes = append(writes, digestWrite{

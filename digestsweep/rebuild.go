@@ -231,8 +231,8 @@ func (s *digestSweep) lastRebuild(ctx context.Context) (lastRebuild, bool, error
 	if len(resp.Kvs) == 0 {
 		return l, false, nil
 	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &l); err != nil {
-		return l, false, fmt.Errorf("digestsweep: decode the last rebuild: %w", err)
+	if err := etcdstore.DecodeKV(lastRebuildRecord, resp.Kvs[0], &l); err != nil {
+		return l, false, fmt.Errorf("digestsweep: the last rebuild: %w", err)
 	}
 	return l, true, nil
 }

@@ -2,7 +2,6 @@ package digestsweep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -166,7 +165,10 @@ func (s *digestSweep) frontiers(ctx context.Context) (map[string]int64, error) {
 	}
 	for _, kv := range resp.Kvs {
 		var f etcdstore.Frontier
-		if err := json.Unmarshal(kv.Value, &f); err != nil {
+		if err := etcdstore.DecodeKV(etcdstore.FrontierRecord, kv, &f); err != nil {
+			if errors.Is(err, etcdstore.ErrNewerRecord) {
+				return nil, err
+			}
 			// An unreadable frontier cannot prove anything: its plane
 			// stays at 0 if it is one of ours.
 			s.log.Warn("frontier does not decode", "key", string(kv.Key), "err", err)
@@ -366,7 +368,10 @@ func (s *digestSweep) readTombstones(ctx context.Context, digests []string) (map
 			return nil
 		}
 		var t etcdstore.Tombstone
-		if err := json.Unmarshal(kv.Value, &t); err != nil {
+		if err := etcdstore.DecodeKV(etcdstore.TombstoneRecord, kv, &t); err != nil {
+			if errors.Is(err, etcdstore.ErrNewerRecord) {
+				return err
+			}
 			s.log.Warn("tombstone does not decode; its digest is left alone", "key", string(kv.Key), "err", err)
 			return nil
 		}

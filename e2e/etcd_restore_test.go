@@ -157,7 +157,7 @@ func awaitWitness(t *testing.T, cli *clientv3.Client, direct *s3.Client, bucket,
 		}
 		body, _ := io.ReadAll(out.Body)
 		out.Body.Close()
-		b, err := etcdstore.UnmarshalWitness(body)
+		b, err := etcdstore.UnmarshalWitness("backend witness", body)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -167,7 +167,7 @@ func awaitWitness(t *testing.T, cli *clientv3.Client, direct *s3.Client, bucket,
 		if err != nil || len(resp.Kvs) == 0 {
 			return false, fmt.Sprintf("etcd witness: %v", err)
 		}
-		w, err := etcdstore.UnmarshalWitness(resp.Kvs[0].Value)
+		w, err := etcdstore.UnmarshalWitness(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -2,6 +2,9 @@ package etcdstore
 
 import "time"
 
+// gatewayVersion is the version of the GatewayClock layout.
+const gatewayVersion = 1
+
 // GatewayClock is the value of a gateway's Keys.Gateway record: the
 // process's wall clock at the write, refreshed every Refresh while the
 // process runs, so that the reclaimer can compare it with its own.

@@ -68,11 +68,8 @@ func (s *Store) GetCoverage(ctx context.Context, sweep string) (c Coverage, ok b
 	if len(resp.Kvs) == 0 {
 		return Coverage{Sweep: sweep}, false, nil
 	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
-		return c, false, fmt.Errorf("decode coverage of %s: %w", sweep, err)
-	}
-	if c.Version != coverageVersion {
-		return c, false, fmt.Errorf("coverage of %s: version %d, want %d", sweep, c.Version, coverageVersion)
+	if err := DecodeKV(CoverageRecord, resp.Kvs[0], &c); err != nil {
+		return Coverage{}, false, err
 	}
 	c.Sweep = sweep
 	return c, true, nil

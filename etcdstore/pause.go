@@ -63,7 +63,7 @@ func (s *Store) GetPauses(ctx context.Context) (map[string]Versioned[Pause], err
 			sweep = esc
 		}
 		var p Pause
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
+		if err := DecodeKV(PauseRecord, kv, &p); err != nil {
 			p = Pause{Reason: fmt.Sprintf("a pause record that does not decode (%v)", err)}
 		}
 		p.Sweep = sweep
@@ -83,7 +83,7 @@ func (s *Store) GetPause(ctx context.Context, sweep string) (Versioned[Pause], e
 		return Versioned[Pause]{}, ErrNotFound
 	}
 	var p Pause
-	if err := json.Unmarshal(resp.Kvs[0].Value, &p); err != nil {
+	if err := DecodeKV(PauseRecord, resp.Kvs[0], &p); err != nil {
 		p = Pause{Reason: fmt.Sprintf("a pause record that does not decode (%v)", err)}
 	}
 	p.Sweep = sweep

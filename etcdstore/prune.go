@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -34,7 +33,9 @@ func (e *UndecodableError) Unwrap() error { return ErrUndecodable }
 // page at a time, so a caller that keeps only what it will act on needs
 // memory for that alone.
 //
-// A session whose value does not decode is passed over and the scan goes on;
+// A session of a newer release's layout (*NewerRecordError) stops the scan
+// with that error. Any other session whose value does not decode is passed
+// over and the scan goes on;
 // it then ends with an *UndecodableError naming every such key, after fn has
 // seen every session that did decode. An error from fn stops the scan and is
 // returned as it is, with the revision.
@@ -53,7 +54,11 @@ func (s *Store) ScanSessions(ctx context.Context, bucket string, pageSize int64,
 	)
 	rev, err := s.rangeScan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), 0, pageSize, func(kv *mvccpb.KeyValue) bool {
 		var sess Session
-		if err := json.Unmarshal(kv.Value, &sess); err != nil {
+		if err := DecodeKV(SessionRecord, kv, &sess); err != nil {
+			if errors.Is(err, ErrNewerRecord) {
+				fnErr = err // never passed over: a newer release's record stops the scan
+				return false
+			}
 			if bad == nil {
 				bad = &UndecodableError{First: err}
 			}

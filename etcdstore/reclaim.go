@@ -146,8 +146,8 @@ func (s *Store) GetSessionAt(ctx context.Context, bucket, uploadID string, rev i
 		return Versioned[Session]{}, ErrNotFound
 	}
 	var sess Session
-	if err := json.Unmarshal(resp.Kvs[0].Value, &sess); err != nil {
-		return Versioned[Session]{}, fmt.Errorf("decode session %s: %w", resp.Kvs[0].Key, err)
+	if err := DecodeKV(SessionRecord, resp.Kvs[0], &sess); err != nil {
+		return Versioned[Session]{}, err
 	}
 	return Versioned[Session]{Value: sess, ModRev: resp.Kvs[0].ModRevision}, nil
 }
@@ -163,8 +163,8 @@ func (s *Store) GetActivityAt(ctx context.Context, uploadID string, rev int64) (
 		return Versioned[Activity]{}, ErrNotFound
 	}
 	var a Activity
-	if err := json.Unmarshal(resp.Kvs[0].Value, &a); err != nil {
-		return Versioned[Activity]{}, fmt.Errorf("decode activity %s: %w", resp.Kvs[0].Key, err)
+	if err := DecodeKV(ActivityRecord, resp.Kvs[0], &a); err != nil {
+		return Versioned[Activity]{}, err
 	}
 	return Versioned[Activity]{Value: a, ModRev: resp.Kvs[0].ModRevision}, nil
 }
@@ -194,8 +194,7 @@ func (s *Store) ScanSessionsExceptAt(ctx context.Context, bucket string, rev, pa
 			}
 		}
 		var sess Session
-		if err := json.Unmarshal(kv.Value, &sess); err != nil {
-			fnErr = fmt.Errorf("decode session %s: %w", kv.Key, err)
+		if fnErr = DecodeKV(SessionRecord, kv, &sess); fnErr != nil {
 			return false
 		}
 		fnErr = fn(Versioned[Session]{Value: sess, ModRev: kv.ModRevision})

@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -57,8 +56,8 @@ func (s *Store) GetRefSource(ctx context.Context, bucket, key string) (Versioned
 		return Versioned[RefSource]{}, ErrNotFound
 	}
 	var r RefSource
-	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-		return Versioned[RefSource]{}, fmt.Errorf("decode reference record %s: %w", resp.Kvs[0].Key, err)
+	if err := DecodeKV(RefSourceRecord, resp.Kvs[0], &r); err != nil {
+		return Versioned[RefSource]{}, err
 	}
 	return Versioned[RefSource]{Value: r, ModRev: resp.Kvs[0].ModRevision}, nil
 }
@@ -318,8 +317,8 @@ func (s *Store) GetTrash(ctx context.Context, bucket, key string, deletedAt time
 		return Versioned[TrashRecord]{}, ErrNotFound
 	}
 	var tr TrashRecord
-	if err := json.Unmarshal(resp.Kvs[0].Value, &tr); err != nil {
-		return Versioned[TrashRecord]{}, fmt.Errorf("decode trash %s: %w", resp.Kvs[0].Key, err)
+	if err := DecodeKV(TrashRecordKind, resp.Kvs[0], &tr); err != nil {
+		return Versioned[TrashRecord]{}, err
 	}
 	return Versioned[TrashRecord]{Value: tr, ModRev: resp.Kvs[0].ModRevision}, nil
 }
@@ -339,8 +338,8 @@ func (s *Store) ListTrash(ctx context.Context, bucket, key string, limit int64) 
 	out := make([]TrashRecord, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		var tr TrashRecord
-		if err := json.Unmarshal(kv.Value, &tr); err != nil {
-			return nil, fmt.Errorf("decode trash %s: %w", kv.Key, err)
+		if err := DecodeKV(TrashRecordKind, kv, &tr); err != nil {
+			return nil, err
 		}
 		out = append(out, tr)
 	}
@@ -513,8 +512,8 @@ func (s *Store) Referenced(ctx context.Context, digest string, now time.Time) (b
 	}
 	for _, kv := range tr.Kvs {
 		var r TrashRef
-		if json.Unmarshal(kv.Value, &r) != nil || r.Expires.After(now) {
-			return true, nil // an unreadable entry retains too
+		if DecodeKV(TrashRefRecord, kv, &r) != nil || r.Expires.After(now) {
+			return true, nil // an unreadable or newer entry retains too
 		}
 	}
 	return false, nil
@@ -542,8 +541,8 @@ func (s *Store) ListFrontiers(ctx context.Context) ([]Frontier, int64, error) {
 	out := make([]Frontier, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		var f Frontier
-		if err := json.Unmarshal(kv.Value, &f); err != nil {
-			return nil, 0, fmt.Errorf("decode frontier %s: %w", kv.Key, err)
+		if err := DecodeKV(FrontierRecord, kv, &f); err != nil {
+			return nil, 0, err
 		}
 		out = append(out, f)
 	}

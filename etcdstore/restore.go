@@ -50,11 +50,12 @@ func MarshalWitness(w Witness) string {
 	return string(b)
 }
 
-// UnmarshalWitness decodes a witness copy.
-func UnmarshalWitness(b []byte) (Witness, error) {
+// UnmarshalWitness decodes the witness copy stored at where (its etcd key
+// or backend object).
+func UnmarshalWitness(where string, b []byte) (Witness, error) {
 	var w Witness
-	if err := json.Unmarshal(b, &w); err != nil {
-		return w, fmt.Errorf("decode witness: %w", err)
+	if err := DecodeRecord(WitnessRecord, where, b, &w); err != nil {
+		return w, err
 	}
 	if w.Epoch == "" {
 		return w, fmt.Errorf("decode witness: no epoch")
@@ -108,7 +109,7 @@ func (s *Store) GetRestored(ctx context.Context) (Versioned[Restored], error) {
 	}
 	kv := resp.Kvs[0]
 	var r Restored
-	if err := json.Unmarshal(kv.Value, &r); err != nil {
+	if err := DecodeKV(RestoredRecord, kv, &r); err != nil {
 		r = Restored{Rev: kv.ModRevision, Reason: fmt.Sprintf("a restore mark that does not decode (%v)", err)}
 	}
 	return Versioned[Restored]{Value: r, ModRev: kv.ModRevision}, nil

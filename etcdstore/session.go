@@ -150,7 +150,9 @@ func (s *Session) StateSince() time.Time {
 
 // Activity is the latest client activity on an upload, kept at Keys.Activity.
 type Activity struct {
-	At time.Time `json:"at"`
+	// Version is the layout's version; version 1 is stored without it.
+	Version int       `json:"v,omitempty"`
+	At      time.Time `json:"at"`
 	// What names the call: UploadPart, UploadPartCopy, ListParts; a part's
 	// end is recorded as "UploadPart ended" or "UploadPartCopy ended".
 	What string `json:"what"`
@@ -160,16 +162,20 @@ type Activity struct {
 
 // Part is what the gateway recorded about one uploaded part.
 type Part struct {
-	Number int       `json:"n"`
-	ETag   string    `json:"etag"`
-	Size   int64     `json:"size"`
-	SHA256 string    `json:"sha256,omitempty"`
-	At     time.Time `json:"at"`
+	// Version is the layout's version; version 1 is stored without it.
+	Version int       `json:"v,omitempty"`
+	Number  int       `json:"n"`
+	ETag    string    `json:"etag"`
+	Size    int64     `json:"size"`
+	SHA256  string    `json:"sha256,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // IdempotentOutcome is the recorded answer to a request that carried an
 // Idempotency-Key, replayed to retries with the same key.
 type IdempotentOutcome struct {
+	// Version is the layout's version; version 1 is stored without it.
+	Version int `json:"v,omitempty"`
 	// Request identifies what the key was first used for, so a key reused
 	// for another request is refused rather than answered wrongly.
 	Request string              `json:"request"`

@@ -34,9 +34,9 @@ type SessionScan struct {
 // returning false ends the scan, so listing the next few sessions reads
 // neither those before nor those after them. Sessions come in key order
 // (bucket, then upload id, both as escaped in the key) at one etcd revision,
-// which it returns. A session whose record does not decode is passed over,
-// so that one damaged record does not hide the others; its key is returned
-// in undecodable.
+// which it returns. A session whose record does not decode, or is of a
+// newer release's layout, is passed over, so that one such record does not
+// hide the others; its key is returned in undecodable.
 func (s *Store) ScanSessionsAfter(ctx context.Context, scan SessionScan, fn func(Versioned[Session]) bool) (rev int64, undecodable []string, err error) {
 	prefix := s.keys.AllSessions()
 	if scan.Bucket != "" {
@@ -59,7 +59,7 @@ func (s *Store) ScanSessionsAfter(ctx context.Context, scan SessionScan, fn func
 	}
 	rev, err = s.rangeScan(ctx, start, end, 0, scan.PageSize, func(kv *mvccpb.KeyValue) bool {
 		var sess Session
-		if err := json.Unmarshal(kv.Value, &sess); err != nil {
+		if err := DecodeKV(SessionRecord, kv, &sess); err != nil {
 			undecodable = append(undecodable, string(kv.Key))
 			return true
 		}
@@ -129,8 +129,8 @@ func (s *Store) GetActivities(ctx context.Context, uploadIDs []string) (map[stri
 				continue
 			}
 			var a Activity
-			if err := json.Unmarshal(kvs[0].Value, &a); err != nil {
-				return nil, fmt.Errorf("decode activity %s: %w", kvs[0].Key, err)
+			if err := DecodeKV(ActivityRecord, kvs[0], &a); err != nil {
+				return nil, err
 			}
 			out[batch[i]] = a
 		}

@@ -54,8 +54,8 @@ func (s *Store) GetSession(ctx context.Context, bucket, uploadID string) (Versio
 		return Versioned[Session]{}, ErrNotFound
 	}
 	var sess Session
-	if err := json.Unmarshal(resp.Kvs[0].Value, &sess); err != nil {
-		return Versioned[Session]{}, fmt.Errorf("decode session %s: %w", resp.Kvs[0].Key, err)
+	if err := DecodeKV(SessionRecord, resp.Kvs[0], &sess); err != nil {
+		return Versioned[Session]{}, err
 	}
 	return Versioned[Session]{Value: sess, ModRev: resp.Kvs[0].ModRevision}, nil
 }
@@ -167,7 +167,10 @@ func (s *Store) InFlightAt(ctx context.Context, uploadID string, rev int64) (n i
 	}
 	for _, kv := range resp.Kvs {
 		var a Activity
-		if json.Unmarshal(kv.Value, &a) == nil && a.At.After(latest) {
+		if err := DecodeKV(ActivityRecord, kv, &a); err != nil {
+			return 0, time.Time{}, err
+		}
+		if a.At.After(latest) {
 			latest = a.At
 		}
 	}
@@ -185,8 +188,8 @@ func (s *Store) GetActivity(ctx context.Context, uploadID string) (Versioned[Act
 		return Versioned[Activity]{}, ErrNotFound
 	}
 	var a Activity
-	if err := json.Unmarshal(resp.Kvs[0].Value, &a); err != nil {
-		return Versioned[Activity]{}, fmt.Errorf("decode activity: %w", err)
+	if err := DecodeKV(ActivityRecord, resp.Kvs[0], &a); err != nil {
+		return Versioned[Activity]{}, err
 	}
 	return Versioned[Activity]{Value: a, ModRev: resp.Kvs[0].ModRevision}, nil
 }
@@ -213,8 +216,8 @@ func (s *Store) ListParts(ctx context.Context, uploadID string) ([]Part, error) 
 	parts := make([]Part, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		var p Part
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			return nil, fmt.Errorf("decode part %s: %w", kv.Key, err)
+		if err := DecodeKV(PartRecord, kv, &p); err != nil {
+			return nil, err
 		}
 		parts = append(parts, p)
 	}
@@ -232,8 +235,8 @@ func (s *Store) GetIdempotent(ctx context.Context, id string) (IdempotentOutcome
 		return IdempotentOutcome{}, ErrNotFound
 	}
 	var o IdempotentOutcome
-	if err := json.Unmarshal(resp.Kvs[0].Value, &o); err != nil {
-		return IdempotentOutcome{}, fmt.Errorf("decode idempotency record: %w", err)
+	if err := DecodeKV(IdempotencyRecord, resp.Kvs[0], &o); err != nil {
+		return IdempotentOutcome{}, err
 	}
 	return o, nil
 }
@@ -272,8 +275,8 @@ func (s *Store) PutIdempotent(ctx context.Context, id string, o IdempotentOutcom
 		return IdempotentOutcome{}, ErrConflict
 	}
 	var prev IdempotentOutcome
-	if err := json.Unmarshal(kvs[0].Value, &prev); err != nil {
-		return IdempotentOutcome{}, fmt.Errorf("decode idempotency record: %w", err)
+	if err := DecodeKV(IdempotencyRecord, kvs[0], &prev); err != nil {
+		return IdempotentOutcome{}, err
 	}
 	return prev, ErrConflict
 }

@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -230,13 +229,20 @@ func (s *Store) inFlightStates(ctx context.Context, rev int64, uploads []UploadR
 		at[esc] = append(at[esc], i)
 	}
 	prefix := s.keys.Root() + "inflight/"
+	var decodeErr error
 	_, err := s.rangeScan(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), rev, 0, func(kv *mvccpb.KeyValue) bool {
 		esc, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), prefix), "/")
 		for _, i := range at[esc] {
 			st := &out[i]
 			st.InFlight++
+			if st.InFlight > inFlightSince {
+				continue
+			}
 			var a Activity
-			if st.InFlight <= inFlightSince && json.Unmarshal(kv.Value, &a) == nil && a.At.After(st.InFlightSince) {
+			if decodeErr = DecodeKV(ActivityRecord, kv, &a); decodeErr != nil {
+				return false
+			}
+			if a.At.After(st.InFlightSince) {
 				st.InFlightSince = a.At
 			}
 		}
@@ -245,7 +251,7 @@ func (s *Store) inFlightStates(ctx context.Context, rev int64, uploads []UploadR
 	if err != nil {
 		return fmt.Errorf("read parts in flight at revision %d: %w", rev, err)
 	}
-	return nil
+	return decodeErr
 }
 
 // uploadStates reads batch's records at rev in one transaction into out:
@@ -288,8 +294,8 @@ func (s *Store) uploadStates(ctx context.Context, rev int64, batch []UploadRef, 
 // decodeSession decodes a session record read with its revision.
 func decodeSession(kv *mvccpb.KeyValue) (*Versioned[Session], error) {
 	var sess Session
-	if err := json.Unmarshal(kv.Value, &sess); err != nil {
-		return nil, fmt.Errorf("decode session %s: %w", kv.Key, err)
+	if err := DecodeKV(SessionRecord, kv, &sess); err != nil {
+		return nil, err
 	}
 	return &Versioned[Session]{Value: sess, ModRev: kv.ModRevision}, nil
 }
@@ -299,15 +305,15 @@ func decodeSession(kv *mvccpb.KeyValue) (*Versioned[Session], error) {
 func uploadState(rs []*etcdserverpb.ResponseOp, st *UploadState) error {
 	if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		var a Activity
-		if err := json.Unmarshal(kvs[0].Value, &a); err != nil {
-			return fmt.Errorf("decode activity %s: %w", kvs[0].Key, err)
+		if err := DecodeKV(ActivityRecord, kvs[0], &a); err != nil {
+			return err
 		}
 		st.Activity = &Versioned[Activity]{Value: a, ModRev: kvs[0].ModRevision}
 	}
 	for _, kv := range rs[1].GetResponseRange().GetKvs() {
 		var p Part
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			return fmt.Errorf("decode part %s: %w", kv.Key, err)
+		if err := DecodeKV(PartRecord, kv, &p); err != nil {
+			return err
 		}
 		st.Parts++
 		st.Bytes += p.Size

@@ -19,12 +19,18 @@ import (
 // Either way the client may retry: nothing was done that a retry would
 // repeat wrongly.
 func (s *Service) fail(c *Call, err error) reply.Reply {
-	var s3e *s3err.Error
+	var (
+		s3e   *s3err.Error
+		newer *etcdstore.NewerRecordError
+	)
 	switch {
 	case errors.As(err, &s3e):
 	case etcdstore.Unavailable(err):
 		s.log.Warn("multipart call refused: etcd unavailable", "id", c.RequestID, "op", c.Op, "upload_id", c.UploadID, "err", err)
 		err = s3err.ErrStateUnavailable
+	case errors.As(err, &newer):
+		s.log.Error("multipart call refused: a newer release's record", "id", c.RequestID, "op", c.Op, "upload_id", c.UploadID, "err", err)
+		err = s3err.StateTooNew(newer.Kind, newer.Version, newer.Known, newer.Field)
 	default:
 		s.log.Error("multipart call failed", "id", c.RequestID, "op", c.Op, "upload_id", c.UploadID, "err", err)
 		err = s3err.ErrServiceUnavailable.WithMessage("The gateway could not record the upload's state; please retry.")

@@ -106,8 +106,8 @@ func (r *Reclaimer) checkGatewayClocks(ctx context.Context) error {
 	var wait time.Duration
 	for _, kv := range resp.Kvs {
 		var g etcdstore.GatewayClock
-		if err := json.Unmarshal(kv.Value, &g); err != nil {
-			return fmt.Errorf("reclaim: gateway clock record %s: %w", kv.Key, err)
+		if err := etcdstore.DecodeKV(etcdstore.GatewayRecord, kv, &g); err != nil {
+			return fmt.Errorf("reclaim: a gateway's clock: %w", err)
 		}
 		cs := r.judgeGatewayClock(g, now, 0)
 		switch {
@@ -185,8 +185,8 @@ func (r *Reclaimer) awaitGatewayRecords(ctx context.Context, rev int64, want map
 				continue
 			}
 			var g etcdstore.GatewayClock
-			if err := json.Unmarshal(ev.Kv.Value, &g); err != nil {
-				return nil, fmt.Errorf("reclaim: gateway clock record %s: %w", key, err)
+			if err := etcdstore.DecodeKV(etcdstore.GatewayRecord, ev.Kv, &g); err != nil {
+				return nil, fmt.Errorf("reclaim: a gateway's clock: %w", err)
 			}
 			seen[key] = freshRecord{clock: g, received: received}
 		}
@@ -285,8 +285,8 @@ func (r *Reclaimer) readElapsed(ctx context.Context) (etcdstore.ElapsedClock, in
 	if len(resp.Kvs) == 0 {
 		return ec, 0, nil
 	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &ec); err != nil {
-		return ec, 0, fmt.Errorf("reclaim: elapsed clock record: %w", err)
+	if err := etcdstore.DecodeKV(etcdstore.ElapsedClockRecord, resp.Kvs[0], &ec); err != nil {
+		return etcdstore.ElapsedClock{}, 0, fmt.Errorf("reclaim: %w", err)
 	}
 	return ec, resp.Kvs[0].ModRevision, nil
 }

@@ -24,6 +24,14 @@ const (
 // cursorVersion is the version of the cursor record's layout.
 const cursorVersion = 1
 
+// The record kinds of the upload sweep's own records: its cursor, the
+// chunks of its plan and its pass reports.
+var (
+	cursorRecord = etcdstore.RecordKind{Name: "upload sweep cursor", Version: cursorVersion}
+	chunkRecord  = etcdstore.RecordKind{Name: "plan chunk", Version: cursorVersion}
+	reportRecord = etcdstore.RecordKind{Name: "pass report", Version: 1}
+)
+
 // cursor is the durable state of the pass in progress, written (fenced)
 // after every page of the inventory and every action, so that a pass cut
 // short by a crash, a lost term or a failed read is resumed by the next
@@ -141,6 +149,8 @@ func (t *tally) plus(o tally) {
 // deletes, with the revisions they were decided from) and the entries of
 // the report's lists, for one page of the inventory or less.
 type chunk struct {
+	// Version is the layout's version; version 1 is stored without it.
+	Version int       `json:"v,omitempty"`
 	Acts    []planned `json:"acts,omitempty"`
 	Orphans []Orphan  `json:"orphans,omitempty"`
 	Stuck   []Stuck   `json:"stuck,omitempty"`
@@ -182,11 +192,8 @@ func loadCursor(ctx context.Context, store *etcdstore.Store) (c cursor, rev int6
 	if len(resp.Kvs) == 0 {
 		return cursor{}, resp.Header.Revision, false, nil
 	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
-		return cursor{}, 0, false, fmt.Errorf("reclaim: decode cursor: %w", err)
-	}
-	if c.Version != cursorVersion {
-		return cursor{}, 0, false, fmt.Errorf("reclaim: cursor version %d, want %d", c.Version, cursorVersion)
+	if err := etcdstore.DecodeKV(cursorRecord, resp.Kvs[0], &c); err != nil {
+		return cursor{}, 0, false, fmt.Errorf("reclaim: %w", err)
 	}
 	return c, resp.Header.Revision, true, nil
 }
@@ -209,8 +216,8 @@ func loadChunk(ctx context.Context, store *etcdstore.Store, n int64, i int) (chu
 		return chunk{}, errors.New("reclaim: plan chunk " + fmt.Sprint(i) + " is missing")
 	}
 	var c chunk
-	if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
-		return chunk{}, fmt.Errorf("reclaim: decode plan chunk %d: %w", i, err)
+	if err := etcdstore.DecodeKV(chunkRecord, resp.Kvs[0], &c); err != nil {
+		return chunk{}, fmt.Errorf("reclaim: %w", err)
 	}
 	return c, nil
 }

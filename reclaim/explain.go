@@ -2,7 +2,6 @@ package reclaim
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -385,8 +384,8 @@ func (r *Reclaimer) orphanRecord(ctx context.Context, bucket, uploadID string) (
 		return nil, nil
 	}
 	var o etcdstore.OrphanRecord
-	if err := json.Unmarshal(resp.Kvs[0].Value, &o); err != nil {
-		return nil, fmt.Errorf("reclaim: decode orphan record %s: %w", resp.Kvs[0].Key, err)
+	if err := etcdstore.DecodeKV(etcdstore.OrphanRecordKind, resp.Kvs[0], &o); err != nil {
+		return nil, fmt.Errorf("reclaim: %w", err)
 	}
 	return &ExplainOrphan{Action: string(o.Action), Principal: o.Principal, Term: o.Term, At: o.At, Parts: o.Parts, Bytes: o.Bytes, Outcome: o.Outcome}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sweepgate/sweepgate/digestsweep"
+	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/sweep"
 )
 
@@ -55,6 +56,9 @@ type metrics struct {
 	// that failed.
 	restored        prometheus.Gauge
 	witnessFailures prometheus.Counter
+	// newerRecords counts passes stopped on a record of a newer release's
+	// layout.
+	newerRecords prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -74,6 +78,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Parts the reclaimer deleted (aborted on the backend), by outcome: aborted, or cleanup_pending when the backend's answer was unclear and the reconciler settles it."}, []string{"outcome"}),
 		deletedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "deleted_bytes_total",
 			Help: "Bytes the reclaimer deleted, by outcome as deleted_parts_total: the sum over outcomes is the bytes reclaimed or being reclaimed."}, []string{"outcome"}),
+		newerRecords: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "newer_record_stops_total",
+			Help: "Passes stopped because they met a record that a newer sweepgate release wrote in a layout this binary does not read."}),
 		refusals: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "breaker_refusals_total",
 			Help: "Passes whose plan the breaker refused (above reclaim.max_delete, max_delete_uploads, max_mark or their fractions), which pauses the upload sweep; nothing was marked or deleted. Passes of a sweep already paused are not counted."}),
 		orphans: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "orphans_held",
@@ -120,7 +126,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.witnessFailures = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "witness_failures_total",
 		Help: "Rounds of the restore witness (the leader's timer and each pass start) that failed to read or write etcd's or the backend's copy (reclaim.witness_bucket, reclaim.witness_key); a pass whose round fails stops and deletes nothing."})
 	if reg != nil {
-		reg.MustRegister(m.deniedBuckets, m.layoutMismatch, m.restored, m.witnessFailures)
+		reg.MustRegister(m.deniedBuckets, m.layoutMismatch, m.restored, m.witnessFailures, m.newerRecords)
 		reg.MustRegister(m.passes, m.planParts, m.planBytes, m.markedParts, m.markedBytes, m.deletedParts, m.deletedBytes, m.refusals,
 			m.orphans, m.orphanParts, m.oldestOrphan, m.stuck, m.missing, m.duration, m.term, m.leading, m.lastFinished, m.aroundGateway,
 			m.tombstones, m.digestDeletedBlobs, m.digestDeletedBytes, m.digestRefusals, m.unknownRefs, m.paused, m.covered)
@@ -166,6 +172,9 @@ func (m *metrics) pass(rep Report, err error, d time.Duration) {
 	res := result(rep, err)
 	m.passes.WithLabelValues(res).Inc()
 	m.duration.WithLabelValues(res).Observe(d.Seconds())
+	if errors.Is(err, etcdstore.ErrNewerRecord) {
+		m.newerRecords.Inc()
+	}
 	if rep.Refused != "" && !rep.Paused && rep.Restored == "" && !rep.DryRun {
 		m.refusals.Inc()
 	}

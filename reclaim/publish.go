@@ -86,7 +86,7 @@ func (p *publisher) run(ctx context.Context) {
 // there is none or it expired.
 func (p *publisher) publish(ctx context.Context) error {
 	host, _ := os.Hostname()
-	rec := etcdstore.GatewayClock{Version: 1, ID: p.cfg.ID, Host: host, Listen: p.cfg.Listen, At: p.cfg.Now().UTC(), Refresh: p.cfg.Refresh, Layout: p.cfg.Layout, Layouts: true}
+	rec := etcdstore.GatewayClock{Version: etcdstore.GatewayRecord.Version, ID: p.cfg.ID, Host: host, Listen: p.cfg.Listen, At: p.cfg.Now().UTC(), Refresh: p.cfg.Refresh, Layout: p.cfg.Layout, Layouts: true}
 	val, err := json.Marshal(&rec)
 	if err != nil {
 		return err

@@ -18,6 +18,9 @@ import (
 // shape `sweepgate reclaim status --json` and `plan --json` print; the
 // rest say more for whoever has to explain a pass.
 type Report struct {
+	// Version is the stored layout's version; version 1 is stored without
+	// it.
+	Version  int       `json:"v,omitempty"`
 	Pass     int64     `json:"pass"`
 	Term     int64     `json:"term"`
 	DryRun   bool      `json:"dry_run"`
@@ -264,8 +267,8 @@ func Reports(ctx context.Context, store *etcdstore.Store, limit int64) ([]Report
 	out := make([]Report, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		var r Report
-		if err := json.Unmarshal(kv.Value, &r); err != nil {
-			return nil, fmt.Errorf("reclaim: decode report %s: %w", kv.Key, err)
+		if err := etcdstore.DecodeKV(reportRecord, kv, &r); err != nil {
+			return nil, fmt.Errorf("reclaim: %w", err)
 		}
 		out = append(out, r)
 	}

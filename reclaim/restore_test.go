@@ -173,7 +173,7 @@ func (e *env) witnessSeq() int64 {
 	if len(resp.Kvs) == 0 {
 		return 0
 	}
-	w, err := etcdstore.UnmarshalWitness(resp.Kvs[0].Value)
+	w, err := etcdstore.UnmarshalWitness(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
 	if err != nil {
 		e.T.Fatal(err)
 	}

@@ -152,9 +152,13 @@ func (r *Reclaimer) readWitness(ctx context.Context) (witnessRead, error) {
 	wr.rev = resp.Header.Revision
 	if len(resp.Kvs) > 0 {
 		wr.modRev = resp.Kvs[0].ModRevision
-		if w, err := etcdstore.UnmarshalWitness(resp.Kvs[0].Value); err == nil {
+		w, err := etcdstore.UnmarshalWitness(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
+		switch {
+		case err == nil:
 			wr.etcd = &w
-		} else {
+		case errors.Is(err, etcdstore.ErrNewerRecord):
+			return wr, err // a newer release's witness is never written anew
+		default:
 			wr.etcdBad = true
 			r.log.Warn("etcd's restore witness does not decode; it is written anew", "err", err)
 		}
@@ -168,9 +172,13 @@ func (r *Reclaimer) readWitness(ctx context.Context) (witnessRead, error) {
 	case err != nil:
 		return wr, fmt.Errorf("read the backend's restore witness %s/%s: %w", wr.bucket, wr.key, err)
 	default:
-		if w, err := etcdstore.UnmarshalWitness(body); err == nil {
+		w, err := etcdstore.UnmarshalWitness(wr.bucket+"/"+wr.key, body)
+		switch {
+		case err == nil:
 			wr.backend = &w
-		} else {
+		case errors.Is(err, etcdstore.ErrNewerRecord):
+			return wr, err
+		default:
 			r.log.Warn("the backend's restore witness does not decode; it is written anew", "bucket", wr.bucket, "key", wr.key, "err", err)
 		}
 	}

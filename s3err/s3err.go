@@ -75,7 +75,23 @@ var (
 	// S3 clients back off on.
 	ErrStateUnavailable = &Error{Code: "SlowDown", Message: "sweepgate's state store (etcd) did not answer in time, and this request must be recorded there. Please retry.",
 		HTTPStatus: http.StatusServiceUnavailable, RetryAfter: 2 * time.Second}
+	// ErrStateTooNew refuses a request whose state in etcd a newer
+	// sweepgate release wrote in a layout this gateway does not read:
+	// nothing is interpreted or changed, and a retry that reaches an
+	// upgraded gateway succeeds.
+	ErrStateTooNew = &Error{Code: "ServiceUnavailable", Message: "A newer sweepgate release wrote this request's state in a layout this gateway does not read; nothing was changed. Retry, or upgrade this gateway.",
+		HTTPStatus: http.StatusServiceUnavailable}
 )
+
+// StateTooNew is ErrStateTooNew for a record of the given kind: it names
+// the kind and the versions (or the unknown field), never the record's
+// key, which would show the keyspace to the client.
+func StateTooNew(kind string, version, known int, field string) *Error {
+	if field != "" {
+		return ErrStateTooNew.WithMessage("The %s record of this request has a field (%s) that this gateway's version %d layout does not: a newer sweepgate release wrote it. Nothing was changed; retry, or upgrade this gateway.", kind, field, known)
+	}
+	return ErrStateTooNew.WithMessage("The %s record of this request has layout version %d; this gateway reads versions 1 to %d: a newer sweepgate release wrote it. Nothing was changed; retry, or upgrade this gateway.", kind, version, known)
+}
 
 // As returns err as an *Error, or ErrInternal when err is not one.
 func As(err error) *Error {

@@ -1,0 +1,175 @@
+package etcdstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// A record is the JSON value of one of sweepgate's keys. Every kind of
+// record carries the version of its layout in "v" (a record without one
+// is version 1: kinds that were written before they carried it), and every
+// read of a stored record goes through DecodeRecord or DecodeKV, which
+// interpret a record only when this binary knows its layout:
+//
+//   - a record whose version is newer than the newest this binary reads is
+//     a *NewerRecordError, and nothing of it is interpreted;
+//   - so is a record with a field this binary's layout does not have: a
+//     newer release adds fields only with a new version or schema, so an
+//     unknown field is proof of a newer writer. A binary never rewrites a
+//     record it could not read whole, so it cannot drop what it does not
+//     know.
+//
+// A request that meets such a record is answered 503; a reclaimer pass
+// stops (see docs/upgrading.md).
+
+// SchemaVersion is the version of the whole keyspace this binary writes:
+// the key layout (Keys) and the record versions it writes under it. A
+// change to either that an older binary would misread raises it, and a
+// migration moves stored state from one schema to the next.
+const SchemaVersion = 1
+
+// MinSchemaVersion is the oldest keyspace schema this binary reads. A
+// binary serves a keyspace whose schema lies between MinSchemaVersion and
+// SchemaVersion, and refuses to write or sweep any other.
+const MinSchemaVersion = 1
+
+// RecordKind names a kind of record and the newest layout version of it
+// this binary reads (and writes).
+type RecordKind struct {
+	Name    string
+	Version int
+}
+
+// The record kinds of this package's layouts. Domains that own a record of
+// their own (the sweeps' cursors) declare its kind beside it.
+var (
+	SessionRecord      = RecordKind{"session", sessionVersion}
+	PartRecord         = RecordKind{"part", 1}
+	ActivityRecord     = RecordKind{"activity", 1}
+	IdempotencyRecord  = RecordKind{"idempotency outcome", 1}
+	OrphanRecordKind   = RecordKind{"orphan decision", orphanRecordVersion}
+	GatewayRecord      = RecordKind{"gateway", gatewayVersion}
+	ElapsedClockRecord = RecordKind{"elapsed clock", 1}
+	CoverageRecord     = RecordKind{"coverage", coverageVersion}
+	PauseRecord        = RecordKind{"pause", pauseVersion}
+	WitnessRecord      = RecordKind{"restore witness", witnessVersion}
+	RestoredRecord     = RecordKind{"restore mark", restoredVersion}
+	RefSourceRecord    = RecordKind{"reference source", digestRecordVersion}
+	RefRecord          = RecordKind{"reference", digestRecordVersion}
+	TrashRecordKind    = RecordKind{"trash", digestRecordVersion}
+	TrashRefRecord     = RecordKind{"trash reference", digestRecordVersion}
+	PlacementRecord    = RecordKind{"placement", digestRecordVersion}
+	TombstoneRecord    = RecordKind{"tombstone", digestRecordVersion}
+	GuardRecord        = RecordKind{"guard", digestRecordVersion}
+	FrontierRecord     = RecordKind{"frontier", digestRecordVersion}
+	UnrecordedRecord   = RecordKind{"unrecorded write", digestRecordVersion}
+)
+
+// ErrNewerRecord says a stored record was written by a newer release in a
+// layout this binary does not read. *NewerRecordError wraps it.
+var ErrNewerRecord = errors.New("etcdstore: record written by a newer release")
+
+// NewerRecordError names a record this binary refuses to interpret: its
+// kind and key, the version it carries, the newest this binary reads, and,
+// when the proof is a field rather than the version, that field.
+type NewerRecordError struct {
+	Kind    string
+	Key     string
+	Version int
+	Known   int
+	Field   string
+}
+
+func (e *NewerRecordError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("etcdstore: the %s record %s has a field %q that this release's version %d layout does not: it was written by a newer sweepgate release",
+			e.Kind, e.Key, e.Field, e.Known)
+	}
+	return fmt.Sprintf("etcdstore: the %s record %s has version %d; this release reads versions 1 to %d: it was written by a newer sweepgate release",
+		e.Kind, e.Key, e.Version, e.Known)
+}
+
+// Unwrap makes errors.Is(err, ErrNewerRecord) hold.
+func (e *NewerRecordError) Unwrap() error { return ErrNewerRecord }
+
+// DecodeKV decodes a stored key-value of the given kind into out, a
+// pointer to the record's struct, which must have an int field Version
+// tagged "v". See DecodeRecord.
+func DecodeKV(kind RecordKind, kv *mvccpb.KeyValue, out any) error {
+	return decodeRecord(kind, kv.Key, kv.Value, out)
+}
+
+// DecodeRecord decodes the value stored at key into out, as DecodeKV. It
+// returns a *NewerRecordError for a record of a newer layout and a decode
+// error for one that is not JSON of the kind at all; out is then set to
+// its zero value, so that nothing of the record can be read from it.
+func DecodeRecord(kind RecordKind, key string, value []byte, out any) error {
+	return decodeRecord(kind, []byte(key), value, out)
+}
+
+func decodeRecord(kind RecordKind, key, value []byte, out any) error {
+	err := decodeKnown(kind, key, value, out)
+	if err != nil {
+		reflect.ValueOf(out).Elem().SetZero()
+	}
+	return err
+}
+
+func decodeKnown(kind RecordKind, key, value []byte, out any) error {
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(out)
+	if err == nil {
+		v := versionOf(out)
+		if v <= kind.Version {
+			return nil
+		}
+		return &NewerRecordError{Kind: kind.Name, Key: string(key), Version: v, Known: kind.Version}
+	}
+	// A record that does not decode may be of a newer layout whose fields
+	// changed: its version, or a field this layout lacks, says so.
+	var probe struct {
+		V json.Number `json:"v"`
+	}
+	v := 0
+	if json.Unmarshal(value, &probe) == nil {
+		n, _ := strconv.Atoi(probe.V.String())
+		v = n
+	}
+	if v > kind.Version {
+		return &NewerRecordError{Kind: kind.Name, Key: string(key), Version: v, Known: kind.Version}
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		field, _ = strconv.Unquote(field)
+		return &NewerRecordError{Kind: kind.Name, Key: string(key), Version: max(v, 1), Known: kind.Version, Field: field}
+	}
+	return fmt.Errorf("etcdstore: decode the %s record %s: %w", kind.Name, key, err)
+}
+
+// versionFields caches, by record type, the index of its Version field.
+var versionFields sync.Map // reflect.Type -> []int
+
+// versionOf returns the Version of the record out points to; 0 (no
+// version stored) counts as 1.
+func versionOf(out any) int {
+	rv := reflect.ValueOf(out).Elem()
+	idx, ok := versionFields.Load(rv.Type())
+	if !ok {
+		f, found := rv.Type().FieldByName("Version")
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !found || f.Type.Kind() != reflect.Int || name != "v" {
+			panic(fmt.Sprintf("etcdstore: record type %s has no Version int field tagged \"v\"", rv.Type()))
+		}
+		idx = f.Index
+		versionFields.Store(rv.Type(), idx)
+	}
+	return max(int(rv.FieldByIndex(idx.([]int)).Int()), 1)
+}

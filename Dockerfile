@@ -14,11 +14,15 @@ COPY go.mod go.sum ./
 RUN go mod download
 
 COPY . .
-# The version `sweepgate version` and sweepgate_build_info report; `make
-# image` passes the one `make build` stamps (git describe). The build
-# context has no .git, so without it the binary says "devel".
-ARG VERSION=devel
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/sweepgate ./cmd/sweepgate
+# The version and commit `sweepgate version` and sweepgate_build_info
+# report, and the labels below; `make image` passes both (VERSION from the
+# VERSION file, REVISION from `git rev-parse HEAD`). Without VERSION the
+# binary reports the VERSION file it embeds and the version label is empty;
+# the build context has no .git, so without REVISION the binary reports no
+# commit and the revision label is empty.
+ARG VERSION=
+ARG REVISION=
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/sweepgate ./cmd/sweepgate
 
 # The embedded etcd needs a writable data directory owned by the runtime user
 # (distroless "nonroot" is uid/gid 65532).
@@ -26,6 +30,15 @@ RUN mkdir -p /out/data/etcd
 
 # Runtime stage: no shell, no package manager, a non-root user.
 FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
+ARG VERSION=
+ARG REVISION=
+# The OCI image spec's pre-defined annotations, as labels: what the image
+# is, which release and commit it was built from, and its licence.
+LABEL org.opencontainers.image.title="sweepgate" \
+      org.opencontainers.image.description="S3 gateway that records multipart uploads and content-addressed references in etcd and reclaims abandoned uploads and unreferenced blobs without deleting live work" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/sweepgate /sweepgate
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532

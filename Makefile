@@ -1,7 +1,8 @@
 # sweepgate: build, test, lint, run.
 #
-#   make build   bin/sweepgate, stamped with VERSION (git describe)
-#   make image   the container image sweepgate:VERSION (needs Docker)
+#   make build   bin/sweepgate, version VERSION (the VERSION file)
+#   make image   the container image sweepgate:VERSION (needs Docker),
+#                labelled with VERSION and the commit (REVISION)
 #   make test    unit and integration tests (race detector), then the e2e
 #                tests against a real MinIO, CNCF distribution registry and
 #                crane (builds bin/minio, bin/registry, bin/crane once), then
@@ -32,11 +33,18 @@ SHELL := bash
 
 GO ?= go
 
-# The version stamped into bin/sweepgate and the image (`sweepgate version`,
-# sweepgate_build_info): the nearest tag, commits since and the commit, from
-# git; "devel" outside a checkout.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-LDFLAGS := -X main.version=$(VERSION)
+# The version of bin/sweepgate and the image (`sweepgate version`,
+# sweepgate_build_info): the VERSION file, the version this tree builds,
+# which the binary embeds anyway; `make build VERSION=...` overrides it
+# (-X main.version wins over the file). The commit is stamped too
+# (REVISION, -X main.revision), since Go records it only where it may look
+# at the checkout (not with -buildvcs=false, not in a git worktree, whose
+# .git is a file); the image's build context has no .git, so `make image`
+# passes it as a build argument. A tree with uncommitted changes still
+# names HEAD.
+VERSION ?= $(shell cat VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 # The MinIO the e2e tests and `make run` use. It serves the S3 API the tests
 # need; building it takes about four minutes on two cores, once.
@@ -92,10 +100,11 @@ LINT_TAGS := $(INTEGRATION_TAGS),$(E2E_TAGS),$(CHAOS_TAGS),$(BENCH_TAGS)
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/sweepgate ./cmd/sweepgate
 
-# The container image, stamped with the same version.
+# The container image, with the same version, and the commit it was built
+# from (its binary's commit and the image's OCI labels).
 .PHONY: image
 image:
-	docker build --build-arg VERSION=$(VERSION) -t sweepgate:$(VERSION) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t sweepgate:$(VERSION) .
 
 bin/minio:
 	@echo "Building MinIO $(MINIO_VERSION) into bin/ (once; about four minutes on two cores)..."

@@ -10,7 +10,7 @@
 //	sweepgate reclaim ...     run, plan and inspect the reclaimer; handle orphans
 //	sweepgate frontier ...    report or list replica and backup planes' frontiers
 //	sweepgate trash ...       list or restore deleted reference objects' digests
-//	sweepgate version         print the version
+//	sweepgate version         print the version, commit and keyspace schema
 //	sweepgate help [command]  show help
 package main
 
@@ -25,10 +25,13 @@ import (
 	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3"; when
-// empty, the module version or VCS revision from the build info is used. It
-// is the one package-level variable, because -X can only set those.
-var version string
+// version and revision may be set at build time with -ldflags
+// "-X main.version=1.2.3 -X main.revision=COMMIT". version overrides the
+// VERSION file the tree builds (sweepgate.Version); revision stands in for
+// the commit only where Go's build recorded none (a build without .git, as
+// in the image). They are the only package-level variables, because -X can
+// only set those.
+var version, revision string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -39,10 +42,11 @@ func main() {
 		stop()
 	}()
 	c := &app{
-		stdout:  os.Stdout,
-		stderr:  os.Stderr,
-		environ: os.Environ(),
-		version: version,
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+		environ:  os.Environ(),
+		version:  version,
+		revision: revision,
 	}
 	os.Exit(c.run(ctx, os.Args[1:]))
 }
@@ -52,7 +56,8 @@ func main() {
 type app struct {
 	stdout, stderr io.Writer
 	environ        []string
-	version        string
+	// version and revision are main's -ldflags -X stamps, if any.
+	version, revision string
 	// onServing, when set, is called once serve listens, with the bound
 	// addresses; tests listen on port 0 and learn the ports from it.
 	onServing func(serving)
@@ -82,7 +87,7 @@ func commands() []command {
 // for each command line, since its flags and the configuration it loads
 // belong to that command line.
 func (c *app) client() *cli.Client {
-	return &cli.Client{Stdout: c.stdout, Stderr: c.stderr, Environ: c.environ, Version: c.version}
+	return &cli.Client{Stdout: c.stdout, Stderr: c.stderr, Environ: c.environ, Version: c.version, Revision: c.revision}
 }
 
 func findCommand(name string) (command, bool) {

@@ -94,7 +94,7 @@ func (c *app) serve(ctx context.Context, args []string) int {
 	}
 	logger.Debug("configuration", "config", cfg)
 	load := func() (*config.Config, error) { return config.Load(args, c.environ) }
-	if err := runServe(ctx, cfg, load, logs, cli.ReadBuildInfo(c.version), c.onServing); err != nil {
+	if err := runServe(ctx, cfg, load, logs, cli.ReadBuildInfo(c.version, c.revision), c.onServing); err != nil {
 		logger.Error("sweepgate serve stopped", "err", err)
 		return cli.ExitError
 	}

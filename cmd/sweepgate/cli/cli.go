@@ -36,8 +36,9 @@ const (
 type Client struct {
 	Stdout, Stderr io.Writer
 	Environ        []string
-	// Version is the version given with -ldflags -X, if any (ReadBuildInfo).
-	Version string
+	// Version and Revision are the version and commit given with -ldflags
+	// -X, if any (ReadBuildInfo).
+	Version, Revision string
 	// IsTerminal says whether w is a terminal, where long commands show
 	// their progress; nil asks the operating system.
 	IsTerminal func(w io.Writer) bool

@@ -90,6 +90,29 @@ func TestNewerRecordsAreRefusedNotMisread(t *testing.T) {
 	if rep := runPass(t, admin); rep.Stopped != "" {
 		t.Fatalf("pass %d over this release's records stopped: %q", rep.Pass, rep.Stopped)
 	}
+
+	// A keyspace a newer release migrated: passes stop before reading it.
+	schemaKey := etcdPrefix + "schema"
+	if _, err := store.cli.Put(t.Context(), schemaKey, `{"v":1,"schema":2,"by":"a newer release"}`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = sweepgateCmd(t, admin, "reclaim", "run", "--json")
+	rep = reclaim.Report{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == 0 {
+		t.Fatalf("reclaim run in schema 2: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	if !strings.Contains(rep.Stopped, "the keyspace is in schema 2") || rep.Acted != (reclaim.Acted{}) {
+		t.Fatalf("pass %d in schema 2: stopped %q, acted %+v", rep.Pass, rep.Stopped, rep.Acted)
+	}
+	if metrics, err := e.Gateway.Metrics(); err != nil || !strings.Contains(metrics, "sweepgate_reclaim_schema_stops_total 1") {
+		t.Errorf("the stop is not counted in sweepgate_reclaim_schema_stops_total (%v)", err)
+	}
+	if _, err := store.cli.Delete(t.Context(), schemaKey); err != nil {
+		t.Fatal(err)
+	}
+	if rep := runPass(t, admin); rep.Stopped != "" {
+		t.Fatalf("pass %d in schema 1 again stopped: %q", rep.Pass, rep.Stopped)
+	}
 }
 
 // rewriteSession rewrites an upload's session record as a newer release

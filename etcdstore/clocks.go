@@ -25,6 +25,22 @@ type GatewayClock struct {
 	// Layouts is set by a process that publishes its layout; a record
 	// without it is from a version that does not, whose layout is unknown.
 	Layouts bool `json:"layouts,omitempty"`
+	// Release is the process's sweepgate version; Schema and SchemaMin the
+	// keyspace schemas it writes and the oldest it reads. A record without
+	// Schema is from a build before they were published, which reads
+	// schema 1 only.
+	Release   string `json:"release,omitempty"`
+	Schema    int    `json:"schema,omitempty"`
+	SchemaMin int    `json:"schema_min,omitempty"`
+}
+
+// Reads reports whether the process that published g reads keyspace
+// schema n.
+func (g GatewayClock) Reads(n int) bool {
+	if g.Schema == 0 {
+		return n == 1
+	}
+	return max(g.SchemaMin, 1) <= n && n <= g.Schema
 }
 
 // ElapsedClock is the value of Keys.ElapsedClock: time measured by the

@@ -111,6 +111,13 @@ func (k Keys) CompleteAttempt(uploadID string) string {
 	return k.Root() + "completing/" + url.PathEscape(uploadID)
 }
 
+// Schema returns the key of the keyspace's schema record (SchemaRecord):
+// the schema the stored state is in. A keyspace without one is in schema
+// 1, the schema of every release before a migration first wrote it.
+func (k Keys) Schema() string {
+	return k.Root() + "schema"
+}
+
 // Gateways returns the prefix of the gateways' published clocks.
 func (k Keys) Gateways() string {
 	return k.Root() + "gateways/"

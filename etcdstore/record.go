@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -71,7 +73,38 @@ var (
 	GuardRecord        = RecordKind{"guard", digestRecordVersion}
 	FrontierRecord     = RecordKind{"frontier", digestRecordVersion}
 	UnrecordedRecord   = RecordKind{"unrecorded write", digestRecordVersion}
+	SchemaRecordKind   = RecordKind{"schema", 1}
 )
+
+// SchemaRecord is the value of Keys.Schema: the keyspace schema the stored
+// state is in, written by the migration that moved it there.
+type SchemaRecord struct {
+	Version int    `json:"v"`
+	Schema  int    `json:"schema"`
+	By      string `json:"by,omitempty"`
+	// At is the writer's wall clock, for the operator.
+	At time.Time `json:"at,omitzero"`
+}
+
+// StoredSchema reads the keyspace schema the stored state is in: 1 when no
+// schema record exists.
+func (s *Store) StoredSchema(ctx context.Context) (int, error) {
+	resp, err := s.cli.Get(ctx, s.keys.Schema())
+	if err != nil {
+		return 0, fmt.Errorf("read the keyspace schema: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 1, nil
+	}
+	var r SchemaRecord
+	if err := DecodeKV(SchemaRecordKind, resp.Kvs[0], &r); err != nil {
+		return 0, err
+	}
+	if r.Schema < 1 {
+		return 0, fmt.Errorf("etcdstore: the schema record %s names schema %d", resp.Kvs[0].Key, r.Schema)
+	}
+	return r.Schema, nil
+}
 
 // ErrNewerRecord says a stored record was written by a newer release in a
 // layout this binary does not read. *NewerRecordError wraps it.

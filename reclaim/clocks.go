@@ -357,9 +357,13 @@ func (r *Reclaimer) plannedElapsed(ec etcdstore.ElapsedClock, rev int64) time.Du
 	return ec.Elapsed + max(r.now().Sub(ec.At), 0)
 }
 
-// passClock is the clock check and the elapsed clock of a pass's start: a
-// real pass advances the elapsed clock, a dry run reads it.
+// passClock is the schema and clock checks and the elapsed clock of a
+// pass's start: a real pass advances the elapsed clock, a dry run reads
+// it.
 func (p *pass) passClock(ctx context.Context) error {
+	if err := p.r.checkSchema(ctx); err != nil {
+		return err
+	}
 	if err := p.r.checkClocks(ctx); err != nil {
 		return err
 	}

@@ -29,6 +29,10 @@ type PublishConfig struct {
 	// Layout is the fingerprint of the process's content-addressed layout
 	// (cas.Layout.Fingerprint), published with the clock.
 	Layout string
+	// Release is the process's sweepgate version, published with the
+	// keyspace schemas it reads and writes (etcdstore.SchemaVersion,
+	// etcdstore.MinSchemaVersion).
+	Release string
 	// Now is the process's clock, the one its records are stamped with.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -86,7 +90,8 @@ func (p *publisher) run(ctx context.Context) {
 // there is none or it expired.
 func (p *publisher) publish(ctx context.Context) error {
 	host, _ := os.Hostname()
-	rec := etcdstore.GatewayClock{Version: etcdstore.GatewayRecord.Version, ID: p.cfg.ID, Host: host, Listen: p.cfg.Listen, At: p.cfg.Now().UTC(), Refresh: p.cfg.Refresh, Layout: p.cfg.Layout, Layouts: true}
+	rec := etcdstore.GatewayClock{Version: etcdstore.GatewayRecord.Version, ID: p.cfg.ID, Host: host, Listen: p.cfg.Listen, At: p.cfg.Now().UTC(), Refresh: p.cfg.Refresh, Layout: p.cfg.Layout, Layouts: true,
+		Release: p.cfg.Release, Schema: etcdstore.SchemaVersion, SchemaMin: etcdstore.MinSchemaVersion}
 	val, err := json.Marshal(&rec)
 	if err != nil {
 		return err

@@ -148,6 +148,8 @@ type Reclaimer struct {
 	process    string
 	elapsed    elapsedBase
 	clockStops *prometheus.CounterVec
+	// schemaStops counts passes stopped by checkSchema.
+	schemaStops prometheus.Counter
 
 	triggers chan chan passResult
 
@@ -225,6 +227,7 @@ func New(cfg Config) (*Reclaimer, error) {
 		elector: el, log: cfg.Logger, metrics: dm.m, now: cfg.Now, digests: sw,
 		triggers: make(chan chan passResult),
 		process:  newProcessID(cfg.ID), clockStops: newClockStops(cfg.Metrics),
+		schemaStops: newSchemaStops(cfg.Metrics),
 	}, nil
 }
 

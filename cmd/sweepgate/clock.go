@@ -45,7 +45,8 @@ func (s *server) publishClock() (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := reclaim.PublishClock(ctx, reclaim.PublishConfig{
-		Store: s.store, ID: s.rec.info.ID, Listen: s.addrs.S3, Layout: s.layout.Fingerprint(), Now: s.clock, Logger: s.logger.With("component", "clock"),
+		Store: s.store, ID: s.rec.info.ID, Listen: s.addrs.S3, Layout: s.layout.Fingerprint(), Release: s.build.Version,
+		Now: s.clock, Logger: s.logger.With("component", "clock"),
 	})
 	return func() {
 		cancel()

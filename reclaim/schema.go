@@ -1,0 +1,94 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sweepgate/sweepgate/etcdstore"
+)
+
+// ErrSchema says the keyspace's schema is one that this binary, or a live
+// gateway, does not read: a pass marks and deletes nothing until every
+// process reads it.
+var ErrSchema = errors.New("reclaim: the keyspace schema is not read by every gateway")
+
+// SchemaError names the stored keyspace schema and the process that does
+// not read it: this reclaimer (Gateway empty) or a live gateway, with the
+// schemas it reads.
+type SchemaError struct {
+	Stored   int
+	Gateway  string
+	Release  string
+	Min, Max int
+}
+
+func (e *SchemaError) Error() string {
+	who := "this reclaimer"
+	if e.Gateway != "" {
+		who = "the live gateway " + e.Gateway
+	}
+	if e.Release != "" {
+		who += " (sweepgate " + e.Release + ")"
+	}
+	return fmt.Sprintf("reclaim: the keyspace is in schema %d, and %s reads schemas %d to %d; nothing marked or deleted until every gateway reads it",
+		e.Stored, who, e.Min, e.Max)
+}
+
+// Is makes errors.Is(err, ErrSchema) hold.
+func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+
+// schemaGate returns a *SchemaError unless this binary and every live
+// gateway read the stored keyspace schema.
+func schemaGate(stored int, gateways []etcdstore.GatewayClock) error {
+	if stored < etcdstore.MinSchemaVersion || stored > etcdstore.SchemaVersion {
+		return &SchemaError{Stored: stored, Min: etcdstore.MinSchemaVersion, Max: etcdstore.SchemaVersion}
+	}
+	for _, g := range gateways {
+		if !g.Reads(stored) {
+			lo, hi := max(g.SchemaMin, 1), max(g.Schema, 1)
+			return &SchemaError{Stored: stored, Gateway: g.ID, Release: g.Release, Min: lo, Max: hi}
+		}
+	}
+	return nil
+}
+
+// checkSchema reads the keyspace schema and every live gateway's published
+// schemas, and stops the pass (counted, logged at error) unless all read
+// it. It runs before anything of a pass is read or decided.
+func (r *Reclaimer) checkSchema(ctx context.Context) error {
+	stored, err := r.store.StoredSchema(ctx)
+	if err != nil {
+		return fmt.Errorf("reclaim: %w", err)
+	}
+	resp, err := r.cli().Get(ctx, r.keys().Gateways(), clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("reclaim: read the gateways' records: %w", err)
+	}
+	gateways := make([]etcdstore.GatewayClock, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var g etcdstore.GatewayClock
+		if err := etcdstore.DecodeKV(etcdstore.GatewayRecord, kv, &g); err != nil {
+			return fmt.Errorf("reclaim: a gateway's record: %w", err)
+		}
+		gateways = append(gateways, g)
+	}
+	if err := schemaGate(stored, gateways); err != nil {
+		r.schemaStops.Inc()
+		r.log.Error("reclaim pass stopped: a process does not read the keyspace schema", "err", err)
+		return err
+	}
+	return nil
+}
+
+func newSchemaStops(reg prometheus.Registerer) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sweepgate", Subsystem: "reclaim", Name: "schema_stops_total",
+		Help: "Passes stopped because the keyspace schema stored in etcd is one that the reclaimer or a live gateway does not read."})
+	if reg != nil {
+		reg.MustRegister(c)
+	}
+	return c
+}

@@ -13,8 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate"
 	"github.com/sweepgate/sweepgate/e2e/harness"
+	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -90,6 +93,8 @@ func TestNewerRecordsAreRefusedNotMisread(t *testing.T) {
 	if rep := runPass(t, admin); rep.Stopped != "" {
 		t.Fatalf("pass %d over this release's records stopped: %q", rep.Pass, rep.Stopped)
 	}
+
+	requirePublishedRelease(t, store)
 
 	// A keyspace a newer release migrated: passes stop before reading it.
 	schemaKey := etcdPrefix + "schema"
@@ -169,6 +174,27 @@ func requireRefusedAsNewer(t *testing.T, sdk *s3.Client, bucket, newerKey, newer
 		if !errors.As(err, &api) || api.ErrorCode() != "ServiceUnavailable" ||
 			!strings.Contains(api.ErrorMessage(), "session record") || !strings.Contains(api.ErrorMessage(), c.want) {
 			t.Errorf("%s = %v; want ServiceUnavailable naming the session record and %q", c.name, err, c.want)
+		}
+	}
+}
+
+// requirePublishedRelease checks that the gateway publishes its release
+// and the keyspace schemas it reads with its clock, which the reclaimer's
+// schema gate reads.
+func requirePublishedRelease(t *testing.T, store *sessionStore) {
+	t.Helper()
+	resp, err := store.cli.Get(t.Context(), etcdPrefix+"gateways/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("no gateway record in etcd (%v)", err)
+	}
+	for _, kv := range resp.Kvs {
+		var g etcdstore.GatewayClock
+		if err := etcdstore.DecodeKV(etcdstore.GatewayRecord, kv, &g); err != nil {
+			t.Fatalf("gateway record %s: %v", kv.Key, err)
+		}
+		if g.Release != sweepgate.Version() || g.Schema != etcdstore.SchemaVersion || g.SchemaMin != etcdstore.MinSchemaVersion {
+			t.Errorf("gateway record %s publishes release %q, schemas %d to %d; want %q, %d to %d",
+				kv.Key, g.Release, g.SchemaMin, g.Schema, sweepgate.Version(), etcdstore.MinSchemaVersion, etcdstore.SchemaVersion)
 		}
 	}
 }

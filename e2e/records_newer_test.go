@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -96,28 +97,7 @@ func TestNewerRecordsAreRefusedNotMisread(t *testing.T) {
 
 	requirePublishedRelease(t, store)
 
-	// A keyspace a newer release migrated: passes stop before reading it.
-	schemaKey := etcdPrefix + "schema"
-	if _, err := store.cli.Put(t.Context(), schemaKey, `{"v":1,"schema":2,"by":"a newer release"}`); err != nil {
-		t.Fatal(err)
-	}
-	code, out, errOut = sweepgateCmd(t, admin, "reclaim", "run", "--json")
-	rep = reclaim.Report{}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == 0 {
-		t.Fatalf("reclaim run in schema 2: exit %d, %v\n%s\n%s", code, err, out, errOut)
-	}
-	if !strings.Contains(rep.Stopped, "the keyspace is in schema 2") || rep.Acted != (reclaim.Acted{}) {
-		t.Fatalf("pass %d in schema 2: stopped %q, acted %+v", rep.Pass, rep.Stopped, rep.Acted)
-	}
-	if metrics, err := e.Gateway.Metrics(); err != nil || !strings.Contains(metrics, "sweepgate_reclaim_schema_stops_total 1") {
-		t.Errorf("the stop is not counted in sweepgate_reclaim_schema_stops_total (%v)", err)
-	}
-	if _, err := store.cli.Delete(t.Context(), schemaKey); err != nil {
-		t.Fatal(err)
-	}
-	if rep := runPass(t, admin); rep.Stopped != "" {
-		t.Fatalf("pass %d in schema 1 again stopped: %q", rep.Pass, rep.Stopped)
-	}
+	requireNewerSchemaRefused(t, e, sdk, store, admin, bucket)
 }
 
 // rewriteSession rewrites an upload's session record as a newer release
@@ -197,4 +177,48 @@ func requirePublishedRelease(t *testing.T, store *sessionStore) {
 				kv.Key, g.Release, g.SchemaMin, g.Schema, sweepgate.Version(), etcdstore.MinSchemaVersion, etcdstore.SchemaVersion)
 		}
 	}
+}
+
+// requireNewerSchemaRefused stores keyspace schema 2, which this release
+// does not read: passes stop before reading anything, requests that would
+// write state are refused while the rest are served, and with the schema
+// record gone both go through again.
+func requireNewerSchemaRefused(t *testing.T, e *harness.Env, sdk *s3.Client, store *sessionStore, admin, bucket string) {
+	t.Helper()
+	// A keyspace a newer release migrated: passes stop before reading it.
+	schemaKey := etcdPrefix + "schema"
+	if _, err := store.cli.Put(t.Context(), schemaKey, `{"v":1,"schema":2,"by":"a newer release"}`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := sweepgateCmd(t, admin, "reclaim", "run", "--json")
+	var rep reclaim.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == 0 {
+		t.Fatalf("reclaim run in schema 2: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	if !strings.Contains(rep.Stopped, "the keyspace is in schema 2") || rep.Acted != (reclaim.Acted{}) {
+		t.Fatalf("pass %d in schema 2: stopped %q, acted %+v", rep.Pass, rep.Stopped, rep.Acted)
+	}
+	if metrics, err := e.Gateway.Metrics(); err != nil || !strings.Contains(metrics, "sweepgate_reclaim_schema_stops_total 1") {
+		t.Errorf("the stop is not counted in sweepgate_reclaim_schema_stops_total (%v)", err)
+	}
+	// The gateway refuses what would write state, and serves the rest.
+	eventually(t, 15*time.Second, func() (bool, string) {
+		_, err := sdk.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("schema2/new.bin")})
+		var api smithy.APIError
+		return errors.As(err, &api) && api.ErrorCode() == "ServiceUnavailable" && strings.Contains(api.ErrorMessage(), "keyspace schema 2"),
+			fmt.Sprintf("CreateMultipartUpload in schema 2: %v", err)
+	})
+	if _, err := sdk.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("schema2/plain.txt"), Body: strings.NewReader("plain")}); err != nil {
+		t.Errorf("a plain PUT in schema 2: %v", err)
+	}
+	if _, err := store.cli.Delete(t.Context(), schemaKey); err != nil {
+		t.Fatal(err)
+	}
+	if rep := runPass(t, admin); rep.Stopped != "" {
+		t.Fatalf("pass %d in schema 1 again stopped: %q", rep.Pass, rep.Stopped)
+	}
+	eventually(t, 15*time.Second, func() (bool, string) {
+		_, err := sdk.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("schema1/new.bin")})
+		return err == nil, fmt.Sprintf("CreateMultipartUpload in schema 1 again: %v", err)
+	})
 }

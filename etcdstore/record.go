@@ -206,3 +206,107 @@ func versionOf(out any) int {
 	}
 	return max(int(rv.FieldByIndex(idx.([]int)).Int()), 1)
 }
+
+// ErrSchema says the keyspace is in a schema that a process does not read.
+// *SchemaError wraps it.
+var ErrSchema = errors.New("etcdstore: the keyspace schema is not one this process reads")
+
+// SchemaError names the stored keyspace schema and the process that does
+// not read it: this one (Gateway empty) or a live gateway, with the
+// schemas it reads and its release.
+type SchemaError struct {
+	Stored   int
+	Gateway  string
+	Release  string
+	Min, Max int
+}
+
+func (e *SchemaError) Error() string {
+	who := "this gateway"
+	if e.Gateway != "" {
+		who = "the live gateway " + e.Gateway
+	}
+	if e.Release != "" {
+		who += " (sweepgate " + e.Release + ")"
+	}
+	return fmt.Sprintf("the keyspace is in schema %d, and %s reads schemas %d to %d", e.Stored, who, e.Min, e.Max)
+}
+
+// Unwrap makes errors.Is(err, ErrSchema) hold.
+func (e *SchemaError) Unwrap() error { return ErrSchema }
+
+// ReadsSchema returns nil when this binary reads keyspace schema n, and a
+// *SchemaError otherwise.
+func ReadsSchema(n int) error {
+	if n < MinSchemaVersion || n > SchemaVersion {
+		return &SchemaError{Stored: n, Min: MinSchemaVersion, Max: SchemaVersion}
+	}
+	return nil
+}
+
+// SchemaCheck follows the stored keyspace schema for a gateway: requests
+// that write state ask Err, and are refused while the schema is one this
+// binary does not read (a keyspace a newer release migrated, or an older
+// one that a binary of a later major no longer reads). A read of the
+// schema that fails keeps the last answer: etcd's availability is
+// Availability's to say.
+type SchemaCheck struct {
+	store *Store
+	log   func(err error)
+
+	mu  sync.Mutex
+	err error
+}
+
+// NewSchemaCheck returns a check of store's keyspace schema; logf, if not
+// nil, is told each time the answer changes (nil: the schema is read
+// again).
+func NewSchemaCheck(store *Store, logf func(err error)) *SchemaCheck {
+	return &SchemaCheck{store: store, log: logf}
+}
+
+// Check reads the stored schema once and records whether this binary
+// reads it.
+func (c *SchemaCheck) Check(ctx context.Context) error {
+	n, err := c.store.StoredSchema(ctx)
+	if err != nil && !errors.Is(err, ErrNewerRecord) {
+		return err
+	}
+	if err == nil {
+		err = ReadsSchema(n)
+	}
+	c.mu.Lock()
+	changed := (c.err == nil) != (err == nil)
+	c.err = err
+	c.mu.Unlock()
+	if changed && c.log != nil {
+		c.log(err)
+	}
+	return err
+}
+
+// Run checks every interval until ctx ends.
+func (c *SchemaCheck) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		_ = c.Check(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Err returns nil while the last check found a schema this binary reads
+// (or none was made yet), else why not: a *SchemaError, or the schema
+// record's *NewerRecordError.
+func (c *SchemaCheck) Err() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}

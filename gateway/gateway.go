@@ -70,11 +70,12 @@ type Config struct {
 	// layouts; nil passes them through like any other.
 	Digests *digests.Service
 	// StateHealth returns nil while etcd answers (etcdstore.Availability's
-	// Err); while it returns an error, requests that must be recorded in
-	// etcd (multipart calls, reference writes, blob writes and deletes)
-	// are refused at once with SlowDown and Retry-After. Nil always
-	// answers nil: each such request then waits for etcd up to the store's
-	// request timeout.
+	// Err) in a keyspace schema this gateway reads; while it returns an
+	// error, requests that must be recorded in etcd (multipart calls,
+	// reference writes, blob writes and deletes) are refused at once: with
+	// the error itself when it is an *s3err.Error, else with SlowDown and
+	// Retry-After. Nil always answers nil: each such request then waits
+	// for etcd up to the store's request timeout.
 	StateHealth func() error
 }
 
@@ -309,10 +310,12 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request)
 	}
 }
 
-// refuseWithoutState answers a request that must be recorded in etcd with
-// SlowDown and Retry-After, and reports true, while the last probe of etcd
-// failed: the client retries instead of waiting on a store that does not
-// answer. Nothing reached etcd or the backend.
+// refuseWithoutState answers a request that must be recorded in etcd, and
+// reports true, while StateHealth says the state cannot take it: with the
+// S3 error StateHealth gives, if it gives one, and otherwise with SlowDown
+// and Retry-After (the last probe of etcd failed: the client retries
+// instead of waiting on a store that does not answer). Nothing reached
+// etcd or the backend.
 func (g *Gateway) refuseWithoutState(w http.ResponseWriter, r *http.Request) bool {
 	if g.stateHealth == nil {
 		return false
@@ -322,6 +325,10 @@ func (g *Gateway) refuseWithoutState(w http.ResponseWriter, r *http.Request) boo
 		return false
 	}
 	g.metrics.stateRefusals.Inc()
+	if s3e := (*s3err.Error)(nil); errors.As(err, &s3e) {
+		g.writeError(w, r, s3e)
+		return true
+	}
 	g.writeError(w, r, s3err.ErrStateUnavailable)
 	return true
 }

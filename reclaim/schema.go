@@ -2,7 +2,6 @@ package reclaim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,44 +12,21 @@ import (
 
 // ErrSchema says the keyspace's schema is one that this binary, or a live
 // gateway, does not read: a pass marks and deletes nothing until every
-// process reads it.
-var ErrSchema = errors.New("reclaim: the keyspace schema is not read by every gateway")
+// process reads it. It is etcdstore.ErrSchema; the error is an
+// *etcdstore.SchemaError.
+var ErrSchema = etcdstore.ErrSchema
 
-// SchemaError names the stored keyspace schema and the process that does
-// not read it: this reclaimer (Gateway empty) or a live gateway, with the
-// schemas it reads.
-type SchemaError struct {
-	Stored   int
-	Gateway  string
-	Release  string
-	Min, Max int
-}
-
-func (e *SchemaError) Error() string {
-	who := "this reclaimer"
-	if e.Gateway != "" {
-		who = "the live gateway " + e.Gateway
-	}
-	if e.Release != "" {
-		who += " (sweepgate " + e.Release + ")"
-	}
-	return fmt.Sprintf("reclaim: the keyspace is in schema %d, and %s reads schemas %d to %d; nothing marked or deleted until every gateway reads it",
-		e.Stored, who, e.Min, e.Max)
-}
-
-// Is makes errors.Is(err, ErrSchema) hold.
-func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
-
-// schemaGate returns a *SchemaError unless this binary and every live
+// schemaGate returns an *etcdstore.SchemaError unless this binary and every live
 // gateway read the stored keyspace schema.
 func schemaGate(stored int, gateways []etcdstore.GatewayClock) error {
-	if stored < etcdstore.MinSchemaVersion || stored > etcdstore.SchemaVersion {
-		return &SchemaError{Stored: stored, Min: etcdstore.MinSchemaVersion, Max: etcdstore.SchemaVersion}
+	if err := etcdstore.ReadsSchema(stored); err != nil {
+		return fmt.Errorf("reclaim: %w; nothing marked or deleted until every gateway reads it", err)
 	}
 	for _, g := range gateways {
 		if !g.Reads(stored) {
 			lo, hi := max(g.SchemaMin, 1), max(g.Schema, 1)
-			return &SchemaError{Stored: stored, Gateway: g.ID, Release: g.Release, Min: lo, Max: hi}
+			err := &etcdstore.SchemaError{Stored: stored, Gateway: g.ID, Release: g.Release, Min: lo, Max: hi}
+			return fmt.Errorf("reclaim: %w; nothing marked or deleted until every gateway reads it", err)
 		}
 	}
 	return nil

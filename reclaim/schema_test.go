@@ -32,7 +32,7 @@ func TestSchemaGate(t *testing.T) {
 			continue // the case needs a schema this build does not have
 		}
 		err := schemaGate(tc.stored, tc.gateways)
-		var se *SchemaError
+		var se *etcdstore.SchemaError
 		switch {
 		case tc.stopBy == "" && err != nil:
 			t.Errorf("%s: stopped: %v", tc.name, err)

@@ -93,6 +93,12 @@ func StateTooNew(kind string, version, known int, field string) *Error {
 	return ErrStateTooNew.WithMessage("The %s record of this request has layout version %d; this gateway reads versions 1 to %d: a newer sweepgate release wrote it. Nothing was changed; retry, or upgrade this gateway.", kind, version, known)
 }
 
+// SchemaNotRead is ErrStateTooNew for a keyspace in a schema this gateway
+// does not read: every request that must be recorded is refused.
+func SchemaNotRead(stored, lo, hi int) *Error {
+	return ErrStateTooNew.WithMessage("sweepgate's state is in keyspace schema %d, and this gateway reads schemas %d to %d: nothing was changed. Retry, or upgrade this gateway.", stored, lo, hi)
+}
+
 // As returns err as an *Error, or ErrInternal when err is not one.
 func As(err error) *Error {
 	var e *Error

@@ -29,6 +29,7 @@ import (
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 	"github.com/sweepgate/sweepgate/reload"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // server is one sweepgate serve: the store, the gateway, the reclaimer and
@@ -54,8 +55,10 @@ type server struct {
 	// etcd request bounded by etcd.request_timeout, for the gateway.
 	store        *etcdstore.Store
 	requestStore *etcdstore.Store
-	// avail says whether etcd answers; nil when sessions are off.
+	// avail says whether etcd answers, and schema whether its keyspace is
+	// in a schema this binary reads; nil when sessions are off.
 	avail  *etcdstore.Availability
+	schema *etcdstore.SchemaCheck
 	layout *cas.Layout
 	// backend is the one signed connection to the backend; sessions and
 	// digests are the services over it (nil when off); the gateway and the
@@ -171,8 +174,32 @@ func (s *server) openStore(ctx context.Context) error {
 	// is bounded by etcd.request_timeout.
 	s.store = etcdstore.NewStore(etcdClient, keys).WithMetrics(s.reg)
 	s.requestStore = s.store.WithRequestTimeout(cfg.Etcd.RequestTimeout)
+	s.schema = etcdstore.NewSchemaCheck(s.requestStore, func(err error) {
+		if err != nil {
+			s.logger.Error("the keyspace schema is not one this binary reads: requests that write state are refused", "err", err)
+		} else {
+			s.logger.Info("the keyspace schema is one this binary reads")
+		}
+	})
 	if len(cfg.Digests.Planes) > 0 {
 		s.reg.MustRegister(digestsweep.NewPlaneCollector(s.store, cfg.Digests.Planes, s.clock))
+	}
+	return nil
+}
+
+// stateHealth says whether requests that write state may go ahead: nil
+// while etcd answers in a keyspace schema this binary reads; the refusal
+// of a schema it does not read is an S3 error of its own.
+func (s *server) stateHealth() error {
+	if err := s.avail.Err(); err != nil {
+		return err
+	}
+	var se *etcdstore.SchemaError
+	if errors.As(s.schema.Err(), &se) {
+		return s3err.SchemaNotRead(se.Stored, se.Min, se.Max)
+	}
+	if err := s.schema.Err(); err != nil {
+		return s3err.ErrStateTooNew
 	}
 	return nil
 }
@@ -234,7 +261,7 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 		Metrics:      s.reg,
 		Sessions:     s.sessions,
 		Digests:      s.digests,
-		StateHealth:  s.avail.Err,
+		StateHealth:  s.stateHealth,
 	})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -252,6 +279,7 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 	})
 	if s.avail != nil {
 		go s.avail.Run(ctx)
+		go s.schema.Run(ctx, availabilityProbeInterval)
 		// Blob reads ask the digest service's local copy of the armed
 		// guards, which its watch keeps (nothing to do without a layout).
 		go s.digests.Run(ctx)

@@ -57,6 +57,9 @@ type Options struct {
 	Env []string
 	// Args are added after `serve --config FILE`.
 	Args []string
+	// Binary runs another sweepgate binary than this tree's (a previous
+	// release, see BuildRelease); empty runs BuildSweepgate's.
+	Binary string
 }
 
 // Gateway is a running sweepgate binary.
@@ -169,7 +172,10 @@ func BuildSweepgate(t testing.TB) string {
 // not stop cleanly); its log is printed when the test fails.
 func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
 	t.Helper()
-	bin := BuildSweepgate(t)
+	bin := opts.Binary
+	if bin == "" {
+		bin = BuildSweepgate(t)
+	}
 	dir := t.TempDir()
 	g := &Gateway{
 		Dir:        dir,

@@ -74,3 +74,24 @@ func TestRecordTypeWithoutVersionPanics(t *testing.T) {
 	}
 	_ = DecodeRecord(PartRecord, "k", []byte(`{"at":"x"}`), &v)
 }
+
+// TestGatewayReads: a gateway record without schemas reads schema 1 only.
+func TestGatewayReads(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		g    GatewayClock
+		n    int
+		want bool
+	}{
+		{GatewayClock{}, 1, true},
+		{GatewayClock{}, 2, false},
+		{GatewayClock{Schema: 3, SchemaMin: 2}, 1, false},
+		{GatewayClock{Schema: 3, SchemaMin: 2}, 2, true},
+		{GatewayClock{Schema: 3, SchemaMin: 2}, 4, false},
+		{GatewayClock{Schema: 2}, 1, true},
+	} {
+		if got := tc.g.Reads(tc.n); got != tc.want {
+			t.Errorf("%+v reads %d = %v, want %v", tc.g, tc.n, got, tc.want)
+		}
+	}
+}

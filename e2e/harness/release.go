@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,25 +43,40 @@ func PreviousRelease(t testing.TB) Release {
 		t.Fatalf("harness: %v", err)
 	}
 	defer f.Close()
+	r, err := previousRelease(f, strings.TrimSpace(string(current)))
+	if err != nil {
+		t.Fatalf("harness: CHANGELOG.md: %v", err)
+	}
+	return r
+}
+
+// previousRelease reads a changelog for the newest release whose version
+// is not current. The entry of current, if it is a release being cut,
+// names its commit only in a later commit: it is passed over.
+func previousRelease(changelog io.Reader, current string) (Release, error) {
 	var version string
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(changelog)
 	for sc.Scan() {
 		if m := releaseHeading.FindStringSubmatch(sc.Text()); m != nil {
 			if version != "" {
-				t.Fatalf("harness: CHANGELOG.md: release %s names no commit (a line \"Commit: <40 hex digits>\" under its heading)", version)
+				break
 			}
-			version = m[1]
+			if version = m[1]; version == current {
+				version = ""
+			}
 			continue
 		}
 		if m := releaseCommit.FindStringSubmatch(sc.Text()); m != nil && version != "" {
-			if version != strings.TrimSpace(string(current)) {
-				return Release{Version: version, Commit: m[1]}
-			}
-			version = ""
+			return Release{Version: version, Commit: m[1]}, nil
 		}
 	}
-	t.Fatalf("harness: CHANGELOG.md records no release before %s", strings.TrimSpace(string(current)))
-	return Release{}
+	if err := sc.Err(); err != nil {
+		return Release{}, err
+	}
+	if version != "" {
+		return Release{}, fmt.Errorf("release %s names no commit (a line \"Commit: <40 hex digits>\" under its heading)", version)
+	}
+	return Release{}, fmt.Errorf("no release before %s", current)
 }
 
 var releaseBuilds struct {

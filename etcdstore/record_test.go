@@ -33,6 +33,7 @@ var recordTypes = []struct {
 	{GuardRecord, func() any { return &Guard{} }},
 	{FrontierRecord, func() any { return &Frontier{} }},
 	{UnrecordedRecord, func() any { return &UnrecordedWrite{} }},
+	{SchemaRecordKind, func() any { return &SchemaRecord{} }},
 }
 
 // TestEveryRecordKindRefusesNewerLayouts checks, for every kind of record,

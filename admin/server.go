@@ -21,6 +21,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/migrate"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -66,6 +67,9 @@ type Config struct {
 	// Progress passes the reclaimer's progress to streamed passes; it is
 	// the reclaimer's Progress callback (ProgressHub.Publish).
 	Progress *ProgressHub
+	// Migrator plans and runs keyspace migrations (/admin/v1/migrate);
+	// nil when sessions are off.
+	Migrator *migrate.Migrator
 	// Planes are the configured planes (digests.planes).
 	Planes []string
 	// Reload reads the configuration again (POST /admin/v1/reload); nil
@@ -112,6 +116,7 @@ func New(cfg Config) http.Handler {
 		reclaim:  reclaimAPI{r: cfg.Reclaimer, store: cfg.Store, info: cfg.ReclaimerInfo, progress: progress, log: log},
 		digests:  digestAPI{store: cfg.Store, planes: cfg.Planes, now: cfg.Now, log: log},
 		reload:   reloadAPI{reload: cfg.Reload},
+		migrator: cfg.Migrator,
 		token:    cfg.Token,
 		hosts:    newHostPolicy(cfg.Listen, cfg.Addr, cfg.Hosts),
 		pprof:    cfg.Pprof,
@@ -138,6 +143,8 @@ type handler struct {
 	// digests serves /admin/v1/frontiers and /admin/v1/trash
 	// (docs/admin-api.md).
 	digests digestAPI
+	// migrator serves /admin/v1/migrate (docs/admin-api.md).
+	migrator *migrate.Migrator
 	// reload serves /admin/v1/reload (docs/admin-api.md).
 	reload reloadAPI
 	// token is the bearer token every /admin/v1 request and the status
@@ -169,6 +176,7 @@ func (a *handler) mux() http.Handler {
 	a.digests.routes(mux, protect)
 	a.reload.routes(mux, protect)
 	explainAPI{reclaim: &a.reclaim}.routes(mux, protect)
+	migrateAPI{m: a.migrator, reclaim: &a.reclaim}.routes(mux, protect)
 	a.statusRoutes(mux, protect)
 	a.loginRoutes(mux)
 	if a.pprof {

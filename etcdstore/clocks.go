@@ -1,6 +1,12 @@
 package etcdstore
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
 
 // gatewayVersion is the version of the GatewayClock layout.
 const gatewayVersion = 1
@@ -58,4 +64,23 @@ type ElapsedClock struct {
 	Process string `json:"process"`
 	// At is that process's wall clock at the write, for the operator.
 	At time.Time `json:"at"`
+}
+
+// Gateways reads the records every live gateway publishes with its clock
+// (each under its own lease, so a gateway that stopped has none). A record
+// this binary cannot read is an error: who wrote it is unknown.
+func (s *Store) Gateways(ctx context.Context) ([]GatewayClock, error) {
+	resp, err := s.cli.Get(ctx, s.keys.Gateways(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("read the gateways' records: %w", err)
+	}
+	out := make([]GatewayClock, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var g GatewayClock
+		if err := DecodeKV(GatewayRecord, kv, &g); err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }

@@ -61,7 +61,7 @@ func (k Keys) Session(bucket, uploadID string) string {
 
 // Parts returns the prefix of all part records of one upload.
 func (k Keys) Parts(uploadID string) string {
-	return k.Root() + "parts/" + url.PathEscape(uploadID) + "/"
+	return k.AllParts() + url.PathEscape(uploadID) + "/"
 }
 
 // Part returns the key of one part record. The part number is zero-padded to
@@ -116,6 +116,18 @@ func (k Keys) CompleteAttempt(uploadID string) string {
 // 1, the schema of every release before a migration first wrote it.
 func (k Keys) Schema() string {
 	return k.Root() + "schema"
+}
+
+// Migration returns the key of the migration record: the schema migration
+// in progress, or the last one finished, and how far it got (package
+// migrate).
+func (k Keys) Migration() string {
+	return k.Root() + "migration"
+}
+
+// AllParts returns the prefix of every part record of every upload.
+func (k Keys) AllParts() string {
+	return k.Root() + "parts/"
 }
 
 // Gateways returns the prefix of the gateways' published clocks.

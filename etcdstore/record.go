@@ -32,11 +32,16 @@ import (
 // A request that meets such a record is answered 503; a reclaimer pass
 // stops (see docs/upgrading.md).
 
-// SchemaVersion is the version of the whole keyspace this binary writes:
-// the key layout (Keys) and the record versions it writes under it. A
-// change to either that an older binary would misread raises it, and a
-// migration moves stored state from one schema to the next.
-const SchemaVersion = 1
+// SchemaVersion is the newest version of the whole keyspace this binary
+// reads and writes: the key layout (Keys) and the record versions written
+// under it. A change to either that an older binary would misread raises
+// it, and a migration (package migrate) moves stored state from one schema
+// to the next. A binary writes the form of the stored schema (see
+// Store.WritesSchema), so that while a keyspace stays in an older schema,
+// the releases that read only that one read everything it writes.
+//
+// Schema 2 stores part records in their compact layout (version 2).
+const SchemaVersion = 2
 
 // MinSchemaVersion is the oldest keyspace schema this binary reads. A
 // binary serves a keyspace whose schema lies between MinSchemaVersion and
@@ -54,7 +59,7 @@ type RecordKind struct {
 // their own (the sweeps' cursors) declare its kind beside it.
 var (
 	SessionRecord      = RecordKind{"session", sessionVersion}
-	PartRecord         = RecordKind{"part", 1}
+	PartRecord         = RecordKind{"part", 2}
 	ActivityRecord     = RecordKind{"activity", 1}
 	IdempotencyRecord  = RecordKind{"idempotency outcome", 1}
 	OrphanRecordKind   = RecordKind{"orphan decision", orphanRecordVersion}
@@ -274,6 +279,9 @@ func (c *SchemaCheck) Check(ctx context.Context) error {
 	}
 	if err == nil {
 		err = ReadsSchema(n)
+	}
+	if err == nil {
+		c.store.schema.Store(int32(n))
 	}
 	c.mu.Lock()
 	changed := (c.err == nil) != (err == nil)

@@ -1,6 +1,12 @@
 package etcdstore
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -160,7 +166,10 @@ type Activity struct {
 	Part int `json:"part,omitempty"`
 }
 
-// Part is what the gateway recorded about one uploaded part.
+// Part is what the gateway recorded about one uploaded part. It is stored
+// in one of two layouts (EncodePart, DecodePart): version 1, this struct's
+// own JSON, which every release reads; and version 2, a compact form of
+// the same fields, written once the keyspace is in schema 2.
 type Part struct {
 	// Version is the layout's version; version 1 is stored without it.
 	Version int       `json:"v,omitempty"`
@@ -169,6 +178,104 @@ type Part struct {
 	Size    int64     `json:"size"`
 	SHA256  string    `json:"sha256,omitempty"`
 	At      time.Time `json:"at"`
+}
+
+// partWire is a part record as stored, in either layout. Version 1 spells
+// its fields out (Part's own JSON). Version 2 is about a quarter smaller,
+// which matters for the most numerous record: e is the ETag without its
+// double quotes (eu marks one stored without them), s the size, h the
+// SHA-256 in unpadded base64 (a value that is not a hex SHA-256 stays in
+// sha256), t the time in Unix nanoseconds.
+type partWire struct {
+	Version int        `json:"v,omitempty"`
+	Number  int        `json:"n"`
+	ETag    *string    `json:"etag,omitempty"`
+	Size    *int64     `json:"size,omitempty"`
+	SHA256  string     `json:"sha256,omitempty"`
+	At      *time.Time `json:"at,omitempty"`
+
+	E        string `json:"e,omitempty"`
+	Unquoted bool   `json:"eu,omitempty"`
+	S        int64  `json:"s,omitempty"`
+	H        string `json:"h,omitempty"`
+	T        int64  `json:"t,omitempty"`
+}
+
+// PartLayout returns the part record layout written in keyspace schema n:
+// version 2 from schema 2 on, version 1 before.
+func PartLayout(schema int) int {
+	if schema >= 2 {
+		return 2
+	}
+	return 1
+}
+
+// EncodePart returns p stored in part record layout version (1 or 2).
+func EncodePart(p Part, version int) ([]byte, error) {
+	if version < 2 {
+		p.Version = 0
+		return json.Marshal(p)
+	}
+	w := partWire{Version: 2, Number: p.Number, S: p.Size}
+	if e, ok := strings.CutPrefix(p.ETag, `"`); ok && strings.HasSuffix(e, `"`) {
+		w.E = e[:len(e)-1]
+	} else {
+		w.E, w.Unquoted = p.ETag, true
+	}
+	if sum, err := hex.DecodeString(p.SHA256); err == nil && len(sum) == sha256.Size && hex.EncodeToString(sum) == p.SHA256 {
+		w.H = base64.RawStdEncoding.EncodeToString(sum)
+	} else {
+		w.SHA256 = p.SHA256
+	}
+	if !p.At.IsZero() {
+		w.T = p.At.UnixNano()
+	}
+	return json.Marshal(w)
+}
+
+// DecodePart reads a stored part record of either layout through the
+// versioned decoder: a layout newer than version 2 is a *NewerRecordError.
+// The Part returned carries the layout it was stored in.
+func DecodePart(key string, value []byte) (Part, error) {
+	var w partWire
+	if err := DecodeRecord(PartRecord, key, value, &w); err != nil {
+		return Part{}, err
+	}
+	v2 := w.E != "" || w.Unquoted || w.S != 0 || w.H != "" || w.T != 0
+	if w.Version < 2 {
+		if v2 {
+			return Part{}, fmt.Errorf("etcdstore: the part record %s has version 1 and fields of version 2", key)
+		}
+		p := Part{Version: 1, Number: w.Number, SHA256: w.SHA256}
+		if w.ETag != nil {
+			p.ETag = *w.ETag
+		}
+		if w.Size != nil {
+			p.Size = *w.Size
+		}
+		if w.At != nil {
+			p.At = *w.At
+		}
+		return p, nil
+	}
+	if w.ETag != nil || w.Size != nil || w.At != nil {
+		return Part{}, fmt.Errorf("etcdstore: the part record %s has version 2 and fields of version 1", key)
+	}
+	p := Part{Version: 2, Number: w.Number, ETag: w.E, Size: w.S, SHA256: w.SHA256}
+	if !w.Unquoted {
+		p.ETag = `"` + w.E + `"`
+	}
+	if w.H != "" {
+		sum, err := base64.RawStdEncoding.DecodeString(w.H)
+		if err != nil {
+			return Part{}, fmt.Errorf("etcdstore: the part record %s: its SHA-256: %w", key, err)
+		}
+		p.SHA256 = hex.EncodeToString(sum)
+	}
+	if w.T != 0 {
+		p.At = time.Unix(0, w.T).UTC()
+	}
+	return p, nil
 }
 
 // IdempotentOutcome is the recorded answer to a request that carried an

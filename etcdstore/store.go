@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,12 +24,23 @@ var ErrConflict = errors.New("etcdstore: record changed since it was read")
 type Store struct {
 	cli  storeClient
 	keys Keys
+	// schema is the keyspace schema the store writes records in: the
+	// stored schema as a SchemaCheck last read it, 1 until one has. Copies
+	// of the store (withKV) share it.
+	schema *atomic.Int32
 }
 
 // NewStore returns a Store over cli with keys under the given layout.
 func NewStore(cli *clientv3.Client, keys Keys) *Store {
-	return &Store{cli: storeClient{Client: cli, KV: cli.KV}, keys: keys}
+	st := &Store{cli: storeClient{Client: cli, KV: cli.KV}, keys: keys, schema: new(atomic.Int32)}
+	st.schema.Store(1)
+	return st
 }
+
+// WritesSchema returns the keyspace schema the store writes records in:
+// the stored schema as the last SchemaCheck on the store read it (one this
+// binary reads), or 1, which every release reads, until one has.
+func (s *Store) WritesSchema() int { return int(s.schema.Load()) }
 
 // Keys returns the store's key layout.
 func (s *Store) Keys() Keys { return s.keys }
@@ -197,7 +209,7 @@ func (s *Store) GetActivity(ctx context.Context, uploadID string) (Versioned[Act
 // PutPart records an uploaded part. A re-upload of the same part number
 // replaces the record, as it replaces the part.
 func (s *Store) PutPart(ctx context.Context, uploadID string, p Part) error {
-	val, err := json.Marshal(p)
+	val, err := EncodePart(p, PartLayout(s.WritesSchema()))
 	if err != nil {
 		return err
 	}
@@ -215,8 +227,8 @@ func (s *Store) ListParts(ctx context.Context, uploadID string) ([]Part, error) 
 	}
 	parts := make([]Part, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		var p Part
-		if err := DecodeKV(PartRecord, kv, &p); err != nil {
+		p, err := DecodePart(string(kv.Key), kv.Value)
+		if err != nil {
 			return nil, err
 		}
 		parts = append(parts, p)

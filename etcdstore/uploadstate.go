@@ -311,8 +311,8 @@ func uploadState(rs []*etcdserverpb.ResponseOp, st *UploadState) error {
 		st.Activity = &Versioned[Activity]{Value: a, ModRev: kvs[0].ModRevision}
 	}
 	for _, kv := range rs[1].GetResponseRange().GetKvs() {
-		var p Part
-		if err := DecodeKV(PartRecord, kv, &p); err != nil {
+		p, err := DecodePart(string(kv.Key), kv.Value)
+		if err != nil {
 			return err
 		}
 		st.Parts++

@@ -152,6 +152,8 @@ type Reclaimer struct {
 	schemaStops prometheus.Counter
 
 	triggers chan chan passResult
+	// fenced carries the work RunFenced hands to the leader loop.
+	fenced chan fencedWork
 
 	mu   sync.Mutex
 	last *Report
@@ -226,6 +228,7 @@ func New(cfg Config) (*Reclaimer, error) {
 		cfg: cfg, store: cfg.Store, sessions: cfg.Sessions, s3: s3c,
 		elector: el, log: cfg.Logger, metrics: dm.m, now: cfg.Now, digests: sw,
 		triggers: make(chan chan passResult),
+		fenced:   make(chan fencedWork),
 		process:  newProcessID(cfg.ID), clockStops: newClockStops(cfg.Metrics),
 		schemaStops: newSchemaStops(cfg.Metrics),
 	}, nil
@@ -368,6 +371,12 @@ func (r *Reclaimer) lead(l *Leadership) {
 			}
 			continue
 		case <-ticker.C:
+		case f := <-r.fenced:
+			err := r.runFenced(l, f)
+			if errors.Is(err, ErrFenced) || l.Context().Err() != nil {
+				return
+			}
+			continue
 		case w := <-r.triggers:
 			waiters = append(waiters, w)
 			// Triggers that arrived meanwhile share this pass.
@@ -434,6 +443,49 @@ func (r *Reclaimer) Trigger(ctx context.Context) (Report, error) {
 			return Report{}, ctx.Err()
 		}
 	}
+}
+
+// fencedWork is work run in the leader loop under its term, and where
+// its error goes.
+type fencedWork struct {
+	ctx  context.Context
+	fn   func(ctx context.Context, t sweep.Term) error
+	done chan error
+}
+
+// RunFenced runs fn in the leader loop, between passes, under the term of
+// this process's leadership: every write fn makes through sweep.FencedTxn
+// with that term is refused once the term ends. fn's context ends when the
+// term does or when ctx does. It fails with ErrNotLeader when this process
+// does not lead. A migration of the keyspace (package migrate) runs so.
+func (r *Reclaimer) RunFenced(ctx context.Context, fn func(ctx context.Context, t sweep.Term) error) error {
+	f := fencedWork{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	for {
+		r.elector.mu.Lock()
+		cur, changed := r.elector.current, r.elector.changed
+		r.elector.mu.Unlock()
+		if cur == nil {
+			return ErrNotLeader
+		}
+		select {
+		case r.fenced <- f:
+			return <-f.done
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// runFenced runs f under l's term and reports its error to f's caller.
+func (r *Reclaimer) runFenced(l *Leadership, f fencedWork) error {
+	ctx, cancel := context.WithCancel(l.Context())
+	defer cancel()
+	stop := context.AfterFunc(f.ctx, cancel)
+	defer stop()
+	err := f.fn(ctx, termOf(l))
+	f.done <- err
+	return err
 }
 
 // Plan builds the plan a pass would make now and returns its report. It

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/etcdstore"
 )
@@ -40,17 +39,9 @@ func (r *Reclaimer) checkSchema(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reclaim: %w", err)
 	}
-	resp, err := r.cli().Get(ctx, r.keys().Gateways(), clientv3.WithPrefix())
+	gateways, err := r.store.Gateways(ctx)
 	if err != nil {
-		return fmt.Errorf("reclaim: read the gateways' records: %w", err)
-	}
-	gateways := make([]etcdstore.GatewayClock, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var g etcdstore.GatewayClock
-		if err := etcdstore.DecodeKV(etcdstore.GatewayRecord, kv, &g); err != nil {
-			return fmt.Errorf("reclaim: a gateway's record: %w", err)
-		}
-		gateways = append(gateways, g)
+		return fmt.Errorf("reclaim: %w", err)
 	}
 	if err := schemaGate(stored, gateways); err != nil {
 		r.schemaStops.Inc()

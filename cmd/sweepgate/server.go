@@ -25,6 +25,7 @@ import (
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
+	"github.com/sweepgate/sweepgate/migrate"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
@@ -387,6 +388,14 @@ func (s *server) s3Server() *http.Server {
 	}
 }
 
+// migrator returns the keyspace's migrator, nil when sessions are off.
+func (s *server) migrator() *migrate.Migrator {
+	if s.store == nil {
+		return nil
+	}
+	return &migrate.Migrator{Store: s.store, Now: s.clock, Log: s.logger}
+}
+
 // adminServer serves the admin listener bound to addr (package admin).
 func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin.ProgressHub) *http.Server {
 	cfg := s.cfg
@@ -404,6 +413,7 @@ func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin
 		Store:         s.store,
 		Reclaimer:     s.rec.r,
 		ReclaimerInfo: s.rec.info,
+		Migrator:      s.migrator(),
 		Progress:      progress,
 		Planes:        cfg.Digests.Planes,
 		Reload:        s.reloadForAdmin,

@@ -11,7 +11,7 @@ import (
 	"github.com/sweepgate/sweepgate/sweep"
 )
 
-// migrateAPI serves /admin/v1/migrate: any gateway plans; the elected
+// migrateAPI serves /admin/v1/migrate/plan and /run: any gateway plans; the elected
 // reclaimer runs the migration under its term.
 type migrateAPI struct {
 	// m is nil when sessions are off (no keyspace).
@@ -21,8 +21,8 @@ type migrateAPI struct {
 
 func (a migrateAPI) routes(mux *http.ServeMux, protect func(http.Handler) http.Handler) {
 	handleRoutes(mux, protect, []route{
-		{http.MethodGet, "/admin/v1/migrate", a.plan},
-		{http.MethodPost, "/admin/v1/migrate", a.run},
+		{http.MethodGet, "/admin/v1/migrate/plan", a.plan},
+		{http.MethodPost, "/admin/v1/migrate/run", a.run},
 	})
 }
 

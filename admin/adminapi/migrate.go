@@ -2,7 +2,7 @@ package adminapi
 
 import "time"
 
-// The error codes of /admin/v1/migrate.
+// The error codes of /admin/v1/migrate/plan and /run.
 const (
 	// CodeMigrationBlocked: a live gateway does not read the schema the
 	// migration moves to (MigrationBlocked names them).
@@ -12,7 +12,7 @@ const (
 	CodeMigrationFailed = "migration_failed"
 )
 
-// MigrationRequest is the body of POST /admin/v1/migrate.
+// MigrationRequest is the body of POST /admin/v1/migrate/run.
 type MigrationRequest struct {
 	// Principal is who runs the migration, recorded with it.
 	Principal string `json:"principal"`
@@ -53,7 +53,7 @@ type MigrationProgress struct {
 	Started   time.Time `json:"started"`
 }
 
-// MigrationPlan is the answer of GET /admin/v1/migrate: what a run would
+// MigrationPlan is the answer of GET /admin/v1/migrate/plan: what a run would
 // do now. It changes nothing.
 type MigrationPlan struct {
 	Stored     int                `json:"stored_schema"`
@@ -63,7 +63,7 @@ type MigrationPlan struct {
 	Blocked    []MigrationGateway `json:"blocked,omitempty"`
 }
 
-// MigrationResult is the answer of POST /admin/v1/migrate.
+// MigrationResult is the answer of POST /admin/v1/migrate/run.
 type MigrationResult struct {
 	From  int             `json:"from_schema"`
 	To    int             `json:"to_schema"`

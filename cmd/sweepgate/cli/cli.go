@@ -67,6 +67,7 @@ func Commands() []Command {
 		{"frontier", "report or list how far replica and backup planes have come", (*Client).frontierCmd, (*Client).frontierHelp},
 		{"trash", "list deleted reference objects' digests, or restore them", (*Client).trashCmd, (*Client).trashHelp},
 		{"explain", "why the reclaimer keeps, marks, holds or would delete an upload or a blob", (*Client).explainCmd, (*Client).explainHelp},
+		{"migrate", "plan or run the move of etcd state to this release's keyspace schema", (*Client).migrateCmd, (*Client).migrateHelp},
 		{"reload", "make a running gateway read its credentials and TLS certificate again", (*Client).reloadCmd, (*Client).reloadHelp},
 		{"healthcheck", "probe a running gateway's /healthz or /readyz (for HEALTHCHECK)", (*Client).healthcheckCmd, (*Client).healthcheckHelp},
 		{"version", "print the version and build information", (*Client).versionCmd, (*Client).versionHelp},

@@ -179,24 +179,25 @@ func requirePublishedRelease(t *testing.T, store *sessionStore) {
 	}
 }
 
-// requireNewerSchemaRefused stores keyspace schema 2, which this release
-// does not read: passes stop before reading anything, requests that would
-// write state are refused while the rest are served, and with the schema
-// record gone both go through again.
+// requireNewerSchemaRefused stores the keyspace schema after the newest
+// this release reads: passes stop before reading anything, requests that
+// would write state are refused while the rest are served, and with the
+// schema record gone both go through again.
 func requireNewerSchemaRefused(t *testing.T, e *harness.Env, sdk *s3.Client, store *sessionStore, admin, bucket string) {
 	t.Helper()
 	// A keyspace a newer release migrated: passes stop before reading it.
+	later := etcdstore.SchemaVersion + 1
 	schemaKey := etcdPrefix + "schema"
-	if _, err := store.cli.Put(t.Context(), schemaKey, `{"v":1,"schema":2,"by":"a newer release"}`); err != nil {
+	if _, err := store.cli.Put(t.Context(), schemaKey, fmt.Sprintf(`{"v":1,"schema":%d,"by":"a newer release"}`, later)); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut := sweepgateCmd(t, admin, "reclaim", "run", "--json")
 	var rep reclaim.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == 0 {
-		t.Fatalf("reclaim run in schema 2: exit %d, %v\n%s\n%s", code, err, out, errOut)
+		t.Fatalf("reclaim run in schema %d: exit %d, %v\n%s\n%s", later, code, err, out, errOut)
 	}
-	if !strings.Contains(rep.Stopped, "the keyspace is in schema 2") || rep.Acted != (reclaim.Acted{}) {
-		t.Fatalf("pass %d in schema 2: stopped %q, acted %+v", rep.Pass, rep.Stopped, rep.Acted)
+	if !strings.Contains(rep.Stopped, fmt.Sprintf("the keyspace is in schema %d", later)) || rep.Acted != (reclaim.Acted{}) {
+		t.Fatalf("pass %d in schema %d: stopped %q, acted %+v", rep.Pass, later, rep.Stopped, rep.Acted)
 	}
 	if metrics, err := e.Gateway.Metrics(); err != nil || !strings.Contains(metrics, "sweepgate_reclaim_schema_stops_total 1") {
 		t.Errorf("the stop is not counted in sweepgate_reclaim_schema_stops_total (%v)", err)
@@ -205,11 +206,11 @@ func requireNewerSchemaRefused(t *testing.T, e *harness.Env, sdk *s3.Client, sto
 	eventually(t, 15*time.Second, func() (bool, string) {
 		_, err := sdk.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("schema2/new.bin")})
 		var api smithy.APIError
-		return errors.As(err, &api) && api.ErrorCode() == "ServiceUnavailable" && strings.Contains(api.ErrorMessage(), "keyspace schema 2"),
-			fmt.Sprintf("CreateMultipartUpload in schema 2: %v", err)
+		return errors.As(err, &api) && api.ErrorCode() == "ServiceUnavailable" && strings.Contains(api.ErrorMessage(), fmt.Sprintf("keyspace schema %d", later)),
+			fmt.Sprintf("CreateMultipartUpload in schema %d: %v", later, err)
 	})
 	if _, err := sdk.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("schema2/plain.txt"), Body: strings.NewReader("plain")}); err != nil {
-		t.Errorf("a plain PUT in schema 2: %v", err)
+		t.Errorf("a plain PUT in schema %d: %v", later, err)
 	}
 	if _, err := store.cli.Delete(t.Context(), schemaKey); err != nil {
 		t.Fatal(err)

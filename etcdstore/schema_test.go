@@ -4,13 +4,15 @@ package etcdstore
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
 // TestSchemaCheckFollowsTheStoredSchema: a keyspace without a schema
-// record is in schema 1; a stored schema this binary does not read, or a
-// schema record of a newer layout, makes Err refuse, and the answer
-// follows the record back.
+// record is in schema 1; a stored schema this binary reads is the one its
+// store writes; a stored schema this binary does not read, or a schema
+// record of a newer layout, makes Err refuse, and the answer follows the
+// record back.
 func TestSchemaCheckFollowsTheStoredSchema(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t)
@@ -28,11 +30,19 @@ func TestSchemaCheckFollowsTheStoredSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put(`{"v":1,"schema":2,"by":"a later release"}`)
+	put(`{"v":1,"schema":2,"by":"a migration"}`)
+	if err := c.Check(t.Context()); err != nil || s.WritesSchema() != 2 {
+		t.Fatalf("Check in schema 2: %v, writes schema %d; want schema 2 read and written", err, s.WritesSchema())
+	}
+	later := SchemaVersion + 1
+	put(fmt.Sprintf(`{"v":1,"schema":%d,"by":"a later release"}`, later))
 	_ = c.Check(t.Context())
 	var se *SchemaError
-	if !errors.As(c.Err(), &se) || se.Stored != 2 || se.Max != SchemaVersion || !errors.Is(c.Err(), ErrSchema) {
-		t.Fatalf("Err in schema 2 = %v; want a *SchemaError", c.Err())
+	if !errors.As(c.Err(), &se) || se.Stored != later || se.Max != SchemaVersion || !errors.Is(c.Err(), ErrSchema) {
+		t.Fatalf("Err in schema %d = %v; want a *SchemaError", later, c.Err())
+	}
+	if s.WritesSchema() != 2 {
+		t.Errorf("a schema this binary does not read changed the schema it writes to %d", s.WritesSchema())
 	}
 	put(`{"v":2,"schema":1}`)
 	_ = c.Check(t.Context())
@@ -40,8 +50,8 @@ func TestSchemaCheckFollowsTheStoredSchema(t *testing.T) {
 		t.Fatalf("Err with a schema record of layout 2 = %v; want a *NewerRecordError", c.Err())
 	}
 	put(`{"v":1,"schema":1}`)
-	if err := c.Check(t.Context()); err != nil || c.Err() != nil {
-		t.Fatalf("Check in schema 1 again: %v", err)
+	if err := c.Check(t.Context()); err != nil || c.Err() != nil || s.WritesSchema() != 1 {
+		t.Fatalf("Check in schema 1 again: %v, writes schema %d", err, s.WritesSchema())
 	}
 	if len(changes) != 2 || changes[0] == nil || changes[1] != nil {
 		t.Errorf("changes told: %v; want the refusal, then nil", changes)

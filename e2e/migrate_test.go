@@ -64,8 +64,8 @@ func TestMigrationBesidePreviousRelease(t *testing.T) {
 	const key = "migrate/across.bin"
 	id := createUpload(t, oldSDK, bucket, key)
 	done := []s3types.CompletedPart{
-		mustUploadPart(t, oldSDK, bucket, key, id, 1, partOf('a')),
-		mustUploadPart(t, newSDK, bucket, key, id, 2, partOf('b')),
+		mustUploadPart(t, oldSDK, bucket, key, id, 1, partOf('a', minPartSize)),
+		mustUploadPart(t, newSDK, bucket, key, id, 2, partOf('b', minPartSize)),
 	}
 	before := sessionParts(t, admin, bucket, id)
 	requirePartLayouts(t, store, id, map[int]int{1: 1, 2: 1})
@@ -99,18 +99,18 @@ func TestMigrationBesidePreviousRelease(t *testing.T) {
 	// This release writes the new layout (once it has read the schema,
 	// within a second) and completes the upload.
 	eventually(t, 15*time.Second, func() (bool, string) {
-		mustUploadPart(t, newSDK, bucket, key, id, 3, partOf('c'))
+		mustUploadPart(t, newSDK, bucket, key, id, 3, partOf('c', 4096))
 		return partLayout(t, store, id, 3) == 2, "part 3 is still written in layout 1"
 	})
-	done = append(done, mustUploadPart(t, newSDK, bucket, key, id, 3, partOf('c')))
+	done = append(done, mustUploadPart(t, newSDK, bucket, key, id, 3, partOf('c', 4096)))
 	if _, err := completeUpload(t.Context(), newSDK, bucket, key, id, done); err != nil {
 		t.Fatalf("complete after the migration: %v", err)
 	}
 	sum := sha256.New()
-	for _, c := range "abc" {
-		sum.Write(bytes.Repeat([]byte{byte(c)}, 4096))
-	}
-	requireObjectSum(t, direct, bucket, key, hex.EncodeToString(sum.Sum(nil)), 3*4096)
+	sum.Write(bytes.Repeat([]byte{'a'}, minPartSize))
+	sum.Write(bytes.Repeat([]byte{'b'}, minPartSize))
+	sum.Write(bytes.Repeat([]byte{'c'}, 4096))
+	requireObjectSum(t, direct, bucket, key, hex.EncodeToString(sum.Sum(nil)), 2*minPartSize+4096)
 
 	// The previous release refuses what would write state, and serves the
 	// rest.
@@ -121,15 +121,21 @@ func TestMigrationBesidePreviousRelease(t *testing.T) {
 			fmt.Sprintf("CreateMultipartUpload through %s after the migration: %v", prev.Version, err)
 	})
 	live := createUpload(t, newSDK, bucket, "migrate/live.bin")
-	mustUploadPart(t, newSDK, bucket, "migrate/live.bin", live, 1, partOf('d'))
-	if _, err := uploadPart(t.Context(), oldSDK, bucket, "migrate/live.bin", live, 2, partOf('e')); !isUnavailable(err) {
+	mustUploadPart(t, newSDK, bucket, "migrate/live.bin", live, 1, partOf('d', 4096))
+	if _, err := uploadPart(t.Context(), oldSDK, bucket, "migrate/live.bin", live, 2, partOf('e', 4096)); !isUnavailable(err) {
 		t.Fatalf("UploadPart through %s after the migration: %v; want ServiceUnavailable", prev.Version, err)
 	}
 	if _, err := oldSDK.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("migrate/plain.txt"), Body: strings.NewReader("plain")}); err != nil {
 		t.Fatalf("a plain PUT through %s after the migration: %v", prev.Version, err)
 	}
-	if _, err := oldSDK.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err != nil {
+	got, err := oldSDK.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
 		t.Fatalf("a GET through %s after the migration: %v", prev.Version, err)
+	}
+	n, err := io.Copy(io.Discard, got.Body)
+	got.Body.Close()
+	if err != nil || n != 2*minPartSize+4096 {
+		t.Fatalf("a GET through %s after the migration read %d bytes: %v", prev.Version, n, err)
 	}
 
 	// Passes stop while the previous release is live, and run once it is
@@ -152,9 +158,12 @@ func TestMigrationBesidePreviousRelease(t *testing.T) {
 	requirePartLayouts(t, store, live, map[int]int{1: 2})
 }
 
-// partOf is a 4 KiB part of byte c.
-func partOf(c byte) *io.SectionReader {
-	b := bytes.Repeat([]byte{c}, 4096)
+// minPartSize is S3's smallest part but the last.
+const minPartSize = 5 << 20
+
+// partOf is a part of size bytes c.
+func partOf(c byte, size int) *io.SectionReader {
+	b := bytes.Repeat([]byte{c}, size)
 	return io.NewSectionReader(bytes.NewReader(b), 0, int64(len(b)))
 }
 

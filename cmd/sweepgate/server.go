@@ -195,11 +195,12 @@ func (s *server) stateHealth() error {
 	if err := s.avail.Err(); err != nil {
 		return err
 	}
+	err := s.schema.Err()
 	var se *etcdstore.SchemaError
-	if errors.As(s.schema.Err(), &se) {
+	switch {
+	case errors.As(err, &se):
 		return s3err.SchemaNotRead(se.Stored, se.Min, se.Max)
-	}
-	if err := s.schema.Err(); err != nil {
+	case err != nil:
 		return s3err.ErrStateTooNew
 	}
 	return nil

@@ -209,14 +209,18 @@ func (s *Store) GetActivity(ctx context.Context, uploadID string) (Versioned[Act
 // PutPart records an uploaded part. A re-upload of the same part number
 // replaces the record, as it replaces the part.
 func (s *Store) PutPart(ctx context.Context, uploadID string, p Part) error {
-	val, err := EncodePart(p, PartLayout(s.WritesSchema()))
-	if err != nil {
-		return err
-	}
+	val, _ := EncodePart(p, PartLayout(s.WritesSchema())) // a plain struct always marshals
 	if _, err := s.cli.Put(ctx, s.keys.Part(uploadID, p.Number), string(val)); err != nil {
 		return fmt.Errorf("record part: %w", err)
 	}
 	return nil
+}
+
+// PartOp returns the write that records part p of an upload, in the layout
+// of the schema the store writes, for the transaction that ends the part.
+func (s *Store) PartOp(uploadID string, p Part) clientv3.Op {
+	val, _ := EncodePart(p, PartLayout(s.WritesSchema())) // a plain struct always marshals
+	return clientv3.OpPut(s.keys.Part(uploadID, p.Number), string(val))
 }
 
 // ListParts reads the recorded parts of an upload in part-number order.

@@ -80,38 +80,44 @@ func newFlightID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// endPart records the end of a part begun under flight: the part's end is
+// endPart records the end of a part begun under flight, and with part set
+// the part the backend accepted, in one transaction: the part's end is
 // activity too, written on the same terms as its start (on an active
 // session the activity key, on an expired one a move back to active), and
 // the part's in-flight record goes in the same transaction. A session that
-// moved on meanwhile (completing, aborting) gets no stamp, only the record's
-// removal. Nothing here changes the client's answer: a failure is logged,
-// and the record's lease ends it at the latest.
-func (s *Service) endPart(ctx context.Context, c *Call, part int, flight string) {
+// moved on meanwhile (completing, aborting) gets no stamp, only the
+// record's removal and the part. Nothing here changes the client's
+// answer: the part is on the backend and the client gets its ETag, and
+// the record informs reports and the reclaimer's activity, so a failure
+// is logged, and the in-flight record's lease ends it at the latest.
+func (s *Service) endPart(ctx context.Context, c *Call, n int, flight string, part *etcdstore.Part) {
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	end := s.store.EndInFlightOp(c.UploadID, flight)
-	act := etcdstore.Activity{At: s.now().UTC(), What: string(c.Op) + " ended", Part: part}
+	ops := []clientv3.Op{s.store.EndInFlightOp(c.UploadID, flight)}
+	if part != nil {
+		ops = append(ops, s.store.PartOp(c.UploadID, *part))
+	}
+	act := etcdstore.Activity{At: s.now().UTC(), What: string(c.Op) + " ended", Part: n}
 	for range s.attempts {
 		v, found, err := s.loadSession(ctx, c)
 		if err != nil || !found || (v.Value.State != etcdstore.StateActive && v.Value.State != etcdstore.StateExpired) {
 			bctx, bcancel := s.bounded(ctx)
-			_, derr := s.store.Client().Txn(bctx).Then(end).Commit()
+			_, derr := s.store.Client().Txn(bctx).Then(ops...).Commit()
 			bcancel()
 			if derr != nil {
-				s.log.Warn("part in flight not cleared; its lease ends it", "id", c.RequestID, "upload_id", c.UploadID, "part", part, "err", derr)
+				s.log.Warn("end of part not recorded; its lease clears the part in flight", "id", c.RequestID, "upload_id", c.UploadID, "part", n, "recorded", part != nil, "err", derr)
 			}
 			return
 		}
-		err = s.stamp(ctx, c, v, act, end)
+		err = s.stamp(ctx, c, v, act, ops...)
 		if errors.Is(err, etcdstore.ErrConflict) {
 			s.metrics.conflicts.Inc()
 			continue
 		}
 		if err != nil {
-			s.log.Warn("end of part not recorded; its lease clears the part in flight", "id", c.RequestID, "upload_id", c.UploadID, "part", part, "err", err)
+			s.log.Warn("end of part not recorded; its lease clears the part in flight", "id", c.RequestID, "upload_id", c.UploadID, "part", n, "recorded", part != nil, "err", err)
 		}
 		return
 	}
-	s.log.Warn("end of part not recorded: the session changed too often", "id", c.RequestID, "upload_id", c.UploadID, "part", part)
+	s.log.Warn("end of part not recorded: the session changed too often", "id", c.RequestID, "upload_id", c.UploadID, "part", n, "recorded", part != nil)
 }

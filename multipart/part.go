@@ -139,11 +139,12 @@ type copyPartResult struct {
 	ETag    string   `xml:"ETag"`
 }
 
-// uploadPart serves UploadPart and UploadPartCopy: activity and the part in
-// flight are recorded before the bytes go to the backend, activity again
-// (and the in-flight record removed) once the backend call ended, and a part
-// record (ETag, size, SHA-256) after the backend accepted them. A part for a session that no longer takes parts
-// never reaches the backend.
+// uploadPart serves UploadPart and UploadPartCopy in two etcd commits:
+// activity and the part in flight are recorded before the bytes go to the
+// backend; once the backend call ended, one transaction records activity
+// again, removes the in-flight record and, when the backend accepted the
+// part, records it (ETag, size, SHA-256). A part for a session that no
+// longer takes parts never reaches the backend.
 func (s *Service) uploadPart(ctx context.Context, c *Call) reply.Reply {
 	n, err := parsePartNumber(c.PartNumber)
 	if err != nil {
@@ -162,12 +163,14 @@ func (s *Service) uploadPart(ctx context.Context, c *Call) reply.Reply {
 		c.Observe(sum)
 	}
 	resp, err := s.send(c, nil)
-	// The part's bytes are sent, or failed: either way its end is activity.
-	s.endPart(ctx, c, n, flight)
 	if err != nil {
+		// The part's bytes are sent, or failed: either way its end is
+		// activity.
+		s.endPart(ctx, c, n, flight, nil)
 		return s.fail(c, err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		s.endPart(ctx, c, n, flight, nil)
 		return reply.Relay(resp)
 	}
 	part := etcdstore.Part{Number: n, At: s.now().UTC()}
@@ -179,23 +182,21 @@ func (s *Service) uploadPart(ctx context.Context, c *Call) reply.Reply {
 	} else {
 		body, err = readBody(resp)
 		resp.Body.Close()
-		if err != nil {
-			return s.fail(c, s3err.ErrBadGateway)
-		}
 		var res copyPartResult
-		if ErrorCode(body) != "" || xml.Unmarshal(body, &res) != nil {
+		if err == nil && ErrorCode(body) == "" && xml.Unmarshal(body, &res) == nil {
+			part.ETag = res.ETag
+			part.Size = copyRangeSize(c.Header.Get("X-Amz-Copy-Source-Range"))
+		} else {
+			s.endPart(ctx, c, n, flight, nil)
+			if err != nil {
+				return s.fail(c, s3err.ErrBadGateway)
+			}
 			return reply.Buffered(resp, body)
 		}
-		part.ETag = res.ETag
-		part.Size = copyRangeSize(c.Header.Get("X-Amz-Copy-Source-Range"))
 	}
-	rctx, cancel := detached(ctx)
-	defer cancel()
-	if err := s.store.PutPart(rctx, c.UploadID, part); err != nil {
-		// The part is on the backend and the client gets its ETag; the
-		// record only informs reports, so its loss is logged, not fatal.
-		s.log.Warn("part uploaded but not recorded", "id", c.RequestID, "upload_id", c.UploadID, "part", n, "err", err)
-	}
+	// The part's record goes in the transaction that ends it, before the
+	// client gets its answer.
+	s.endPart(ctx, c, n, flight, &part)
 	if body != nil {
 		return reply.Buffered(resp, body)
 	}

@@ -70,12 +70,12 @@ type envelopeCluster struct {
 	// Creates per second through the gateway.
 	CreatesPerSec float64 `json:"creates_per_s"`
 	// Database bytes in use per item written.
-	BytesPerSession   float64 `json:"db_bytes_per_session"`
-	BytesPerPart      float64 `json:"db_bytes_per_part"`
+	BytesPerSession float64 `json:"db_bytes_per_session"`
+	BytesPerPart    float64 `json:"db_bytes_per_part"`
 	// BytesPerPartSchema1 is the bytes per part before the migration.
 	BytesPerPartSchema1 float64 `json:"db_bytes_per_part_schema1"`
-	BytesPerRef       float64 `json:"db_bytes_per_reference"`
-	BytesPerTombstone float64 `json:"db_bytes_per_tombstone"`
+	BytesPerRef         float64 `json:"db_bytes_per_reference"`
+	BytesPerTombstone   float64 `json:"db_bytes_per_tombstone"`
 	// What the quota holds: live sessions (with no parts), references,
 	// tombstones (one per unreferenced blob a pass judged), and the
 	// sustained part rate whose history within the retention fills it.

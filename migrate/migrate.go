@@ -129,7 +129,7 @@ type Plan struct {
 	Blocked []Gateway
 }
 
-func (m *Migrator) keys() etcdstore.Keys { return m.Store.Keys() }
+func (m *Migrator) keys() etcdstore.Keys  { return m.Store.Keys() }
 func (m *Migrator) cli() *clientv3.Client { return m.Store.Client() }
 
 func (m *Migrator) log() *slog.Logger {

@@ -131,6 +131,15 @@ func (a *sessionsAPI) show(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, err)
 		return
 	}
+	// A part's end is activity, recorded from schema 2 by its part record
+	// alone (etcdstore.UploadState.RecordedActivity).
+	var newest etcdstore.Part
+	for _, p := range parts {
+		if p.At.After(newest.At) {
+			newest = p
+		}
+	}
+	act = etcdstore.NewestActivity(act, newest)
 	writeJSON(w, http.StatusOK, adminapi.SessionAnswer{Session: detail(&v.Value, v.ModRev, act, parts)})
 }
 

@@ -40,7 +40,11 @@ import (
 // Store.WritesSchema), so that while a keyspace stays in an older schema,
 // the releases that read only that one read everything it writes.
 //
-// Schema 2 stores part records in their compact layout (version 2).
+// Schema 2 stores part records in their compact layout (version 2), and
+// records a part's start and end without the activity key: the in-flight
+// record keeps the upload while the part streams, and the part record's
+// time is the activity of its end (UploadState.RecordedActivity), which the
+// reclaimer of every release that reads schema 2 judges by.
 const SchemaVersion = 2
 
 // MinSchemaVersion is the oldest keyspace schema this binary reads. A

@@ -107,32 +107,44 @@ func SessionStateOf(value []byte) (SessionState, error) {
 	return v.State, nil
 }
 
-// GetActivities reads the latest recorded activity of each upload id, in
-// transactions of up to 128 reads rather than one request per upload. Uploads
-// with no recorded activity are absent from the result.
+// GetActivities reads the recorded activity of each upload, for listing:
+// its activity key's, or the end of its most recently written part record
+// when that is later (UploadState.RecordedActivity judges by every part
+// record; the most recently written one is the newest but right after a
+// migration, which rewrote them all). Uploads with neither are absent
+// from the map.
 func (s *Store) GetActivities(ctx context.Context, uploadIDs []string) (map[string]Activity, error) {
 	out := make(map[string]Activity, len(uploadIDs))
 	for len(uploadIDs) > 0 {
-		batch := uploadIDs[:min(len(uploadIDs), maxTxnOps)]
+		batch := uploadIDs[:min(len(uploadIDs), maxTxnOps/2)]
 		uploadIDs = uploadIDs[len(batch):]
-		ops := make([]clientv3.Op, len(batch))
-		for i, id := range batch {
-			ops[i] = clientv3.OpGet(s.keys.Activity(id))
+		ops := make([]clientv3.Op, 0, 2*len(batch))
+		for _, id := range batch {
+			ops = append(ops, clientv3.OpGet(s.keys.Activity(id)),
+				clientv3.OpGet(s.keys.Parts(id), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1)))
 		}
 		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return nil, fmt.Errorf("read activity: %w", err)
 		}
-		for i, r := range resp.Responses {
-			kvs := r.GetResponseRange().GetKvs()
-			if len(kvs) == 0 {
-				continue
+		for i, id := range batch {
+			var act *Activity
+			if kvs := resp.Responses[2*i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				var a Activity
+				if err := DecodeKV(ActivityRecord, kvs[0], &a); err != nil {
+					return nil, err
+				}
+				act = &a
 			}
-			var a Activity
-			if err := DecodeKV(ActivityRecord, kvs[0], &a); err != nil {
-				return nil, err
+			var last Part
+			if kvs := resp.Responses[2*i+1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				if last, err = DecodePart(string(kvs[0].Key), kvs[0].Value); err != nil {
+					return nil, err
+				}
 			}
-			out[batch[i]] = a
+			if act = NewestActivity(act, last); act != nil {
+				out[id] = *act
+			}
 		}
 	}
 	return out, nil

@@ -133,13 +133,19 @@ func (s *Store) UpdateSession(ctx context.Context, u SessionUpdate) (int64, erro
 // begun or ended). It does not write the session itself, so parallel parts
 // of one upload do not conflict.
 func (s *Store) RecordActivity(ctx context.Context, bucket, uploadID string, modRev int64, a Activity, also ...clientv3.Op) error {
+	return s.IfSession(ctx, bucket, uploadID, modRev, append([]clientv3.Op{s.ActivityOp(uploadID, a)}, also...)...)
+}
+
+// IfSession commits ops in one transaction if the session of uploadID is
+// still at modRev, and returns ErrConflict otherwise.
+func (s *Store) IfSession(ctx context.Context, bucket, uploadID string, modRev int64, ops ...clientv3.Op) error {
 	key := s.keys.Session(bucket, uploadID)
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
-		Then(append([]clientv3.Op{s.ActivityOp(uploadID, a)}, also...)...).
+		Then(ops...).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("record activity: %w", err)
+		return fmt.Errorf("write with the session unchanged: %w", err)
 	}
 	if !resp.Succeeded {
 		return ErrConflict

@@ -33,6 +33,31 @@ type UploadState struct {
 	// Parts and Bytes add up the part records (one per part number).
 	Parts int
 	Bytes int64
+	// LastPart is the newest part record by its time (zero when there is
+	// none). From keyspace schema 2 a part's end is recorded by its part
+	// record alone, so its time is activity (RecordedActivity).
+	LastPart Part
+}
+
+// RecordedActivity is the newest activity recorded for the upload: the
+// activity key's, or the end of its newest recorded part when that is
+// later; nil when neither exists.
+func (st UploadState) RecordedActivity() *Activity {
+	var act *Activity
+	if st.Activity != nil {
+		a := st.Activity.Value
+		act = &a
+	}
+	return NewestActivity(act, st.LastPart)
+}
+
+// NewestActivity is act, or the end of part p when it is later (a part
+// with no time is none).
+func NewestActivity(act *Activity, p Part) *Activity {
+	if p.At.IsZero() || (act != nil && !p.At.After(act.At)) {
+		return act
+	}
+	return &Activity{At: p.At, What: "part recorded", Part: p.Number}
 }
 
 // uploadStateOps is how many reads UploadStatesAt makes per upload, and
@@ -317,6 +342,9 @@ func uploadState(rs []*etcdserverpb.ResponseOp, st *UploadState) error {
 		}
 		st.Parts++
 		st.Bytes += p.Size
+		if p.At.After(st.LastPart.At) {
+			st.LastPart = p
+		}
 	}
 	return nil
 }

@@ -116,12 +116,17 @@ func TestUploadStatesAtOracle(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, kv := range resp.Kvs {
-				var p Part
-				if err := json.Unmarshal(kv.Value, &p); err != nil {
+				p, err := DecodePart(string(kv.Key), kv.Value)
+				if err != nil {
 					t.Fatal(err)
 				}
 				want.Parts++
 				want.Bytes += p.Size
+				// The newest by time; of several as new, the first in key
+				// order.
+				if p.At.After(want.LastPart.At) {
+					want.LastPart = p
+				}
 			}
 			if !reflect.DeepEqual(got[i], want) {
 				t.Fatalf("upload %d %+v at revision %d:\n got %+v\nwant %+v", i, u, rev, got[i], want)

@@ -83,7 +83,8 @@ func newFlightID() string {
 // endPart records the end of a part begun under flight, and with part set
 // the part the backend accepted, in one transaction: the part's end is
 // activity too, written on the same terms as its start (on an active
-// session the activity key, on an expired one a move back to active), and
+// session the activity key, or from schema 2 the part record alone; on an
+// expired one a move back to active), and
 // the part's in-flight record goes in the same transaction. A session that
 // moved on meanwhile (completing, aborting) gets no stamp, only the
 // record's removal and the part. Nothing here changes the client's
@@ -109,7 +110,11 @@ func (s *Service) endPart(ctx context.Context, c *Call, n int, flight string, pa
 			}
 			return
 		}
-		err = s.stamp(ctx, c, v, act, ops...)
+		if part != nil {
+			err = s.stampPart(ctx, c, v, act, ops...)
+		} else {
+			err = s.stamp(ctx, c, v, act, ops...)
+		}
 		if errors.Is(err, etcdstore.ErrConflict) {
 			s.metrics.conflicts.Inc()
 			continue

@@ -85,7 +85,11 @@ func (s *Service) recordActivity(ctx context.Context, c *Call, part int, flight 
 			}
 			also = append(also, s.store.InFlightOp(c.UploadID, flight, act, lease))
 		}
-		err = s.stamp(ctx, c, v, act, also...)
+		if flight != "" {
+			err = s.stampPart(ctx, c, v, act, also...)
+		} else {
+			err = s.stamp(ctx, c, v, act, also...)
+		}
 		switch {
 		case errors.Is(err, etcdstore.ErrConflict):
 			s.metrics.conflicts.Inc()
@@ -120,6 +124,21 @@ func (s *Service) stamp(ctx context.Context, c *Call, v etcdstore.Versioned[etcd
 		s.metrics.transitions.WithLabelValues(string(etcdstore.StateExpired), string(etcdstore.StateActive)).Inc()
 	}
 	return err
+}
+
+// stampPart is stamp for the start or the end of a part, whose writes also
+// hold the part's in-flight record or its part record. From keyspace
+// schema 2 an active session's activity key is not written with them: the
+// in-flight record keeps the upload while the part streams, and the part
+// record's time is its end's activity (etcdstore.UploadState.
+// RecordedActivity), which every release that reads schema 2 judges by.
+// A keyspace in schema 1 may have gateways of releases that judge by the
+// activity key alone, so there it is written as before.
+func (s *Service) stampPart(ctx context.Context, c *Call, v etcdstore.Versioned[etcdstore.Session], act etcdstore.Activity, also ...clientv3.Op) error {
+	if v.Value.State == etcdstore.StateActive && s.store.WritesSchema() >= 2 {
+		return s.store.IfSession(ctx, c.Bucket, c.UploadID, v.ModRev, also...)
+	}
+	return s.stamp(ctx, c, v, act, also...)
 }
 
 // countingHash hashes and counts what passes through it.

@@ -58,13 +58,15 @@ func (p *pass) act(ctx context.Context) error {
 
 // decidedFrom is what an action compares: the session and the activity key
 // unchanged since the pass's revision (an activity key that did not exist
-// must still not exist), and no part of the upload in flight.
+// must still not exist), no part record written since it (a part's end is
+// activity), and no part of the upload in flight.
 func (p *pass) decidedFrom(e planned) []clientv3.Cmp {
 	keys := p.r.keys()
 	act := keys.Activity(e.UploadID)
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(keys.Session(e.Bucket, e.UploadID)), "=", e.SessionRev),
 		clientv3.Compare(clientv3.CreateRevision(keys.InFlight(e.UploadID)), "=", 0).WithPrefix(),
+		clientv3.Compare(clientv3.ModRevision(keys.Parts(e.UploadID)), "<", p.cur.Rev+1).WithPrefix(),
 	}
 	if e.ActivityRev == 0 {
 		return append(cmps, clientv3.Compare(clientv3.CreateRevision(act), "=", 0))

@@ -274,12 +274,18 @@ func (r *Reclaimer) explainSessionAt(ctx context.Context, ex *UploadExplanation,
 			return nil, nil, err
 		}
 		ex.Session.PartsInFlight, ex.Session.inFlightSince = n, since
-		switch a, err := r.store.GetActivityAt(ctx, uploadID, ex.Revision); {
-		case err == nil:
-			act = &a.Value
-			ex.Session.Activity = &ExplainActivity{At: a.Value.At, What: a.Value.What, PartNumber: a.Value.Part, ModRevision: a.ModRev}
-		case !errors.Is(err, etcdstore.ErrNotFound):
+		// The activity a pass judges by: the activity key's, or the end of
+		// the newest recorded part when later (UploadState.RecordedActivity).
+		states, err := r.store.UploadStatesAt(ctx, ex.Revision, []etcdstore.UploadRef{{Bucket: bucket, UploadID: uploadID}})
+		if err != nil {
 			return nil, nil, err
+		}
+		st := states[0]
+		if act = st.RecordedActivity(); act != nil {
+			ex.Session.Activity = &ExplainActivity{At: act.At, What: act.What, PartNumber: act.Part}
+			if st.Activity != nil {
+				ex.Session.Activity.ModRevision = st.Activity.ModRev
+			}
 		}
 	}
 	return sess, act, nil
@@ -343,7 +349,7 @@ func (r *Reclaimer) explainNotes(ex *UploadExplanation, d Decision, p Policy) {
 		decided := ex.Steps[len(ex.Steps)-1].Values
 		decided["session_mod_revision"], decided["activity_mod_revision"] = ex.Session.ModRevision, actRev
 		ex.Notes = append(ex.Notes, fmt.Sprintf("the pass acts only if the session is unchanged since it decided (mod revision %d) "+
-			"and so is its activity key (%s): any activity in between wins", ex.Session.ModRevision, revisionOrAbsent(actRev)))
+			"and so are its activity key (%s) and its part records: any activity in between wins", ex.Session.ModRevision, revisionOrAbsent(actRev)))
 	}
 	if d.Verdict == Mark {
 		ex.Notes = append(ex.Notes, fmt.Sprintf("a mark is not a delete: the next pass records the session expired; activity revives it, "+

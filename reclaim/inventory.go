@@ -400,12 +400,10 @@ func (inv *inventory) decide(u Upload, st etcdstore.UploadState) item {
 		it.Decision = Decision{Verdict: Keep, Reason: "has a session"}
 		return it
 	}
-	var ap *etcdstore.Activity
 	if st.Activity != nil {
-		ap = &st.Activity.Value
 		it.ActivityRev = st.Activity.ModRev
 	}
-	it.Decision = Classify(inv.policy, inv.now, &st.Session.Value, ap)
+	it.Decision = Classify(inv.policy, inv.now, &st.Session.Value, st.RecordedActivity())
 	if it.FutureTime {
 		return it
 	}

@@ -70,19 +70,7 @@ func TestMigrationBesidePreviousRelease(t *testing.T) {
 	before := sessionParts(t, admin, bucket, id)
 	requirePartLayouts(t, store, id, map[int]int{1: 1, 2: 1})
 
-	// The plan names the older gateway; the run refuses while it is live.
-	var plan adminapi.MigrationPlan
-	decodeJSON(t, mustSweepgate(t, 0, admin, "migrate", "--json"), &plan)
-	if plan.Stored != 1 || plan.Target != etcdstore.SchemaVersion || len(plan.Steps) != 1 || plan.Steps[0].Rewritten != 2 ||
-		len(plan.Blocked) != 1 || plan.Blocked[0].Release != prev.Version {
-		t.Fatalf("plan %+v; want one step rewriting 2 parts, held back by the gateway of %s", plan, prev.Version)
-	}
-	code, _, errOut := sweepgateCmd(t, admin, "migrate", "--apply", "--principal", "e2e")
-	if code != 4 || !strings.Contains(errOut, "sweepgate "+prev.Version) {
-		t.Fatalf("migrate --apply beside %s: exit %d, %s; want 4 naming it", prev.Version, code, errOut)
-	}
-	requireStoredSchema(t, store, 1)
-	requirePartLayouts(t, store, id, map[int]int{1: 1, 2: 1})
+	requireMigrationHeldBack(t, store, admin, prev, id)
 
 	// Forced, it runs while both serve.
 	var res adminapi.MigrationResult
@@ -112,31 +100,7 @@ func TestMigrationBesidePreviousRelease(t *testing.T) {
 	sum.Write(bytes.Repeat([]byte{'c'}, 4096))
 	requireObjectSum(t, direct, bucket, key, hex.EncodeToString(sum.Sum(nil)), 2*minPartSize+4096)
 
-	// The previous release refuses what would write state, and serves the
-	// rest.
-	eventually(t, 15*time.Second, func() (bool, string) {
-		_, err := oldSDK.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("migrate/old.bin")})
-		var api smithy.APIError
-		return errors.As(err, &api) && api.ErrorCode() == "ServiceUnavailable" && strings.Contains(api.ErrorMessage(), "keyspace schema 2"),
-			fmt.Sprintf("CreateMultipartUpload through %s after the migration: %v", prev.Version, err)
-	})
-	live := createUpload(t, newSDK, bucket, "migrate/live.bin")
-	mustUploadPart(t, newSDK, bucket, "migrate/live.bin", live, 1, partOf('d', 4096))
-	if _, err := uploadPart(t.Context(), oldSDK, bucket, "migrate/live.bin", live, 2, partOf('e', 4096)); !isUnavailable(err) {
-		t.Fatalf("UploadPart through %s after the migration: %v; want ServiceUnavailable", prev.Version, err)
-	}
-	if _, err := oldSDK.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("migrate/plain.txt"), Body: strings.NewReader("plain")}); err != nil {
-		t.Fatalf("a plain PUT through %s after the migration: %v", prev.Version, err)
-	}
-	got, err := oldSDK.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
-	if err != nil {
-		t.Fatalf("a GET through %s after the migration: %v", prev.Version, err)
-	}
-	n, err := io.Copy(io.Discard, got.Body)
-	got.Body.Close()
-	if err != nil || n != 2*minPartSize+4096 {
-		t.Fatalf("a GET through %s after the migration read %d bytes: %v", prev.Version, n, err)
-	}
+	live := requireStateRefusedBy(t, prev, oldSDK, newSDK, bucket, key)
 
 	// Passes stop while the previous release is live, and run once it is
 	// gone.
@@ -240,4 +204,58 @@ func requireStoredSchema(t *testing.T, store *sessionStore, want int) {
 	if got != want {
 		t.Fatalf("stored schema %d, want %d (release %s)", got, want, sweepgate.Version())
 	}
+}
+
+// requireMigrationHeldBack checks that the plan names the gateway of the
+// previous release, that the run refuses while it is live, and that
+// neither changed anything.
+func requireMigrationHeldBack(t *testing.T, store *sessionStore, admin string, prev harness.Release, id string) {
+	t.Helper()
+	// The plan names the older gateway; the run refuses while it is live.
+	var plan adminapi.MigrationPlan
+	decodeJSON(t, mustSweepgate(t, 0, admin, "migrate", "--json"), &plan)
+	if plan.Stored != 1 || plan.Target != etcdstore.SchemaVersion || len(plan.Steps) != 1 || plan.Steps[0].Rewritten != 2 ||
+		len(plan.Blocked) != 1 || plan.Blocked[0].Release != prev.Version {
+		t.Fatalf("plan %+v; want one step rewriting 2 parts, held back by the gateway of %s", plan, prev.Version)
+	}
+	code, _, errOut := sweepgateCmd(t, admin, "migrate", "--apply", "--principal", "e2e")
+	if code != 4 || !strings.Contains(errOut, "sweepgate "+prev.Version) {
+		t.Fatalf("migrate --apply beside %s: exit %d, %s; want 4 naming it", prev.Version, code, errOut)
+	}
+	requireStoredSchema(t, store, 1)
+	requirePartLayouts(t, store, id, map[int]int{1: 1, 2: 1})
+}
+
+// requireStateRefusedBy checks that the previous release refuses, after
+// the migration, what would write state (a create, a part of an upload
+// begun through this release), and serves plain calls (a PUT, a GET of
+// key read whole); it returns the upload begun through this release.
+func requireStateRefusedBy(t *testing.T, prev harness.Release, oldSDK, newSDK *s3.Client, bucket, key string) string {
+	t.Helper()
+	// The previous release refuses what would write state, and serves the
+	// rest.
+	eventually(t, 15*time.Second, func() (bool, string) {
+		_, err := oldSDK.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("migrate/old.bin")})
+		var api smithy.APIError
+		return errors.As(err, &api) && api.ErrorCode() == "ServiceUnavailable" && strings.Contains(api.ErrorMessage(), "keyspace schema 2"),
+			fmt.Sprintf("CreateMultipartUpload through %s after the migration: %v", prev.Version, err)
+	})
+	live := createUpload(t, newSDK, bucket, "migrate/live.bin")
+	mustUploadPart(t, newSDK, bucket, "migrate/live.bin", live, 1, partOf('d', 4096))
+	if _, err := uploadPart(t.Context(), oldSDK, bucket, "migrate/live.bin", live, 2, partOf('e', 4096)); !isUnavailable(err) {
+		t.Fatalf("UploadPart through %s after the migration: %v; want ServiceUnavailable", prev.Version, err)
+	}
+	if _, err := oldSDK.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("migrate/plain.txt"), Body: strings.NewReader("plain")}); err != nil {
+		t.Fatalf("a plain PUT through %s after the migration: %v", prev.Version, err)
+	}
+	got, err := oldSDK.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatalf("a GET through %s after the migration: %v", prev.Version, err)
+	}
+	n, err := io.Copy(io.Discard, got.Body)
+	got.Body.Close()
+	if err != nil || n != 2*minPartSize+4096 {
+		t.Fatalf("a GET through %s after the migration read %d bytes: %v", prev.Version, n, err)
+	}
+	return live
 }

@@ -26,9 +26,7 @@ import (
 	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
-	"github.com/sweepgate/sweepgate/migrate"
 	"github.com/sweepgate/sweepgate/multipart"
-	"github.com/sweepgate/sweepgate/reclaim"
 	"github.com/sweepgate/sweepgate/reload"
 	"github.com/sweepgate/sweepgate/s3err"
 )
@@ -389,14 +387,6 @@ func (s *server) s3Server() *http.Server {
 	}
 }
 
-// migrator returns the keyspace's migrator, nil when sessions are off.
-func (s *server) migrator() *migrate.Migrator {
-	if s.store == nil {
-		return nil
-	}
-	return &migrate.Migrator{Store: s.store, Now: s.clock, Log: s.logger}
-}
-
 // adminServer serves the admin listener bound to addr (package admin).
 func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin.ProgressHub) *http.Server {
 	cfg := s.cfg
@@ -597,15 +587,4 @@ func shutdown(servers []*http.Server, names []string, timeout time.Duration, log
 func (s *server) reloadForAdmin(ctx context.Context) (adminapi.ReloadResult, error) {
 	restart, err := s.reloader.Reload(ctx)
 	return adminapi.ReloadResult{RestartNeeded: restart}, err
-}
-
-// reservedKeys are the key prefixes of sweepgate's own records on the
-// backend, which no client may change through the gateway: the restore
-// witness's default prefix (in every bucket) and its configured key.
-func reservedKeys(cfg *config.Config) []string {
-	keys := []string{reclaim.DefaultWitnessKeyPrefix + "/"}
-	if k := cfg.Reclaim.WitnessKey; k != "" {
-		keys = append(keys, k)
-	}
-	return keys
 }

@@ -22,7 +22,9 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/migrate"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reclaim"
 )
 
 // What serve builds its parts from: the configuration turned into the
@@ -258,4 +260,23 @@ func runReconciler(ctx context.Context, sessions *multipart.Service, cfg config.
 			run()
 		}
 	}
+}
+
+// migrator returns the keyspace's migrator, nil when sessions are off.
+func (s *server) migrator() *migrate.Migrator {
+	if s.store == nil {
+		return nil
+	}
+	return &migrate.Migrator{Store: s.store, Now: s.clock, Log: s.logger}
+}
+
+// reservedKeys are the key prefixes of sweepgate's own records on the
+// backend, which no client may change through the gateway: the restore
+// witness's default prefix (in every bucket) and its configured key.
+func reservedKeys(cfg *config.Config) []string {
+	keys := []string{reclaim.DefaultWitnessKeyPrefix + "/"}
+	if k := cfg.Reclaim.WitnessKey; k != "" {
+		keys = append(keys, k)
+	}
+	return keys
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -163,5 +164,34 @@ func TestVersion(t *testing.T) {
 	// Without -ldflags the version is the VERSION file's.
 	if b := cli.ReadBuildInfo("", ""); b.Version != sweepgate.Version() || b.GoVersion == "" {
 		t.Errorf("build info without -ldflags: %+v, want version %q", b, sweepgate.Version())
+	}
+}
+
+// TestREADMEListsEveryCommand: the README's table of commands names
+// exactly the commands `sweepgate --help` prints, in its order.
+func TestREADMEListsEveryCommand(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if name, ok := strings.CutPrefix(line, "| `sweepgate "); ok {
+			name, _, _ = strings.Cut(name, "`")
+			documented = append(documented, name)
+		}
+	}
+	_, out, _ := runCLI(t, nil, "--help")
+	_, list, _ := strings.Cut(out, "Commands:\n")
+	list, _, _ = strings.Cut(list, "\n\n")
+	var printed []string
+	for _, line := range strings.Split(list, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			printed = append(printed, f[0])
+		}
+	}
+	if len(printed) < 5 || strings.Join(documented, " ") != strings.Join(printed, " ") {
+		t.Errorf("README.md's commands table names %q; sweepgate --help prints %q", documented, printed)
 	}
 }

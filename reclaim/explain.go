@@ -244,9 +244,10 @@ func (r *Reclaimer) explainActivity(ex *UploadExplanation, d *Decision, p Policy
 		u.Format(time.RFC3339Nano), what)
 }
 
-// explainSessionAt fixes the revision of ex and reads the upload's session
-// and activity at it, filling in ex's key, session and history. Both are
-// nil when absent; the activity is read only for a session.
+// explainSessionAt fixes the revision of ex and reads the upload's records
+// at it, as a pass reads them (etcdstore.UploadStatesAt), filling in ex's
+// key, session and history. The session and the activity a pass judges by
+// are nil when absent.
 func (r *Reclaimer) explainSessionAt(ctx context.Context, ex *UploadExplanation, bucket, uploadID string) (*etcdstore.Session, *etcdstore.Activity, error) {
 	// One read fixes the revision, so that the session and its activity are
 	// seen together, as a pass sees them.
@@ -255,37 +256,28 @@ func (r *Reclaimer) explainSessionAt(ctx context.Context, ex *UploadExplanation,
 		return nil, nil, fmt.Errorf("reclaim: read session: %w", err)
 	}
 	ex.Revision = resp.Header.Revision
-	var sess *etcdstore.Session
-	var act *etcdstore.Activity
-	switch v, err := r.store.GetSessionAt(ctx, bucket, uploadID, ex.Revision); {
-	case err == nil:
-		sess = &v.Value
-		ex.Key = sess.Key
-		ex.Session = explainSession(sess, v.ModRev)
-		for _, t := range sess.History {
-			ex.History = append(ex.History, ExplainTransition{At: t.At, From: string(t.From), To: string(t.To), Actor: t.Actor, Term: t.Term, Reason: t.Reason})
-		}
-	case !errors.Is(err, etcdstore.ErrNotFound):
+	states, err := r.store.UploadStatesAt(ctx, ex.Revision, []etcdstore.UploadRef{{Bucket: bucket, UploadID: uploadID}})
+	if err != nil {
 		return nil, nil, err
 	}
-	if sess != nil {
-		n, since, err := r.store.InFlightAt(ctx, uploadID, ex.Revision)
-		if err != nil {
-			return nil, nil, err
-		}
-		ex.Session.PartsInFlight, ex.Session.inFlightSince = n, since
-		// The activity a pass judges by: the activity key's, or the end of
-		// the newest recorded part when later (UploadState.RecordedActivity).
-		states, err := r.store.UploadStatesAt(ctx, ex.Revision, []etcdstore.UploadRef{{Bucket: bucket, UploadID: uploadID}})
-		if err != nil {
-			return nil, nil, err
-		}
-		st := states[0]
-		if act = st.RecordedActivity(); act != nil {
-			ex.Session.Activity = &ExplainActivity{At: act.At, What: act.What, PartNumber: act.Part}
-			if st.Activity != nil {
-				ex.Session.Activity.ModRevision = st.Activity.ModRev
-			}
+	st := states[0]
+	if st.Session == nil {
+		return nil, nil, nil
+	}
+	sess := &st.Session.Value
+	ex.Key = sess.Key
+	ex.Session = explainSession(sess, st.Session.ModRev)
+	for _, t := range sess.History {
+		ex.History = append(ex.History, ExplainTransition{At: t.At, From: string(t.From), To: string(t.To), Actor: t.Actor, Term: t.Term, Reason: t.Reason})
+	}
+	ex.Session.PartsInFlight, ex.Session.inFlightSince = st.InFlight, st.InFlightSince
+	// The activity a pass judges by: the activity key's, or the end of the
+	// newest recorded part when later (UploadState.RecordedActivity).
+	act := st.RecordedActivity()
+	if act != nil {
+		ex.Session.Activity = &ExplainActivity{At: act.At, What: act.What, PartNumber: act.Part}
+		if st.Activity != nil {
+			ex.Session.Activity.ModRevision = st.Activity.ModRev
 		}
 	}
 	return sess, act, nil

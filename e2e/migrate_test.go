@@ -40,24 +40,9 @@ import (
 // and a second run only checks.
 func TestMigrationBesidePreviousRelease(t *testing.T) {
 	t.Parallel()
-	if harness.DirectMode() {
-		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
-	}
-	prev := harness.PreviousRelease(t)
-	oldBin := harness.BuildRelease(t, prev)
-	cluster := harness.StartEtcdCluster(t, 1)
-	m := harness.StartMinIO(t)
-	opts := harness.Options{EtcdEndpoints: cluster.Endpoints(), Config: map[string]any{
-		"reclaim": map[string]any{"grace": reclaimGrace.String(), "interval": "1h", "election_ttl": "2s"},
-	}}
-	newGw := harness.StartGateway(t, m, opts)
-	awaitLeading(t, newGw)
-	opts.Binary = oldBin
-	oldGw := harness.StartGateway(t, m, opts)
-	newEnv, oldEnv := gatewayEnv(m, newGw), gatewayEnv(m, oldGw)
-	newSDK, oldSDK, direct := newEnv.SDK(t), oldEnv.SDK(t), newEnv.DirectSDK(t)
-	store := &sessionStore{cli: cluster.Client(t), prefix: etcdPrefix}
-	bucket := newEnv.Bucket(t)
+	w := startBesidePreviousRelease(t, map[string]any{"grace": reclaimGrace.String(), "interval": "1h", "election_ttl": "2s"})
+	prev, newGw, oldGw, store, bucket := w.prev, w.newGw, w.oldGw, w.store, w.bucket
+	newSDK, oldSDK, direct := w.newSDK, w.oldSDK, w.direct
 	admin := newGw.AdminEndpoint
 
 	// Before the migration both releases write the layout both read.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,25 +33,10 @@ import (
 // record of a newer layout instead of reading it.
 func TestUpgradeBesidePreviousRelease(t *testing.T) {
 	t.Parallel()
-	if harness.DirectMode() {
-		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
-	}
-	prev := harness.PreviousRelease(t)
-	oldBin := harness.BuildRelease(t, prev)
-	cluster := harness.StartEtcdCluster(t, 1)
-	m := harness.StartMinIO(t)
-	opts := harness.Options{EtcdEndpoints: cluster.Endpoints(), Config: map[string]any{
-		"reclaim": map[string]any{"grace": reclaimGrace.String(), "delete_after": "1s", "interval": "1h", "election_ttl": "2s",
-			"max_delete_fraction": 1, "max_delete_uploads_fraction": 1, "max_mark_fraction": 1},
-	}}
-	newGw := harness.StartGateway(t, m, opts)
-	awaitLeading(t, newGw)
-	opts.Binary = oldBin
-	oldGw := harness.StartGateway(t, m, opts)
-	newEnv, oldEnv := gatewayEnv(m, newGw), gatewayEnv(m, oldGw)
-	newSDK, oldSDK, direct := newEnv.SDK(t), oldEnv.SDK(t), newEnv.DirectSDK(t)
-	store := &sessionStore{cli: cluster.Client(t), prefix: etcdPrefix}
-	bucket := newEnv.Bucket(t)
+	w := startBesidePreviousRelease(t, map[string]any{"grace": reclaimGrace.String(), "delete_after": "1s", "interval": "1h", "election_ttl": "2s",
+		"max_delete_fraction": 1, "max_delete_uploads_fraction": 1, "max_mark_fraction": 1})
+	prev, newGw, oldGw, store, bucket := w.prev, w.newGw, w.oldGw, w.store, w.bucket
+	newSDK, oldSDK, direct := w.newSDK, w.oldSDK, w.direct
 
 	requireReleases(t, store, sweepgate.Version(), prev.Version)
 
@@ -105,6 +91,44 @@ func TestUpgradeBesidePreviousRelease(t *testing.T) {
 	if !errors.As(err, &api) || api.ErrorCode() != "ServiceUnavailable" || !strings.Contains(api.ErrorMessage(), "has layout version 2") {
 		t.Fatalf("UploadPart through %s of an upload whose session has layout version 2: %v; want ServiceUnavailable naming it", prev.Version, err)
 	}
+}
+
+// besideWorld is this tree's binary and the previous release serving side
+// by side on one external etcd and one MinIO, the new one leading the
+// reclaimer.
+type besideWorld struct {
+	prev                   harness.Release
+	m                      *harness.MinIO
+	newGw, oldGw           *harness.Gateway
+	newSDK, oldSDK, direct *s3.Client
+	store                  *sessionStore
+	bucket                 string
+}
+
+// startBesidePreviousRelease builds the previous release (the newest
+// CHANGELOG.md entry before VERSION, from its recorded commit) and starts
+// it beside this tree's binary, both with the reclaim settings given. It
+// skips in direct mode (SWEEPGATE_E2E_TARGET=minio), where there is no
+// gateway to test; make test never sets it.
+func startBesidePreviousRelease(t *testing.T, reclaimCfg map[string]any) *besideWorld {
+	t.Helper()
+	if harness.DirectMode() {
+		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
+	}
+	w := &besideWorld{prev: harness.PreviousRelease(t)}
+	oldBin := harness.BuildRelease(t, w.prev)
+	cluster := harness.StartEtcdCluster(t, 1)
+	w.m = harness.StartMinIO(t)
+	opts := harness.Options{EtcdEndpoints: cluster.Endpoints(), Config: map[string]any{"reclaim": reclaimCfg}}
+	w.newGw = harness.StartGateway(t, w.m, opts)
+	awaitLeading(t, w.newGw)
+	opts.Binary = oldBin
+	w.oldGw = harness.StartGateway(t, w.m, opts)
+	newEnv, oldEnv := gatewayEnv(w.m, w.newGw), gatewayEnv(w.m, w.oldGw)
+	w.newSDK, w.oldSDK, w.direct = newEnv.SDK(t), oldEnv.SDK(t), newEnv.DirectSDK(t)
+	w.store = &sessionStore{cli: cluster.Client(t), prefix: etcdPrefix}
+	w.bucket = newEnv.Bucket(t)
+	return w
 }
 
 // gatewayEnv is the test environment of one of several gateways on m.

@@ -187,12 +187,12 @@ type Part struct {
 // SHA-256 in unpadded base64 (a value that is not a hex SHA-256 stays in
 // sha256), t the time in Unix nanoseconds.
 type partWire struct {
-	Version int        `json:"v,omitempty"`
-	Number  int        `json:"n"`
-	ETag    *string    `json:"etag,omitempty"`
-	Size    *int64     `json:"size,omitempty"`
-	SHA256  string     `json:"sha256,omitempty"`
-	At      *time.Time `json:"at,omitempty"`
+	Version int       `json:"v,omitempty"`
+	Number  int       `json:"n"`
+	ETag    string    `json:"etag,omitempty"`
+	Size    int64     `json:"size,omitempty"`
+	SHA256  string    `json:"sha256,omitempty"`
+	At      time.Time `json:"at,omitzero"`
 
 	E        string `json:"e,omitempty"`
 	Unquoted bool   `json:"eu,omitempty"`
@@ -246,19 +246,9 @@ func DecodePart(key string, value []byte) (Part, error) {
 		if v2 {
 			return Part{}, fmt.Errorf("etcdstore: the part record %s has version 1 and fields of version 2", key)
 		}
-		p := Part{Version: 1, Number: w.Number, SHA256: w.SHA256}
-		if w.ETag != nil {
-			p.ETag = *w.ETag
-		}
-		if w.Size != nil {
-			p.Size = *w.Size
-		}
-		if w.At != nil {
-			p.At = *w.At
-		}
-		return p, nil
+		return Part{Version: 1, Number: w.Number, ETag: w.ETag, Size: w.Size, SHA256: w.SHA256, At: w.At}, nil
 	}
-	if w.ETag != nil || w.Size != nil || w.At != nil {
+	if w.ETag != "" || w.Size != 0 || !w.At.IsZero() {
 		return Part{}, fmt.Errorf("etcdstore: the part record %s has version 2 and fields of version 1", key)
 	}
 	p := Part{Version: 2, Number: w.Number, ETag: w.E, Size: w.S, SHA256: w.SHA256}

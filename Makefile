@@ -5,7 +5,8 @@
 #                labelled with VERSION and the commit (REVISION)
 #   make test    unit and integration tests (race detector), then the e2e
 #                tests against a real MinIO, CNCF distribution registry and
-#                crane (builds bin/minio, bin/registry, bin/crane once), then
+#                crane (builds bin/minio, bin/registry, bin/crane, and
+#                bin/helm and bin/kubecheck for the Helm chart's test, once), then
 #                one short seeded chaos campaign, then every fuzz target for
 #                TEST_FUZZTIME
 #   make chaos   seeded chaos campaigns for CHAOS_TIME (default 30m),
@@ -61,8 +62,19 @@ REGISTRY_MODULE := github.com/distribution/distribution/v3/cmd/registry
 REGISTRY_VERSION := v3.1.2
 CRANE_MODULE := github.com/google/go-containerregistry/cmd/crane
 CRANE_VERSION := v0.22.1
-# The tools the e2e tests and benchmarks run as processes.
-TEST_TOOLS := bin/minio bin/registry bin/crane
+# Helm, which the deploy package's integration test renders and lints the
+# chart (deploy/helm/sweepgate) with; about three minutes to build on two
+# cores, once.
+HELM_MODULE := helm.sh/helm/v4/cmd/helm
+HELM_VERSION := v4.3.2
+# kubecheck validates every rendered object by decoding it strictly into
+# the Kubernetes API's Go types and prometheus-operator's; it is a module of
+# its own (deploy/helm/kubecheck), so that those modules stay out of
+# go.mod. About forty seconds to build on two cores, once.
+KUBECHECK_DIR := deploy/helm/kubecheck
+# The tools the tests run as processes: the e2e tests and benchmarks, and
+# the chart's test (bin/helm, bin/kubecheck).
+TEST_TOOLS := bin/minio bin/registry bin/crane bin/helm bin/kubecheck
 
 # The race detector makes the e2e tests' 100 MiB transfers slow on two
 # cores, and their servers are separate processes anyway: unit and
@@ -117,6 +129,14 @@ bin/registry:
 bin/crane:
 	GOBIN=$(CURDIR)/bin $(GO) install $(CRANE_MODULE)@$(CRANE_VERSION)
 
+bin/helm:
+	@echo "Building Helm $(HELM_VERSION) into bin/ (once; about three minutes on two cores)..."
+	GOBIN=$(CURDIR)/bin $(GO) install $(HELM_MODULE)@$(HELM_VERSION)
+
+# Rebuilt when its source or module files change.
+bin/kubecheck: $(wildcard $(KUBECHECK_DIR)/*.go) $(KUBECHECK_DIR)/go.mod $(KUBECHECK_DIR)/go.sum
+	$(GO) build -C $(KUBECHECK_DIR) -o $(CURDIR)/bin/kubecheck .
+
 bin/staticcheck:
 	GOBIN=$(CURDIR)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
@@ -138,7 +158,7 @@ test: build $(TEST_TOOLS)
 	exit $$status
 
 .PHONY: test-unit
-test-unit: bin/minio
+test-unit: bin/minio bin/helm bin/kubecheck
 	$(GO) test -race -tags $(INTEGRATION_TAGS) -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./...
 
 .PHONY: test-e2e
@@ -162,6 +182,8 @@ lint: bin/staticcheck
 	if [[ -n $$unformatted ]]; then echo "gofmt: these files need formatting (gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet -tags $(LINT_TAGS) ./...
 	bin/staticcheck -tags $(LINT_TAGS) ./...
+	$(GO) vet -C $(KUBECHECK_DIR) ./...
+	cd $(KUBECHECK_DIR) && $(CURDIR)/bin/staticcheck ./...
 	$(GO) run ./scripts/sizecheck
 
 .PHONY: bench

@@ -133,7 +133,7 @@ func checkChartSecurity(t *testing.T, pod chartPod) {
 			sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 			!slices.Contains(sc.Capabilities.Drop, "ALL") || seccomp != "RuntimeDefault" {
 			t.Errorf("container %s: runAsNonRoot %v, readOnlyRootFilesystem %v, allowPrivilegeEscalation %v, drop %v, seccomp %q",
-				c.Name, nonRoot, sc.ReadOnlyRootFilesystem, sc.AllowPrivilegeEscalation, sc.Capabilities.Drop, seccomp)
+				c.Name, nonRoot, show(sc.ReadOnlyRootFilesystem), show(sc.AllowPrivilegeEscalation), sc.Capabilities.Drop, seccomp)
 		}
 	}
 }
@@ -258,6 +258,14 @@ func checkChartNetworkPolicy(t *testing.T, objs map[string]manifest, c chartCont
 	if adminRules == 0 {
 		t.Error("no ingress rule lets Prometheus reach the admin port")
 	}
+}
+
+// show writes an optional boolean: true, false or unset.
+func show(b *bool) string {
+	if b == nil {
+		return "unset"
+	}
+	return strconv.FormatBool(*b)
 }
 
 func toString(v any) string {

@@ -72,9 +72,10 @@ HELM_VERSION := v4.3.2
 # its own (deploy/helm/kubecheck), so that those modules stay out of
 # go.mod. About forty seconds to build on two cores, once.
 KUBECHECK_DIR := deploy/helm/kubecheck
-# The tools the tests run as processes: the e2e tests and benchmarks, and
-# the chart's test (bin/helm, bin/kubecheck).
-TEST_TOOLS := bin/minio bin/registry bin/crane bin/helm bin/kubecheck
+# The tools the e2e tests and benchmarks run as processes.
+TEST_TOOLS := bin/minio bin/registry bin/crane
+# The tools the deploy package's integration tests run on the Helm chart.
+CHART_TOOLS := bin/helm bin/kubecheck
 
 # The race detector makes the e2e tests' 100 MiB transfers slow on two
 # cores, and their servers are separate processes anyway: unit and
@@ -142,9 +143,10 @@ bin/staticcheck:
 
 # Both suites run even when the first fails, so one run shows everything;
 # the target fails if either did. TestMakeRun (e2e) runs bin/sweepgate, which
-# is why test builds it.
+# is why test builds it; the deploy package's tests render, lint and
+# validate the Helm chart with bin/helm and bin/kubecheck.
 .PHONY: test
-test: build $(TEST_TOOLS)
+test: build $(TEST_TOOLS) $(CHART_TOOLS)
 	@status=0; \
 	echo "== unit and integration tests (-race)"; \
 	$(GO) test -race -tags $(INTEGRATION_TAGS) -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./... || status=1; \
@@ -158,7 +160,7 @@ test: build $(TEST_TOOLS)
 	exit $$status
 
 .PHONY: test-unit
-test-unit: bin/minio bin/helm bin/kubecheck
+test-unit: bin/minio $(CHART_TOOLS)
 	$(GO) test -race -tags $(INTEGRATION_TAGS) -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./...
 
 .PHONY: test-e2e

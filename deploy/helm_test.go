@@ -258,3 +258,23 @@ func sameYAML(t *testing.T, a, b any) bool {
 	}
 	return bytes.Equal(ya, yb)
 }
+
+// TestHelmRefuses checks that the chart refuses to render what would
+// deploy an insecure or broken gateway: a secret in extraConfig (it would
+// land in the ConfigMap), no external etcd, a listener without its
+// certificate's Secret.
+func TestHelmRefuses(t *testing.T) {
+	for what, set := range map[string]string{
+		"client keys in extraConfig":        "extraConfig.credentials[0].access_key=a",
+		"the admin token in extraConfig":    "extraConfig.admin.token=0123456789abcdef0123",
+		"the backend secret in extraConfig": "extraConfig.backend.secret_key=s",
+		"no etcd endpoints":                 "etcd.endpoints=null",
+		"no S3 certificate":                 "s3.tls.secretName=",
+		"no admin certificate":              "admin.tls.secretName=",
+		"an etcd user without password":     "etcd.auth.username=sweepgate",
+	} {
+		if _, err := runHelm(t, "template", releaseName, chartDir, "--namespace", releaseNS, "--set", set); err == nil {
+			t.Errorf("the chart renders with %s (--set %s)", what, set)
+		}
+	}
+}

@@ -123,7 +123,7 @@ func TestCertificateReload(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	first := writeCert(t, certFile, keyFile, 1)
 	cfg := &config.Config{TLSListen: ":9443", TLSCertFile: certFile, TLSKeyFile: keyFile}
-	c, err := LoadCertificate(cfg)
+	c, err := LoadCertificate(cfg, S3Files)
 	if err != nil {
 		t.Fatal(err)
 	}

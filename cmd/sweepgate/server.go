@@ -354,7 +354,7 @@ func (s *server) listenS3() error {
 		s.addrs.S3 = l.Addr().String()
 	}
 	if cfg.TLSListen != "" {
-		cert, err := reload.LoadCertificate(cfg)
+		cert, err := reload.LoadCertificate(cfg, reload.S3Files)
 		if err != nil {
 			return err
 		}

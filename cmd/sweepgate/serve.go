@@ -87,7 +87,7 @@ func (c *app) serve(ctx context.Context, args []string) int {
 	}
 	logger := logs.main
 	for _, name := range config.UnknownEnv(c.environ) {
-		if name == cli.AdminURLEnv || name == faultEnv || name == clockOffsetEnv {
+		if name == cli.AdminURLEnv || name == cli.AdminCAEnv || name == faultEnv || name == clockOffsetEnv {
 			continue // the admin commands' and the tests', not settings
 		}
 		logger.Warn("ignoring unknown environment variable; no setting has this name", "name", name)

@@ -199,30 +199,7 @@ func TestAdminTLS(t *testing.T) {
 		t.Errorf("sign-in over TLS: %s with cookies %v, want one Secure cookie", resp.Status, cs)
 	}
 
-	// Rotation: new files, then a reload; new connections get the new
-	// certificate. A broken pair is refused and the one in effect stays.
-	if got := servedSerial(t, addr, ca.pool); got != 100 {
-		t.Fatalf("served serial %d, want 100", got)
-	}
-	ca.issue(t, certFile, keyFile, 200)
-	if got := servedSerial(t, addr, ca.pool); got != 100 {
-		t.Fatalf("before the reload: served serial %d, want still 100", got)
-	}
-	if code, out, errOut := run(nil, "reload", "--admin", admin, "--admin-ca", ca.pemFile); code != 0 || !strings.Contains(out, "Reloaded") {
-		t.Fatalf("reload: exit %d\n%s%s", code, out, errOut)
-	}
-	if got := servedSerial(t, addr, ca.pool); got != 200 {
-		t.Errorf("after the reload: served serial %d, want 200", got)
-	}
-	ca.issue(t, certFile, filepath.Join(dir, "stray.key"), 300) // the key no longer matches
-	if code, out, errOut := run(nil, "reload", "--admin", admin, "--admin-ca", ca.pemFile); code != 1 || !strings.Contains(errOut, "admin.tls_cert_file") {
-		t.Errorf("reload of a mismatched pair: exit %d, want 1 naming admin.tls_cert_file\n%s%s", code, out, errOut)
-	}
-	if got := servedSerial(t, addr, ca.pool); got != 200 {
-		t.Errorf("after a refused reload: served serial %d, want 200", got)
-	}
-	ca.issue(t, certFile, keyFile, 400)
-
+	checkAdminCertRotation(t, admin, ca, certFile, keyFile, run)
 	checkAgainstRunning(t, g, ca)
 }
 
@@ -272,4 +249,36 @@ func checkAgainstRunning(t *testing.T, g *harness.Gateway, ca *testCA) {
 	if strings.Contains(out+errOut, "candidate-secret-3e9f1a") {
 		t.Error("config check printed the candidate's secret")
 	}
+}
+
+// checkAdminCertRotation replaces the admin listener's certificate files
+// and reloads: new connections get the new certificate. A pair that does
+// not match is refused, and the certificate in effect stays.
+func checkAdminCertRotation(t *testing.T, admin string, ca *testCA, certFile, keyFile string, run func([]string, ...string) (int, string, string)) {
+	t.Helper()
+	addr := strings.TrimPrefix(admin, "https://")
+	dir := t.TempDir()
+	if got := servedSerial(t, addr, ca.pool); got != 100 {
+		t.Fatalf("served serial %d, want 100", got)
+	}
+	ca.issue(t, certFile, keyFile, 200)
+	if got := servedSerial(t, addr, ca.pool); got != 100 {
+		t.Fatalf("before the reload: served serial %d, want still 100", got)
+	}
+	if code, out, errOut := run(nil, "reload", "--admin", admin, "--admin-ca", ca.pemFile); code != 0 || !strings.Contains(out, "Reloaded") {
+		t.Fatalf("reload: exit %d\n%s%s", code, out, errOut)
+	}
+	if got := servedSerial(t, addr, ca.pool); got != 200 {
+		t.Errorf("after the reload: served serial %d, want 200", got)
+	}
+	ca.issue(t, certFile, filepath.Join(dir, "stray.key"), 300) // the key no longer matches
+	if code, out, errOut := run(nil, "reload", "--admin", admin, "--admin-ca", ca.pemFile); code != 1 || !strings.Contains(errOut, "admin.tls_cert_file") {
+		t.Errorf("reload of a mismatched pair: exit %d, want 1 naming admin.tls_cert_file\n%s%s", code, out, errOut)
+	}
+	if got := servedSerial(t, addr, ca.pool); got != 200 {
+		t.Errorf("after a refused reload: served serial %d, want 200", got)
+	}
+	// A good pair again, for what follows (config check loads it).
+	ca.issue(t, certFile, keyFile, 400)
+
 }

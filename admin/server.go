@@ -75,6 +75,9 @@ type Config struct {
 	// Reload reads the configuration again (POST /admin/v1/reload); nil
 	// when the process reloads nothing.
 	Reload Reloader
+	// Config returns the configuration the process runs on, which GET
+	// /admin/v1/config shows with its secrets redacted; nil answers 404.
+	Config func() *config.Config
 	// Token is the bearer token every /admin/v1 request and the status
 	// page must carry; without one those requests are all refused.
 	Token config.Secret
@@ -116,6 +119,7 @@ func New(cfg Config) http.Handler {
 		reclaim:  reclaimAPI{r: cfg.Reclaimer, store: cfg.Store, info: cfg.ReclaimerInfo, progress: progress, log: log},
 		digests:  digestAPI{store: cfg.Store, planes: cfg.Planes, now: cfg.Now, log: log},
 		reload:   reloadAPI{reload: cfg.Reload},
+		config:   configAPI{inEffect: cfg.Config},
 		migrator: cfg.Migrator,
 		token:    cfg.Token,
 		hosts:    newHostPolicy(cfg.Listen, cfg.Addr, cfg.Hosts),
@@ -147,6 +151,8 @@ type handler struct {
 	migrator *migrate.Migrator
 	// reload serves /admin/v1/reload (docs/admin-api.md).
 	reload reloadAPI
+	// config serves /admin/v1/config (docs/admin-api.md).
+	config configAPI
 	// token is the bearer token every /admin/v1 request and the status
 	// page must carry (requireAdmin); serve always sets one, configured or
 	// generated. Without one those requests are all refused.
@@ -175,6 +181,7 @@ func (a *handler) mux() http.Handler {
 	a.reclaim.routes(mux, protect)
 	a.digests.routes(mux, protect)
 	a.reload.routes(mux, protect)
+	a.config.routes(mux, protect)
 	explainAPI{reclaim: &a.reclaim}.routes(mux, protect)
 	migrateAPI{m: a.migrator, reclaim: &a.reclaim}.routes(mux, protect)
 	a.statusRoutes(mux, protect)

@@ -346,6 +346,10 @@ type Admin struct {
 	TokenFile string
 	// Pprof serves net/http/pprof under /debug/pprof/, behind the token.
 	Pprof bool
+	// TLSCertFile and TLSKeyFile, both set, make the listener serve HTTPS
+	// only, with this certificate; both empty, plain HTTP.
+	TLSCertFile string
+	TLSKeyFile  string
 }
 
 // Shutdown configures how serve stops on SIGINT or SIGTERM.

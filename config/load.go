@@ -50,28 +50,39 @@ func Defaults() *Config {
 // *UsageError for a bad command line, and otherwise an error that lists every
 // problem found in the settings.
 func Load(args, environ []string) (*Config, error) {
-	flags, configPath, err := parseFlags(args)
+	c, _, err := LoadWith(args, environ, nil)
+	return c, err
+}
+
+// LoadWith is Load for a command that takes serve's flags and flags of its
+// own, which define adds to the flag set; it also returns the file the
+// configuration was read from (--config, else SWEEPGATE_CONFIG, else "").
+func LoadWith(args, environ []string, define func(*flag.FlagSet)) (*Config, string, error) {
+	flags, configPath, err := parseFlags(args, define)
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	if configPath == "" {
+		configPath = envMap(environ)[ConfigEnv]
 	}
 	c, err := loadFileAndEnv(configPath, environ)
 	if err != nil {
-		return nil, err
+		return nil, configPath, err
 	}
 	settings := Settings()
 	for i := range settings {
 		if v := flags[settings[i].Flag]; v != nil {
 			// Values were checked by the flag package already.
 			if err := settings[i].setText(c, v.values); err != nil {
-				return nil, &UsageError{fmt.Errorf("flag --%s: %w", settings[i].Flag, err)}
+				return nil, configPath, &UsageError{fmt.Errorf("flag --%s: %w", settings[i].Flag, err)}
 			}
 		}
 	}
 	c.normalize()
 	if err := errors.Join(c.resolveSecretFiles(), c.Validate()); err != nil {
-		return nil, err
+		return nil, configPath, err
 	}
-	return c, nil
+	return c, configPath, nil
 }
 
 // LoadClient builds the configuration as the admin commands see it: that
@@ -157,8 +168,11 @@ func newFlagSet(name string) (*flag.FlagSet, map[string]*flagValue, *string) {
 	return fs, values, configPath
 }
 
-func parseFlags(args []string) (map[string]*flagValue, string, error) {
+func parseFlags(args []string, define func(*flag.FlagSet)) (map[string]*flagValue, string, error) {
 	fs, values, configPath := newFlagSet("serve")
+	if define != nil {
+		define(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, "", err

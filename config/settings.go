@@ -59,6 +59,10 @@ type Setting struct {
 	// Reloadable settings take effect at a reload (SIGHUP, POST
 	// /admin/v1/reload); a change to any other waits for a restart.
 	Reloadable bool
+	// toggle is set on a reloadable setting whose change from empty to
+	// set, or back, still waits for a restart (it turns a listener's TLS
+	// on or off).
+	toggle bool
 	// field returns a pointer to the setting's field in a Config; its type
 	// decides how values are parsed.
 	field func(*Config) any
@@ -96,6 +100,7 @@ func setting(key, arg, def, usage string, field func(*Config) any) Setting {
 func (s Setting) required() Setting           { s.Required = true; return s }
 func (s Setting) secret() Setting             { s.Secret = true; return s }
 func (s Setting) reloadable() Setting         { s.Reloadable = true; return s }
+func (s Setting) toggleNeedsRestart() Setting { s.toggle = true; return s }
 func (s Setting) defaultDoc(d string) Setting { s.DefaultDoc = d; return s }
 func (s Setting) names(flag, env string) Setting {
 	s.Flag, s.Env = flag, env
@@ -384,6 +389,12 @@ func Settings() []Setting {
 		setting("admin.token_file", "FILE", "",
 			"File whose content, surrounding whitespace trimmed, is the admin token (a mounted container secret, say). It is read at start. Set admin.token or admin.token_file, not both.",
 			func(c *Config) any { return &c.Admin.TokenFile }),
+		setting("admin.tls_cert_file", "FILE", "",
+			"PEM file with the certificate chain of the admin listener. Set with admin.tls_key_file, the admin listener serves HTTPS only (TLS 1.2 or later), and the sweepgate commands reach it with https:// (verifying it against --admin-ca, else the system's roots). Empty, with admin.tls_key_file empty, it serves plain HTTP. A reload reads both files again and keeps the certificate in effect when they fail; turning TLS on or off needs a restart.",
+			func(c *Config) any { return &c.Admin.TLSCertFile }).reloadable().toggleNeedsRestart(),
+		setting("admin.tls_key_file", "FILE", "",
+			"PEM file with the private key of admin.tls_cert_file.",
+			func(c *Config) any { return &c.Admin.TLSKeyFile }).reloadable().toggleNeedsRestart(),
 		setting("admin.pprof", "BOOL", "false",
 			"Serve Go's profiles (net/http/pprof: CPU, heap, allocations, goroutines) under /debug/pprof/ on the admin listener, behind the admin token, for profiling the process under load. A CPU profile costs CPU while it runs.",
 			func(c *Config) any { return &c.Admin.Pprof }),

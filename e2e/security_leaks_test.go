@@ -37,9 +37,9 @@ var signatureRE = regexp.MustCompile(`Signature=([0-9a-f]{64})`)
 // none of the Authorization headers' signatures and none of the presigned
 // URLs' X-Amz-Signature values appears in the gateway's log (at debug
 // level, with its configuration dump), in /metrics, in the admin API's and
-// status page's answers, in the S3 error bodies, in `serve --help` run with
-// the secrets in its environment, or in the errors of a configuration
-// that fails to load.
+// status page's answers, in the S3 error bodies, in `serve --help` and
+// `config check --against-running` run with the secrets in their
+// environment, or in the errors of a configuration that fails to load.
 func TestSecurityNoSecretsLeak(t *testing.T) {
 	t.Parallel()
 	client := harness.Credential{AccessKey: "AKIALEAKCHECK0001", SecretKey: "CliSecret-" + randomToken(t, 16), Principal: "leak-checker"}
@@ -124,6 +124,7 @@ func TestSecurityNoSecretsLeak(t *testing.T) {
 		t.Fatalf("serve --help does not describe admin.token:\n%s%s", out, errOut)
 	}
 	texts["serve --help"] = out + errOut
+	leakConfigCheck(t, e, secretEnv, texts)
 
 	secrets["the short admin token"] = leakConfigErrors(t, e, client, adminToken, nearMiss, texts)
 
@@ -285,4 +286,16 @@ func excerpt(text, s string) string {
 		line = line[:600] + "..."
 	}
 	return "  " + line
+}
+
+// leakConfigCheck runs config check with the secrets in its environment,
+// against the running gateway, and keeps what it prints: the
+// configuration and the differences it lists.
+func leakConfigCheck(t *testing.T, e *harness.Env, secretEnv []string, texts map[string]string) {
+	t.Helper()
+	code, out, errOut := runSweepgate(t, secretEnv, "config", "check", "--config", e.Gateway.ConfigFile, "--against-running")
+	if code != 0 || !strings.Contains(out, "admin.token = \"[redacted]\"") || !strings.Contains(out, "# Compared with") {
+		t.Fatalf("config check --against-running: exit %d\n%s%s", code, out, errOut)
+	}
+	texts["config check --against-running"] = out + errOut
 }

@@ -37,8 +37,11 @@ type Reloader struct {
 	parts  []Part
 	logger *slog.Logger
 
-	mu      sync.Mutex
-	current *config.Config
+	mu sync.Mutex
+	// current is the configuration the last reload (or the start) read,
+	// which the next reload is compared with; inEffect is the one the
+	// process runs on (InEffect).
+	current, inEffect *config.Config
 
 	reloads    *prometheus.CounterVec
 	successful prometheus.Gauge
@@ -48,9 +51,10 @@ type Reloader struct {
 // that reads the next one with load. Its metrics are registered on reg.
 func New(current *config.Config, load func() (*config.Config, error), logger *slog.Logger, reg prometheus.Registerer) *Reloader {
 	r := &Reloader{
-		load:    load,
-		logger:  logger,
-		current: current,
+		load:     load,
+		logger:   logger,
+		current:  current,
+		inEffect: current,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sweepgate", Name: "config_reloads_total",
 			Help: "Reloads of the configuration (SIGHUP, POST /admin/v1/reload), by outcome: success, or failure when the new configuration was refused and the old one kept.",
@@ -89,7 +93,7 @@ func (r *Reloader) Reload(context.Context) (restartNeeded []string, err error) {
 	if len(restartNeeded) > 0 {
 		r.logger.Warn("reloaded; some changed settings take effect only at the next restart", "restart_needed", restartNeeded)
 	} else {
-		r.logger.Info("reloaded the client credentials, the backend keys and the TLS certificate")
+		r.logger.Info("reloaded the client credentials, the backend keys and the TLS certificates")
 	}
 	return restartNeeded, nil
 }
@@ -117,7 +121,17 @@ func (r *Reloader) apply() ([]string, error) {
 	}
 	restartNeeded := config.RestartNeeded(r.current, next)
 	r.current = next
+	r.inEffect = config.InEffect(r.inEffect, next)
 	return restartNeeded, nil
+}
+
+// InEffect returns the configuration the process runs on: that of its
+// start with the settings the reloads since applied. A setting whose
+// change waits for a restart keeps its value of the start here.
+func (r *Reloader) InEffect() *config.Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inEffect
 }
 
 // OnHangup reloads at every SIGHUP until ctx ends. From its call on, a

@@ -79,6 +79,10 @@ func TestReloadAppliesAllPartsOrNone(t *testing.T) {
 	if len(restart) != 1 || restart[0] != "listen" {
 		t.Errorf("restart needed for %v, want [listen]", restart)
 	}
+	// In effect: the new secret, but the listener of the start.
+	if eff := r.InEffect(); string(eff.Backend.SecretKey) != "two" || eff.Listen != first.Listen {
+		t.Errorf("in effect: secret %q, listen %q; want two and the start's %q", eff.Backend.SecretKey, eff.Listen, first.Listen)
+	}
 
 	// A part that cannot prepare: no part commits.
 	applied, failWith = nil, "the second part is broken"
@@ -123,7 +127,7 @@ func TestCertificateReload(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	first := writeCert(t, certFile, keyFile, 1)
 	cfg := &config.Config{TLSListen: ":9443", TLSCertFile: certFile, TLSKeyFile: keyFile}
-	c, err := LoadCertificate(cfg)
+	c, err := LoadCertificate(cfg, S3Files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,4 +198,49 @@ func writeCert(t *testing.T, certFile, keyFile string, serial int64) int64 {
 		t.Fatal(err)
 	}
 	return serial
+}
+
+// TestAdminCertificate: the admin listener's pair loads, reloads and fails
+// like the S3 listener's, its errors naming its own settings; a
+// configuration that turns its TLS off changes nothing at a reload; and
+// CheckCertificates loads every pair a configuration names.
+func TestAdminCertificate(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "admin.crt"), filepath.Join(dir, "admin.key")
+	first := writeCert(t, certFile, keyFile, 7)
+	cfg := &config.Config{Admin: config.Admin{Listen: "127.0.0.1:9001", TLSCertFile: certFile, TLSKeyFile: keyFile}}
+	if err := CheckCertificates(cfg); err != nil {
+		t.Fatalf("CheckCertificates of a good pair: %v", err)
+	}
+	c, err := LoadCertificate(cfg, AdminFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := func() int64 {
+		got, _ := c.Get(nil)
+		leaf, err := x509.ParseCertificate(got.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf.SerialNumber.Int64()
+	}
+	off := &config.Config{Admin: config.Admin{Listen: "127.0.0.1:9001"}}
+	commit, err := c.Reload(off)
+	if err != nil {
+		t.Fatalf("reload with TLS off: %v", err)
+	}
+	commit()
+	if serial() != first {
+		t.Errorf("a reload turning TLS off changed the certificate: serial %d", serial())
+	}
+	writeCert(t, certFile, filepath.Join(dir, "other.key"), 8)
+	if _, err := c.Reload(cfg); err == nil || !strings.Contains(err.Error(), "admin.tls_cert_file") {
+		t.Errorf("reload of a mismatched pair: %v, want an error naming admin.tls_cert_file", err)
+	}
+	if err := CheckCertificates(cfg); err == nil || !strings.Contains(err.Error(), "admin.tls_cert_file") {
+		t.Errorf("CheckCertificates of a mismatched pair: %v, want an error naming admin.tls_cert_file", err)
+	}
+	if serial() != first {
+		t.Errorf("after a refused reload: serial %d, want %d", serial(), first)
+	}
 }

@@ -47,7 +47,8 @@ func (c *app) serveHelp(w io.Writer) {
 Runs the S3 gateway: S3 clients connect to listen (and tls_listen), and
 operators to admin.listen for the status page, /metrics, /healthz, /readyz
 and the admin API that 'sweepgate sessions', 'reclaim', 'frontier', 'trash'
-and 'explain' use. Upload sessions and digest references are kept in etcd:
+and 'explain' use (over HTTPS with admin.tls_cert_file). 'sweepgate config
+check' takes the same flags and validates them without serving. Upload sessions and digest references are kept in etcd:
 an embedded single-node etcd unless etcd.endpoints names a cluster. Unless
 reclaim.enabled is off, it also campaigns for the reclaimer's lead and,
 while leading, reclaims abandoned uploads and, with digests.namespaces set,
@@ -56,7 +57,7 @@ reclaimer hands over at once, /readyz answers 503, the listeners serve on
 for shutdown.drain_delay, then stop accepting and let in-flight requests
 finish for up to shutdown.timeout. A second signal ends it at once. SIGHUP
 (or POST /admin/v1/reload) reads the configuration again and applies the
-client credentials, the backend's keys and the TLS certificate without
+client credentials, the backend's keys and the TLS certificates without
 dropping a connection; a configuration it cannot apply changes nothing.
 
 `)
@@ -87,7 +88,7 @@ func (c *app) serve(ctx context.Context, args []string) int {
 	}
 	logger := logs.main
 	for _, name := range config.UnknownEnv(c.environ) {
-		if name == cli.AdminURLEnv || name == faultEnv || name == clockOffsetEnv {
+		if name == cli.AdminURLEnv || name == cli.AdminCAEnv || name == faultEnv || name == clockOffsetEnv {
 			continue // the admin commands' and the tests', not settings
 		}
 		logger.Warn("ignoring unknown environment variable; no setting has this name", "name", name)

@@ -318,9 +318,11 @@ func (s *server) listen(fault func(string)) error {
 		if err != nil {
 			return fmt.Errorf("admin.listen: %w", err)
 		}
-		adminL = l
 		s.closers = append(s.closers, func() { l.Close() })
 		s.addrs.Admin = l.Addr().String()
+		if adminL, err = s.adminTLS(l); err != nil {
+			return err
+		}
 	}
 	adminToken, tokenFrom, err := serveAdminToken(cfg, adminL != nil, s.logger)
 	if err != nil {
@@ -354,7 +356,7 @@ func (s *server) listenS3() error {
 		s.addrs.S3 = l.Addr().String()
 	}
 	if cfg.TLSListen != "" {
-		cert, err := reload.LoadCertificate(cfg)
+		cert, err := reload.LoadCertificate(cfg, reload.S3Files)
 		if err != nil {
 			return err
 		}
@@ -408,6 +410,7 @@ func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin
 		Progress:      progress,
 		Planes:        cfg.Digests.Planes,
 		Reload:        s.reloadForAdmin,
+		Config:        s.reloader.InEffect,
 		Token:         token,
 		Listen:        cfg.Admin.Listen,
 		Addr:          addr,
@@ -510,6 +513,7 @@ func (s *server) logServing() {
 		"listen", s.addrs.S3,
 		"tls_listen", s.addrs.S3TLS,
 		"admin_listen", s.addrs.Admin,
+		"admin_tls", s.cfg.Admin.TLSCertFile != "",
 		"admin_token", s.tokenFrom,
 		"etcd", etcdMode,
 		"etcd_endpoints", s.endpoints,

@@ -3,9 +3,7 @@ package harness
 import (
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -60,6 +58,10 @@ type Options struct {
 	// Binary runs another sweepgate binary than this tree's (a previous
 	// release, see BuildRelease); empty runs BuildSweepgate's.
 	Binary string
+	// AdminTLS, when set, makes the admin listener serve HTTPS with its
+	// files (admin.tls_cert_file, admin.tls_key_file): AdminEndpoint is
+	// then https://, and the harness trusts Roots to reach it.
+	AdminTLS *AdminTLS
 }
 
 // Gateway is a running sweepgate binary.
@@ -69,7 +71,8 @@ type Gateway struct {
 	// TLSEndpoint is the HTTPS S3 endpoint, https://127.0.0.1:PORT, served
 	// with Cert.
 	TLSEndpoint string
-	// AdminEndpoint serves /metrics, /healthz and /readyz.
+	// AdminEndpoint serves /metrics, /healthz and /readyz: http://, or
+	// https:// with Options.AdminTLS.
 	AdminEndpoint string
 	// Cert is the TLS listener's certificate; Cert.Pool trusts it.
 	Cert *TLSCert
@@ -90,6 +93,8 @@ type Gateway struct {
 	AdminTokenFile string
 	// adminToken is the admin token the configuration sets, if any.
 	adminToken string
+	// adminTLS is Options.AdminTLS; nil for a plain admin listener.
+	adminTLS *AdminTLS
 
 	t    testing.TB
 	bin  string
@@ -188,6 +193,7 @@ func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
 	g.args = append([]string{"serve", "--config", g.ConfigFile}, opts.Args...)
 	g.env = childEnv([]string{"SWEEPGATE_", "AWS_"}, opts.Env...)
 	g.adminToken = configuredAdminToken(opts)
+	g.adminTLS = opts.AdminTLS
 	dumpLogOnFailure(t, "sweepgate", g.LogFile)
 
 	nports, attempt := 5, 0
@@ -248,6 +254,11 @@ func (g *Gateway) writeConfig(m *MinIO, opts Options, ports []int) error {
 	g.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	g.TLSEndpoint = fmt.Sprintf("https://127.0.0.1:%d", ports[1])
 	g.AdminEndpoint = fmt.Sprintf("http://127.0.0.1:%d", ports[2])
+	adminCfg := map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", ports[2])}
+	if t := opts.AdminTLS; t != nil {
+		g.AdminEndpoint = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
+		adminCfg["tls_cert_file"], adminCfg["tls_key_file"] = t.CertFile, t.KeyFile
+	}
 
 	domains := opts.Domains
 	if domains == nil {
@@ -301,7 +312,7 @@ func (g *Gateway) writeConfig(m *MinIO, opts Options, ports []int) error {
 		"credentials":                creds,
 		"accept_backend_credentials": !opts.RejectBackendCredentials,
 		"etcd":                       etcd,
-		"admin":                      map[string]any{"listen": strings.TrimPrefix(g.AdminEndpoint, "http://")},
+		"admin":                      adminCfg,
 		"log":                        map[string]any{"format": "json", "level": level},
 		// Tests stop gateways often and have no load balancer to drain
 		// from; a test of the drain sets its own in Options.Config.
@@ -434,7 +445,9 @@ func (g *Gateway) start() error {
 	if err != nil {
 		return err
 	}
-	if err := waitHTTP(g.t.Context(), proc, g.AdminEndpoint+"/readyz", nil, gatewayReadyTimeout, isStatus(http.StatusOK)); err != nil {
+	client := g.AdminClient()
+	client.Timeout = 2 * time.Second
+	if err := waitHTTP(g.t.Context(), proc, g.AdminEndpoint+"/readyz", client, gatewayReadyTimeout, isStatus(http.StatusOK)); err != nil {
 		proc.kill()
 		return err
 	}
@@ -557,21 +570,4 @@ func (g *Gateway) TLSClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = g.TLSConfig()
 	return &http.Client{Transport: tr}
-}
-
-// Metrics fetches the admin listener's /metrics text.
-func (g *Gateway) Metrics() (string, error) {
-	resp, err := http.Get(g.AdminEndpoint + "/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", fmt.Errorf("metrics: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return string(b), errors.New("metrics: " + resp.Status)
-	}
-	return string(b), nil
 }

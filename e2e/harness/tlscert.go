@@ -4,7 +4,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -68,4 +72,39 @@ func startTLSProxy(t testing.TB, backend string) (string, *tls.Config) {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv.URL, &tls.Config{RootCAs: cert.Pool, MinVersion: tls.VersionTLS12}
+}
+
+// AdminTLS is the admin listener's certificate and key files, and the
+// roots a client verifies it with.
+type AdminTLS struct {
+	CertFile, KeyFile string
+	Roots             *x509.CertPool
+}
+
+// AdminClient returns an HTTP client of the admin listener: one that
+// trusts Options.AdminTLS's roots when it serves HTTPS.
+func (g *Gateway) AdminClient() *http.Client {
+	if g.adminTLS == nil {
+		return &http.Client{}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: g.adminTLS.Roots, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}
+}
+
+// Metrics fetches the admin listener's /metrics text.
+func (g *Gateway) Metrics() (string, error) {
+	resp, err := g.AdminClient().Get(g.AdminEndpoint + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("metrics: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return string(b), errors.New("metrics: " + resp.Status)
+	}
+	return string(b), nil
 }

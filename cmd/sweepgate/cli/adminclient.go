@@ -38,11 +38,15 @@ const (
 // adminURL picks the admin API's URL: the --admin flag's value, else
 // $SWEEPGATE_ADMIN_URL, else the address of admin.listen in the
 // configuration (clientConfig; by default 127.0.0.1:9001), and checks it.
+// The URL is https when it says so, when a CA is given (--admin-ca,
+// $SWEEPGATE_ADMIN_CA) or, for the configuration's address, when the
+// configuration sets admin.tls_cert_file.
 func (c *Client) adminURL(flagValue string) (string, error) {
 	u := flagValue
 	if u == "" {
 		u = envValue(c.Environ, AdminURLEnv)
 	}
+	tls := c.adminCAFile() != ""
 	if u == "" {
 		cfg, err := c.clientConfig()
 		if err != nil {
@@ -51,8 +55,11 @@ func (c *Client) adminURL(flagValue string) (string, error) {
 		if u, err = listenURL(cfg.Admin.Listen); err != nil {
 			return "", err
 		}
+		if cfg.Admin.TLSCertFile != "" {
+			u = "https" + strings.TrimPrefix(u, "http")
+		}
 	}
-	return normalizeAdminURL(u)
+	return normalizeAdminURL(u, tls)
 }
 
 // listenURL returns the URL that reaches a listener configured as listen:
@@ -103,14 +110,23 @@ func envValue(environ []string, name string) string {
 	return ""
 }
 
-// normalizeAdminURL accepts host:port as well as a URL.
-func normalizeAdminURL(raw string) (string, error) {
+// normalizeAdminURL accepts host:port as well as a URL; host:port is
+// https when tls is set (a CA was given), and an http:// URL is then
+// refused, since the CA says the listener speaks TLS.
+func normalizeAdminURL(raw string, tls bool) (string, error) {
 	if !strings.Contains(raw, "://") {
-		raw = "http://" + raw
+		scheme := "http://"
+		if tls {
+			scheme = "https://"
+		}
+		raw = scheme + raw
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return "", fmt.Errorf("admin URL %q: want http://HOST:PORT (the gateway's admin.listen)", raw)
+		return "", fmt.Errorf("admin URL %q: want http://HOST:PORT or https://HOST:PORT (the gateway's admin.listen)", raw)
+	}
+	if tls && u.Scheme == "http" {
+		return "", fmt.Errorf("admin URL %q is plain http, but a CA for its TLS certificate is given (--admin-ca or $%s): write https://", raw, AdminCAEnv)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
 }
@@ -184,11 +200,21 @@ func (c *Client) adminSend(ctx context.Context, name, base string, req adminRequ
 	if body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
 	}
-	resp, err = http.DefaultClient.Do(hreq)
+	client, err := c.adminHTTP()
+	if err != nil {
+		cancel()
+		fmt.Fprintf(c.Stderr, "sweepgate %s: %v\n", name, err)
+		return nil, nil, ExitError
+	}
+	resp, err = client.Do(hreq)
 	if err != nil {
 		cancel()
 		if ctx.Err() != nil && req.timeout == 0 {
 			fmt.Fprintf(c.Stderr, "sweepgate %s: interrupted: %v\n", name, err)
+			return nil, nil, ExitError
+		}
+		if msg := c.certificateProblem(err); msg != "" {
+			fmt.Fprintf(c.Stderr, "sweepgate %s: %s at %s: %s\n", name, "cannot reach the admin API", base, msg)
 			return nil, nil, ExitError
 		}
 		fmt.Fprintf(c.Stderr, "sweepgate %s: cannot reach the admin API at %s: %v\nIs sweepgate serve running there? Point --admin or %s at its admin.listen.\n", name, base, err, AdminURLEnv)
@@ -284,6 +310,11 @@ func adminFlagsHelp(width int) string {
 		{"", "$SWEEPGATE_CONFIG), read with the SWEEPGATE_* environment"},
 		{"", "as serve reads them: with the gateway's configuration the"},
 		{"", "command finds its admin listener and its admin token"},
+		{"--admin-ca FILE", "PEM file of the CA that signed the admin listener's"},
+		{"", "certificate (admin.tls_cert_file; default $" + AdminCAEnv + ","},
+		{"", "else the system's roots); with it, or an https:// URL, or"},
+		{"", "admin.tls_cert_file in the configuration, the command"},
+		{"", "speaks https and verifies the listener's certificate"},
 	}
 	var b strings.Builder
 	for _, l := range lines {

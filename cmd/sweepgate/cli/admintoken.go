@@ -22,13 +22,14 @@ const (
 )
 
 // adminFlag registers the flags that say which admin API to talk to and
-// how to prove the right to: --admin URL, --token-file FILE and --config
-// FILE. There is deliberately no --token: a token in a command line is
+// how to prove the right to: --admin URL, --token-file FILE, --config
+// FILE and --admin-ca FILE. There is deliberately no --token: a token in a command line is
 // visible to every user in the process list.
 func (c *Client) adminFlag(fs *flag.FlagSet, admin *string) {
 	fs.StringVar(admin, "admin", "", "")
 	fs.StringVar(&c.adminTokenFile, "token-file", "", "")
 	fs.StringVar(&c.adminConfig, "config", "", "")
+	fs.StringVar(&c.adminCA, "admin-ca", "", "")
 }
 
 // clientConfig returns the configuration a serve started with this

@@ -1,6 +1,7 @@
 // Package cli is the sweepgate binary's client commands: the thin clients
 // of a running gateway's admin API (sessions, reclaim, frontier, trash,
-// explain, reload), its health probe (healthcheck) and version. Package
+// explain, reload), the configuration check (config check), its health
+// probe (healthcheck) and version. Package
 // main dispatches to them through Commands and runs serve itself.
 package cli
 
@@ -8,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -42,9 +44,12 @@ type Client struct {
 	// IsTerminal says whether w is a terminal, where long commands show
 	// their progress; nil asks the operating system.
 	IsTerminal func(w io.Writer) bool
-	// adminTokenFile and adminConfig are the admin commands' --token-file
-	// and --config (adminFlag).
-	adminTokenFile, adminConfig string
+	// adminTokenFile, adminConfig and adminCA are the admin commands'
+	// --token-file, --config and --admin-ca (adminFlag).
+	adminTokenFile, adminConfig, adminCA string
+	// httpClient is the client of the admin API (adminHTTP), made once.
+	httpMu     sync.Mutex
+	httpClient *http.Client
 	// clientCfg is the configuration the admin commands read, loaded once
 	// (clientConfig).
 	clientMu     sync.Mutex
@@ -68,7 +73,8 @@ func Commands() []Command {
 		{"trash", "list deleted reference objects' digests, or restore them", (*Client).trashCmd, (*Client).trashHelp},
 		{"explain", "why the reclaimer keeps, marks, holds or would delete an upload or a blob", (*Client).explainCmd, (*Client).explainHelp},
 		{"migrate", "plan or run the move of etcd state to this release's keyspace schema", (*Client).migrateCmd, (*Client).migrateHelp},
-		{"reload", "make a running gateway read its credentials and TLS certificate again", (*Client).reloadCmd, (*Client).reloadHelp},
+		{"reload", "make a running gateway read its credentials and TLS certificates again", (*Client).reloadCmd, (*Client).reloadHelp},
+		{"config", "check a configuration as serve would read it, and what a reload would change", (*Client).configCmd, (*Client).configHelp},
 		{"healthcheck", "probe a running gateway's /healthz or /readyz (for HEALTHCHECK)", (*Client).healthcheckCmd, (*Client).healthcheckHelp},
 		{"version", "print the version and build information", (*Client).versionCmd, (*Client).versionHelp},
 	}

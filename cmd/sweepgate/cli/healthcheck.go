@@ -24,6 +24,7 @@ func (c *Client) healthcheckCmd(ctx context.Context, args []string) int {
 	var admin string
 	fs.StringVar(&admin, "admin", "", "")
 	fs.StringVar(&c.adminConfig, "config", "", "")
+	fs.StringVar(&c.adminCA, "admin-ca", "", "")
 	ready := fs.Bool("ready", false, "")
 	timeout := fs.Duration("timeout", defaultHealthcheckTimeout, "")
 	if err := fs.Parse(args); err != nil {
@@ -55,8 +56,17 @@ func (c *Client) healthcheckCmd(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.Stderr, "sweepgate healthcheck: %v\n", err)
 		return ExitUsage
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client, err := c.adminHTTP()
 	if err != nil {
+		fmt.Fprintf(c.Stderr, "sweepgate healthcheck: %v\n", err)
+		return ExitError
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if msg := c.certificateProblem(err); msg != "" {
+			fmt.Fprintf(c.Stderr, "sweepgate healthcheck: %s: %s\n", base+path, msg)
+			return ExitError
+		}
 		fmt.Fprintf(c.Stderr, "sweepgate healthcheck: %s: %v\n", base+path, err)
 		return ExitError
 	}
@@ -72,7 +82,7 @@ func (c *Client) healthcheckCmd(ctx context.Context, args []string) int {
 }
 
 func (c *Client) healthcheckHelp(w io.Writer) {
-	fmt.Fprint(w, `Usage: sweepgate healthcheck [--ready] [--admin URL] [--config FILE] [--timeout D]
+	fmt.Fprint(w, `Usage: sweepgate healthcheck [--ready] [--admin URL] [--admin-ca FILE] [--config FILE] [--timeout D]
 
 Asks a running gateway whether it is alive (/healthz) or, with --ready,
 ready to serve (/readyz: the backend answers and it is not shutting down;
@@ -83,6 +93,12 @@ HEALTHCHECK runs it, as the image has no shell or curl.
   --admin URL     the gateway's admin listener (default $SWEEPGATE_ADMIN_URL,
                   else admin.listen of the configuration, as serve reads it,
                   reached on loopback when it listens on every address)
+  --admin-ca FILE PEM file of the CA that signed the admin listener's
+                  certificate (default $SWEEPGATE_ADMIN_CA, else the system's
+                  roots); with it, an https:// URL or admin.tls_cert_file in
+                  the configuration, the probe speaks https and verifies the
+                  certificate, which must name the address probed (127.0.0.1
+                  when admin.listen is on every address)
   --config FILE   the gateway's YAML configuration (default $SWEEPGATE_CONFIG)
   --timeout D     give up after D (default 10s)
 `)

@@ -20,8 +20,9 @@ Asks a running sweepgate to read its configuration again, as SIGHUP does
 (POST /admin/v1/reload, see docs/admin-api.md): the client credentials
 (credentials, credentials_file), the backend's keys (backend.secret_key,
 backend.secret_key_file, backend.identities, reclaim.backend_identity) and
-the S3 TLS certificate take effect at once,
-without dropping a connection. A configuration it cannot apply changes
+the TLS certificates of the S3 and admin listeners (tls_cert_file,
+admin.tls_cert_file and their keys) take effect at once, without dropping
+a connection. A configuration it cannot apply changes
 nothing: the gateway keeps the values it had, and the command prints why.
 Settings that need a restart are named.
 
@@ -55,7 +56,7 @@ func (c *Client) reloadCmd(ctx context.Context, args []string) int {
 	if f.json {
 		return c.writeIndented(name, body)
 	}
-	fmt.Fprintln(c.Stdout, "Reloaded: the client credentials, the backend's keys and the TLS certificate in effect are those of the configuration now.")
+	fmt.Fprintln(c.Stdout, "Reloaded: the client credentials, the backend's keys and the TLS certificates in effect are those of the configuration now.")
 	if len(ans.RestartNeeded) > 0 {
 		fmt.Fprintf(c.Stdout, "Changed, but in effect only after a restart: %s.\n", strings.Join(ans.RestartNeeded, ", "))
 	}

@@ -3,6 +3,7 @@
 package deploy
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -23,6 +24,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/config"
 )
 
@@ -178,14 +180,6 @@ func checkChartConfig(t *testing.T, objs map[string]manifest, pod chartPod, c ch
 	mounts := chartMounts(t, pod, c)
 	root := t.TempDir()
 	cfgFile := filepath.Join(root, "config.yaml")
-	// TODO(merged with admin TLS): load admin.tls_cert_file and
-	// admin.tls_key_file too once the loader knows them, and check that
-	// cfg.Admin's certificate and key are files mounted from the admin
-	// TLS Secret; until then they are checked in the YAML above
-	// (checkRawConfig) and removed before the loader sees them.
-	adminRaw, _ := raw["admin"].(map[string]any)
-	delete(adminRaw, "tls_cert_file")
-	delete(adminRaw, "tls_key_file")
 	loadable, err := yaml.Marshal(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -212,6 +206,11 @@ func checkChartConfig(t *testing.T, objs map[string]manifest, pod chartPod, c ch
 	cfg, err = config.Load([]string{"--config", cfgFile}, environ)
 	if err != nil {
 		t.Fatalf("the rendered configuration does not load as serve loads it: %v", err)
+	}
+	checkChartConfigCheck(t, cfgFile, environ)
+	if cfg.Admin.TLSCertFile == "" || cfg.Admin.TLSKeyFile == "" {
+		t.Errorf("in the pod the admin listener serves plain HTTP (admin.tls_cert_file %q, admin.tls_key_file %q)",
+			cfg.Admin.TLSCertFile, cfg.Admin.TLSKeyFile)
 	}
 	if cfg.Listen != "" || cfg.TLSListen == "" || cfg.AcceptBackendCredentials {
 		t.Errorf("in the pod the gateway listens on %q (plain) and %q (TLS), accept_backend_credentials %v: want TLS only, false",
@@ -302,7 +301,8 @@ func chartFiles(cfg *config.Config) map[string]string {
 		"credentials_file": cfg.CredentialsFile, "admin.token_file": cfg.Admin.TokenFile,
 		"backend.secret_key_file": cfg.Backend.SecretKeyFile, "backend.ca_file": cfg.Backend.CAFile,
 		"etcd.ca_file": cfg.Etcd.CAFile, "etcd.cert_file": cfg.Etcd.CertFile, "etcd.key_file": cfg.Etcd.KeyFile,
-		"etcd.password_file": cfg.Etcd.PasswordFile,
+		"etcd.password_file":  cfg.Etcd.PasswordFile,
+		"admin.tls_cert_file": cfg.Admin.TLSCertFile, "admin.tls_key_file": cfg.Admin.TLSKeyFile,
 	}
 	for _, id := range cfg.Backend.Identities {
 		files["backend.identities "+id.Name] = id.SecretKeyFile
@@ -382,4 +382,24 @@ func selfSigned(t *testing.T) (certPEM, keyPEM string) {
 		selfSignedKey = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
 	})
 	return selfSignedCert, selfSignedKey
+}
+
+// checkChartConfigCheck runs what the chart's initContainer runs,
+// `sweepgate config check --config F`, in process on the rendered
+// configuration with the pod's environment: the rollout's gate must pass
+// the chart's own output.
+func checkChartConfigCheck(t *testing.T, cfgFile string, environ []string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	client := &cli.Client{Stdout: &out, Stderr: &errOut, Environ: environ}
+	for _, cmd := range cli.Commands() {
+		if cmd.Name != "config" {
+			continue
+		}
+		if code := cmd.Run(client, t.Context(), []string{"check", "--config", cfgFile}); code != cli.ExitOK {
+			t.Errorf("sweepgate config check refuses the rendered configuration (exit %d): %s", code, errOut.String())
+		}
+		return
+	}
+	t.Error("sweepgate has no config command for the initContainer to run")
 }

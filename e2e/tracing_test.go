@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -155,7 +156,8 @@ func logLines(t *testing.T, g *harness.Gateway, msg string) map[string][]map[str
 // operation, whose children are its backend calls (whose traceparent MinIO
 // receives) and, for the multipart calls, its etcd calls; the spans reach
 // the collector by the time the gateway has stopped, and the request's log
-// line (and an abort's audit line) carries the trace id.
+// line (and an abort's audit line) carries the trace id. A reclaimer pass
+// has a span of its own, with its backend and etcd calls under it.
 func TestTracing(t *testing.T) {
 	t.Parallel()
 	col := startCollector(t)
@@ -227,6 +229,9 @@ func TestTracing(t *testing.T) {
 		return err
 	})
 
+	awaitLeading(t, env.Gateway)
+	pass := runPass(t, env.Gateway.AdminEndpoint)
+
 	atBackend := backendTraceparents(t, tr)
 	// The spans still queued are exported on the way out.
 	env.Gateway.Stop()
@@ -238,6 +243,7 @@ func TestTracing(t *testing.T) {
 	for _, cl := range calls {
 		checkTracedCall(t, cl.op, cl.traceID, cl.spanID, spans, atBackend[cl.traceID], lines[cl.traceID])
 	}
+	checkPassSpan(t, pass.Pass, spans)
 	// The abort's audit line names the abort's trace.
 	abort := calls[len(calls)-1]
 	if audits := logLines(t, env.Gateway, "audit")[abort.traceID]; len(audits) != 1 || audits[0]["action"] != "abort_upload" {
@@ -330,5 +336,41 @@ func TestTracingOff(t *testing.T) {
 	lines := logLines(t, env.Gateway, "request")
 	if len(lines[""]) == 0 || len(lines) != 1 {
 		t.Errorf("with tracing off, request lines by trace id: %v", lines)
+	}
+}
+
+// checkPassSpan checks that the reclaimer pass numbered pass has its span,
+// whose children include its backend and etcd calls.
+func checkPassSpan(t *testing.T, pass int64, spans []*tracepb.Span) {
+	t.Helper()
+	var span *tracepb.Span
+	for _, s := range spans {
+		if s.GetName() != "reclaim pass" {
+			continue
+		}
+		for _, kv := range s.GetAttributes() {
+			if kv.GetKey() == "sweepgate.pass" && kv.GetValue().GetIntValue() == pass {
+				span = s
+			}
+		}
+	}
+	if span == nil {
+		t.Errorf("no span of reclaimer pass %d", pass)
+		return
+	}
+	backendCalls, etcdCalls := 0, 0
+	for _, s := range spans {
+		if !bytes.Equal(s.GetParentSpanId(), span.GetSpanId()) {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s.GetName(), "backend "):
+			backendCalls++
+		case strings.HasPrefix(s.GetName(), "etcdserverpb."):
+			etcdCalls++
+		}
+	}
+	if backendCalls == 0 || etcdCalls == 0 {
+		t.Errorf("reclaimer pass %d: %d backend and %d etcd spans under its span, want some of each", pass, backendCalls, etcdCalls)
 	}
 }

@@ -71,11 +71,14 @@ func newServeTracing(cfg *config.Config, build cli.BuildInfo, logger *slog.Logge
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("tracing: exporting spans failed", "endpoint", t.Endpoint, "err", err)
 	}))
-	return &serveTracing{provider: sdktrace.NewTracerProvider(
+	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(t.SampleRatio))),
-	)}, nil
+	)
+	// The reclaimer's passes take their tracer from the process's provider.
+	otel.SetTracerProvider(tp)
+	return &serveTracing{provider: tp}, nil
 }
 
 // tracingResource are the attributes that say which process made a span.

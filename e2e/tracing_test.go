@@ -26,14 +26,14 @@ import (
 )
 
 // otlpCollector is an OTLP/gRPC trace collector on the loopback that keeps
-// every span it is sent, with its resource's service.name.
+// every span it is sent, and the string attributes of their resources.
 type otlpCollector struct {
 	coltracepb.UnimplementedTraceServiceServer
 	addr string
 
 	mu       sync.Mutex
 	spans    []*tracepb.Span
-	services map[string]bool
+	resource map[string]string
 }
 
 func startCollector(t *testing.T) *otlpCollector {
@@ -42,7 +42,7 @@ func startCollector(t *testing.T) *otlpCollector {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &otlpCollector{addr: l.Addr().String(), services: map[string]bool{}}
+	c := &otlpCollector{addr: l.Addr().String(), resource: map[string]string{}}
 	srv := grpc.NewServer()
 	coltracepb.RegisterTraceServiceServer(srv, c)
 	go func() { _ = srv.Serve(l) }()
@@ -55,9 +55,7 @@ func (c *otlpCollector) Export(_ context.Context, req *coltracepb.ExportTraceSer
 	defer c.mu.Unlock()
 	for _, rs := range req.GetResourceSpans() {
 		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.GetKey() == "service.name" {
-				c.services[kv.GetValue().GetStringValue()] = true
-			}
+			c.resource[kv.GetKey()] = kv.GetValue().GetStringValue()
 		}
 		for _, ss := range rs.GetScopeSpans() {
 			c.spans = append(c.spans, ss.GetSpans()...)
@@ -66,10 +64,10 @@ func (c *otlpCollector) Export(_ context.Context, req *coltracepb.ExportTraceSer
 	return &coltracepb.ExportTraceServiceResponse{}, nil
 }
 
-func (c *otlpCollector) collected() ([]*tracepb.Span, map[string]bool) {
+func (c *otlpCollector) collected() ([]*tracepb.Span, map[string]string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]*tracepb.Span(nil), c.spans...), c.services
+	return append([]*tracepb.Span(nil), c.spans...), c.resource
 }
 
 // clientTrace sets the traceparent of each request a client sends: the
@@ -235,9 +233,9 @@ func TestTracing(t *testing.T) {
 	atBackend := backendTraceparents(t, tr)
 	// The spans still queued are exported on the way out.
 	env.Gateway.Stop()
-	spans, services := col.collected()
-	if !services["sweepgate"] {
-		t.Errorf("no spans of service sweepgate; services %v", services)
+	spans, resource := col.collected()
+	if resource["service.name"] != "sweepgate" || resource["service.version"] == "" || resource["service.instance.id"] == "" {
+		t.Errorf("spans' resource %v, want service.name sweepgate, its version and instance", resource)
 	}
 	lines := logLines(t, env.Gateway, "request")
 	for _, cl := range calls {

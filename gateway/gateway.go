@@ -463,8 +463,10 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if !errors.As(err, &s3e) {
 		g.log.Error("internal error", "id", req.id, "err", err)
 	}
-	code := s3err.As(err).Code
-	req.errorCode.Store(&code)
+	if req.span != nil {
+		code := s3err.As(err).Code
+		req.errorCode.Store(&code)
+	}
 	s3err.Write(w, err, r.URL.Path, req.id)
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 )
 
@@ -25,6 +27,10 @@ type Config struct {
 	Identities *Identities
 	// Now is the clock signatures are dated by; time.Now when nil.
 	Now func() time.Time
+	// Tracer, when set, makes a client span of every call made under a
+	// span (a request's, a reclaimer pass's) and sends the backend that
+	// span's traceparent; nil makes none and sends no traceparent.
+	Tracer trace.Tracer
 }
 
 // Client is the signed connection to the backend. It is safe for
@@ -53,7 +59,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{endpoint: u}
 	c.identities.Store(cfg.Identities)
-	c.transport = &signingTransport{base: newTransport(cfg.RootCAs), signer: c.signer, now: cfg.Now}
+	c.transport = &signingTransport{base: newTransport(cfg.RootCAs), signer: c.signer, now: cfg.Now, tracer: cfg.Tracer, host: u.Host}
 	c.check = &http.Client{Transport: c.transport, Timeout: 10 * time.Second}
 	return c, nil
 }

@@ -7,8 +7,13 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sweepgate/sweepgate/backend/h1client"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/tracing"
 )
 
 // emptySHA256 is the hex SHA-256 of an empty payload.
@@ -18,11 +23,15 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // before it is sent, so whatever prepared the request (the proxy, a
 // service, a health check) only has to say which payload hash to sign with,
 // in the X-Amz-Content-Sha256 header. signer picks the identity for each
-// request (Client.signer); a request it refuses is not sent.
+// request (Client.signer); a request it refuses is not sent. A client's
+// traceparent and tracestate never reach the backend: with a tracer, the
+// call's own span's take their place, signed with the rest (traceCall).
 type signingTransport struct {
 	base   http.RoundTripper
 	signer func(*http.Request) (*sigv4.Signer, error)
 	now    func() time.Time
+	tracer trace.Tracer // nil: no spans
+	host   string       // the backend's host:port, for the spans
 }
 
 func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -37,6 +46,10 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if c := CallerFrom(req.Context()); c != nil {
 		req.Header.Set(RequestIDHeader, c.RequestID)
 	}
+	for _, h := range tracing.TraceHeaders {
+		req.Header.Del(h)
+	}
+	span := t.traceCall(req)
 	payloadHash := req.Header.Get("X-Amz-Content-Sha256")
 	if payloadHash == "" {
 		payloadHash = emptySHA256
@@ -46,7 +59,47 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	req.Header.Del("Authorization")
 	req.Header.Del("X-Amz-Date")
 	signer.Sign(req, payloadHash, t.now())
-	return t.base.RoundTrip(req)
+	resp, err := t.base.RoundTrip(req)
+	if span != nil {
+		endCall(span, resp, err)
+	}
+	return resp, err
+}
+
+// traceCall starts the client span of a backend call made under a span and
+// writes its traceparent (and the trace's tracestate) into req's headers,
+// before they are signed. It returns nil, and writes nothing, without a
+// tracer or a parent span. The span covers the round trip up to the
+// response's headers, not the copy of its body.
+func (t *signingTransport) traceCall(req *http.Request) trace.Span {
+	if t.tracer == nil || !trace.SpanContextFromContext(req.Context()).IsValid() {
+		return nil
+	}
+	ctx, span := t.tracer.Start(req.Context(), "backend "+req.Method, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.Method.String(req.Method), tracing.ServerAddress.String(t.host))
+		if c := CallerFrom(req.Context()); c != nil {
+			span.SetAttributes(tracing.RequestID.String(c.RequestID))
+		}
+	}
+	tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	return span
+}
+
+// endCall ends a backend call's span with the backend's status, or the
+// error that left it without one.
+func endCall(span trace.Span, resp *http.Response, err error) {
+	switch {
+	case err != nil:
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "backend round trip failed")
+	default:
+		span.SetAttributes(tracing.Status.Int(resp.StatusCode), tracing.BackendRequestID.String(resp.Header.Get("X-Amz-Request-Id")))
+		if resp.StatusCode >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(resp.StatusCode))
+		}
+	}
+	span.End()
 }
 
 // newTransport returns the transport that carries the backend's calls: it

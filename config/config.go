@@ -58,6 +58,7 @@ type Config struct {
 	Admin    Admin
 	Log      Log
 	Shutdown Shutdown
+	Tracing  Tracing
 }
 
 // Reclaim configures the elected reclaimer that marks and later deletes

@@ -107,6 +107,7 @@ func TestDefaults(t *testing.T) {
 		Admin:    Admin{Listen: "127.0.0.1:9001"},
 		Log:      Log{Format: "text", Level: "info"},
 		Shutdown: Shutdown{DrainDelay: 5 * time.Second, Timeout: 30 * time.Second},
+		Tracing:  Tracing{SampleRatio: 1},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %s\nwant %s", c, want)
@@ -363,6 +364,11 @@ func TestValidation(t *testing.T) {
 		{"reclaim missing budget", []string{"--reclaim-missing-check-budget=0"}, []string{"reclaim.missing_check_budget"}},
 		{"reclaim pass uploads negative", []string{"--reclaim-pass-uploads=-1"}, []string{"reclaim.pass_uploads", "must not be negative"}},
 		{"digests pass blobs below a page", []string{"--reclaim-batch-size=100", "--digests-pass-blobs=99"}, []string{"digests.pass_blobs", "at least reclaim.batch_size (100)", "got 99"}},
+		{"tracing endpoint", []string{"--tracing-endpoint=http://otel:4317"}, []string{"tracing.endpoint", "host:port"}},
+		{"tracing ratio", []string{"--tracing-sample-ratio=1.5"}, []string{"tracing.sample_ratio", "between 0 and 1"}},
+		{"tracing insecure and CA", []string{"--tracing-endpoint=otel:4317", "--tracing-insecure", "--tracing-ca-file=/ca.pem"}, []string{"tracing.ca_file", "tracing.insecure"}},
+		{"tracing CA missing", []string{"--tracing-endpoint=otel:4317", "--tracing-ca-file=/nonexistent/ca.pem"}, []string{"tracing.ca_file", "no such file"}},
+		{"tracing off with its options", []string{"--tracing-insecure"}, []string{"tracing.endpoint", "tracing is off"}},
 		{"several at once", []string{"--log-level=verbose", "--log-format=xml", "--listen=x"}, []string{"log.level", "log.format", "listen"}},
 	}
 	for _, tt := range tests {
@@ -400,6 +406,7 @@ func TestValidConfigurations(t *testing.T) {
 		{"--etcd-embedded-auto-compaction-mode=revision", "--etcd-embedded-auto-compaction-retention=10000"},
 		{"--log-level=DEBUG", "--log-format=JSON"},
 		{"--reclaim-max-delete=-1", "--reclaim-max-delete-fraction=1", "--reclaim-batch-size=1", "--reclaim-parallel=256", "--reclaim-election-ttl=1s"},
+		{"--tracing-endpoint=127.0.0.1:4317", "--tracing-insecure", "--tracing-sample-ratio=0"},
 		// A replica without sessions has no reclaimer; the default
 		// reclaim.enabled does not make that an error.
 		{"--sessions-enabled=false"},

@@ -410,6 +410,18 @@ func Settings() []Setting {
 		setting("log.level", "LEVEL", "info",
 			"Least severe level logged: debug, info, warn or error. Audit lines (message \"audit\": every deletion, abort, mark, adoption, restore and resume) are written at every level.",
 			func(c *Config) any { return &c.Log.Level }),
+		setting("tracing.endpoint", "HOST:PORT", "",
+			"OTLP/gRPC address (host:port) of the OpenTelemetry collector that serve exports its traces to: a span per S3 request, named by its operation, with its backend and etcd calls as children (docs/operations.md#traces). Empty turns tracing off: nothing is exported and a client's traceparent header is not passed on to the backend.",
+			func(c *Config) any { return &c.Tracing.Endpoint }),
+		setting("tracing.insecure", "BOOL", "false",
+			"Send spans to tracing.endpoint over plain gRPC, without TLS: for a collector on the loopback or the same pod.",
+			func(c *Config) any { return &c.Tracing.Insecure }),
+		setting("tracing.ca_file", "FILE", "",
+			"PEM file of the certificate authorities that sign the collector's certificate (a private CA). Empty uses the system's roots.",
+			func(c *Config) any { return &c.Tracing.CAFile }),
+		setting("tracing.sample_ratio", "FRACTION", fraction(DefaultTracingSampleRatio),
+			"Fraction of the traces started at the gateway that are recorded and exported, from 0 to 1. A request with a traceparent header follows its caller's decision (parent-based sampling), whatever the ratio.",
+			func(c *Config) any { return &c.Tracing.SampleRatio }),
 	}
 }
 

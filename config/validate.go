@@ -73,6 +73,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateDigests()...)
 	errs = append(errs, c.validateAdmin()...)
 	errs = append(errs, c.validateAdminTLS()...)
+	errs = append(errs, c.validateTracing()...)
 
 	if c.Shutdown.DrainDelay < 0 {
 		bad("shutdown.drain_delay", "must not be negative, got %s", c.Shutdown.DrainDelay)

@@ -256,7 +256,7 @@ func (s *Service) deleteBlob(ctx context.Context, q *Request, digest string) rep
 			release()
 			return reply.Error(errReferenced(digest))
 		}
-		audit.Record(s.log, audit.DeleteBlob, digest, "an admin principal deletes a blob that is still referenced",
+		audit.Record(s.logFor(ctx), audit.DeleteBlob, digest, "an admin principal deletes a blob that is still referenced",
 			"principal", q.Principal, "id", q.RequestID, "bucket", q.Bucket, "key", q.Key)
 	}
 	send := func(out *http.Request) (*s3client.Answer, error) {

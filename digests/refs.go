@@ -314,7 +314,7 @@ func (s *Service) deleteRefWith(ctx context.Context, q *Request, send func(*http
 		// No references recorded: nothing to move.
 		return s.deleteObject(ctx, q, send)
 	}
-	audit.Record(s.log, audit.TrashObject, bucket+"/"+key, "DeleteObject of a reference object: its digests stay retained in the trash until it expires",
+	audit.Record(s.logFor(ctx), audit.TrashObject, bucket+"/"+key, "DeleteObject of a reference object: its digests stay retained in the trash until it expires",
 		"principal", q.Principal, "id", q.RequestID, "deleted_at", now, "expires", now.Add(s.trashWindow))
 	out, err := q.Forward.Request()
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
 	"github.com/sweepgate/sweepgate/s3op"
+	"github.com/sweepgate/sweepgate/tracing"
 )
 
 // CopySource is the object a CopyObject copies, as the gateway read and
@@ -276,12 +277,13 @@ type serviceRequestKey struct{}
 // logFor returns the service's logger with the id of the request ctx
 // serves: every line written while serving a request carries the id that
 // its request line, its x-amz-request-id header and its S3 error body
-// carry.
+// carry, and, when the request is traced, its trace and span ids.
 func (s *Service) logFor(ctx context.Context) *slog.Logger {
+	log := s.log.With(tracing.LogArgs(ctx)...)
 	if q, ok := ctx.Value(serviceRequestKey{}).(*Request); ok {
-		return s.log.With("id", q.RequestID)
+		return log.With("id", q.RequestID)
 	}
-	return s.log
+	return log
 }
 
 // stateContext returns the context of a request's etcd work: it keeps the

@@ -74,8 +74,10 @@ func ConnectSecure(ctx context.Context, endpoints []string, dialTimeout time.Dur
 // Dial returns a client of the etcd cluster at endpoints without waiting
 // for it to answer: its requests wait for (or fail on) the cluster, each
 // under its own context. A process that must start while etcd is down
-// dials, and learns whether etcd answers from Health.
-func Dial(endpoints []string, dialTimeout time.Duration, creds Credentials, log *slog.Logger) (*clientv3.Client, error) {
+// dials, and learns whether etcd answers from Health. extra are gRPC dial
+// options added to the client's own (serve's tracing instruments the
+// client with one).
+func Dial(endpoints []string, dialTimeout time.Duration, creds Credentials, log *slog.Logger, extra ...grpc.DialOption) (*clientv3.Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("etcdstore: no etcd endpoints")
 	}
@@ -96,10 +98,10 @@ func Dial(endpoints []string, dialTimeout time.Duration, creds Credentials, log 
 		// gRPC waits up to two minutes between attempts to reconnect to a
 		// member that went away; etcd coming back must be noticed within
 		// seconds, so that multipart calls and the reclaimer resume.
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		DialOptions: append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMaxDelay},
 			MinConnectTimeout: dialTimeout,
-		})},
+		})}, extra...),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: connect to %s: %w", strings.Join(endpoints, ","), err)

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/digests"
@@ -31,6 +32,7 @@ import (
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/s3err"
 	"github.com/sweepgate/sweepgate/s3op"
+	"github.com/sweepgate/sweepgate/tracing"
 )
 
 // Config is what a Gateway needs to know.
@@ -77,6 +79,9 @@ type Config struct {
 	// Retry-After. Nil always answers nil: each such request then waits
 	// for etcd up to the store's request timeout.
 	StateHealth func() error
+	// Tracer, when set, makes a server span of every request (tracing.go);
+	// nil (tracing off) makes none and reads no traceparent.
+	Tracer trace.Tracer
 }
 
 // Gateway is an http.Handler that serves the S3 API in front of a backend.
@@ -101,6 +106,7 @@ type Gateway struct {
 	metrics      *metrics
 	ids          *requestIDs
 	now          func() time.Time
+	tracer       trace.Tracer // nil: tracing off
 }
 
 // New returns a gateway serving through cfg.Backend, cfg.Sessions and
@@ -131,6 +137,7 @@ func New(cfg Config) (*Gateway, error) {
 		ids:          newRequestIDs(),
 		now:          cfg.Now,
 		stateHealth:  cfg.StateHealth,
+		tracer:       cfg.Tracer,
 	}
 	g.verify.region, g.verify.maxSkew = cfg.Region, cfg.MaxClockSkew
 	if err := g.SetKeys(Keys{Clients: cfg.Credentials, Identities: cfg.Backend.Identities()}); err != nil {
@@ -186,6 +193,10 @@ type request struct {
 	// of which run at once.
 	backendRequestID atomic.Pointer[string]
 	backendStart     time.Time
+	// span is the request's server span, nil with tracing off.
+	span trace.Span
+	// errorCode is the S3 error code the gateway answered with, if any.
+	errorCode atomic.Pointer[string]
 }
 
 // setBackendRequestID notes the backend's id for a response to a call made
@@ -215,6 +226,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.bodyUnread = func() bool {
 		return r.ContentLength != 0 && (req.auth == nil || !req.auth.Payload.Consumed())
 	}
+	r = g.startSpan(r, req)
 	r = r.WithContext(backend.WithCaller(context.WithValue(r.Context(), requestKey{}, req), &req.caller))
 	defer func() {
 		elapsed := g.now().Sub(start)
@@ -224,6 +236,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		g.metrics.observe(req.route.Operation, status, elapsed)
 		g.logRequest(r, req, rec, status, elapsed)
+		g.endSpan(r, req, status)
 	}()
 
 	route, routeErr := resolveRoute(r, g.domains)
@@ -268,11 +281,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // logRequest writes the request's log line (when info is enabled), its
 // attributes built in place rather than boxed one by one.
 func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorder, status int, elapsed time.Duration) {
-	ctx := context.Background() // as Logger.Info uses
+	ctx := logContext(req)
 	if !g.requestLog.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	var buf [10]slog.Attr
+	var buf [12]slog.Attr
 	attrs := append(buf[:0],
 		slog.String("id", req.id), slog.Any("op", req.route.Operation), slog.String("method", r.Method),
 		slog.String("bucket", req.route.Bucket), slog.Int("status", status), slog.Int64("bytes_out", rec.bytes),
@@ -283,6 +296,7 @@ func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorde
 	if id := req.backendRequestID.Load(); id != nil && *id != "" {
 		attrs = append(attrs, slog.String("backend_id", *id))
 	}
+	attrs = append(attrs, tracing.LogAttrs(ctx)...)
 	g.requestLog.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
 
@@ -448,6 +462,10 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	var s3e *s3err.Error
 	if !errors.As(err, &s3e) {
 		g.log.Error("internal error", "id", req.id, "err", err)
+	}
+	if req.span != nil {
+		code := s3err.As(err).Code
+		req.errorCode.Store(&code)
 	}
 	s3err.Write(w, err, r.URL.Path, req.id)
 }

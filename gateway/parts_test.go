@@ -3,6 +3,8 @@ package gateway
 import (
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -23,6 +25,9 @@ type testParts struct {
 	// Digests, when set, turns digest reclamation on: its Backend,
 	// Sessions, Parts, Now, Logger and Metrics are filled in.
 	Digests *digests.ServiceConfig
+	// Tracer, when set, is the backend client's and the gateway's tracer
+	// (Config.Tracer).
+	Tracer trace.Tracer
 }
 
 // newTestGateway builds the gateway of cfg over p's parts, and runs its
@@ -37,7 +42,8 @@ func newTestGateway(t testing.TB, p testParts, cfg Config) *Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Backend, err = backend.New(backend.Config{Endpoint: p.Endpoint, Identities: ids, Now: cfg.Now})
+	cfg.Backend, err = backend.New(backend.Config{Endpoint: p.Endpoint, Identities: ids, Now: cfg.Now, Tracer: p.Tracer})
+	cfg.Tracer = p.Tracer
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func (s *Service) abort(ctx context.Context, c *Call) reply.Reply {
 	err := s.abortUpload(ctx, c)
 	switch {
 	case errors.Is(err, errNoSession):
-		audit.Record(s.log, audit.AbortUpload, audit.Upload(c.Bucket, c.Key, c.UploadID), "client abort of an upload without a session, passed through to the backend",
+		audit.Record(s.logFor(ctx), audit.AbortUpload, audit.Upload(c.Bucket, c.Key, c.UploadID), "client abort of an upload without a session, passed through to the backend",
 			"principal", c.Principal, "id", c.RequestID)
 		return s.passThrough(c, nil)
 	case errors.Is(err, errNoSuchUpload):
@@ -91,7 +91,7 @@ func (s *Service) abortUpload(ctx context.Context, c *Call) error {
 		if unclear != nil {
 			outcome = etcdstore.StateCleanupPending
 		}
-		audit.Record(s.log, audit.AbortUpload, audit.Upload(c.Bucket, c.Key, c.UploadID), "client abort",
+		audit.Record(s.logFor(ctx), audit.AbortUpload, audit.Upload(c.Bucket, c.Key, c.UploadID), "client abort",
 			"principal", c.Principal, "id", c.RequestID, "outcome", outcome)
 		if unclear == nil {
 			_, err = s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateAborting, etcdstore.StateAborted, "backend confirmed abort", nil)
@@ -225,7 +225,7 @@ func (s *Service) AbortUpload(ctx context.Context, r AbortRequest) error {
 	}
 	err = s.abortUpload(ctx, c)
 	if errors.Is(err, errNoSession) {
-		audit.Record(s.log, audit.AbortUpload, audit.Upload(r.Bucket, r.Key, r.UploadID), "abort of an upload without a session, sent to the backend",
+		audit.Record(s.logFor(ctx), audit.AbortUpload, audit.Upload(r.Bucket, r.Key, r.UploadID), "abort of an upload without a session, sent to the backend",
 			"principal", r.Principal, "id", r.RequestID)
 		return s.abortBackend(ctx, r.Bucket, r.Key, r.UploadID)
 	}

@@ -44,7 +44,7 @@ func (s *Service) create(ctx context.Context, c *Call) reply.Reply {
 	defer cancel()
 	if _, err := s.store.CreateSession(rctx, sess); err != nil {
 		s.log.Error("create multipart upload: session not recorded; aborting the new upload", "id", c.RequestID, "upload_id", res.UploadID, "err", err)
-		audit.Record(s.log, audit.AbortUpload, audit.Upload(c.Bucket, c.Key, res.UploadID), "its session could not be recorded, so nobody would own it",
+		audit.Record(s.logFor(ctx), audit.AbortUpload, audit.Upload(c.Bucket, c.Key, res.UploadID), "its session could not be recorded, so nobody would own it",
 			"principal", c.Principal, "id", c.RequestID)
 		if aerr := s.abortBackend(rctx, c.Bucket, c.Key, res.UploadID); aerr != nil {
 			s.log.Error("create multipart upload: abort of unrecorded upload failed; it is an orphan", "id", c.RequestID, "upload_id", res.UploadID, "err", aerr)

@@ -29,6 +29,7 @@ import (
 	"github.com/sweepgate/sweepgate/s3client"
 	"github.com/sweepgate/sweepgate/s3err"
 	"github.com/sweepgate/sweepgate/s3op"
+	"github.com/sweepgate/sweepgate/tracing"
 )
 
 // Backend reaches the S3 server behind the gateway: the service forwards
@@ -292,4 +293,11 @@ func (s *Service) bounded(ctx context.Context) (context.Context, context.CancelF
 // backend acted cannot stop sweepgate from writing down what happened.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// logFor returns the service's logger for work done under ctx: with the
+// trace and span ids of the request ctx serves when it is traced, so that
+// its audit lines carry the ids of its request's trace.
+func (s *Service) logFor(ctx context.Context) *slog.Logger {
+	return s.log.With(tracing.LogArgs(ctx)...)
 }

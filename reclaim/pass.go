@@ -72,7 +72,9 @@ type pass struct {
 // runPass runs one pass under leadership l, or a dry run when l is nil or
 // dry is set. It returns the report, also when the pass stopped; err says
 // why it stopped.
-func (r *Reclaimer) runPass(ctx context.Context, l *Leadership, dry bool) (Report, error) {
+func (r *Reclaimer) runPass(ctx context.Context, l *Leadership, dry bool) (rep Report, err error) {
+	ctx, span := startPassSpan(ctx)
+	defer func() { endPassSpan(span, rep, err) }()
 	p := &pass{r: r, dry: dry || l == nil}
 	if l == nil {
 		l = r.elector.Current() // a plan shows the term it was made under
@@ -81,7 +83,7 @@ func (r *Reclaimer) runPass(ctx context.Context, l *Leadership, dry bool) (Repor
 		p.term = termOf(l)
 	}
 	started := r.now().UTC()
-	rep, err := p.run(ctx, started)
+	rep, err = p.run(ctx, started)
 	rep.Finished = r.now().UTC()
 	r.observe(rep, err, rep.Finished.Sub(started))
 	if !p.dry {

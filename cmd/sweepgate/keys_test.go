@@ -48,7 +48,7 @@ reclaim: {backend_identity: reader, buckets: [a]}
 		return cfg
 	}
 	cfg := load("writer-secret-1")
-	be, err := newBackendClient(cfg, time.Now)
+	be, err := newBackendClient(cfg, time.Now, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

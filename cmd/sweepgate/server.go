@@ -82,6 +82,7 @@ type server struct {
 	draining atomic.Bool
 	// closers undo the start, newest first (close).
 	closers []func()
+	tracing *serveTracing
 }
 
 // newServer builds the server of cfg, or returns why it cannot start,
@@ -108,6 +109,12 @@ func newServer(ctx context.Context, cfg *config.Config, load func() (*config.Con
 			Help: "Request log lines dropped because the log output fell behind (audit and other lines are never dropped).",
 		}, func() float64 { return float64(logs.sink.Dropped()) }),
 	)
+	// Tracing before anything that makes spans; its queued spans are
+	// exported after everything else has stopped.
+	if s.tracing, err = newServeTracing(cfg, build, logger); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, func() { s.tracing.shutdown(logger) })
 	// The store first: without it the gateway cannot record sessions.
 	if err := s.openStore(ctx); err != nil {
 		return nil, err
@@ -155,7 +162,7 @@ func (s *server) openStore(ctx context.Context) error {
 		}
 		creds = c
 	}
-	etcdClient, err := etcdstore.Dial(s.endpoints, cfg.Etcd.DialTimeout, creds, s.logger)
+	etcdClient, err := etcdstore.Dial(s.endpoints, cfg.Etcd.DialTimeout, creds, s.logger, s.tracing.etcdDialOptions()...)
 	if err != nil {
 		return err
 	}
@@ -238,7 +245,7 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 	if s.layout, err = cfg.Layout(); err != nil {
 		return err
 	}
-	if s.backend, err = newBackendClient(cfg, s.clock); err != nil {
+	if s.backend, err = newBackendClient(cfg, s.clock, s.tracing.tracer()); err != nil {
 		return fmt.Errorf("backend: %w", err)
 	}
 	if s.sessions, err = newSessions(cfg, s.requestStore, s.backend, fault, s.clock, s.logger, s.reg); err != nil {
@@ -262,6 +269,7 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 		Sessions:     s.sessions,
 		Digests:      s.digests,
 		StateHealth:  s.stateHealth,
+		Tracer:       s.tracing.tracer(),
 	})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
@@ -103,8 +104,8 @@ func gatewayKeys(cfg *config.Config, be *backend.Client) (gateway.Keys, error) {
 
 // newBackendClient builds the one signed connection to the backend that
 // the gateway, the session and digest services, the reconciler and the
-// reclaimer share.
-func newBackendClient(cfg *config.Config, clock func() time.Time) (*backend.Client, error) {
+// reclaimer share. tracer, when set, traces its calls made under a span.
+func newBackendClient(cfg *config.Config, clock func() time.Time, tracer trace.Tracer) (*backend.Client, error) {
 	roots, err := cfg.BackendRootCAs()
 	if err != nil {
 		return nil, err
@@ -113,7 +114,7 @@ func newBackendClient(cfg *config.Config, clock func() time.Time) (*backend.Clie
 	if err != nil {
 		return nil, err
 	}
-	return backend.New(backend.Config{Endpoint: cfg.Backend.Endpoint, RootCAs: roots, Identities: ids, Now: clock})
+	return backend.New(backend.Config{Endpoint: cfg.Backend.Endpoint, RootCAs: roots, Identities: ids, Now: clock, Tracer: tracer})
 }
 
 // buildInfoGauge exports the running version as a constant 1 with labels,

@@ -34,8 +34,14 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	req.Header.Del(RequestIDHeader)
+	for _, h := range sourceAddrHeaders {
+		req.Header.Del(h)
+	}
 	if c := CallerFrom(req.Context()); c != nil {
 		req.Header.Set(RequestIDHeader, c.RequestID)
+		if c.ClientAddr != "" {
+			req.Header.Set(ClientAddrHeader, c.ClientAddr)
+		}
 	}
 	payloadHash := req.Header.Get("X-Amz-Content-Sha256")
 	if payloadHash == "" {

@@ -253,6 +253,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.metrics.observe(req.route.Operation, status, elapsed)
 		g.logRequest(r, req, rec, status, elapsed)
 	}()
+	defer func() {
+		// A client cut off while its handler answered nothing (the cut
+		// cancelled the request's context) still hears why.
+		if rec.status == 0 && timedOut() {
+			g.writeError(rec, r, s3err.ErrRequestTimeout)
+		}
+	}()
 
 	route, routeErr := resolveRoute(r, g.domains)
 	req.route = route

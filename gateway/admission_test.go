@@ -19,6 +19,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/clientip"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
+	"github.com/sweepgate/sweepgate/s3err"
 )
 
 // signedGet returns a GET of target signed with the access key ak (whose
@@ -302,6 +303,48 @@ func holdingBackend(t *testing.T) (*httptest.Server, func(name string) *held) {
 			fmt.Fprint(w, "body")
 		}
 	}))
-	t.Cleanup(be.Close)
+	t.Cleanup(func() {
+		// A failed test leaves requests held: let them go, or Close
+		// would wait for them.
+		mu.Lock()
+		for _, h := range holds {
+			select {
+			case h.finish <- "ok":
+			default:
+			}
+		}
+		mu.Unlock()
+		be.Close()
+	})
 	return be, hold
+}
+
+// TestRecorderReplacesAnswer: once the client was cut off, whatever
+// answer a handler starts (a backend's error relayed, the proxy's own) is
+// replaced by the cut-off's error, and the connection closed.
+func TestRecorderReplacesAnswer(t *testing.T) {
+	for _, code := range []int{http.StatusOK, http.StatusBadRequest, http.StatusServiceUnavailable} {
+		w := httptest.NewRecorder()
+		cut := false
+		rec := &responseRecorder{ResponseWriter: w, bodyUnread: func() bool { return true }, resource: "/b/k", id: "req-1",
+			replace: func() error {
+				if cut {
+					return s3err.ErrRequestTimeout
+				}
+				return nil
+			}}
+		cut = true
+		rec.Header().Set("Content-Length", "5")
+		rec.WriteHeader(code)
+		rec.Write([]byte("other"))
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "<Code>RequestTimeout</Code>") || strings.Contains(w.Body.String(), "other") {
+			t.Errorf("answer %d: got %d %s, want 400 RequestTimeout alone", code, w.Code, w.Body)
+		}
+		if rec.status != http.StatusBadRequest || rec.bytes != int64(w.Body.Len()) {
+			t.Errorf("answer %d: recorded %d, %d bytes; want 400 and %d bytes", code, rec.status, rec.bytes, w.Body.Len())
+		}
+		if w.Header().Get("Connection") != "close" || w.Header().Get("Content-Length") == "5" {
+			t.Errorf("answer %d: headers %v", code, w.Header())
+		}
+	}
 }

@@ -7,10 +7,12 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +142,44 @@ func TestInFlightLimits(t *testing.T) {
 	}
 	for _, cred := range creds {
 		requireStatus(t, get(t, cred), http.StatusOK)
+	}
+
+	// A reload lifts the per-credential limit under the running process.
+	setConfig(t, e.Gateway, func(cfg map[string]any) {
+		cfg["limits"] = map[string]any{"max_in_flight": 2, "max_in_flight_per_credential": 0}
+	})
+	status, body := adminReload(t, e.Gateway)
+	var res struct {
+		RestartNeeded []string `json:"restart_needed"`
+	}
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &res) != nil || len(res.RestartNeeded) != 0 {
+		t.Fatalf("reload: %d %s", status, body)
+	}
+	heldA = holdUpload(t, e, a, bucket, "held-a-again")
+	requireStatus(t, get(t, a), http.StatusOK)
+	if status := heldA.finish(t); status != http.StatusOK {
+		t.Fatalf("the held upload after the reload ended with %d", status)
+	}
+}
+
+// setConfig rewrites the gateway's configuration file (JSON, which YAML
+// reads) with change applied, for a reload.
+func setConfig(t *testing.T, g *harness.Gateway, change func(map[string]any)) {
+	t.Helper()
+	b, err := os.ReadFile(g.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	change(cfg)
+	if b, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(g.ConfigFile, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

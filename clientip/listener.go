@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -25,7 +26,8 @@ type Listener struct {
 	// HeaderTimeout bounds the wait for a connection's first bytes and
 	// its header: a connection that stays silent longer is refused.
 	HeaderTimeout time.Duration
-	// Refused, when set, is told of every refused connection.
+	// Refused, when set, is told of every refused connection but those
+	// closed before their first byte.
 	Refused func(peer net.Addr, err error)
 }
 
@@ -49,6 +51,10 @@ type proxyConn struct {
 	err    error
 }
 
+// errClosedEmpty is a connection closed before it sent a byte, such as a
+// load balancer's TCP health check: there is nothing to refuse.
+var errClosedEmpty = errors.New("proxy protocol: connection closed before its first byte")
+
 // ErrUntrustedHeader refuses a PROXY header from an address that is not a
 // trusted proxy.
 var ErrUntrustedHeader = errors.New("proxy protocol: header from an address that is not a trusted proxy")
@@ -58,7 +64,7 @@ func (c *proxyConn) init() {
 		c.remote = c.Conn.RemoteAddr()
 		if err := c.readHeader(); err != nil {
 			c.err = err
-			if c.l.Refused != nil {
+			if c.l.Refused != nil && !errors.Is(err, errClosedEmpty) {
 				c.l.Refused(c.Conn.RemoteAddr(), err)
 			}
 			c.Conn.Close()
@@ -74,6 +80,9 @@ func (c *proxyConn) readHeader() error {
 	}
 	c.br = bufio.NewReaderSize(c.Conn, 256)
 	prefix, err := c.br.Peek(5)
+	if len(prefix) == 0 && errors.Is(err, io.EOF) {
+		return errClosedEmpty
+	}
 	if len(prefix) == 0 || (err != nil && HasHeader(prefix)) {
 		return fmt.Errorf("proxy protocol: reading the first bytes: %w", err)
 	}

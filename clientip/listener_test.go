@@ -33,6 +33,13 @@ type addrConn struct {
 
 func (c addrConn) RemoteAddr() net.Addr { return c.peer }
 
+// SetReadDeadline sets the pipe's deadline; unlike a pipe, and like a TCP
+// socket, it does not fail once the other end has closed.
+func (c addrConn) SetReadDeadline(t time.Time) error {
+	_ = c.Conn.SetReadDeadline(t)
+	return nil
+}
+
 // dial returns the server's accepted connection from peer and the
 // client's end, after the client has written first (in the background).
 func dial(t *testing.T, l *Listener, peer string, first []byte) (net.Conn, net.Conn) {
@@ -137,6 +144,20 @@ func TestListenerSilentConnection(t *testing.T) {
 		t.Errorf("Read of a silent connection: %v, want a deadline error", err)
 	}
 	if len(*refused) != 1 {
+		t.Errorf("refused: %v", *refused)
+	}
+}
+
+// TestListenerClosedEmpty: a connection closed before its first byte (a
+// TCP health check) is not reported as refused.
+func TestListenerClosedEmpty(t *testing.T) {
+	l, refused := newTestListener(t, "10.0.0.0/8")
+	c, client := dial(t, l, "10.0.0.1:4000", nil)
+	client.Close()
+	if _, err := c.Read(make([]byte, 10)); err == nil {
+		t.Error("Read of a closed connection succeeded")
+	}
+	if len(*refused) != 0 {
 		t.Errorf("refused: %v", *refused)
 	}
 }

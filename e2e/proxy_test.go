@@ -205,6 +205,16 @@ func TestClientAddressBehindProxies(t *testing.T) {
 			allowed(t, put(t, proxyProtocolClient(allowedClient, v2, false), g.Endpoint, key), key)
 			denied(t, put(t, proxyProtocolClient(otherClient, v2, false), g.Endpoint, key+"-other"), key+"-other")
 		}
+		// A bodiless GET goes to MinIO by another client of the gateway's
+		// (backend/h1client), with the same header.
+		getFrom := func(src string) *http.Response {
+			req := newRequest(t, http.MethodGet, objectURL(g.Endpoint, bucket, "pp-v2-true"), nil)
+			return do(t, proxyProtocolClient(src, true, false), signed(t, e, req, harness.EmptySHA256))
+		}
+		if b := requireStatus(t, getFrom(allowedClient), http.StatusOK); string(b) != "by pp-v2-true" {
+			t.Errorf("GET from %s: %q", allowedClient, b)
+		}
+		requireRefusal(t, getFrom(otherClient), "403 AccessDenied")
 	})
 	t.Run("untrusted", func(t *testing.T) {
 		// Directly, from 127.0.0.1, with every header MinIO reads an

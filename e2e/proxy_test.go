@@ -233,21 +233,7 @@ func TestClientAddressBehindProxies(t *testing.T) {
 		}
 		requireAbsent(t, direct, bucket, "pp-untrusted")
 	})
-	t.Run("log and audit", func(t *testing.T) {
-		// The upload is created and aborted from allowedClient behind the
-		// PROXY protocol, by the credential that owns it.
-		c := harness.NewS3Client(g.Endpoint, m.Region, "ipc", "ipc-secret-12345", proxyProtocolClient(allowedClient, true, false).Transport, true)
-		id := createUpload(t, c, bucket, "aborted")
-		if _, err := c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("aborted"), UploadId: aws.String(id)}); err != nil {
-			t.Fatal(err)
-		}
-		requireLogLine(t, g, func(l map[string]any) bool {
-			return l["msg"] == "audit" && l["action"] == "abort_upload" && strings.Contains(fmt.Sprint(l["what"]), id)
-		}, "client", allowedClient)
-		requireLogLine(t, g, func(l map[string]any) bool {
-			return l["msg"] == "request" && l["op"] == "AbortMultipartUpload"
-		}, "client", allowedClient)
-	})
+	t.Run("log and audit", func(t *testing.T) { logNamesClient(t, g, m.Region, bucket) })
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -275,4 +261,22 @@ func requireLogLine(t *testing.T, g *harness.Gateway, match func(map[string]any)
 		}
 		return false, "no such log line yet"
 	})
+}
+
+// logNamesClient creates and aborts an upload from allowedClient behind
+// the PROXY protocol, by the credential that owns it, and checks that the
+// abort's audit line and its request line name allowedClient.
+func logNamesClient(t *testing.T, g *harness.Gateway, region, bucket string) {
+	ctx := t.Context()
+	c := harness.NewS3Client(g.Endpoint, region, "ipc", "ipc-secret-12345", proxyProtocolClient(allowedClient, true, false).Transport, true)
+	id := createUpload(t, c, bucket, "aborted")
+	if _, err := c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("aborted"), UploadId: aws.String(id)}); err != nil {
+		t.Fatal(err)
+	}
+	requireLogLine(t, g, func(l map[string]any) bool {
+		return l["msg"] == "audit" && l["action"] == "abort_upload" && strings.Contains(fmt.Sprint(l["what"]), id)
+	}, "client", allowedClient)
+	requireLogLine(t, g, func(l map[string]any) bool {
+		return l["msg"] == "request" && l["op"] == "AbortMultipartUpload"
+	}, "client", allowedClient)
 }

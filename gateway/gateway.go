@@ -4,12 +4,14 @@
 // with the backend identity the client's credential names (identities.go).
 //
 // A request's path through the package, in order: ServeHTTP (request id,
-// metrics, log line) -> resolveRoute (bucket, key, and the operation from
-// the one table of operations the gateway serves, operationRules; what it
-// cannot name exactly as the backend will execute it is refused) ->
-// sigv4.Verifier.Verify (who signed it, how its body is checked) ->
-// dispatch (the one place that decides which handler serves an operation)
-// -> proxy (rewrite, sign, stream).
+// the client's address, metrics, log line, the body's read deadline) ->
+// resolveRoute (bucket, key, and the operation from the one table of
+// operations the gateway serves, operationRules; what it cannot name
+// exactly as the backend will execute it is refused) -> the total
+// in-flight limit -> sigv4.Verifier.Verify (who signed it, how its body is
+// checked) -> the credential's in-flight limit -> dispatch (the one place
+// that decides which handler serves an operation) -> proxy (rewrite, sign,
+// stream).
 package gateway
 
 import (
@@ -284,13 +286,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.writeError(rec, r, err)
 		return
 	}
+	req.auth, req.caller.Signer = auth, keys.identities.Signer(auth.Backend)
 	releaseKey := g.inFlight.acquireKey(auth.AccessKey, limits.MaxInFlightPerCredential)
 	if releaseKey == nil {
 		g.refuseLimited(rec, r, "credential")
 		return
 	}
 	defer releaseKey()
-	req.auth, req.caller.Signer = auth, keys.identities.Signer(auth.Backend)
 	if routeErr != nil {
 		g.writeError(rec, r, routeErr)
 		return

@@ -163,13 +163,13 @@ func TestClientAddressBehindProxies(t *testing.T) {
 	xff := startXFFProxy(t, g.Endpoint)
 	put := func(t *testing.T, c *http.Client, endpoint, key string, header ...string) *http.Response {
 		t.Helper()
-		req := newRequest(t, http.MethodPut, objectURL(g.Endpoint, bucket, key), []byte("by "+key))
-		req = signed(t, e, req, harness.UnsignedPayload)
+		req := signed(t, e, newRequest(t, http.MethodPut, objectURL(g.Endpoint, bucket, key), []byte("by "+key)), harness.UnsignedPayload)
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Add(header[i], header[i+1]) // unsigned, as a client adds them
 		}
 		u, _ := url.Parse(endpoint)
-		req.URL.Host = u.Host // the connection goes there; Host stays the gateway's
+		// The connection goes there; Host stays the gateway's.
+		req.URL.Scheme, req.URL.Host = u.Scheme, u.Host
 		return do(t, c, req)
 	}
 	allowed := func(t *testing.T, resp *http.Response, key string) {
@@ -215,6 +215,10 @@ func TestClientAddressBehindProxies(t *testing.T) {
 			t.Errorf("GET from %s: %q", allowedClient, b)
 		}
 		requireRefusal(t, getFrom(otherClient), "403 AccessDenied")
+		// The HTTPS listener reads the header before the TLS handshake.
+		tlsClient := proxyProtocolClient(allowedClient, false, false)
+		tlsClient.Transport.(*http.Transport).TLSClientConfig = g.TLSConfig()
+		allowed(t, put(t, tlsClient, g.TLSEndpoint, "pp-tls"), "pp-tls")
 	})
 	t.Run("untrusted", func(t *testing.T) {
 		// Directly, from 127.0.0.1, with every header MinIO reads an

@@ -20,6 +20,11 @@ type Caller struct {
 	// RequestID is the gateway's id of the request, sent to the backend in
 	// RequestIDHeader so that its logs tie each call to the request.
 	RequestID string
+	// ClientAddr is the address of the client the request came from, as
+	// the gateway resolved it (package clientip); empty when unknown. Every
+	// call made for the request carries it to the backend in
+	// ClientAddrHeader, which is where MinIO takes aws:SourceIp from.
+	ClientAddr string
 	// Done, when set, is called after each call made through Client.RoundTrip
 	// (the services' calls; the proxy's go through Client.Transport) with
 	// how long it took and, when it was answered, the backend's request id.
@@ -46,3 +51,24 @@ var ErrNotAuthenticated = errors.New("backend: call for a request that is not au
 // RequestIDHeader carries the gateway's request id on every backend call
 // made for a client request. A client's own value is never passed on.
 const RequestIDHeader = "X-Sweepgate-Request-Id"
+
+// ClientAddrHeader carries the client's address (Caller.ClientAddr) on
+// every backend call made for a client request: MinIO reads X-Forwarded-For
+// first of the headers it takes a request's source address from
+// (aws:SourceIp in policy conditions), and its first entry. The transport
+// sets it, after removing every header MinIO reads a source address from
+// (sourceAddrHeaders), so a client's own never reaches the backend.
+const ClientAddrHeader = "X-Forwarded-For"
+
+// sourceAddrHeaders are the headers MinIO takes a request's source address
+// from, in the order it reads them.
+var sourceAddrHeaders = []string{"X-Forwarded-For", "X-Real-Ip", "Forwarded"}
+
+// ClientAddr returns the client address of the request ctx serves, or ""
+// for background work, for the log and audit lines of what it causes.
+func ClientAddr(ctx context.Context) string {
+	if c := CallerFrom(ctx); c != nil {
+		return c.ClientAddr
+	}
+	return ""
+}

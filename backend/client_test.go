@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -90,5 +91,53 @@ func TestNotAuthenticatedIsNotSent(t *testing.T) {
 	}
 	if n := calls.Load(); n != 0 {
 		t.Errorf("the backend was called %d times", n)
+	}
+}
+
+// TestClientAddrHeader: a call made for a client request carries the
+// client's address in X-Forwarded-For, alone, whatever source-address
+// headers the request held before; a background call carries none.
+func TestClientAddrHeader(t *testing.T) {
+	t.Parallel()
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() }))
+	defer srv.Close()
+	c, err := NewStatic(srv.URL, "", "k", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := c.Identities().Background()
+	for _, tc := range []struct {
+		caller *Caller
+		want   []string
+	}{
+		{&Caller{RequestID: "r1", Signer: signer, ClientAddr: "192.0.2.7"}, []string{"192.0.2.7"}},
+		{&Caller{RequestID: "r2", Signer: signer}, nil},
+		{nil, nil},
+	} {
+		ctx := context.Background()
+		if tc.caller != nil {
+			ctx = WithCaller(ctx, tc.caller)
+		}
+		req, err := c.NewRequest(ctx, http.MethodGet, "b", "k", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-For", "10.9.9.9")
+		req.Header.Add("X-Forwarded-For", "10.9.9.8")
+		req.Header.Set("X-Real-Ip", "10.9.9.9")
+		req.Header.Set("Forwarded", "for=10.9.9.9")
+		resp, err := c.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		h := <-got
+		if xff := h.Values("X-Forwarded-For"); !slices.Equal(xff, tc.want) {
+			t.Errorf("caller %+v: X-Forwarded-For %q, want %q", tc.caller, xff, tc.want)
+		}
+		if h.Get("X-Real-Ip") != "" || h.Get("Forwarded") != "" {
+			t.Errorf("caller %+v: the request's own X-Real-Ip %q or Forwarded %q reached the backend", tc.caller, h.Get("X-Real-Ip"), h.Get("Forwarded"))
+		}
 	}
 }

@@ -43,8 +43,14 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	req.Header.Del(RequestIDHeader)
+	for _, h := range sourceAddrHeaders {
+		req.Header.Del(h)
+	}
 	if c := CallerFrom(req.Context()); c != nil {
 		req.Header.Set(RequestIDHeader, c.RequestID)
+		if c.ClientAddr != "" {
+			req.Header.Set(ClientAddrHeader, c.ClientAddr)
+		}
 	}
 	for _, h := range tracing.TraceHeaders {
 		req.Header.Del(h)

@@ -50,6 +50,14 @@ type Config struct {
 	AcceptBackendCredentials bool
 	// MaxClockSkew is how far a request's signing time may be from ours.
 	MaxClockSkew time.Duration
+	// TrustedProxies are the CIDR prefixes (or single addresses) of the
+	// proxies whose X-Forwarded-For entries and PROXY headers are believed.
+	TrustedProxies []string
+	// ProxyProtocol makes the S3 listeners read a PROXY protocol header
+	// from trusted proxies.
+	ProxyProtocol bool
+	// Limits bound the requests served at once and the wait for a body.
+	Limits Limits
 
 	Etcd     Etcd
 	Sessions Sessions

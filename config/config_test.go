@@ -104,6 +104,7 @@ func TestDefaults(t *testing.T) {
 			GuardSettle:        2 * time.Minute,
 			DeleteParallel:     4,
 		},
+		Limits:   Limits{BodyReadTimeout: 2 * time.Minute},
 		Admin:    Admin{Listen: "127.0.0.1:9001"},
 		Log:      Log{Format: "text", Level: "info"},
 		Shutdown: Shutdown{DrainDelay: 5 * time.Second, Timeout: 30 * time.Second},

@@ -44,6 +44,7 @@ func (c *Config) normalize() {
 func (c *Config) Validate() error {
 	errs := c.validateListeners()
 	errs = append(errs, c.validateBackend()...)
+	errs = append(errs, c.validateLimits()...)
 	errs = append(errs, c.validateCredentials()...)
 	errs = append(errs, c.validateIdentities()...)
 	bad := func(key, format string, args ...any) {

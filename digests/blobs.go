@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/audit"
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reply"
@@ -257,7 +258,7 @@ func (s *Service) deleteBlob(ctx context.Context, q *Request, digest string) rep
 			return reply.Error(errReferenced(digest))
 		}
 		audit.Record(s.logFor(ctx), audit.DeleteBlob, digest, "an admin principal deletes a blob that is still referenced",
-			"principal", q.Principal, "id", q.RequestID, "bucket", q.Bucket, "key", q.Key)
+			"principal", q.Principal, "client", backend.ClientAddr(ctx), "id", q.RequestID, "bucket", q.Bucket, "key", q.Key)
 	}
 	send := func(out *http.Request) (*s3client.Answer, error) {
 		left := sendBy.Sub(s.now())

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/audit"
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reply"
 	"github.com/sweepgate/sweepgate/s3client"
@@ -201,7 +202,7 @@ func (s *Service) trashSources(ctx context.Context, bucket, principal string, ob
 		case ok:
 			trashed = append(trashed, trashedObject{obj: o, at: now})
 			audit.Record(s.logFor(ctx), audit.TrashObject, bucket+"/"+o.Key, "DeleteObjects of a reference object: its digests stay retained in the trash until it expires",
-				"principal", principal, "deleted_at", now, "expires", expires)
+				"principal", principal, "client", backend.ClientAddr(ctx), "deleted_at", now, "expires", expires)
 		}
 		send = append(send, i)
 	}

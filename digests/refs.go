@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sweepgate/sweepgate/audit"
+	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/reply"
@@ -315,7 +316,7 @@ func (s *Service) deleteRefWith(ctx context.Context, q *Request, send func(*http
 		return s.deleteObject(ctx, q, send)
 	}
 	audit.Record(s.logFor(ctx), audit.TrashObject, bucket+"/"+key, "DeleteObject of a reference object: its digests stay retained in the trash until it expires",
-		"principal", q.Principal, "id", q.RequestID, "deleted_at", now, "expires", now.Add(s.trashWindow))
+		"principal", q.Principal, "client", backend.ClientAddr(ctx), "id", q.RequestID, "deleted_at", now, "expires", now.Add(s.trashWindow))
 	out, err := q.Forward.Request()
 	if err != nil {
 		sctx, cancel := s.stateContext(ctx)

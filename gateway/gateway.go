@@ -4,12 +4,14 @@
 // with the backend identity the client's credential names (identities.go).
 //
 // A request's path through the package, in order: ServeHTTP (request id,
-// metrics, log line) -> resolveRoute (bucket, key, and the operation from
-// the one table of operations the gateway serves, operationRules; what it
-// cannot name exactly as the backend will execute it is refused) ->
-// sigv4.Verifier.Verify (who signed it, how its body is checked) ->
-// dispatch (the one place that decides which handler serves an operation)
-// -> proxy (rewrite, sign, stream).
+// the client's address, metrics, log line, the body's read deadline) ->
+// resolveRoute (bucket, key, and the operation from the one table of
+// operations the gateway serves, operationRules; what it cannot name
+// exactly as the backend will execute it is refused) -> the total
+// in-flight limit -> sigv4.Verifier.Verify (who signed it, how its body is
+// checked) -> the credential's in-flight limit -> dispatch (the one place
+// that decides which handler serves an operation) -> proxy (rewrite, sign,
+// stream).
 package gateway
 
 import (
@@ -18,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sweepgate/sweepgate/backend"
+	"github.com/sweepgate/sweepgate/clientip"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
@@ -82,6 +86,12 @@ type Config struct {
 	// Tracer, when set, makes a server span of every request (tracing.go);
 	// nil (tracing off) makes none and reads no traceparent.
 	Tracer trace.Tracer
+	// Trusted are the proxies whose X-Forwarded-For entries name the
+	// client (SetTrusted installs others); the zero value trusts none.
+	Trusted clientip.Trusted
+	// Limits bound the requests in flight and the wait for a body
+	// (SetLimits installs others); the zero value limits nothing.
+	Limits Limits
 }
 
 // Gateway is an http.Handler that serves the S3 API in front of a backend.
@@ -107,6 +117,9 @@ type Gateway struct {
 	ids          *requestIDs
 	now          func() time.Time
 	tracer       trace.Tracer // nil: tracing off
+	trusted      atomic.Pointer[clientip.Trusted]
+	limits       atomic.Pointer[Limits]
+	inFlight     inFlight
 }
 
 // New returns a gateway serving through cfg.Backend, cfg.Sessions and
@@ -140,6 +153,8 @@ func New(cfg Config) (*Gateway, error) {
 		tracer:       cfg.Tracer,
 	}
 	g.verify.region, g.verify.maxSkew = cfg.Region, cfg.MaxClockSkew
+	g.SetTrusted(cfg.Trusted)
+	g.SetLimits(cfg.Limits)
 	if err := g.SetKeys(Keys{Clients: cfg.Credentials, Identities: cfg.Backend.Identities()}); err != nil {
 		return nil, err
 	}
@@ -197,6 +212,8 @@ type request struct {
 	span trace.Span
 	// errorCode is the S3 error code the gateway answered with, if any.
 	errorCode atomic.Pointer[string]
+	// client is the client's address (Gateway.clientAddr).
+	client netip.Addr
 }
 
 // setBackendRequestID notes the backend's id for a response to a call made
@@ -213,7 +230,7 @@ func requestFrom(ctx context.Context) *request {
 // ServeHTTP serves one S3 request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := g.now()
-	req := &request{id: g.ids.next()}
+	req := &request{id: g.ids.next(), client: g.clientAddr(r)}
 	req.caller = backend.Caller{RequestID: req.id, Done: func(elapsed time.Duration, backendID string) {
 		// The services' backend calls are timed under the request's
 		// operation, as the proxy's are.
@@ -222,12 +239,25 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			req.setBackendRequestID(backendID)
 		}
 	}}
+	if req.client.IsValid() {
+		req.caller.ClientAddr = req.client.String()
+	}
 	rec := &responseRecorder{ResponseWriter: w}
 	rec.bodyUnread = func() bool {
 		return r.ContentLength != 0 && (req.auth == nil || !req.auth.Payload.Consumed())
 	}
 	r = g.startSpan(r, req)
 	r = r.WithContext(backend.WithCaller(context.WithValue(r.Context(), requestKey{}, req), &req.caller))
+	limits := g.limits.Load()
+	stopDeadlines, timedOut := watchBody(w, r, limits.BodyReadTimeout)
+	defer stopDeadlines()
+	rec.replace = func() error {
+		if timedOut() {
+			return s3err.ErrRequestTimeout
+		}
+		return nil
+	}
+	rec.resource, rec.id = r.URL.Path, req.id
 	defer func() {
 		elapsed := g.now().Sub(start)
 		status := rec.status
@@ -238,9 +268,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.logRequest(r, req, rec, status, elapsed)
 		g.endSpan(r, req, status)
 	}()
+	defer func() {
+		// A client cut off while its handler answered nothing (the cut
+		// cancelled the request's context) still hears why.
+		if rec.status == 0 && timedOut() {
+			g.writeError(rec, r, s3err.ErrRequestTimeout)
+		}
+	}()
 
 	route, routeErr := resolveRoute(r, g.domains)
 	req.route = route
+	release := g.inFlight.acquire(limits.MaxInFlight)
+	if release == nil {
+		g.refuseLimited(rec, r, "total")
+		return
+	}
+	defer release()
 	if err := checkConnection(r.Header); err != nil {
 		g.writeError(rec, r, err)
 		return
@@ -257,6 +300,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.auth, req.caller.Signer = auth, keys.identities.Signer(auth.Backend)
+	releaseKey := g.inFlight.acquireKey(auth.AccessKey, limits.MaxInFlightPerCredential)
+	if releaseKey == nil {
+		g.refuseLimited(rec, r, "credential")
+		return
+	}
+	defer releaseKey()
 	if routeErr != nil {
 		g.writeError(rec, r, routeErr)
 		return
@@ -285,11 +334,14 @@ func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorde
 	if !g.requestLog.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	var buf [12]slog.Attr
+	var buf [13]slog.Attr
 	attrs := append(buf[:0],
 		slog.String("id", req.id), slog.Any("op", req.route.Operation), slog.String("method", r.Method),
 		slog.String("bucket", req.route.Bucket), slog.Int("status", status), slog.Int64("bytes_out", rec.bytes),
 		slog.Int64("duration_ms", elapsed.Milliseconds()), slog.String("remote", r.RemoteAddr))
+	if req.client.IsValid() {
+		attrs = append(attrs, slog.String("client", req.client.String()))
+	}
 	if req.auth != nil {
 		attrs = append(attrs, slog.String("principal", req.auth.Principal))
 	}
@@ -481,6 +533,13 @@ type responseRecorder struct {
 	// unread. An error answered then closes the connection: the unread
 	// bytes would otherwise be taken for the next request.
 	bodyUnread func() bool
+	// replace, when it returns an error as the answer starts, makes the
+	// answer that error instead (as an S3 error document for resource
+	// and id): the client was cut off, and whatever the request's
+	// handler answered is not what happened. Later writes are dropped.
+	replace      func() error
+	resource, id string
+	replaced     bool
 }
 
 func (w *responseRecorder) WriteHeader(code int) {
@@ -490,6 +549,20 @@ func (w *responseRecorder) WriteHeader(code int) {
 		// 100 Continue); forwarding the backend's own 100 as well would
 		// send the client a second one.
 		return
+	}
+	if w.replaced {
+		return
+	}
+	if w.status == 0 && code >= 200 && w.replace != nil {
+		if err := w.replace(); err != nil {
+			w.replaced = true
+			clear(w.Header())
+			w.Header().Set("Connection", "close")
+			rw := &countingWriter{ResponseWriter: w.ResponseWriter}
+			s3err.Write(rw, err, w.resource, w.id)
+			w.status, w.bytes = s3err.As(err).HTTPStatus, rw.n
+			return
+		}
 	}
 	if w.status == 0 && code >= 200 {
 		w.status = code
@@ -505,9 +578,24 @@ func (w *responseRecorder) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
+	if w.replaced {
+		return len(p), nil
+	}
 	n, err := w.ResponseWriter.Write(p)
 	w.bytes += int64(n)
 	return n, err
 }
 
 func (w *responseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// countingWriter counts the body bytes written through it.
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.n += int64(n)
+	return n, err
+}

@@ -16,6 +16,7 @@ type metrics struct {
 	backendDuration *prometheus.HistogramVec
 	authFailures    *prometheus.CounterVec
 	stateRefusals   prometheus.Counter
+	limited         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -43,9 +44,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "sweepgate", Name: "state_unavailable_refusals_total",
 			Help: "Requests that must be recorded in etcd refused at once with SlowDown because etcd did not answer its last probe.",
 		}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sweepgate", Name: "requests_limited_total",
+			Help: "Requests refused with SlowDown because an in-flight limit was reached, by limit: total (limits.max_in_flight) or credential (limits.max_in_flight_per_credential).",
+		}, []string{"limit"}),
+	}
+	for _, l := range []string{"total", "credential"} {
+		m.limited.WithLabelValues(l)
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.requestDuration, m.backendDuration, m.authFailures, m.stateRefusals)
+		reg.MustRegister(m.requests, m.requestDuration, m.backendDuration, m.authFailures, m.stateRefusals, m.limited)
 	}
 	return m
 }

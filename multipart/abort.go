@@ -33,7 +33,7 @@ func (s *Service) abort(ctx context.Context, c *Call) reply.Reply {
 	switch {
 	case errors.Is(err, errNoSession):
 		audit.Record(s.logFor(ctx), audit.AbortUpload, audit.Upload(c.Bucket, c.Key, c.UploadID), "client abort of an upload without a session, passed through to the backend",
-			"principal", c.Principal, "id", c.RequestID)
+			"principal", c.Principal, "client", backend.ClientAddr(ctx), "id", c.RequestID)
 		return s.passThrough(c, nil)
 	case errors.Is(err, errNoSuchUpload):
 		s.rememberIdempotent(ctx, c, err)
@@ -92,7 +92,7 @@ func (s *Service) abortUpload(ctx context.Context, c *Call) error {
 			outcome = etcdstore.StateCleanupPending
 		}
 		audit.Record(s.logFor(ctx), audit.AbortUpload, audit.Upload(c.Bucket, c.Key, c.UploadID), "client abort",
-			"principal", c.Principal, "id", c.RequestID, "outcome", outcome)
+			"principal", c.Principal, "client", backend.ClientAddr(ctx), "id", c.RequestID, "outcome", outcome)
 		if unclear == nil {
 			_, err = s.settle(rctx, c.Bucket, c.UploadID, etcdstore.StateAborting, etcdstore.StateAborted, "backend confirmed abort", nil)
 		} else {

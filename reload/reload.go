@@ -93,7 +93,7 @@ func (r *Reloader) Reload(context.Context) (restartNeeded []string, err error) {
 	if len(restartNeeded) > 0 {
 		r.logger.Warn("reloaded; some changed settings take effect only at the next restart", "restart_needed", restartNeeded)
 	} else {
-		r.logger.Info("reloaded the client credentials, the backend keys and the TLS certificates")
+		r.logger.Info("reloaded the client credentials, the backend keys, the TLS certificates, the trusted proxies and the limits")
 	}
 	return restartNeeded, nil
 }

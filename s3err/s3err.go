@@ -62,6 +62,7 @@ var (
 	ErrInvalidRequest               = &Error{Code: "InvalidRequest", Message: "Invalid request.", HTTPStatus: http.StatusBadRequest}
 	ErrMissingContentLength         = &Error{Code: "MissingContentLength", Message: "You must provide the Content-Length HTTP header.", HTTPStatus: http.StatusLengthRequired}
 	ErrNotImplemented               = &Error{Code: "NotImplemented", Message: "A header or query you provided implies functionality that is not implemented.", HTTPStatus: http.StatusNotImplemented}
+	ErrRequestTimeout               = &Error{Code: "RequestTimeout", Message: "Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.", HTTPStatus: http.StatusBadRequest}
 	ErrRequestTimeTooSkewed         = &Error{Code: "RequestTimeTooSkewed", Message: "The difference between the request time and the server's time is too large.", HTTPStatus: http.StatusForbidden}
 	ErrServiceUnavailable           = &Error{Code: "ServiceUnavailable", Message: "Reduce your request rate.", HTTPStatus: http.StatusServiceUnavailable}
 	ErrSignatureDoesNotMatch        = &Error{Code: "SignatureDoesNotMatch", Message: "The request signature we calculated does not match the signature you provided. Check your key and signing method.", HTTPStatus: http.StatusForbidden}

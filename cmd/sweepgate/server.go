@@ -253,6 +253,10 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 	if s.digests, err = newDigestService(cfg, s.requestStore, s.layout, s.backend, s.sessions, s.clock, s.logger, s.reg); err != nil {
 		return fmt.Errorf("digests: %w", err)
 	}
+	trusted, err := cfg.Trusted()
+	if err != nil {
+		return err
+	}
 	s.gw, err = gateway.New(gateway.Config{
 		Backend:      s.backend,
 		Region:       cfg.ClientRegion(),
@@ -269,21 +273,13 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 		Digests:      s.digests,
 		StateHealth:  s.stateHealth,
 		Tracer:       s.tracing.tracer(),
+		Trusted:      trusted,
+		Limits:       gatewayLimits(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	s.reloader.Add(func(next *config.Config) (func(), error) {
-		keys, err := gatewayKeys(next, s.backend)
-		if err != nil {
-			return nil, fmt.Errorf("the backend identities: %w", err)
-		}
-		install, err := s.gw.PrepareKeys(keys)
-		if err != nil {
-			return nil, fmt.Errorf("the keys: %w", err)
-		}
-		return install, nil
-	})
+	s.reloader.Add(s.reloadGateway)
 	if s.avail != nil {
 		go s.avail.Run(ctx)
 		go s.schema.Run(ctx, availabilityProbeInterval)
@@ -359,7 +355,7 @@ func (s *server) listenS3() error {
 			return fmt.Errorf("listen (S3, HTTP): %w", err)
 		}
 		s.closers = append(s.closers, func() { l.Close() })
-		s.addListener("s3", l, s.s3Server())
+		s.addListener("s3", s.proxyListener(l), s.s3Server())
 		s.addrs.S3 = l.Addr().String()
 	}
 	if cfg.TLSListen != "" {
@@ -380,7 +376,7 @@ func (s *server) listenS3() error {
 			GetCertificate: s.cert.Get,
 			NextProtos:     []string{"h2", "http/1.1"},
 		}
-		s.addListener("s3-tls", tls.NewListener(l, srv.TLSConfig), srv)
+		s.addListener("s3-tls", tls.NewListener(s.proxyListener(l), srv.TLSConfig), srv)
 		s.addrs.S3TLS = l.Addr().String()
 	}
 	return nil

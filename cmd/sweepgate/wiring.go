@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
+	"github.com/sweepgate/sweepgate/clientip"
 	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
@@ -280,4 +282,52 @@ func reservedKeys(cfg *config.Config) []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// proxyListener returns l reading PROXY protocol headers from trusted
+// proxies when proxy_protocol is on, and l itself otherwise. The trusted
+// proxies are the gateway's, which a reload replaces.
+func (s *server) proxyListener(l net.Listener) net.Listener {
+	if !s.cfg.ProxyProtocol {
+		return l
+	}
+	return &clientip.Listener{
+		Listener:      l,
+		Trusted:       s.gw.Trusted,
+		HeaderTimeout: readHeaderTimeout,
+		Refused: func(peer net.Addr, err error) {
+			s.logger.Warn("S3 connection refused at its PROXY protocol header", "peer", peer.String(), "err", err)
+		},
+	}
+}
+
+// gatewayLimits are the gateway's limits in cfg.
+func gatewayLimits(cfg *config.Config) gateway.Limits {
+	return gateway.Limits{
+		MaxInFlight:              cfg.Limits.MaxInFlight,
+		MaxInFlightPerCredential: cfg.Limits.MaxInFlightPerCredential,
+		BodyReadTimeout:          cfg.Limits.BodyReadTimeout,
+	}
+}
+
+// reloadGateway prepares a reload of the gateway's keys, trusted proxies
+// and limits from next; the function it returns installs them.
+func (s *server) reloadGateway(next *config.Config) (func(), error) {
+	keys, err := gatewayKeys(next, s.backend)
+	if err != nil {
+		return nil, fmt.Errorf("the backend identities: %w", err)
+	}
+	install, err := s.gw.PrepareKeys(keys)
+	if err != nil {
+		return nil, fmt.Errorf("the keys: %w", err)
+	}
+	trusted, err := next.Trusted()
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		install()
+		s.gw.SetTrusted(trusted)
+		s.gw.SetLimits(gatewayLimits(next))
+	}, nil
 }

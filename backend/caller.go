@@ -57,12 +57,15 @@ const RequestIDHeader = "X-Sweepgate-Request-Id"
 // first of the headers it takes a request's source address from
 // (aws:SourceIp in policy conditions), and its first entry. The transport
 // sets it, after removing every header MinIO reads a source address from
-// (sourceAddrHeaders), so a client's own never reaches the backend.
+// (connectionHeaders), so a client's own never reaches the backend.
 const ClientAddrHeader = "X-Forwarded-For"
 
-// sourceAddrHeaders are the headers MinIO takes a request's source address
-// from, in the order it reads them.
-var sourceAddrHeaders = []string{"X-Forwarded-For", "X-Real-Ip", "Forwarded"}
+// connectionHeaders are the headers in which a proxy tells MinIO about the
+// client's connection: those it takes a request's source address from, in
+// the order it reads them, and the scheme and host it writes into response
+// URLs. The transport removes every one from every backend call: what the
+// backend is told about the connection comes from the gateway alone.
+var connectionHeaders = []string{"X-Forwarded-For", "X-Real-Ip", "Forwarded", "X-Forwarded-Host", "X-Forwarded-Proto"}
 
 // ClientAddr returns the client address of the request ctx serves, or ""
 // for background work, for the log and audit lines of what it causes.

@@ -43,7 +43,7 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	req.Header.Del(RequestIDHeader)
-	for _, h := range sourceAddrHeaders {
+	for _, h := range connectionHeaders {
 		req.Header.Del(h)
 	}
 	if c := CallerFrom(req.Context()); c != nil {

@@ -43,7 +43,7 @@ func streaming(d Decision, inFlight int, since time.Time) Decision {
 		return d
 	}
 	d.Verdict = Keep
-	d.Reason = fmt.Sprintf("a part is streaming (%d in flight through the gateway, the latest begun at %s): kept while it streams",
+	d.Reason = fmt.Sprintf("a part is streaming (%d in-flight records of the gateway, the latest written at %s): kept while it streams",
 		inFlight, since.Format(time.RFC3339))
 	return d
 }

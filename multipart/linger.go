@@ -130,11 +130,13 @@ func (l *lingering) leaseLost(lease clientv3.LeaseID) {
 	}
 }
 
-// size is how many uploads have an entry.
-func (l *lingering) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.m)
+// HeldRecords is how many uploads the service holds an in-flight record
+// for (keyspace schema 2): those with parts in flight through it, or
+// ended within PartLinger.
+func (s *Service) HeldRecords() int {
+	s.held.mu.Lock()
+	defer s.held.mu.Unlock()
+	return len(s.held.m)
 }
 
 // partFlight is the in-flight record a part streams under: its own (held

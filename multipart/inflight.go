@@ -121,8 +121,8 @@ func (s *Service) endPart(ctx context.Context, c *Call, n int, f partFlight, par
 		ops = append(ops, s.store.PartOp(c.UploadID, *part))
 	}
 	act := etcdstore.Activity{At: s.now().UTC(), What: string(c.Op) + " ended", Part: n}
-	for range s.attempts {
-		v, found, err := s.loadSession(ctx, c)
+	for i := range s.attempts {
+		v, found, err := s.partSession(ctx, c, f, i)
 		if err != nil || !found || (v.Value.State != etcdstore.StateActive && v.Value.State != etcdstore.StateExpired) {
 			if len(ops) == 0 {
 				return
@@ -150,4 +150,15 @@ func (s *Service) endPart(ctx context.Context, c *Call, n int, f partFlight, par
 		return
 	}
 	s.log.Warn("end of part not recorded: the session changed too often", "id", c.RequestID, "upload_id", c.UploadID, "part", n, "recorded", part != nil)
+}
+
+// partSession is the session the end of a part begun under f decides
+// from in its attempt i: the one its start read, in the first attempt
+// when there is one (a transaction that compares it fails if it changed
+// since, and the next attempt reads it), and otherwise as read now.
+func (s *Service) partSession(ctx context.Context, c *Call, f partFlight, i int) (etcdstore.Versioned[etcdstore.Session], bool, error) {
+	if i == 0 && f.sess != nil {
+		return *f.sess, true, nil
+	}
+	return s.loadSession(ctx, c)
 }

@@ -144,6 +144,10 @@ func (s *Service) HeldRecords() int {
 type partFlight struct {
 	id   string
 	held *held
+	// sess is the session as the part's start read it, when it wrote
+	// nothing: the part's end compares it first, and reads the session
+	// again only when it changed since.
+	sess *etcdstore.Versioned[etcdstore.Session]
 }
 
 // beginPart records a part's start before its bytes go to the backend. In
@@ -183,7 +187,7 @@ func (s *Service) beginHeld(ctx context.Context, c *Call, n int, h *held) (partF
 				return partFlight{}, true, err
 			}
 			if err == nil && ok && v.Value.Key == c.Key && v.Value.State == etcdstore.StateActive && s.mayAct(c.Principal, &v.Value) {
-				return partFlight{id: seen, held: h}, true, nil
+				return partFlight{id: seen, held: h, sess: &v}, true, nil
 			}
 		}
 		h.wmu.Lock()

@@ -144,6 +144,35 @@ func (w *lingerWorld) requireMarked(t *testing.T, when string) {
 	}
 }
 
+// setState moves the session to st, as another call or a reclaimer would.
+func (w *lingerWorld) setState(t *testing.T, st etcdstore.SessionState) {
+	t.Helper()
+	v, err := w.e.Store.GetSession(t.Context(), w.bucket, w.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Value.Transition(st, w.e.Clock.Now(), "test", "set")
+	if _, err := w.e.Store.UpdateSession(t.Context(), etcdstore.SessionUpdate{Session: &v.Value, ModRev: v.ModRev}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPartEndsAfterTheSessionMoved: a part that began under the held
+// record and ends after its session moved on (a complete began) still has
+// its part recorded when its client gets the answer.
+func TestPartEndsAfterTheSessionMoved(t *testing.T) {
+	t.Parallel()
+	w := newLingerWorld(t)
+	w.part(t, 1)
+	p := w.stream(t, 2)
+	w.setState(t, etcdstore.StateCompleting)
+	p.finish(t)
+	parts, err := w.e.Store.ListParts(t.Context(), w.id)
+	if err != nil || len(parts) != 2 || parts[1].Number != 2 {
+		t.Fatalf("part records after the part ended on a completing session: %+v (%v); want parts 1 and 2", parts, err)
+	}
+}
+
 // TestLingeringRecordKeepsStreamingParts: the second and third parts of an
 // upload reuse the record its first part wrote, and each streams longer
 // than the grace with its upload kept. After the last part the record
@@ -199,17 +228,7 @@ func TestLingeringRecordRefusesAsBefore(t *testing.T) {
 	if code, answer := send("bob", 2); code != http.StatusForbidden || !strings.Contains(answer, "AccessDenied") {
 		t.Errorf("bob's part: %d %s, want AccessDenied", code, answer)
 	}
-	setState := func(st etcdstore.SessionState) {
-		t.Helper()
-		v, err := e.Store.GetSession(t.Context(), w.bucket, w.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v.Value.Transition(st, e.Clock.Now(), "test", "set")
-		if _, err := e.Store.UpdateSession(t.Context(), etcdstore.SessionUpdate{Session: &v.Value, ModRev: v.ModRev}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setState := func(st etcdstore.SessionState) { w.setState(t, st) }
 	setState(etcdstore.StateCompleting)
 	if code, answer := send("alice", 3); code != http.StatusConflict || !strings.Contains(answer, "OperationAborted") {
 		t.Errorf("part of a completing session: %d %s, want OperationAborted", code, answer)

@@ -91,40 +91,11 @@ func TestUploadPartCommits(t *testing.T) {
 			if err != nil {
 				t.Fatalf("schema %d, part %d: %v", schema, part, err)
 			}
-			parts, err := store.ListParts(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := parts[len(parts)-1]
-			if len(parts) != part || rec.Number != part || strings.Trim(rec.ETag, `"`) != strings.Trim(up.ETag, `"`) || rec.Size != 1024 || rec.Version != etcdstore.PartLayout(schema) {
-				t.Fatalf("schema %d, part %d: recorded %+v (of %d); want it in layout %d with ETag %q", schema, part, rec, len(parts), etcdstore.PartLayout(schema), up.ETag)
-			}
-			// In schema 1 the part's own record is gone with its end; from
-			// schema 2 the upload's record lingers.
-			if resp, err := cli.Get(ctx, keys.InFlight(id), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != int64(schema-1) {
-				t.Fatalf("schema %d, part %d: %v records in flight after the answer (%v), want %d", schema, part, resp.Count, err, schema-1)
-			}
+			requireRecorded(t, store, cli, id, schema, part, up.ETag)
 			// The commits that touched the upload's keys: a part's end is
 			// committed before the answer, so the watch has them all once
 			// it has the part record's put.
-			commits, writes := map[int64]bool{}, 0
-			partKey := keys.Part(id, part)
-			deadline := time.After(10 * time.Second)
-			for seen := false; !seen; {
-				select {
-				case wr := <-watch:
-					for _, ev := range wr.Events {
-						k := string(ev.Kv.Key)
-						if strings.Contains(k, url.PathEscape(id)) {
-							commits[ev.Kv.ModRevision] = true
-							writes++
-						}
-						seen = seen || k == partKey
-					}
-				case <-deadline:
-					t.Fatalf("schema %d, part %d: the watch never saw the part's record", schema, part)
-				}
-			}
+			commits, writes := commitsUntil(t, watch, id, keys.Part(id, part))
 			cancel()
 			// The writes are the history a part leaves: in schema 1 the
 			// activity key twice, the in-flight record's put and delete and
@@ -146,30 +117,82 @@ func TestUploadPartCommits(t *testing.T) {
 			continue
 		}
 		// The linger ends: the record is deleted, in one more commit.
-		start, err := cli.Get(ctx, keys.Schema())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fired := timers.fire(); fired != 1 {
-			t.Fatalf("%d removals were pending after the parts, want 1", fired)
-		}
-		resp, err := cli.Get(ctx, keys.InFlight(id), clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil || resp.Count != 0 {
-			t.Fatalf("%v records in flight after the linger (%v), want none", resp.Count, err)
-		}
-		hist, err := cli.Get(ctx, keys.Root(), clientv3.WithPrefix(), clientv3.WithMinModRev(start.Header.Revision+1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hist.Header.Revision != start.Header.Revision+1 || len(hist.Kvs) != 0 {
-			t.Errorf("the linger's end made %d revisions, want one (the record's delete)", hist.Header.Revision-start.Header.Revision)
-		}
+		lingerEnds(t, cli, keys, id, timers)
 		total[schema]++
 	}
 	// Three parts: in schema 1 six commits, from schema 2 three plus the
 	// record's put and its delete.
 	if total[1] != 6 || total[2] != 3+2 {
 		t.Errorf("commits for three parts: %d in schema 1, %d in schema 2; want 6 and 5", total[1], total[2])
+	}
+}
+
+// requireRecorded checks what etcd holds once the client has the answer to
+// part of the upload id: its part record, in the layout of schema, and the
+// in-flight records: none in schema 1, where the part's own went with its
+// end; from schema 2 the upload's, which lingers.
+func requireRecorded(t *testing.T, store *etcdstore.Store, cli *clientv3.Client, id string, schema, part int, etag string) {
+	t.Helper()
+	ctx := t.Context()
+	parts, err := store.ListParts(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := parts[len(parts)-1]
+	if len(parts) != part || rec.Number != part || strings.Trim(rec.ETag, `"`) != strings.Trim(etag, `"`) || rec.Size != 1024 || rec.Version != etcdstore.PartLayout(schema) {
+		t.Fatalf("schema %d, part %d: recorded %+v (of %d); want it in layout %d with ETag %q", schema, part, rec, len(parts), etcdstore.PartLayout(schema), etag)
+	}
+	if resp, err := cli.Get(ctx, store.Keys().InFlight(id), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != int64(schema-1) {
+		t.Fatalf("schema %d, part %d: %v records in flight after the answer (%v), want %d", schema, part, resp.Count, err, schema-1)
+	}
+}
+
+// commitsUntil counts the commits and the writes on the upload id's keys
+// that watch reports, up to the one that writes lastKey.
+func commitsUntil(t *testing.T, watch clientv3.WatchChan, id, lastKey string) (commits map[int64]bool, writes int) {
+	t.Helper()
+	commits = map[int64]bool{}
+	deadline := time.After(10 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case wr := <-watch:
+			for _, ev := range wr.Events {
+				k := string(ev.Kv.Key)
+				if strings.Contains(k, url.PathEscape(id)) {
+					commits[ev.Kv.ModRevision] = true
+					writes++
+				}
+				seen = seen || k == lastKey
+			}
+		case <-deadline:
+			t.Fatalf("the watch never saw %s", lastKey)
+		}
+	}
+	return commits, writes
+}
+
+// lingerEnds fires the pending removal of the upload id's lingering
+// in-flight record and checks that it deleted the record in one commit.
+func lingerEnds(t *testing.T, cli *clientv3.Client, keys etcdstore.Keys, id string, timers *manualTimers) {
+	t.Helper()
+	ctx := t.Context()
+	start, err := cli.Get(ctx, keys.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fired := timers.fire(); fired != 1 {
+		t.Fatalf("%d removals were pending after the parts, want 1", fired)
+	}
+	resp, err := cli.Get(ctx, keys.InFlight(id), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("%v records in flight after the linger (%v), want none", resp.Count, err)
+	}
+	hist, err := cli.Get(ctx, keys.Root(), clientv3.WithPrefix(), clientv3.WithMinModRev(start.Header.Revision+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hist.Header.Revision != start.Header.Revision+1 || len(hist.Kvs) != 0 {
+		t.Errorf("the linger's end made %d revisions, want one (the record's delete)", hist.Header.Revision-start.Header.Revision)
 	}
 }
 

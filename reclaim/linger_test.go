@@ -211,6 +211,35 @@ func TestLingeringRecordKeepsStreamingParts(t *testing.T) {
 	w.requireMarked(t, "after the linger")
 }
 
+// TestParallelPartsShareOneRecord: parts of one upload that start at once
+// on one gateway write one in-flight record between them, not one each,
+// and once they ended and the linger passed no record is left.
+func TestParallelPartsShareOneRecord(t *testing.T) {
+	t.Parallel()
+	w := newLingerWorld(t)
+	const n = 6
+	var wg sync.WaitGroup
+	codes := make([]int, n)
+	for i := range n {
+		wg.Go(func() {
+			codes[i], _ = w.e.sendPart(w.bucket, w.key, w.id, i+1, bytes.NewReader(bytes.Repeat([]byte{byte(i)}, reclaimtest.PartSize)))
+		})
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if code != http.StatusOK {
+			t.Fatalf("part %d answered %d", i+1, code)
+		}
+	}
+	if got := w.inFlight(t); len(got) != 1 {
+		t.Fatalf("in-flight records after %d parallel parts: %v, want one", n, got)
+	}
+	w.timers.fire()
+	if got := w.inFlight(t); len(got) != 0 || w.e.Svc.HeldRecords() != 0 {
+		t.Fatalf("after the linger: in-flight records %v, %d held; want none", got, w.e.Svc.HeldRecords())
+	}
+}
+
 // TestLingeringRecordRefusesAsBefore: with the upload's record held, a
 // part of another principal is refused, a part of a completing session is
 // refused for now and one of an aborted session for good, none reaching

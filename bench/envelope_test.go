@@ -32,8 +32,10 @@ import (
 //   - parts/s: UploadPart calls of 1 KiB from envelopeClients clients for
 //     envelopeTime through the gateway, in keyspace schema 1 and again in
 //     schema 2 (as a migration leaves it), and the same directly on MinIO;
-//     a part through the gateway costs two etcd commits, so this is where the
-//     write path's limit shows;
+//     a part through the gateway costs two etcd commits in schema 1, and
+//     from schema 2 one after the first of its upload's on a gateway (the
+//     in-flight record lingers), so this is where the write path's limit
+//     shows;
 //   - database bytes per session (a CreateMultipartUpload through the
 //     gateway), per part, per recorded reference and per tombstone: the
 //     growth of the etcd database in use (bbolt pages, every revision

@@ -79,11 +79,13 @@ func (k Keys) Activity(uploadID string) string {
 	return k.Root() + "activity/" + url.PathEscape(uploadID)
 }
 
-// InFlight returns the prefix of an upload's parts in flight: one record
-// per UploadPart or UploadPartCopy streaming to the backend, under a lease
-// of the gateway serving it, so that a gateway that dies stops keeping the
-// upload alive. While any exists the reclaimer neither marks nor deletes
-// the upload.
+// InFlight returns the prefix of an upload's parts in flight, under a
+// lease of the gateway serving them, so that a gateway that dies stops
+// keeping the upload alive: in keyspace schema 1 one record per
+// UploadPart or UploadPartCopy streaming to the backend; from schema 2 one
+// per gateway with parts of the upload in flight, which lingers for
+// multipart.PartLinger after the last of them ended. While any exists the
+// reclaimer neither marks nor deletes the upload.
 func (k Keys) InFlight(uploadID string) string {
 	return k.Root() + "inflight/" + url.PathEscape(uploadID) + "/"
 }

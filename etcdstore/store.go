@@ -172,6 +172,30 @@ func (s *Store) EndInFlightOp(uploadID, id string) clientv3.Op {
 	return clientv3.OpDelete(s.keys.InFlightPart(uploadID, id))
 }
 
+// SessionHolding reads, in one read-only transaction (one linearizable
+// read, no raft commit), an upload's session and whether the in-flight
+// record id of the upload exists. It returns ErrNotFound when there is no
+// session. A part that finds the session active and the record there, both
+// at one revision, is covered by the record as if it had written it.
+func (s *Store) SessionHolding(ctx context.Context, bucket, uploadID, id string) (v Versioned[Session], held bool, err error) {
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.keys.Session(bucket, uploadID)),
+		clientv3.OpGet(s.keys.InFlightPart(uploadID, id), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return v, false, fmt.Errorf("read session and in-flight record: %w", err)
+	}
+	sr := resp.Responses[0].GetResponseRange()
+	if len(sr.Kvs) == 0 {
+		return v, false, ErrNotFound
+	}
+	got, err := decodeSession(sr.Kvs[0])
+	if err != nil {
+		return v, false, err
+	}
+	return *got, resp.Responses[1].GetResponseRange().Count > 0, nil
+}
+
 // InFlightAt counts an upload's parts in flight at revision rev (0: now)
 // and returns the latest start among them (zero when none).
 func (s *Store) InFlightAt(ctx context.Context, uploadID string, rev int64) (n int, latest time.Time, err error) {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,12 +22,16 @@ import (
 	"github.com/sweepgate/sweepgate/multipart"
 )
 
-// TestUploadPartCommits: an UploadPart through the gateway makes two etcd
-// commits on its session's keys: the one that records it in flight before
-// its bytes go to the backend, and the one that ends it, which records the
-// part; from keyspace schema 2 they write no activity key. When the client
-// has its answer, the part's record is stored in the layout of the schema
-// the store writes, and nothing of it is in flight.
+// TestUploadPartCommits: the etcd commits an UploadPart through the
+// gateway makes on its upload's keys. In keyspace schema 1 two: the one
+// that records it in flight (its own record, and the activity key) before
+// its bytes go to the backend, and the one that ends it, which removes
+// that record and records the part. From schema 2 the parts of a burst on
+// one gateway share one lingering in-flight record: the first part writes
+// it, each part's end is one commit that writes its part record alone, and
+// the record is deleted once, after the linger: N parts make N + 2
+// commits. When the client has its answer, the part's record is stored in
+// the layout of the schema the store writes.
 func TestUploadPartCommits(t *testing.T) {
 	t.Parallel()
 	m := harness.StartMinIO(t)
@@ -44,8 +49,9 @@ func TestUploadPartCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := etcdstore.NewStore(cli, keys)
+	timers := &manualTimers{}
 	g := newTestGateway(t, testParts{Endpoint: m.Endpoint, Region: m.Region, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-		Sessions: &multipart.Config{Store: store}},
+		Sessions: &multipart.Config{Store: store, AfterFunc: timers.after}},
 		Config{Credentials: []sigv4.Credential{{AccessKey: "client", SecretKey: "client-secret-1", Principal: "client"}}})
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
@@ -60,6 +66,7 @@ func TestUploadPartCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	total := map[int]int{}
 	for _, schema := range []int{1, 2} {
 		if schema == 2 {
 			// A keyspace migrated to schema 2, as the gateway's schema check
@@ -84,46 +91,152 @@ func TestUploadPartCommits(t *testing.T) {
 			if err != nil {
 				t.Fatalf("schema %d, part %d: %v", schema, part, err)
 			}
-			parts, err := store.ListParts(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := parts[len(parts)-1]
-			if len(parts) != part || rec.Number != part || strings.Trim(rec.ETag, `"`) != strings.Trim(up.ETag, `"`) || rec.Size != 1024 || rec.Version != etcdstore.PartLayout(schema) {
-				t.Fatalf("schema %d, part %d: recorded %+v (of %d); want it in layout %d with ETag %q", schema, part, rec, len(parts), etcdstore.PartLayout(schema), up.ETag)
-			}
-			if resp, err := cli.Get(ctx, keys.InFlight(id), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
-				t.Fatalf("schema %d, part %d: %v records in flight after the answer (%v)", schema, part, resp.Count, err)
-			}
+			requireRecorded(t, store, cli, id, schema, part, up.ETag)
 			// The commits that touched the upload's keys: a part's end is
 			// committed before the answer, so the watch has them all once
 			// it has the part record's put.
-			commits, writes := map[int64]bool{}, 0
-			partKey := keys.Part(id, part)
-			deadline := time.After(10 * time.Second)
-			for seen := false; !seen; {
-				select {
-				case wr := <-watch:
-					for _, ev := range wr.Events {
-						k := string(ev.Kv.Key)
-						if strings.Contains(k, url.PathEscape(id)) {
-							commits[ev.Kv.ModRevision] = true
-							writes++
-						}
-						seen = seen || k == partKey
-					}
-				case <-deadline:
-					t.Fatalf("schema %d, part %d: the watch never saw the part's record", schema, part)
-				}
-			}
+			commits, writes := commitsUntil(t, watch, id, keys.Part(id, part))
 			cancel()
 			// The writes are the history a part leaves: in schema 1 the
 			// activity key twice, the in-flight record's put and delete and
-			// the part record; from schema 2 no activity key.
-			wantWrites := map[int]int{1: 5, 2: 3}[schema]
-			if len(commits) != 2 || writes != wantWrites {
-				t.Errorf("schema %d, part %d: %d etcd commits writing %d keys on the upload's keys, want 2 commits writing %d", schema, part, len(commits), writes, wantWrites)
+			// the part record; from schema 2 no activity key, and the
+			// in-flight record's put by the first part only.
+			wantCommits, wantWrites := 2, 5
+			if schema == 2 {
+				wantCommits, wantWrites = 1, 1
+				if n == 1 {
+					wantCommits, wantWrites = 2, 2
+				}
 			}
+			if len(commits) != wantCommits || writes != wantWrites {
+				t.Errorf("schema %d, part %d: %d etcd commits writing %d keys on the upload's keys, want %d commits writing %d", schema, part, len(commits), writes, wantCommits, wantWrites)
+			}
+			total[schema] += len(commits)
+		}
+		if schema == 1 {
+			continue
+		}
+		// The linger ends: the record is deleted, in one more commit.
+		lingerEnds(t, cli, keys, id, timers)
+		total[schema]++
+	}
+	// Three parts: in schema 1 six commits, from schema 2 three plus the
+	// record's put and its delete.
+	if total[1] != 6 || total[2] != 3+2 {
+		t.Errorf("commits for three parts: %d in schema 1, %d in schema 2; want 6 and 5", total[1], total[2])
+	}
+}
+
+// requireRecorded checks what etcd holds once the client has the answer to
+// part of the upload id: its part record, in the layout of schema, and the
+// in-flight records: none in schema 1, where the part's own went with its
+// end; from schema 2 the upload's, which lingers.
+func requireRecorded(t *testing.T, store *etcdstore.Store, cli *clientv3.Client, id string, schema, part int, etag string) {
+	t.Helper()
+	ctx := t.Context()
+	parts, err := store.ListParts(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := parts[len(parts)-1]
+	if len(parts) != part || rec.Number != part || strings.Trim(rec.ETag, `"`) != strings.Trim(etag, `"`) || rec.Size != 1024 || rec.Version != etcdstore.PartLayout(schema) {
+		t.Fatalf("schema %d, part %d: recorded %+v (of %d); want it in layout %d with ETag %q", schema, part, rec, len(parts), etcdstore.PartLayout(schema), etag)
+	}
+	if resp, err := cli.Get(ctx, store.Keys().InFlight(id), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != int64(schema-1) {
+		t.Fatalf("schema %d, part %d: %v records in flight after the answer (%v), want %d", schema, part, resp.Count, err, schema-1)
+	}
+}
+
+// commitsUntil counts the commits and the writes on the upload id's keys
+// that watch reports, up to the one that writes lastKey.
+func commitsUntil(t *testing.T, watch clientv3.WatchChan, id, lastKey string) (commits map[int64]bool, writes int) {
+	t.Helper()
+	commits = map[int64]bool{}
+	deadline := time.After(10 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case wr := <-watch:
+			for _, ev := range wr.Events {
+				k := string(ev.Kv.Key)
+				if strings.Contains(k, url.PathEscape(id)) {
+					commits[ev.Kv.ModRevision] = true
+					writes++
+				}
+				seen = seen || k == lastKey
+			}
+		case <-deadline:
+			t.Fatalf("the watch never saw %s", lastKey)
 		}
 	}
+	return commits, writes
+}
+
+// lingerEnds fires the pending removal of the upload id's lingering
+// in-flight record and checks that it deleted the record in one commit.
+func lingerEnds(t *testing.T, cli *clientv3.Client, keys etcdstore.Keys, id string, timers *manualTimers) {
+	t.Helper()
+	ctx := t.Context()
+	start, err := cli.Get(ctx, keys.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fired := timers.fire(); fired != 1 {
+		t.Fatalf("%d removals were pending after the parts, want 1", fired)
+	}
+	resp, err := cli.Get(ctx, keys.InFlight(id), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("%v records in flight after the linger (%v), want none", resp.Count, err)
+	}
+	hist, err := cli.Get(ctx, keys.Root(), clientv3.WithPrefix(), clientv3.WithMinModRev(start.Header.Revision+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hist.Header.Revision != start.Header.Revision+1 || len(hist.Kvs) != 0 {
+		t.Errorf("the linger's end made %d revisions, want one (the record's delete)", hist.Header.Revision-start.Header.Revision)
+	}
+}
+
+// manualTimers is a multipart.Config.AfterFunc whose functions run when
+// the test fires them.
+type manualTimers struct {
+	mu      sync.Mutex
+	pending []*manualTimer
+}
+
+type manualTimer struct {
+	f       func()
+	stopped bool
+}
+
+func (m *manualTimers) after(_ time.Duration, f func()) func() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := &manualTimer{f: f}
+	m.pending = append(m.pending, t)
+	return func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		was := !t.stopped
+		t.stopped = true
+		return was
+	}
+}
+
+// fire runs the functions scheduled and not stopped, and returns how many
+// ran.
+func (m *manualTimers) fire() int {
+	m.mu.Lock()
+	var run []func()
+	for _, t := range m.pending {
+		if !t.stopped {
+			t.stopped = true
+			run = append(run, t.f)
+		}
+	}
+	m.pending = nil
+	m.mu.Unlock()
+	for _, f := range run {
+		f()
+	}
+	return len(run)
 }

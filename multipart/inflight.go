@@ -28,6 +28,8 @@ type flights struct {
 	timeout time.Duration
 	mu      sync.Mutex
 	id      clientv3.LeaseID
+	// onLost learns of each lease that ended, after it is forgotten.
+	onLost func(clientv3.LeaseID)
 }
 
 // lease returns the live lease, granting one if there is none.
@@ -58,13 +60,24 @@ func (f *flights) lease(ctx context.Context) (clientv3.LeaseID, error) {
 	return g.ID, nil
 }
 
-// lost forgets lease id, so the next part grants a new one.
+// lost forgets lease id, so the next part grants a new one, and tells
+// onLost that the records under it are gone.
 func (f *flights) lost(id clientv3.LeaseID) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.id == id {
 		f.id = 0
 	}
+	f.mu.Unlock()
+	if f.onLost != nil {
+		f.onLost(id)
+	}
+}
+
+// holds reports whether id is the live lease.
+func (f *flights) holds(id clientv3.LeaseID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return id != 0 && f.id == id
 }
 
 // leaseGone reports whether err says a write named a lease etcd no longer
@@ -80,28 +93,40 @@ func newFlightID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// endPart records the end of a part begun under flight, and with part set
-// the part the backend accepted, in one transaction: the part's end is
+// endPart records the end of a part begun under f, and with part set the
+// part the backend accepted, in one transaction: the part's end is
 // activity too, written on the same terms as its start (on an active
 // session the activity key, or from schema 2 the part record alone; on an
-// expired one a move back to active), and
-// the part's in-flight record goes in the same transaction. A session that
-// moved on meanwhile (completing, aborting) gets no stamp, only the
+// expired one a move back to active). A part under its own in-flight
+// record (schema 1) removes the record in the same transaction; a part
+// under its upload's lingering record (schema 2) leaves it, and once the
+// transaction is done counts itself out of it (lingering.release), the
+// record being removed after PartLinger with no part in flight. A session
+// that moved on meanwhile (completing, aborting) gets no stamp, only the
 // record's removal and the part. Nothing here changes the client's
 // answer: the part is on the backend and the client gets its ETag, and
 // the record informs reports and the reclaimer's activity, so a failure
 // is logged, and the in-flight record's lease ends it at the latest.
-func (s *Service) endPart(ctx context.Context, c *Call, n int, flight string, part *etcdstore.Part) {
+func (s *Service) endPart(ctx context.Context, c *Call, n int, f partFlight, part *etcdstore.Part) {
+	if f.held != nil {
+		defer s.held.release(c.UploadID, f.held)
+	}
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	ops := []clientv3.Op{s.store.EndInFlightOp(c.UploadID, flight)}
+	var ops []clientv3.Op
+	if f.held == nil {
+		ops = append(ops, s.store.EndInFlightOp(c.UploadID, f.id))
+	}
 	if part != nil {
 		ops = append(ops, s.store.PartOp(c.UploadID, *part))
 	}
 	act := etcdstore.Activity{At: s.now().UTC(), What: string(c.Op) + " ended", Part: n}
-	for range s.attempts {
-		v, found, err := s.loadSession(ctx, c)
+	for i := range s.attempts {
+		v, found, err := s.partSession(ctx, c, f, i)
 		if err != nil || !found || (v.Value.State != etcdstore.StateActive && v.Value.State != etcdstore.StateExpired) {
+			if len(ops) == 0 {
+				return
+			}
 			bctx, bcancel := s.bounded(ctx)
 			_, derr := s.store.Client().Txn(bctx).Then(ops...).Commit()
 			bcancel()
@@ -125,4 +150,15 @@ func (s *Service) endPart(ctx context.Context, c *Call, n int, flight string, pa
 		return
 	}
 	s.log.Warn("end of part not recorded: the session changed too often", "id", c.RequestID, "upload_id", c.UploadID, "part", n, "recorded", part != nil)
+}
+
+// partSession is the session the end of a part begun under f decides
+// from in its attempt i: the one its start read, in the first attempt
+// when there is one (a transaction that compares it fails if it changed
+// since, and the next attempt reads it), and otherwise as read now.
+func (s *Service) partSession(ctx context.Context, c *Call, f partFlight, i int) (etcdstore.Versioned[etcdstore.Session], bool, error) {
+	if i == 0 && f.sess != nil {
+		return *f.sess, true, nil
+	}
+	return s.loadSession(ctx, c)
 }

@@ -12,7 +12,7 @@ import (
 // listParts serves ListParts, which counts as activity on the upload.
 func (s *Service) listParts(ctx context.Context, c *Call) reply.Reply {
 	// An upload without a session (found false) passes through unrecorded.
-	if _, err := s.recordActivity(ctx, c, 0, ""); err != nil {
+	if _, _, err := s.recordActivity(ctx, c, 0, ""); err != nil {
 		return s.fail(c, err)
 	}
 	return s.passThrough(c, nil)

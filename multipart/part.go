@@ -58,32 +58,34 @@ func acceptsActivity(st etcdstore.SessionState) bool {
 // of the session's state and the record that keeps the reclaimer away are
 // one decision: a reclaimer that moved the session first makes this
 // transaction fail and the part is refused; one that comes after finds the
-// record. found is false when the upload has no session.
-func (s *Service) recordActivity(ctx context.Context, c *Call, part int, flight string) (found bool, err error) {
+// record. found is false when the upload has no session. lease is the
+// lease the flight's record was written under. The writes more go in the
+// same transaction.
+func (s *Service) recordActivity(ctx context.Context, c *Call, part int, flight string, more ...clientv3.Op) (found bool, lease clientv3.LeaseID, err error) {
 	for range s.attempts {
 		v, ok, err := s.loadSession(ctx, c)
 		if err != nil || !ok {
-			return ok, err
+			return ok, 0, err
 		}
 		if !s.mayAct(c.Principal, &v.Value) {
-			return true, s3err.ErrAccessDenied
+			return true, 0, s3err.ErrAccessDenied
 		}
 		if !acceptsActivity(v.Value.State) {
-			return true, errNoSuchUpload
+			return true, 0, errNoSuchUpload
 		}
 		if c.Op != s3op.ListParts && v.Value.State == etcdstore.StateCompleting {
 			// The complete may still fail and return the upload to active,
 			// so the part is refused for now, not for good.
-			return true, errInProgress
+			return true, 0, errInProgress
 		}
 		act := etcdstore.Activity{At: s.now().UTC(), What: string(c.Op), Part: part}
 		var also []clientv3.Op
-		var lease clientv3.LeaseID
 		if flight != "" {
 			if lease, err = s.flights.lease(ctx); err != nil {
-				return true, err
+				return true, 0, err
 			}
 			also = append(also, s.store.InFlightOp(c.UploadID, flight, act, lease))
+			also = append(also, more...)
 		}
 		if flight != "" {
 			err = s.stampPart(ctx, c, v, act, also...)
@@ -98,9 +100,9 @@ func (s *Service) recordActivity(ctx context.Context, c *Call, part int, flight 
 			s.flights.lost(lease)
 			continue
 		}
-		return true, err
+		return true, lease, err
 	}
-	return true, errTooManyConflicts
+	return true, 0, errTooManyConflicts
 }
 
 // stamp records act on the session v (active or expired) together with the
@@ -158,19 +160,22 @@ type copyPartResult struct {
 	ETag    string   `xml:"ETag"`
 }
 
-// uploadPart serves UploadPart and UploadPartCopy in two etcd commits:
-// activity and the part in flight are recorded before the bytes go to the
-// backend; once the backend call ended, one transaction records activity
-// again, removes the in-flight record and, when the backend accepted the
-// part, records it (ETag, size, SHA-256). A part for a session that no
-// longer takes parts never reaches the backend.
+// uploadPart serves UploadPart and UploadPartCopy. Before the bytes go to
+// the backend the part is recorded in flight (beginPart): in keyspace
+// schema 1 by a commit of its own record and activity; from schema 2 under
+// its upload's lingering record, written by the first part of a burst on
+// this gateway and checked by a read-only transaction for the others.
+// Once the backend call ended, one transaction records activity again
+// and, when the backend accepted the part, records it (ETag, size,
+// SHA-256), and in schema 1 removes the part's in-flight record (endPart).
+// So from schema 2 a part after the first of a burst costs one commit. A
+// part for a session that no longer takes parts never reaches the backend.
 func (s *Service) uploadPart(ctx context.Context, c *Call) reply.Reply {
 	n, err := parsePartNumber(c.PartNumber)
 	if err != nil {
 		return s.fail(c, err)
 	}
-	flight := newFlightID()
-	found, err := s.recordActivity(ctx, c, n, flight)
+	flight, found, err := s.beginPart(ctx, c, n)
 	if err != nil {
 		return s.fail(c, err)
 	}

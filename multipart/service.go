@@ -97,9 +97,13 @@ type Config struct {
 	CompleteHold time.Duration
 	// Fault, when set, is called at named points of destructive paths so a
 	// test can stop the process there (see Fault* constants).
-	Fault  func(point string)
-	Now    func() time.Time
-	Logger *slog.Logger
+	Fault func(point string)
+	Now   func() time.Time
+	// AfterFunc schedules f after d and returns what cancels it; it runs
+	// the removals of lingering in-flight records (time.AfterFunc when
+	// nil). A test sets it to run them when it chooses.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	Logger    *slog.Logger
 	// Metrics registers the service's series; nil registers nothing.
 	Metrics prometheus.Registerer
 }
@@ -129,6 +133,7 @@ type Service struct {
 	log      *slog.Logger
 	metrics  *metrics
 	flights  *flights
+	held     *lingering
 	attempts int // compare-and-put attempts before giving up
 }
 
@@ -152,7 +157,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.IdempotencyRetention <= 0 {
 		cfg.IdempotencyRetention = DefaultIdempotencyRetention
 	}
-	return &Service{
+	if cfg.AfterFunc == nil {
+		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+	}
+	s := &Service{
 		store:    cfg.Store,
 		backend:  cfg.Backend,
 		owners:   cfg.EnforceOwnership,
@@ -164,8 +172,12 @@ func New(cfg Config) (*Service, error) {
 		log:      cfg.Logger,
 		metrics:  newMetrics(cfg.Metrics),
 		flights:  &flights{cli: cfg.Store.Client(), timeout: cmp.Or(cfg.Store.RequestTimeout(), etcdstore.DefaultRequestTimeout)},
+		held:     &lingering{m: map[string]*held{}, after: cfg.AfterFunc},
 		attempts: 16,
-	}, nil
+	}
+	s.held.remove = s.removeHeld
+	s.flights.onLost = s.held.leaseLost
+	return s, nil
 }
 
 // Serve serves one multipart call and returns the client's answer, for the

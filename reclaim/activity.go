@@ -19,8 +19,10 @@ import (
 // than the grace. So besides the recorded activity:
 //
 //   - a part in flight through the gateway has a record under its lease
-//     (etcdstore.Keys.InFlight); an upload with one is kept, and every mark
-//     and abort intent compares that none exists (decidedFrom);
+//     (etcdstore.Keys.InFlight: the part's own in keyspace schema 1, its
+//     upload's lingering one on that gateway from schema 2); an upload
+//     with one is kept, and every mark and abort intent compares that none
+//     exists (decidedFrom);
 //   - right before a mark or an abort intent, the upload's parts are read
 //     from the backend and the newest part the gateway did not record
 //     (unrecordedNewest) counts as activity: at a mark, such a part newer
@@ -43,7 +45,7 @@ func streaming(d Decision, inFlight int, since time.Time) Decision {
 		return d
 	}
 	d.Verdict = Keep
-	d.Reason = fmt.Sprintf("a part is streaming (%d in flight through the gateway, the latest begun at %s): kept while it streams",
+	d.Reason = fmt.Sprintf("a part is streaming (%d in-flight records of the gateway, the latest written at %s): kept while it streams",
 		inFlight, since.Format(time.RFC3339))
 	return d
 }

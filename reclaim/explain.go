@@ -105,8 +105,9 @@ type ExplainSession struct {
 	AbortAttempts int              `json:"abort_attempts"`
 	ModRevision   int64            `json:"mod_revision"`
 	Activity      *ExplainActivity `json:"activity"`
-	// PartsInFlight counts the parts streaming through the gateway now;
-	// while any does, the upload is kept.
+	// PartsInFlight counts the upload's in-flight records (one per part
+	// in schema 1, one per gateway with parts of it in flight or just
+	// ended from schema 2); while any exists, the upload is kept.
 	PartsInFlight int `json:"parts_in_flight"`
 	inFlightSince time.Time
 }

@@ -110,6 +110,11 @@ func (e *env) uploadPart(bucket, key, id string, n int) {
 // fail the test, so it may run on any goroutine (a fault hook, a part held
 // open).
 func (e *env) sendPart(bucket, key, id string, n int, body io.Reader) (int, string) {
+	return e.sendPartAs("alice", bucket, key, id, n, body)
+}
+
+// sendPartAs is sendPart for the client principal.
+func (e *env) sendPartAs(principal, bucket, key, id string, n int, body io.Reader) (int, string) {
 	req, err := e.Backend.NewRequest(context.Background(), http.MethodPut, bucket, key, url.Values{"partNumber": {fmt.Sprint(n)}, "uploadId": {id}})
 	if err != nil {
 		return 0, err.Error()
@@ -122,7 +127,7 @@ func (e *env) sendPart(bucket, key, id string, n int, body io.Reader) (int, stri
 	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
 	call := &multipart.Call{
 		Op: s3op.UploadPart, Bucket: bucket, Key: key, UploadID: id, PartNumber: fmt.Sprint(n),
-		Principal: "alice", RequestID: "test-part", Resource: "/" + bucket + "/" + key, Header: http.Header{},
+		Principal: principal, RequestID: "test-part", Resource: "/" + bucket + "/" + key, Header: http.Header{},
 		Observe:    func(w io.Writer) { observed.w = w },
 		Forward:    backend.NewForward(req, nil),
 		PayloadErr: func() error { return nil },

@@ -106,7 +106,10 @@ type ExplainSession struct {
 	AbortAttempts int              `json:"abort_attempts"`
 	ModRevision   int64            `json:"mod_revision"`
 	Activity      *ExplainActivity `json:"activity"`
-	// PartsInFlight counts the parts streaming through the gateway now.
+	// PartsInFlight counts the in-flight records of the upload: in
+	// keyspace schema 1 one per part streaming through a gateway, from
+	// schema 2 one per gateway with parts of it in flight or ended within
+	// the linger (5 s).
 	PartsInFlight int `json:"parts_in_flight"`
 }
 

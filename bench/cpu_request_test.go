@@ -32,6 +32,8 @@ type cpuTally struct {
 	minio               int
 	proc, minioCPU, ops map[string]float64
 	unknown             bool
+	// perSample counts each sample as one request, whatever its amount.
+	perSample bool
 }
 
 func newCPUTally(minio int) *cpuTally {
@@ -58,6 +60,7 @@ type cpuPerRequest struct {
 	// through it; BareRatio is Gateway / BareProxy, against
 	// TargetBareRatio (at most).
 	BareProxy       float64 `json:"bare_proxy_cpu_s,omitempty"`
+	MinIOViaBare    float64 `json:"minio_via_bare_proxy_cpu_s,omitempty"`
 	BareRatio       float64 `json:"bare_ratio,omitempty"`
 	TargetBareRatio float64 `json:"target_bare_ratio,omitempty"`
 	BareStatus      string  `json:"bare_status,omitempty"`
@@ -97,7 +100,11 @@ func (c *cpuTally) sample(s side, run func() (float64, error)) (float64, error) 
 	if len(pids) > 1 {
 		c.proc[s.name] += after[1] - before[1]
 	}
-	c.ops[s.name] += amount
+	if c.perSample {
+		c.ops[s.name]++
+	} else {
+		c.ops[s.name] += amount
+	}
 	return amount, nil
 }
 
@@ -118,7 +125,7 @@ func (c *cpuTally) result() *cpuPerRequest {
 		r.Status = statusPass
 	}
 	if ops := c.ops[sideBare]; ops > 0 {
-		r.BareProxy, r.BareOps = per(c.proc[sideBare], ops), ops
+		r.BareProxy, r.BareOps, r.MinIOViaBare = per(c.proc[sideBare], ops), ops, per(c.minioCPU[sideBare], ops)
 		r.BareRatio, r.TargetBareRatio = ratio(r.Gateway, r.BareProxy), targetCPUOverBare
 		r.BareStatus = statusBelow
 		if r.BareProxy > 0 && r.BareRatio <= targetCPUOverBare {
@@ -132,7 +139,8 @@ func (r *cpuPerRequest) String() string {
 	s := fmt.Sprintf("gateway %.3f s, MinIO %.3f s (%.3f s behind the gateway) per 1,000 requests, ratio %.3f (target <= %.2f) %s",
 		r.Gateway, r.MinIO, r.MinIOViaGateway, r.Ratio, r.TargetRatio, r.Status)
 	if r.BareProxy > 0 {
-		s += fmt.Sprintf("; bare proxy %.3f s, gateway/bare %.3f (target <= %.2f) %s", r.BareProxy, r.BareRatio, r.TargetBareRatio, r.BareStatus)
+		s += fmt.Sprintf("; bare proxy %.3f s (MinIO %.3f s behind it), gateway/bare %.3f (target <= %.2f) %s",
+			r.BareProxy, r.MinIOViaBare, r.BareRatio, r.TargetBareRatio, r.BareStatus)
 	}
 	return s
 }

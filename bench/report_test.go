@@ -241,6 +241,7 @@ func (r *report) print(w io.Writer) {
 			if p.BareProxy > 0 {
 				fmt.Fprintf(w, "    %-*s %14s %14s %7.3f %8s  %s\n", titleWidth-4, "CPU s per 1,000 requests (bare, gateway)",
 					fmt.Sprintf("%.3f s", p.BareProxy), fmt.Sprintf("%.3f s", p.Gateway), p.BareRatio, fmt.Sprintf("<= %.2f", p.TargetBareRatio), p.BareStatus)
+				fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "MinIO CPU s per 1,000, behind the bare proxy", "", fmt.Sprintf("%.3f s", p.MinIOViaBare))
 			}
 		}
 	}

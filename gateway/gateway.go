@@ -288,7 +288,7 @@ func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorde
 	}
 	var buf [12]slog.Attr
 	attrs := append(buf[:0],
-		slog.String("id", req.id), slog.Any("op", req.route.Operation), slog.String("method", r.Method),
+		slog.String("id", req.id), slog.String("op", string(req.route.Operation)), slog.String("method", r.Method),
 		slog.String("bucket", req.route.Bucket), slog.Int("status", status), slog.Int64("bytes_out", rec.bytes),
 		slog.Int64("duration_ms", elapsed.Milliseconds()), slog.String("remote", r.RemoteAddr))
 	if req.auth != nil {

@@ -280,11 +280,15 @@ func (b *body) WriteTo(w io.Writer) (int64, error) {
 			return written, err
 		}
 	}
-	lr := &io.LimitedReader{R: b.cn.nc, N: remaining}
-	n, err := io.Copy(w, lr)
-	written += n
-	if err == nil && lr.N > 0 {
-		err = io.ErrUnexpectedEOF
+	var err error
+	if remaining > 0 {
+		lr := &io.LimitedReader{R: b.cn.nc, N: remaining}
+		var n int64
+		n, err = io.Copy(w, lr)
+		written += n
+		if err == nil && lr.N > 0 {
+			err = io.ErrUnexpectedEOF
+		}
 	}
 	if err != nil {
 		b.fail()

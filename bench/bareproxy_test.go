@@ -2,7 +2,8 @@
 
 package bench
 
-// A bare reverse proxy as a reference for the small-request CPU figures:
+// A bare reverse proxy as a reference for BenchmarkGateway's GET and small
+// PUT figures and BenchmarkRegistryPull's:
 // net/http's server and httputil.ReverseProxy in a process of its own,
 // forwarding every request to MinIO as it came (the client signs for the
 // proxy's host, which the proxy keeps, so MinIO accepts the signature).
@@ -97,7 +98,8 @@ func seedSmall(b *testing.B, c *s3.Client, bucket string, small []byte) {
 	}
 }
 
-// smallGets is the 4 KiB GET workload, with the CPU of procs measured.
+// smallGets is the 4 KiB GET workload, with the CPU of each side's process
+// and of MinIO (procs) measured.
 func smallGets(bucket string, procs *cpuProcs, name, title string) workload {
 	return workload{
 		name: name, title: title, unit: "ops/s", target: targetSmallRatio,

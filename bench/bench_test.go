@@ -40,10 +40,10 @@ const (
 	mpParallelParts  = 16       // parts of the 4-way parallel multipart upload
 	mpParallel       = 4        // UploadPart calls in flight in it
 	streamSize       = 1 << 30  // object streamed through for the memory figure
-	largeRounds      = 4        // least samples per side for the large workloads
+	largeRounds      = 5        // least samples per side for the large workloads: a median of five
 	multipartRounds  = 2        // least samples per side for the 8-part multipart upload
 	mpParallelRounds = 4        // least samples per side for the 4-way upload: on two cores they spread wider than its 10% margin
-	smallRounds      = 4        // least samples per side for the small-object workloads
+	smallRounds      = 5        // least samples per side for the small-object workloads: a median of five
 	smallRoundTime   = 1500 * time.Millisecond
 	// A workload keeps taking samples until it has run this long (and has
 	// its least number of rounds), so that fast ones get enough samples for
@@ -52,28 +52,47 @@ const (
 	maxRounds       = 64
 )
 
-// side is one target of a workload: MinIO itself or the gateway.
+// side is one target of a workload: MinIO itself, the gateway, or the
+// bare reverse proxy (bareproxy_test.go).
 type side struct {
 	name string
 	s3   *s3.Client
+	// pid is the proxy process's pid now (0 when unknown), nil for MinIO
+	// itself: its CPU time is the side's own in the CPU figures.
+	pid func() int
 }
+
+// The sides' names, as the report and the CPU figures know them.
+const (
+	sideDirect  = "direct"
+	sideGateway = "gateway"
+	sideBare    = "bare_proxy"
+)
 
 // BenchmarkGateway starts one MinIO and one sweepgate and runs every
 // workload against both, alternating the order of the two sides round by
-// round (direct, gateway, gateway, direct, ...) so that drift over the run
-// (page cache, disk writeback, CPU frequency) does not favour either.
+// round (direct, gateway, gateway, direct, ...; with the bare reverse proxy
+// as a third side, the three rotate) so that drift over the run (page
+// cache, disk writeback, CPU frequency, other work on the machine) does not
+// favour any.
 func BenchmarkGateway(b *testing.B) {
 	// info, not the harness's default debug: the benchmark measures the
 	// gateway as deployed, not its debug logging.
 	env := harness.Start(b, harness.Options{LogLevel: "info"})
 	env.RequireGateway(b)
 	bucket := env.Bucket(b)
-	direct := side{"direct", env.DirectSDK(b)}
-	gateway := side{"gateway", env.SDK(b)}
+	direct := side{name: sideDirect, s3: env.DirectSDK(b)}
+	gateway := side{name: sideGateway, s3: env.SDK(b), pid: env.Gateway.PID}
+	// The same requests through a bare httputil.ReverseProxy (no
+	// verification, no signing, no log), in the same rounds: the floor of
+	// what a Go proxy built on net/http costs next to MinIO, for reading
+	// the gateway's figures.
+	proxy := startBareProxy(b, env)
+	bare := side{name: sideBare, s3: proxy.s3, pid: func() int { return proxy.pid }}
 	rep := newReport()
 	var procs *cpuProcs
 	if pid := pidOf(env.MinIO.DataDir); pid != 0 {
-		procs = &cpuProcs{gateway: env.Gateway.PID, minio: pid}
+		procs = &cpuProcs{minio: pid}
 	}
 
 	// One 64 MiB buffer serves every large upload (and, in 16 MiB slices,
@@ -110,7 +129,7 @@ func BenchmarkGateway(b *testing.B) {
 		}
 		compare(b, rep, workload{
 			name: "get_64mib", title: "GET 64 MiB (MB/s)", unit: "MB/s", target: targetLargeRatio,
-			rounds: largeRounds, detail: "one GetObject of 64 MiB read to the end, aws-sdk-go-v2",
+			rounds: largeRounds, cpu: procs, detail: "one GetObject of 64 MiB read to the end, aws-sdk-go-v2",
 			run: func(ctx context.Context, s side) (float64, time.Duration, error) {
 				start := time.Now()
 				n, err := getDiscard(ctx, s.s3, bucket, key)
@@ -119,7 +138,7 @@ func BenchmarkGateway(b *testing.B) {
 				}
 				return largeSize, time.Since(start), err
 			},
-		}, direct, gateway)
+		}, direct, gateway, bare)
 	})
 
 	b.Run("PUT_4KiB_x16", func(b *testing.B) {
@@ -137,26 +156,12 @@ func BenchmarkGateway(b *testing.B) {
 					return err
 				})
 			},
-		}, direct, gateway)
+		}, direct, gateway, bare)
 	})
 
 	b.Run("GET_4KiB_x16", func(b *testing.B) {
 		seedSmall(b, direct.s3, bucket, small)
-		compare(b, rep, smallGets(bucket, procs, "get_4kib_16_clients", "GET 4 KiB, 16 clients (ops/s)"), direct, gateway)
-	})
-
-	// The same GETs through a bare httputil.ReverseProxy (no verification,
-	// no signing, no log): the floor of what a Go proxy built on net/http
-	// costs next to MinIO, for reading the gateway's figure above.
-	b.Run("GET_4KiB_x16_bare_proxy", func(b *testing.B) {
-		seedSmall(b, direct.s3, bucket, small)
-		proxy := startBareProxy(b, env)
-		var pprocs *cpuProcs
-		if procs != nil {
-			pprocs = &cpuProcs{gateway: func() int { return proxy.pid }, minio: procs.minio}
-		}
-		compare(b, rep, smallGets(bucket, pprocs, "get_4kib_16_clients_bare_proxy",
-			"GET 4 KiB, 16 clients, bare httputil.ReverseProxy for reference (ops/s)"), direct, side{"bare_proxy", proxy.s3})
+		compare(b, rep, smallGets(bucket, procs, "get_4kib_16_clients", "GET 4 KiB, 16 clients (ops/s)"), direct, gateway, bare)
 	})
 
 	b.Run("Multipart_8x16MiB", func(b *testing.B) {
@@ -206,8 +211,8 @@ type workload struct {
 	// framework's b.N raises it when -benchtime asks for more, and fast
 	// workloads take more until minWorkloadTime has passed.
 	rounds int
-	// cpu, when set, measures the CPU time of the gateway and MinIO per
-	// request over the rounds (not the warm-up).
+	// cpu, when set, measures the CPU time of MinIO and of each side's
+	// proxy process per request over the rounds (not the warm-up).
 	cpu *cpuProcs
 	// run performs one sample against s and returns the amount of work
 	// (bytes for MB/s, operations for ops/s) and the time it took.
@@ -215,11 +220,13 @@ type workload struct {
 }
 
 // compare runs one untimed warm-up sample per side, then the rounds, and
-// records the medians.
-func compare(b *testing.B, rep *report, w workload, direct, gateway side) {
+// records the medians. sides are MinIO itself, the gateway and optionally
+// the bare reverse proxy; each round runs every side once, rotating which
+// goes first, so that a ratio to MinIO compares samples taken side by side.
+func compare(b *testing.B, rep *report, w workload, sides ...side) {
 	b.Helper()
 	ctx := b.Context()
-	for _, s := range []side{direct, gateway} {
+	for _, s := range sides {
 		if _, _, err := w.run(ctx, s); err != nil {
 			b.Fatalf("%s warm-up against %s: %v", w.name, s.name, err)
 		}
@@ -228,18 +235,17 @@ func compare(b *testing.B, rep *report, w workload, direct, gateway side) {
 	samples := map[string][]float64{}
 	var tally *cpuTally
 	if w.cpu != nil {
-		tally = &cpuTally{procs: w.cpu}
+		tally = newCPUTally(w.cpu.minio)
+		// A sample of a throughput workload is one request.
+		tally.perSample = w.unit == "MB/s"
 	}
 	b.ResetTimer()
 	start := time.Now()
 	for r := 0; r < rounds || (r < maxRounds && time.Since(start) < minWorkloadTime); r++ {
-		order := []side{direct, gateway}
-		if r%2 == 1 {
-			order = []side{gateway, direct}
-		}
-		for _, s := range order {
+		for k := range sides {
+			s := sides[(r+k)%len(sides)]
 			var elapsed time.Duration
-			amount, err := tally.sample(s.name, func() (float64, error) {
+			amount, err := tally.sample(s, func() (float64, error) {
 				amount, d, err := w.run(ctx, s)
 				elapsed = d
 				return amount, err
@@ -255,7 +261,10 @@ func compare(b *testing.B, rep *report, w workload, direct, gateway side) {
 		}
 	}
 	b.StopTimer()
-	c := newComparison(w.name, w.title, w.unit, w.detail, w.target, samples[direct.name], samples[gateway.name])
+	c := newComparison(w.name, w.title, w.unit, w.detail, w.target, samples[sideDirect], samples[sideGateway])
+	if bare, ok := samples[sideBare]; ok {
+		c.addBare(bare)
+	}
 	c.CPU = tally.result()
 	rep.addComparison(c)
 	// ns/op would be the time of a round over both sides: meaningless here.
@@ -265,8 +274,16 @@ func compare(b *testing.B, rep *report, w workload, direct, gateway side) {
 	b.ReportMetric(c.Ratio, "ratio")
 	b.Logf("%s: direct %.1f %s, gateway %.1f %s, ratio %.3f (target >= %.2f) %s",
 		w.title, c.Direct, w.unit, c.Gateway, w.unit, c.Ratio, w.target, c.Status)
+	if c.BareProxySamples != nil {
+		b.ReportMetric(c.BareProxyRatio, "bare_ratio")
+		b.Logf("%s: bare proxy %.1f %s, ratio %.3f; the gateway's ratio over the bare proxy's %.3f %s",
+			w.title, c.BareProxy, w.unit, c.BareProxyRatio, c.OverBare, c.BareStatus)
+	}
 	if c.CPU != nil {
 		b.ReportMetric(c.CPU.Ratio, "cpu_ratio")
+		if c.CPU.BareProxy > 0 {
+			b.ReportMetric(c.CPU.BareRatio, "cpu_bare_ratio")
+		}
 		b.Logf("%s CPU: %v", w.title, c.CPU)
 	}
 }

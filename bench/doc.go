@@ -1,6 +1,9 @@
 // Package bench holds sweepgate's benchmarks: the same S3 workloads run
 // directly against MinIO and through sweepgate in one run, reported as
-// gateway/direct ratios against the targets docs/benchmarks.md gives, plus
+// gateway/direct ratios against the targets docs/benchmarks.md gives (the
+// 64 MiB GET and the small requests also through a bare
+// httputil.ReverseProxy in the same rounds, with the gateway's ratio and
+// CPU per request over the bare proxy's), plus
 // the gateway's resident memory growth while a 1 GiB object streams through
 // and the etcd writes the gateway makes per UploadPart (from its
 // sweepgate_etcd_request_duration_seconds counts, scraped between the phases

@@ -37,7 +37,10 @@ type comparison struct {
 	Title string `json:"title"`
 	// Unit of Direct and Gateway: "MB/s" (10^6 bytes per second) or "ops/s".
 	Unit string `json:"unit"`
-	// Direct and Gateway are the medians of the samples.
+	// Direct and Gateway are the medians of the samples. Ratio is the
+	// median of the rounds' ratios, each round's gateway sample over its
+	// direct one (the samples taken side by side), or the ratio of the
+	// medians when the sides have different numbers of samples.
 	Direct         float64   `json:"direct"`
 	Gateway        float64   `json:"gateway"`
 	Ratio          float64   `json:"ratio"`
@@ -47,6 +50,16 @@ type comparison struct {
 	GatewaySamples []float64 `json:"gateway_samples"`
 	// Detail says what one sample is.
 	Detail string `json:"detail"`
+	// BareProxy is the median of the samples through a bare
+	// httputil.ReverseProxy in the same rounds, for the workloads that run
+	// through one too; BareProxyRatio the median of its rounds' ratios to
+	// direct; OverBare is Ratio / BareProxyRatio, PASS (BareStatus) when
+	// the gateway is at least as fast as the bare proxy relative to MinIO.
+	BareProxy        float64   `json:"bare_proxy,omitempty"`
+	BareProxyRatio   float64   `json:"bare_proxy_ratio,omitempty"`
+	BareProxySamples []float64 `json:"bare_proxy_samples,omitempty"`
+	OverBare         float64   `json:"gateway_over_bare_proxy,omitempty"`
+	BareStatus       string    `json:"bare_status,omitempty"`
 	// CPU is the small workloads' CPU time per 1,000 requests, the
 	// gateway's next to MinIO's.
 	CPU *cpuPerRequest `json:"cpu_per_1000_requests,omitempty"`
@@ -139,14 +152,42 @@ func newComparison(name, title, unit, detail string, target float64, direct, gat
 		Direct: median(direct), Gateway: median(gateway),
 		DirectSamples: round2(direct), GatewaySamples: round2(gateway),
 	}
-	if c.Direct > 0 {
-		c.Ratio = c.Gateway / c.Direct
-	}
+	c.Ratio = roundRatio(gateway, direct)
 	c.Status = statusBelow
 	if c.Ratio >= target {
 		c.Status = statusPass
 	}
 	return c
+}
+
+// addBare adds the samples of the bare reverse proxy, taken in the same
+// rounds as c's.
+func (c *comparison) addBare(bare []float64) {
+	c.BareProxy, c.BareProxySamples = median(bare), round2(bare)
+	c.BareProxyRatio = roundRatio(bare, c.DirectSamples)
+	c.OverBare = ratio(c.Ratio, c.BareProxyRatio)
+	c.BareStatus = statusBelow
+	if c.BareProxyRatio > 0 && c.Ratio >= c.BareProxyRatio {
+		c.BareStatus = statusPass
+	}
+}
+
+// roundRatio is the median of xs[i]/ys[i], the ratio of samples taken in
+// the same round; the ratio of the medians when the two differ in length.
+func roundRatio(xs, ys []float64) float64 {
+	if len(xs) != len(ys) || len(xs) == 0 {
+		if m := median(ys); m > 0 {
+			return median(xs) / m
+		}
+		return 0
+	}
+	rs := make([]float64, 0, len(xs))
+	for i := range xs {
+		if ys[i] > 0 {
+			rs = append(rs, xs[i]/ys[i])
+		}
+	}
+	return median(rs)
 }
 
 func median(xs []float64) float64 {
@@ -187,10 +228,21 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "%-*s %14s %14s %7.3f %8s  %s\n", titleWidth, c.Title,
 			fmt.Sprintf("%.1f %s", c.Direct, c.Unit), fmt.Sprintf("%.1f %s", c.Gateway, c.Unit),
 			c.Ratio, fmt.Sprintf(">= %.2f", c.TargetRatio), c.Status)
+		if c.BareProxySamples != nil {
+			fmt.Fprintf(w, "    %-*s %14s %14s %7.3f\n", titleWidth-4, "bare httputil.ReverseProxy (direct, bare)",
+				"", fmt.Sprintf("%.1f %s", c.BareProxy, c.Unit), c.BareProxyRatio)
+			fmt.Fprintf(w, "    %-*s %14s %14s %7.3f %8s  %s\n", titleWidth-4, "gateway's ratio over the bare proxy's",
+				"", "", c.OverBare, ">= 1.00", c.BareStatus)
+		}
 		if p := c.CPU; p != nil {
 			fmt.Fprintf(w, "    %-*s %14s %14s %7.3f %8s  %s\n", titleWidth-4, "CPU s per 1,000 requests (MinIO, gateway)",
 				fmt.Sprintf("%.3f s", p.MinIO), fmt.Sprintf("%.3f s", p.Gateway), p.Ratio, fmt.Sprintf("<= %.2f", p.TargetRatio), p.Status)
 			fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "MinIO CPU s per 1,000, behind the gateway", "", fmt.Sprintf("%.3f s", p.MinIOViaGateway))
+			if p.BareProxy > 0 {
+				fmt.Fprintf(w, "    %-*s %14s %14s %7.3f %8s  %s\n", titleWidth-4, "CPU s per 1,000 requests (bare, gateway)",
+					fmt.Sprintf("%.3f s", p.BareProxy), fmt.Sprintf("%.3f s", p.Gateway), p.BareRatio, fmt.Sprintf("<= %.2f", p.TargetBareRatio), p.BareStatus)
+				fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "MinIO CPU s per 1,000, behind the bare proxy", "", fmt.Sprintf("%.3f s", p.MinIOViaBare))
+			}
 		}
 	}
 	if r.RSS != nil {

@@ -187,8 +187,20 @@ func (r *relay1xx) finish() {
 
 // copyResponse copies the backend's body to the client through a pooled
 // buffer, flushing after every write when flush is set (and once before
-// the first, so the client has the headers at once).
+// the first, so the client has the headers at once). A body that can
+// write itself (io.WriterTo: the backend client's bodies of known length,
+// which hand the client's response writer their connection) does so when
+// nothing is flushed write by write: on Linux, with both ends plain TCP,
+// the bytes then go from the backend's socket to the client's with splice
+// and never through the gateway's memory.
 func (p *passThrough) copyResponse(rw http.ResponseWriter, src io.Reader, flush bool) error {
+	if wt, ok := src.(io.WriterTo); ok && !flush {
+		_, err := wt.WriteTo(rw)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			p.logf("backend body read failed during copy: %v", err)
+		}
+		return err
+	}
 	buf := p.buffers.Get()
 	defer p.buffers.Put(buf)
 	var flushFn func() error

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -336,7 +337,7 @@ func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorde
 	}
 	var buf [13]slog.Attr
 	attrs := append(buf[:0],
-		slog.String("id", req.id), slog.Any("op", req.route.Operation), slog.String("method", r.Method),
+		slog.String("id", req.id), slog.String("op", string(req.route.Operation)), slog.String("method", r.Method),
 		slog.String("bucket", req.route.Bucket), slog.Int("status", status), slog.Int64("bytes_out", rec.bytes),
 		slog.Int64("duration_ms", elapsed.Milliseconds()), slog.String("remote", r.RemoteAddr))
 	if req.client.IsValid() {
@@ -585,6 +586,28 @@ func (w *responseRecorder) Write(p []byte) (int, error) {
 	w.bytes += int64(n)
 	return n, err
 }
+
+// ReadFrom copies src to the response through the underlying writer's own
+// ReadFrom when it has one (net/http's, which hands a plain TCP
+// connection's bytes to the kernel: see passThrough.copyResponse),
+// counting the bytes as Write does.
+func (w *responseRecorder) ReadFrom(src io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	var n int64
+	var err error
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(src)
+	} else {
+		n, err = io.Copy(writerOnly{w.ResponseWriter}, src)
+	}
+	w.bytes += n
+	return n, err
+}
+
+// writerOnly hides a writer's ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
 
 func (w *responseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 

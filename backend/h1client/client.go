@@ -9,8 +9,12 @@
 // over the connection's buffered reader, in the goroutine that called
 // RoundTrip, and keeps a small pool of keep-alive connections.
 //
+// A response body of known length also writes itself (io.WriterTo): it
+// hands the writer the connection, limited to the body's remaining bytes,
+// so that a writer ending in a TCP connection moves them with splice.
+//
 // A connection goes back to the pool only when its response body was read
-// to its end, the response allows reuse (HTTP/1.1 or later, no Connection:
+// (or written) to its end, the response allows reuse (HTTP/1.1 or later, no Connection:
 // close, a body of known length or a chunked body that ended) and nothing
 // beyond the response was received; any other ends it. A request that failed
 // on a reused connection before any byte of the response arrived is sent
@@ -215,6 +219,8 @@ type body struct {
 	ctx  context.Context
 	stop func() bool
 	done bool
+	// read counts the bytes Read returned.
+	read int64
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -222,13 +228,12 @@ func (b *body) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := b.rc.Read(p)
+	b.read += int64(n)
 	switch {
 	case err == io.EOF:
 		b.release()
 	case err != nil:
-		b.done = true
-		b.stop()
-		b.cn.nc.Close()
+		b.fail()
 		if ctxErr := b.ctx.Err(); ctxErr != nil {
 			err = ctxErr
 		}
@@ -236,20 +241,85 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// fail ends the body and its connection after an error.
+func (b *body) fail() {
+	b.done = true
+	b.stop()
+	b.cn.nc.Close()
+}
+
+// WriteTo writes the rest of the body to w and reports how many bytes it
+// wrote. A body of known length (a Content-Length, no transfer coding) is
+// handed to w as the connection itself, limited to the body's remaining
+// bytes, after the bytes already buffered: when w's ReadFrom ends in a TCP
+// connection's (net/http's server's response writer does, for a plain
+// connection), Linux moves the bytes from socket to socket with splice,
+// without copying them into the process. The connection then goes back to
+// the pool under the rules Read's end applies; a body the server ends
+// early is io.ErrUnexpectedEOF, and any failure ends the connection. A
+// body of unknown length is copied through Read.
+func (b *body) WriteTo(w io.Writer) (int64, error) {
+	if b.done {
+		return 0, nil
+	}
+	if b.res.ContentLength < 0 || len(b.res.TransferEncoding) > 0 {
+		return io.Copy(w, readerOnly{b})
+	}
+	remaining := b.res.ContentLength - b.read
+	var written int64
+	if n := min(int64(b.cn.br.Buffered()), remaining); n > 0 {
+		buf, _ := b.cn.br.Peek(int(n))
+		nw, err := w.Write(buf)
+		_, _ = b.cn.br.Discard(nw)
+		written, remaining = int64(nw), remaining-int64(nw)
+		if err == nil && nw < len(buf) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			b.fail()
+			return written, err
+		}
+	}
+	var err error
+	if remaining > 0 {
+		lr := &io.LimitedReader{R: b.cn.nc, N: remaining}
+		var n int64
+		n, err = io.Copy(w, lr)
+		written += n
+		if err == nil && lr.N > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+	}
+	if err != nil {
+		b.fail()
+		if ctxErr := b.ctx.Err(); ctxErr != nil {
+			err = ctxErr
+		}
+		return written, err
+	}
+	// The whole body went past the reader of the response, which would
+	// try to read it again if closed: the connection is freed without it.
+	b.rc = nil
+	b.release()
+	return written, nil
+}
+
+// readerOnly hides a reader's WriteTo from io.Copy.
+type readerOnly struct{ io.Reader }
+
 // Close ends the body; a body not read to its end takes its connection
 // with it.
 func (b *body) Close() error {
 	if !b.done {
-		b.done = true
-		b.stop()
-		b.cn.nc.Close()
+		b.fail()
 	}
 	return nil
 }
 
 // release ends the exchange after the whole response arrived: the
 // connection goes back to the pool when the response allows it (never
-// after a protocol switch, when it no longer speaks HTTP/1.1).
+// after a protocol switch, when it no longer speaks HTTP/1.1). A nil rc is
+// a body WriteTo took past the response's reader.
 func (b *body) release() {
 	b.done = true
 	if b.rc != nil && b.rc != http.NoBody {

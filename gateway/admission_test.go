@@ -323,7 +323,11 @@ func holdingBackend(t *testing.T) (*httptest.Server, func(name string) *held) {
 // answer a handler starts (a backend's error relayed, the proxy's own) is
 // replaced by the cut-off's error, and the connection closed.
 func TestRecorderReplacesAnswer(t *testing.T) {
-	for _, code := range []int{http.StatusOK, http.StatusBadRequest, http.StatusServiceUnavailable} {
+	for _, tc := range []struct {
+		code     int
+		readFrom bool
+	}{{http.StatusOK, false}, {http.StatusBadRequest, false}, {http.StatusServiceUnavailable, false}, {http.StatusOK, true}} {
+		code := tc.code
 		w := httptest.NewRecorder()
 		cut := false
 		rec := &responseRecorder{ResponseWriter: w, bodyUnread: func() bool { return true }, resource: "/b/k", id: "req-1",
@@ -336,7 +340,12 @@ func TestRecorderReplacesAnswer(t *testing.T) {
 		cut = true
 		rec.Header().Set("Content-Length", "5")
 		rec.WriteHeader(code)
-		rec.Write([]byte("other"))
+		if tc.readFrom {
+			// The pass-through's copy of a body that writes itself.
+			rec.ReadFrom(strings.NewReader("other"))
+		} else {
+			rec.Write([]byte("other"))
+		}
 		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "<Code>RequestTimeout</Code>") || strings.Contains(w.Body.String(), "other") {
 			t.Errorf("answer %d: got %d %s, want 400 RequestTimeout alone", code, w.Code, w.Body)
 		}

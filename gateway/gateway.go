@@ -590,10 +590,15 @@ func (w *responseRecorder) Write(p []byte) (int, error) {
 // ReadFrom copies src to the response through the underlying writer's own
 // ReadFrom when it has one (net/http's, which hands a plain TCP
 // connection's bytes to the kernel: see passThrough.copyResponse),
-// counting the bytes as Write does.
+// counting the bytes and dropping them after a replaced answer as Write
+// does.
 func (w *responseRecorder) ReadFrom(src io.Reader) (int64, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
+	}
+	if w.replaced {
+		// As Write: the answer was replaced, so the body is dropped.
+		return io.Copy(io.Discard, src)
 	}
 	var n int64
 	var err error

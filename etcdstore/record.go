@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // A record is the JSON value of one of sweepgate's keys. Every kind of
@@ -265,6 +266,55 @@ type SchemaCheck struct {
 
 	mu  sync.Mutex
 	err error
+	// initDone is set once InitSchema has had an answer from etcd.
+	initDone bool
+}
+
+// InitSchema starts a new keyspace in this binary's schema, SchemaVersion,
+// so that a deployment begins in the newest forms instead of needing a
+// migration: it writes the schema record when there is none, no session
+// and no part record is stored, no migration has begun, and every live
+// gateway reads SchemaVersion. The emptiness is compared in the
+// transaction that writes the record, so no record of an older form can
+// precede it; a gateway of this release that read the keyspace before
+// writes older forms for at most one schema check interval, which this
+// binary and the migration both read. It reports whether it wrote the
+// record; an answer of etcd that finds the keyspace not new is no error.
+func (s *Store) InitSchema(ctx context.Context) (bool, error) {
+	resp, err := s.cli.Get(ctx, s.keys.Schema(), clientv3.WithCountOnly())
+	if err != nil {
+		return false, fmt.Errorf("read the keyspace schema: %w", err)
+	}
+	if resp.Count > 0 {
+		return false, nil
+	}
+	gateways, err := s.Gateways(ctx)
+	if err != nil && !errors.Is(err, ErrNewerRecord) {
+		return false, err
+	}
+	if err != nil {
+		return false, nil
+	}
+	for _, g := range gateways {
+		if !g.Reads(SchemaVersion) {
+			return false, nil
+		}
+	}
+	val, err := json.Marshal(SchemaRecord{Version: 1, Schema: SchemaVersion, By: "the first gateway of a new keyspace", At: time.Now().UTC()})
+	if err != nil {
+		return false, err
+	}
+	absent := func(key string) clientv3.Cmp { return clientv3.Compare(clientv3.CreateRevision(key), "=", 0) }
+	txn, err := s.cli.Txn(ctx).If(
+		absent(s.keys.Schema()),
+		absent(s.keys.Migration()),
+		absent(s.keys.AllSessions()).WithPrefix(),
+		absent(s.keys.AllParts()).WithPrefix(),
+	).Then(clientv3.OpPut(s.keys.Schema(), string(val))).Commit()
+	if err != nil {
+		return false, fmt.Errorf("start the keyspace schema: %w", err)
+	}
+	return txn.Succeeded, nil
 }
 
 // NewSchemaCheck returns a check of store's keyspace schema; logf, if not
@@ -275,8 +325,19 @@ func NewSchemaCheck(store *Store, logf func(err error)) *SchemaCheck {
 }
 
 // Check reads the stored schema once and records whether this binary
-// reads it.
+// reads it. The first check that reaches etcd starts a new keyspace in
+// this binary's schema (Store.InitSchema).
 func (c *SchemaCheck) Check(ctx context.Context) error {
+	c.mu.Lock()
+	initDone := c.initDone
+	c.mu.Unlock()
+	if !initDone {
+		if _, err := c.store.InitSchema(ctx); err == nil {
+			c.mu.Lock()
+			c.initDone = true
+			c.mu.Unlock()
+		}
+	}
 	n, err := c.store.StoredSchema(ctx)
 	if err != nil && !errors.Is(err, ErrNewerRecord) {
 		return err

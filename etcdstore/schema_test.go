@@ -5,6 +5,7 @@ package etcdstore
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +60,55 @@ func TestSchemaCheckFollowsTheStoredSchema(t *testing.T) {
 	var nilCheck *SchemaCheck
 	if nilCheck.Err() != nil {
 		t.Error("a nil check refuses")
+	}
+}
+
+// TestNewKeyspaceStartsInTheNewestSchema: the first check of a keyspace
+// with nothing in it writes this binary's schema, so a new deployment
+// writes the newest forms without a migration; a keyspace that holds a
+// session or a part record, or has a live gateway that does not read the
+// newest schema, stays in schema 1 until a migration moves it.
+func TestNewKeyspaceStartsInTheNewestSchema(t *testing.T) {
+	t.Parallel()
+	base := newTestStore(t)
+	storeAt := func(prefix string) *Store {
+		t.Helper()
+		keys, err := NewKeys(prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NewStore(base.Client(), keys)
+	}
+	put := func(key, val string) {
+		t.Helper()
+		if _, err := base.Client().Put(t.Context(), key, val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		seed func(s *Store)
+		want int
+	}{
+		{"empty", func(*Store) {}, SchemaVersion},
+		{"a live gateway of this release", func(s *Store) {
+			put(s.Keys().Gateway("g1"), fmt.Sprintf(`{"v":1,"id":"g1","schema":%d,"schema_min":%d}`, SchemaVersion, MinSchemaVersion))
+		}, SchemaVersion},
+		{"a session", func(s *Store) { putUpload(t, s, "b", "u1", StateActive) }, 1},
+		{"a part record only", func(s *Store) { put(s.Keys().Part("u1", 1), `{"v":1,"n":1}`) }, 1},
+		{"a live gateway of 1.0.0", func(s *Store) { put(s.Keys().Gateway("old"), `{"v":1,"id":"old"}`) }, 1},
+	} {
+		s := storeAt("/init-" + strings.ReplaceAll(tc.name, " ", "-") + "/")
+		tc.seed(s)
+		if err := NewSchemaCheck(s, nil).Check(t.Context()); err != nil {
+			t.Fatalf("%s: Check: %v", tc.name, err)
+		}
+		n, err := s.StoredSchema(t.Context())
+		if err != nil || n != tc.want || s.WritesSchema() != tc.want {
+			t.Errorf("%s: stored schema %d (%v), writes %d; want %d", tc.name, n, err, s.WritesSchema(), tc.want)
+		}
+		if wrote, err := s.InitSchema(t.Context()); wrote || err != nil {
+			t.Errorf("%s: a second InitSchema wrote %v (%v); want nothing", tc.name, wrote, err)
+		}
 	}
 }

@@ -140,6 +140,9 @@ func (s *server) openStore(ctx context.Context) error {
 	if !cfg.Sessions.Enabled {
 		return nil
 	}
+	if cfg.Sharded() {
+		return errors.New("etcd.shards: serve does not run shards yet; use etcd.endpoints")
+	}
 	s.endpoints = cfg.Etcd.Endpoints
 	if cfg.UsesEmbeddedEtcd() {
 		ecfg := cfg.Etcd.Embedded.StoreConfig()

@@ -76,7 +76,7 @@ func (r *Reclaimer) ScanOrphans(ctx context.Context, fn func(Orphan) error) erro
 	rev := resp.Header.Revision
 	inv := &inventory{
 		s3: r.s3, store: r.store, policy: r.policy(), now: r.now().UTC(), rev: rev,
-		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel, orphansOnly: true, buckets: r.cfg.Buckets,
+		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel, orphansOnly: true, buckets: r.cfg.Buckets, exclude: r.cfg.ExcludeBuckets,
 	}
 	return inv.walk(ctx, position{}, orphanHandler(fn))
 }

@@ -67,7 +67,10 @@ type server struct {
 	sessions *multipart.Service
 	digests  *digests.Service
 	gw       *gateway.Gateway
-	rec      serveReclaimer
+	// rec is the default shard's reclaimer, which the admin API serves;
+	// recs are every shard's, rec first.
+	rec  serveReclaimer
+	recs []serveReclaimer
 
 	// listeners are served in order, each by its server, under its name.
 	listeners []net.Listener
@@ -330,7 +333,7 @@ func (s *server) listen(fault func(string)) error {
 	}
 	s.tokenFrom = tokenFrom
 	progress := admin.NewProgressHub()
-	if s.rec, err = newReclaimer(cfg, s.store, s.sessions, s.backend, s.layout, s.reg, s.logger, progress.Publish, fault, s.addrs.Admin, s.clock); err != nil {
+	if err := s.newReclaimers(progress, fault); err != nil {
 		return err
 	}
 	if err := s.listenS3(); err != nil {
@@ -462,7 +465,7 @@ func (s *server) run(ctx context.Context, onServing func(serving)) error {
 	// be reachable on its admin address, which its election value names.
 	stopPublishing := s.publishClock()
 	defer stopPublishing()
-	stopReclaimer := s.rec.start(ctx, s.logger)
+	stopReclaimer := s.startReclaimers(ctx)
 	defer stopReclaimer()
 	s.logServing()
 	if onServing != nil {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sweepgate/sweepgate/admin"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
 	"github.com/sweepgate/sweepgate/digestsweep"
@@ -170,4 +172,47 @@ func (st shardsState) State() (since time.Time, err error) {
 		errs = append(errs, fmt.Errorf("shard %s: %w", sh.name, e))
 	}
 	return since, errors.Join(errs...)
+}
+
+// newReclaimers builds a reclaimer per shard, each with its own election
+// and fencing term in its own shard's etcd; the default shard's is s.rec.
+func (s *server) newReclaimers(progress *admin.ProgressHub, fault func(string)) error {
+	if len(s.shards) == 0 {
+		rec, err := newReclaimer(s.cfg, nil, s.backend, s.layout, s.logger, progress.Publish, fault, s.addrs.Admin, s.clock)
+		s.rec, s.recs = rec, []serveReclaimer{rec}
+		return err
+	}
+	for i, sh := range s.shards {
+		publish := progress.Publish
+		if i > 0 {
+			publish = nil // the admin API follows the default shard's passes
+		}
+		rec, err := newReclaimer(s.cfg, sh, s.backend, s.layout, s.logger, publish, fault, s.addrs.Admin, s.clock)
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", sh.name, err)
+		}
+		s.recs = append(s.recs, rec)
+	}
+	s.rec = s.recs[0]
+	return nil
+}
+
+// startReclaimers starts every shard's reclaimer (serveReclaimer.start)
+// and returns the function that stops them all at once.
+func (s *server) startReclaimers(ctx context.Context) (stop func()) {
+	stops := make([]func(), len(s.recs))
+	for i, rec := range s.recs {
+		logger := s.logger
+		if s.cfg.Sharded() {
+			logger = logger.With("shard", s.shards[i].name)
+		}
+		stops[i] = rec.start(ctx, logger)
+	}
+	return func() {
+		var wg sync.WaitGroup
+		for _, stop := range stops {
+			wg.Go(stop)
+		}
+		wg.Wait()
+	}
 }

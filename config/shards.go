@@ -221,6 +221,23 @@ func (c *Config) validateLayoutShard() []error {
 	return nil
 }
 
+// InLayout reports whether bucket holds a namespace or source of the
+// digest layout (digests.namespaces, digests.sources, digests.preset_storage).
+func (c *Config) InLayout(bucket string) bool {
+	for _, n := range c.Digests.Namespaces {
+		if n.Bucket == bucket {
+			return true
+		}
+	}
+	for _, s := range c.Digests.Sources {
+		if s.Bucket == bucket {
+			return true
+		}
+	}
+	b, _, _ := strings.Cut(c.Digests.PresetStorage, "/")
+	return c.Digests.PresetStorage != "" && b == bucket
+}
+
 // LayoutShard names the shard that keeps the digest layout's state: the
 // shard of its buckets (validateShards keeps them on one).
 func (c *Config) LayoutShard() string {

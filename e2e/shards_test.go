@@ -51,52 +51,9 @@ func TestShards(t *testing.T) {
 	if harness.DirectMode() {
 		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
 	}
-	m := harness.StartMinIO(t)
-	base := harness.BucketName(t)
-	shards := []*shard{{name: "main"}, {name: "logs"}, {name: "reg"}}
-	var spec []map[string]any
-	for i, sh := range shards {
-		sh.etcd = harness.StartEtcdCluster(t, 1)
-		sh.bucket = fmt.Sprintf("%s-%s", base, sh.name)
-		sh.store = &sessionStore{cli: sh.etcd.Client(t), prefix: etcdPrefix}
-		// Each shard's revisions run apart, so that its terms (the create
-		// revisions of its leader keys) are its own and no other shard's.
-		for j := range 25 * i {
-			if _, err := sh.store.cli.Put(t.Context(), fmt.Sprintf("/elsewhere/%d", j), "x"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		s := map[string]any{"name": sh.name, "endpoints": sh.etcd.Endpoints()}
-		if i > 0 {
-			s["buckets"] = []string{sh.bucket}
-		}
-		spec = append(spec, s)
-	}
-	reg := shards[2].bucket
-	opts := harness.Options{
-		EtcdShards: spec,
-		Config: map[string]any{
-			"etcd": map[string]any{"request_timeout": "2s", "dial_timeout": "2s"},
-			"reclaim": map[string]any{
-				"grace": shGrace.String(), "delete_after": shDeleteAfter.String(), "interval": "1s", "election_ttl": "2s",
-				"max_delete_fraction": 1, "max_delete_uploads_fraction": 1, "max_mark_fraction": 1,
-			},
-			"digests": map[string]any{"namespaces": []string{reg + "/blobs/sha256/"}, "sources": []string{reg + "/manifests/"}},
-		},
-	}
-	gateways := []*harness.Gateway{harness.StartGateway(t, m, opts), harness.StartGateway(t, m, opts)}
-	direct := harness.NewS3Client(m.Endpoint, m.Region, m.AccessKey, m.SecretKey, mnTransport(t), true)
-	clients := make([]*s3.Client, len(gateways))
-	for i, g := range gateways {
-		clients[i] = harness.NewS3Client(g.Endpoint, m.Region, m.AccessKey, m.SecretKey, mnTransport(t), true)
-	}
+	m, shards, gateways, clients, direct := shStart(t)
 	ctx := t.Context()
-	for _, sh := range shards {
-		if _, err := direct.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(sh.bucket)}); err != nil {
-			t.Fatalf("create bucket %s on MinIO: %v", sh.bucket, err)
-		}
-	}
-
+	reg := shards[2].bucket
 	// An upload made on MinIO behind the gateways' back, in the logs
 	// shard's bucket: an orphan for that shard's reclaimer alone, since no
 	// other shard's reclaimer lists that bucket.
@@ -180,15 +137,22 @@ func TestShards(t *testing.T) {
 	}
 	logs.etcd.Restart(0)
 
+	shRefusedStart(t, m, shards)
+}
+
+// shRefusedStart starts serve with a configuration that puts the logs
+// shard's bucket on shard reg: it must refuse, naming the move.
+func shRefusedStart(t *testing.T, m *harness.MinIO, shards []*shard) {
+	t.Helper()
 	// A configuration that puts the logs bucket on shard reg contradicts
 	// the directory: serve refuses to start and names the move.
 	moved := fmt.Sprintf("[{name: main, endpoints: [%s]}, {name: logs, endpoints: [%s]}, {name: reg, endpoints: [%s], buckets: [%s, %s]}]",
-		shards[0].etcd.Endpoint(0), logs.etcd.Endpoint(0), shards[2].etcd.Endpoint(0), reg, logs.bucket)
+		shards[0].etcd.Endpoint(0), shards[1].etcd.Endpoint(0), shards[2].etcd.Endpoint(0), shards[2].bucket, shards[1].bucket)
 	code, _, stderr := runSweepgate(t, nil, "serve", "--backend-endpoint", m.Endpoint, "--backend-access-key", m.AccessKey,
 		"--backend-secret-key", m.SecretKey, "--listen", "127.0.0.1:0", "--tls-listen", "", "--admin-listen", "", "--etcd-shards", moved,
 		"--etcd-embedded-data-dir", t.TempDir())
-	want := fmt.Sprintf("bucket %s: its state is on shard logs (shard directory), but etcd.shards puts it on shard reg", logs.bucket)
-	if code == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "sweepgate shards move "+logs.bucket+" --to reg") {
+	want := fmt.Sprintf("bucket %s: its state is on shard logs (shard directory), but etcd.shards puts it on shard reg", shards[1].bucket)
+	if code == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "sweepgate shards move "+shards[1].bucket+" --to reg") {
 		t.Errorf("serve with a contradicting configuration: exit %d, want an error containing %q and the move command\n%s", code, want, stderr)
 	}
 }
@@ -292,4 +256,56 @@ func shLeaders(t *testing.T, gateways []*harness.Gateway, shards []*shard) (term
 	})
 	t.Logf("reclaimer terms by shard: %v, leading gateways: %v", terms, leader)
 	return terms, leader
+}
+
+// shStart starts MinIO, three one-member etcd clusters as the shards
+// main (the default), logs and reg, each with a bucket, the digest layout
+// on reg, and two gateways over them with short reclaim settings.
+func shStart(t *testing.T) (*harness.MinIO, []*shard, []*harness.Gateway, []*s3.Client, *s3.Client) {
+	t.Helper()
+	m := harness.StartMinIO(t)
+	base := harness.BucketName(t)
+	shards := []*shard{{name: "main"}, {name: "logs"}, {name: "reg"}}
+	var spec []map[string]any
+	for i, sh := range shards {
+		sh.etcd = harness.StartEtcdCluster(t, 1)
+		sh.bucket = fmt.Sprintf("%s-%s", base, sh.name)
+		sh.store = &sessionStore{cli: sh.etcd.Client(t), prefix: etcdPrefix}
+		// Each shard's revisions run apart, so that its terms (the create
+		// revisions of its leader keys) are its own and no other shard's.
+		for j := range 25 * i {
+			if _, err := sh.store.cli.Put(t.Context(), fmt.Sprintf("/elsewhere/%d", j), "x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := map[string]any{"name": sh.name, "endpoints": sh.etcd.Endpoints()}
+		if i > 0 {
+			s["buckets"] = []string{sh.bucket}
+		}
+		spec = append(spec, s)
+	}
+	reg := shards[2].bucket
+	opts := harness.Options{
+		EtcdShards: spec,
+		Config: map[string]any{
+			"etcd": map[string]any{"request_timeout": "2s", "dial_timeout": "2s"},
+			"reclaim": map[string]any{
+				"grace": shGrace.String(), "delete_after": shDeleteAfter.String(), "interval": "1s", "election_ttl": "2s",
+				"max_delete_fraction": 1, "max_delete_uploads_fraction": 1, "max_mark_fraction": 1,
+			},
+			"digests": map[string]any{"namespaces": []string{reg + "/blobs/sha256/"}, "sources": []string{reg + "/manifests/"}},
+		},
+	}
+	gateways := []*harness.Gateway{harness.StartGateway(t, m, opts), harness.StartGateway(t, m, opts)}
+	direct := harness.NewS3Client(m.Endpoint, m.Region, m.AccessKey, m.SecretKey, mnTransport(t), true)
+	clients := make([]*s3.Client, len(gateways))
+	for i, g := range gateways {
+		clients[i] = harness.NewS3Client(g.Endpoint, m.Region, m.AccessKey, m.SecretKey, mnTransport(t), true)
+	}
+	for _, sh := range shards {
+		if _, err := direct.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(sh.bucket)}); err != nil {
+			t.Fatalf("create bucket %s on MinIO: %v", sh.bucket, err)
+		}
+	}
+	return m, shards, gateways, clients, direct
 }

@@ -32,29 +32,7 @@ func TestMove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	moving := map[string]string{
-		keysA.Session("bkt", "u1"):                          "s1",
-		keysA.Part("u1", 1):                                 "p1",
-		keysA.Activity("u1"):                                "a1",
-		keysA.RefSource("bkt", "m/1"):                       "rs",
-		keysA.Ref("sha256:aa", "bkt", "m/1"):                "r",
-		keysA.OrphanRecord("bkt", "o1"):                     "o",
-		keysA.Trash("bkt", "m/0", testTime):                 "t",
-		keysA.TrashRef("sha256:bb", "bkt", "m/0", testTime): "tr",
-	}
-	staying := map[string]string{
-		keysA.Session("bkt2", "u2"):           "s2",
-		keysA.Part("u2", 1):                   "p2",
-		keysA.Activity("u1x"):                 "other upload's activity",
-		keysA.Ref("sha256:aa", "bkt2", "m/1"): "r2",
-		keysA.ShardBucket("bkt2"):             "main",
-	}
-	for k, v := range moving {
-		put(cliA, k, v)
-	}
-	for k, v := range staying {
-		put(cliA, k, v)
-	}
+	moving, staying := moveFixture(t, cliA, keysA)
 	put(cliA, keysA.ShardBucket("bkt"), "main")
 	// A copy begun before: one key already on the new shard.
 	put(cliB, keysB.Root()+strings.TrimPrefix(keysA.Session("bkt", "u1"), keysA.Root()), "s1")
@@ -127,3 +105,38 @@ func TestMove(t *testing.T) {
 }
 
 var testTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// moveFixture writes the keys of bucket bkt that a move takes (moving) and
+// keys of other buckets and uploads beside them that it must leave
+// (staying).
+func moveFixture(t *testing.T, cli *clientv3.Client, keysA etcdstore.Keys) (moving, staying map[string]string) {
+	t.Helper()
+	moving = map[string]string{
+		keysA.Session("bkt", "u1"):                          "s1",
+		keysA.Part("u1", 1):                                 "p1",
+		keysA.Activity("u1"):                                "a1",
+		keysA.RefSource("bkt", "m/1"):                       "rs",
+		keysA.Ref("sha256:aa", "bkt", "m/1"):                "r",
+		keysA.OrphanRecord("bkt", "o1"):                     "o",
+		keysA.Trash("bkt", "m/0", testTime):                 "t",
+		keysA.TrashRef("sha256:bb", "bkt", "m/0", testTime): "tr",
+	}
+	staying = map[string]string{
+		keysA.Session("bkt2", "u2"):           "s2",
+		keysA.Part("u2", 1):                   "p2",
+		keysA.Activity("u1x"):                 "other upload's activity",
+		keysA.Ref("sha256:aa", "bkt2", "m/1"): "r2",
+		keysA.ShardBucket("bkt2"):             "main",
+	}
+	for k, v := range moving {
+		if _, err := cli.Put(context.Background(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range staying {
+		if _, err := cli.Put(context.Background(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return moving, staying
+}

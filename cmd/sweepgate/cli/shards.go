@@ -36,7 +36,8 @@ move moves BUCKET's state to SHARD: without --apply it prints the plan
 live in any shard (stop them all first), it records the move in the
 default shard, copies every key of the bucket to SHARD, points the shard
 directory at SHARD, and deletes the old keys. A move that stops is resumed
-by running the same command again. Afterwards, list BUCKET under SHARD in
+by running the same command again. A bucket of the digest layout is not
+moved: the layout's state moves only as a whole. Afterwards, list BUCKET under SHARD in
 etcd.shards (or under no shard, for the default one) before starting the
 gateways; they refuse to start until the configuration agrees.
 
@@ -155,7 +156,7 @@ func (c *Client) shardsMove(ctx context.Context, args []string) int {
 	bucket := args[0]
 	var to string
 	var apply bool
-	m, _, code := c.shardsConfig(name, args[1:], func(fs *flag.FlagSet) {
+	m, cfg, code := c.shardsConfig(name, args[1:], func(fs *flag.FlagSet) {
 		fs.StringVar(&to, "to", "", "")
 		fs.BoolVar(&apply, "apply", false, "")
 	})
@@ -165,6 +166,10 @@ func (c *Client) shardsMove(ctx context.Context, args []string) int {
 	defer closeShards(m)
 	if to == "" {
 		return c.usageError(name, errors.New("missing --to SHARD"))
+	}
+	if cfg.InLayout(bucket) {
+		fmt.Fprintf(c.Stderr, "sweepgate %s: %s holds part of the digest layout, whose state moves only as a whole; this command moves no layout bucket\n", name, bucket)
+		return ExitError
 	}
 	ctx, cancel := context.WithTimeout(ctx, shardsTimeout)
 	defer cancel()

@@ -66,6 +66,10 @@ func TestShardsCommands(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "bkt\tlogs\tlogs\n") {
 		t.Errorf("shards list with the configuration updated: exit %d\n%s", code, out)
 	}
+	layout := append(args([]string{"shards", "move", "reg", "--to", "main"}, "bkt, reg"), "--digests-namespace=reg/blobs/", "--digests-source=reg/m/")
+	if code, _, errOut := runCLI(t, nil, layout...); code != ExitError || !strings.Contains(errOut, "digest layout") {
+		t.Errorf("shards move of a layout bucket: exit %d\n%s", code, errOut)
+	}
 	if code, _, _ := runCLI(t, nil, args([]string{"shards", "move", "--to", "logs"}, "bkt")...); code != ExitUsage {
 		t.Errorf("shards move without a bucket: exit %d, want %d", code, ExitUsage)
 	}

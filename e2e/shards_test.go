@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -135,7 +137,14 @@ func TestShards(t *testing.T) {
 	if code := apiErrorCode(err); code != "SlowDown" {
 		t.Errorf("CreateMultipartUpload on the killed shard: %v (code %q), want SlowDown", err, code)
 	}
+	shRequireShardDown(t, gateways[0], "logs")
 	logs.etcd.Restart(0)
+
+	// The default shard's etcd dies: buckets whose directory entry the
+	// gateways hold keep their uploads.
+	shards[0].etcd.Kill(0)
+	shMultipart(t, clients[1], reg, "default-shard-down.bin")
+	shards[0].etcd.Restart(0)
 
 	shRefusedStart(t, m, shards)
 }
@@ -154,6 +163,32 @@ func shRefusedStart(t *testing.T, m *harness.MinIO, shards []*shard) {
 	want := fmt.Sprintf("bucket %s: its state is on shard logs (shard directory), but etcd.shards puts it on shard reg", shards[1].bucket)
 	if code == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "sweepgate shards move "+shards[1].bucket+" --to reg") {
 		t.Errorf("serve with a contradicting configuration: exit %d, want an error containing %q and the move command\n%s", code, want, stderr)
+	}
+}
+
+// shRequireShardDown checks that g reports shard name's etcd down, and
+// only it: /etcdz names it, and sweepgate_etcd_available says 0 for it
+// and 1 for the others.
+func shRequireShardDown(t *testing.T, g *harness.Gateway, name string) {
+	t.Helper()
+	eventually(t, shPhase, func() (bool, string) {
+		resp, err := http.Get(g.AdminEndpoint + "/etcdz")
+		if err != nil {
+			return false, err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "shard "+name+":") || strings.Count(string(body), "shard ") != 1 {
+			return false, fmt.Sprintf("/etcdz = %d %s", resp.StatusCode, body)
+		}
+		return true, ""
+	})
+	s, _ := readMetrics(t, g)
+	for _, sh := range []string{"main", "logs", "reg"} {
+		v, ok := s.series("sweepgate_etcd_available", "shard", sh)
+		if want := sh != name; !ok || (v == 1) != want {
+			t.Errorf("sweepgate_etcd_available{shard=%q} = %v (exported %v)", sh, v, ok)
+		}
 	}
 }
 

@@ -78,27 +78,7 @@ func TestShards(t *testing.T) {
 		}
 	}
 
-	// The digest layout lives on shard reg: its references are recorded
-	// there and nowhere else.
-	blob := []byte("a blob on the reg shard")
-	digest, blobKey := casBlobKey(blob)
-	if _, err := clients[0].PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(reg), Key: aws.String(blobKey), Body: bytes.NewReader(blob)}); err != nil {
-		t.Fatalf("PUT blob: %v", err)
-	}
-	manifest := []byte(`{"layers":["` + digest + `"]}`)
-	if _, err := clients[1].PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(reg), Key: aws.String("manifests/m1"), Body: bytes.NewReader(manifest)}); err != nil {
-		t.Fatalf("PUT manifest: %v", err)
-	}
-	for _, sh := range shards {
-		n := shCount(t, sh, etcdPrefix+"refs/"+url.PathEscape(digest)+"/")
-		if (n > 0) != (sh.name == "reg") {
-			t.Errorf("references of the manifest's digest in shard %s: %d", sh.name, n)
-		}
-	}
-	// The layout's blob is protected by the reference on its shard.
-	if _, err := clients[0].DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(reg), Key: aws.String(blobKey)}); err == nil {
-		t.Error("DELETE of a referenced blob on the reg shard succeeded")
-	}
+	shLayout(t, shards, clients, gateways[0])
 
 	// Each shard has one leader, in its own election, and each shard's
 	// abandoned upload is aborted in its own shard's term.
@@ -163,6 +143,53 @@ func shRefusedStart(t *testing.T, m *harness.MinIO, shards []*shard) {
 	want := fmt.Sprintf("bucket %s: its state is on shard logs (shard directory), but etcd.shards puts it on shard reg", shards[1].bucket)
 	if code == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "sweepgate shards move "+shards[1].bucket+" --to reg") {
 		t.Errorf("serve with a contradicting configuration: exit %d, want an error containing %q and the move command\n%s", code, want, stderr)
+	}
+}
+
+// shLayout checks that the digest layout's state is on its shard, reg:
+// the references a manifest names, the blob they protect, and a plane's
+// frontier reported through g's admin API.
+func shLayout(t *testing.T, shards []*shard, clients []*s3.Client, g *harness.Gateway) {
+	t.Helper()
+	ctx, reg := t.Context(), shards[2].bucket
+	// The digest layout lives on shard reg: its references are recorded
+	// there and nowhere else.
+	blob := []byte("a blob on the reg shard")
+	digest, blobKey := casBlobKey(blob)
+	if _, err := clients[0].PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(reg), Key: aws.String(blobKey), Body: bytes.NewReader(blob)}); err != nil {
+		t.Fatalf("PUT blob: %v", err)
+	}
+	manifest := []byte(`{"layers":["` + digest + `"]}`)
+	if _, err := clients[1].PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(reg), Key: aws.String("manifests/m1"), Body: bytes.NewReader(manifest)}); err != nil {
+		t.Fatalf("PUT manifest: %v", err)
+	}
+	for _, sh := range shards {
+		n := shCount(t, sh, etcdPrefix+"refs/"+url.PathEscape(digest)+"/")
+		if (n > 0) != (sh.name == "reg") {
+			t.Errorf("references of the manifest's digest in shard %s: %d", sh.name, n)
+		}
+	}
+	// The layout's blob is protected by the reference on its shard.
+	if _, err := clients[0].DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(reg), Key: aws.String(blobKey)}); err == nil {
+		t.Error("DELETE of a referenced blob on the reg shard succeeded")
+	}
+
+	// A plane's frontier goes where the layout's sweep reads it: shard reg.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.AdminEndpoint+"/admin/v1/frontiers/backup", strings.NewReader(`{"revision": 1}`))
+	req.Header.Set("Authorization", "Bearer "+g.AdminToken())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("POST /admin/v1/frontiers/backup = %d", resp.StatusCode)
+	}
+	for _, sh := range shards {
+		if n := shCount(t, sh, etcdPrefix+"frontiers/"); (n > 0) != (sh.name == "reg") {
+			t.Errorf("frontier records in shard %s: %d; want them in the layout's shard reg only", sh.name, n)
+		}
 	}
 }
 

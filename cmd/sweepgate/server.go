@@ -407,6 +407,7 @@ func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin
 		},
 		Etcd:          s.etcdState(),
 		Store:         s.store,
+		DigestStore:   s.layoutStore(),
 		Reclaimer:     s.rec.r,
 		ReclaimerInfo: s.rec.info,
 		Migrator:      s.migrator(),

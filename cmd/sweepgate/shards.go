@@ -146,6 +146,17 @@ func (s *server) openDirectory(ctx context.Context) error {
 	return nil
 }
 
+// layoutStore is the store of the digest layout's shard: the default
+// one's without shards or without a layout.
+func (s *server) layoutStore() *etcdstore.Store {
+	for _, sh := range s.shards {
+		if sh.digests != nil {
+			return sh.store
+		}
+	}
+	return s.store
+}
+
 // gatewayShards are the shards as the gateway serves them.
 func (s *server) gatewayShards() []gateway.Shard {
 	out := make([]gateway.Shard, len(s.shards))

@@ -72,7 +72,10 @@ func (s *server) openShard(ctx context.Context, spec config.EtcdShard, endpoints
 	}
 	var creds etcdstore.Credentials
 	if s.embedded == nil {
-		c, err := config.ShardCredentials(spec)
+		c, err := cfg.EtcdCredentials()
+		if cfg.Sharded() {
+			c, err = config.ShardCredentials(spec)
+		}
 		if err != nil {
 			return nil, err
 		}

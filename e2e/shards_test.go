@@ -59,7 +59,8 @@ func TestShards(t *testing.T) {
 	// An upload made on MinIO behind the gateways' back, in the logs
 	// shard's bucket: an orphan for that shard's reclaimer alone, since no
 	// other shard's reclaimer lists that bucket.
-	if _, err := direct.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(shards[1].bucket), Key: aws.String("orphan")}); err != nil {
+	orphan, err := direct.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(shards[1].bucket), Key: aws.String("orphan")})
+	if err != nil {
 		t.Fatalf("CreateMultipartUpload on MinIO: %v", err)
 	}
 
@@ -96,6 +97,10 @@ func TestShards(t *testing.T) {
 			t.Errorf("shard %s's abandoned upload was aborted in term %d; the shard's own election is in term %d (all terms: %v)", sh.name, term, terms[sh.name], terms)
 		}
 	}
+	// The admin API acts for the default shard's reclaimer: it neither
+	// adopts nor deletes an upload of another shard's bucket.
+	shRefuseOtherShardOrphan(t, gateways[leaders["main"]], shards, aws.ToString(orphan.UploadId))
+
 	// Many passes later, only the logs shard's reclaimer holds the orphan.
 	for _, sh := range shards {
 		s, _ := readMetrics(t, gateways[leaders[sh.name]])
@@ -113,7 +118,7 @@ func TestShards(t *testing.T) {
 		id := shAbandon(t, clients[1], sh.bucket, "abandoned-during-outage.bin")
 		shAwaitAborted(t, sh, id)
 	}
-	_, err := clients[0].CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(logs.bucket), Key: aws.String("refused")})
+	_, err = clients[0].CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(logs.bucket), Key: aws.String("refused")})
 	if code := apiErrorCode(err); code != "SlowDown" {
 		t.Errorf("CreateMultipartUpload on the killed shard: %v (code %q), want SlowDown", err, code)
 	}
@@ -189,6 +194,39 @@ func shLayout(t *testing.T, shards []*shard, clients []*s3.Client, g *harness.Ga
 	for _, sh := range shards {
 		if n := shCount(t, sh, etcdPrefix+"frontiers/"); (n > 0) != (sh.name == "reg") {
 			t.Errorf("frontier records in shard %s: %d; want them in the layout's shard reg only", sh.name, n)
+		}
+	}
+}
+
+// shRefuseOtherShardOrphan asks g's admin API, which serves the default
+// shard's reclaimer, to adopt and then to delete the orphan in the logs
+// shard's bucket: both are refused, and the upload and the shards' state
+// are as they were.
+func shRefuseOtherShardOrphan(t *testing.T, g *harness.Gateway, shards []*shard, uploadID string) {
+	t.Helper()
+	post := func(path, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, g.AdminEndpoint+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+g.AdminToken())
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	ref := fmt.Sprintf(`{"bucket": %q, "key": "orphan", "upload_id": %q`, shards[1].bucket, uploadID)
+	if code, body := post("/admin/v1/reclaim/orphans/adopt", ref+`, "principal": "op"}`); code != http.StatusConflict || !strings.Contains(body, "another etcd shard") {
+		t.Errorf("adopt of another shard's orphan = %d %s", code, body)
+	}
+	code, body := post("/admin/v1/reclaim/orphans/delete", `{"refs": [`+ref+`}], "confirm": true, "principal": "op"}`)
+	if !strings.Contains(body, "another shard") || strings.Contains(body, `"deleted":true`) {
+		t.Errorf("delete of another shard's orphan = %d %s", code, body)
+	}
+	for _, sh := range shards {
+		if _, _, _, found := sh.store.lookup(t, shards[1].bucket, uploadID); found {
+			t.Errorf("shard %s has a session for the orphan after the refusals", sh.name)
 		}
 	}
 }

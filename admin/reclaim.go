@@ -373,6 +373,9 @@ func (a *reclaimAPI) adopt(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, reclaim.ErrNoSuchUpload):
 		writeAPIError(w, http.StatusNotFound, adminapi.CodeNotFound,
 			fmt.Sprintf("the backend has no upload %q of key %q in bucket %q", req.UploadID, req.Key, req.Bucket))
+	case errors.Is(err, reclaim.ErrOtherShard):
+		writeAPIError(w, http.StatusConflict, adminapi.CodeConflict,
+			fmt.Sprintf("bucket %q is on another etcd shard than this reclaimer's (etcd.shards): its own shard's reclaimer acts on its uploads", req.Bucket))
 	case err != nil:
 		a.failed(w, "adopting the orphan", err)
 	default:

@@ -58,8 +58,11 @@ type Config struct {
 	// (sessions off, no etcd) answers 200 "not used".
 	Etcd EtcdState
 	// Store holds the session, reclaimer and digest records; nil when
-	// sessions are off, which the API then answers.
-	Store *etcdstore.Store
+	// sessions are off, which the API then answers. With etcd.shards it is
+	// the default shard's, and DigestStore, when set, the store of the
+	// digest layout's shard, which the frontiers and the trash are read
+	// from and written to.
+	Store, DigestStore *etcdstore.Store
 	// Reclaimer is nil when there is none (sessions are off);
 	// ReclaimerInfo describes it either way.
 	Reclaimer     *reclaim.Reclaimer
@@ -106,6 +109,10 @@ func New(cfg Config) http.Handler {
 	if draining == nil {
 		draining = new(atomic.Bool)
 	}
+	digestStore := cfg.DigestStore
+	if digestStore == nil {
+		digestStore = cfg.Store
+	}
 	progress := cfg.Progress
 	if progress == nil {
 		progress = NewProgressHub()
@@ -117,7 +124,7 @@ func New(cfg Config) http.Handler {
 		etcd:     cfg.Etcd,
 		sessions: sessionsAPI{store: cfg.Store, log: log},
 		reclaim:  reclaimAPI{r: cfg.Reclaimer, store: cfg.Store, info: cfg.ReclaimerInfo, progress: progress, log: log},
-		digests:  digestAPI{store: cfg.Store, planes: cfg.Planes, now: cfg.Now, log: log},
+		digests:  digestAPI{store: digestStore, planes: cfg.Planes, now: cfg.Now, log: log},
 		reload:   reloadAPI{reload: cfg.Reload},
 		config:   configAPI{inEffect: cfg.Config},
 		migrator: cfg.Migrator,

@@ -324,6 +324,10 @@ type Etcd struct {
 	Username     string
 	PasswordFile string
 	Embedded     EmbeddedEtcd
+	// Shards, when set, are the etcd clusters that keep the state, each of
+	// its buckets (the first of every bucket no shard lists); Endpoints is
+	// then empty. Use Config.Shards for the list with defaults filled.
+	Shards []EtcdShard
 }
 
 // EmbeddedEtcd configures the in-process etcd used when Etcd.Endpoints is
@@ -387,7 +391,7 @@ type Log struct {
 }
 
 // UsesEmbeddedEtcd reports whether serve runs its own etcd.
-func (c *Config) UsesEmbeddedEtcd() bool { return len(c.Etcd.Endpoints) == 0 }
+func (c *Config) UsesEmbeddedEtcd() bool { return len(c.Etcd.Endpoints) == 0 && !c.Sharded() }
 
 // StoreConfig returns the embedded etcd settings in etcdstore's terms.
 func (e EmbeddedEtcd) StoreConfig() etcdstore.EmbeddedConfig {

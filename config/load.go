@@ -360,6 +360,10 @@ func (w *yamlWalker) leaf(c *Config, s Setting, n *yaml.Node) {
 		}
 	case *[]BackendIdentity:
 		*p, _ = w.identities(n)
+	case *[]EtcdShard:
+		if shards, ok := w.shards(n); ok {
+			*p = shards
+		}
 	case *[]DigestNamespace:
 		if n.Kind != yaml.SequenceNode {
 			w.errorf(n, "%s must be a list of BUCKET/PREFIX strings or {name, bucket, prefix, pattern, verify} mappings", s.Key)

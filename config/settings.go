@@ -72,7 +72,7 @@ type Setting struct {
 // it, and a flag or environment value is split at commas.
 func (s Setting) IsList() bool {
 	switch s.field(&Config{}).(type) {
-	case *[]string, *[]Credential, *[]BackendIdentity, *[]DigestNamespace, *[]DigestSource:
+	case *[]string, *[]Credential, *[]BackendIdentity, *[]DigestNamespace, *[]DigestSource, *[]EtcdShard:
 		return true
 	}
 	return false
@@ -203,6 +203,9 @@ func Settings() []Setting {
 		setting("etcd.prefix", "PREFIX", etcdstore.DefaultPrefix,
 			"Prefix of every key sweepgate writes in etcd, so that several gateways or applications can share a cluster.",
 			func(c *Config) any { return &c.Etcd.Prefix }),
+		setting("etcd.shards", "LIST", "",
+			"Several etcd clusters that keep the state, each bucket's in one (docs/architecture.md, \"Shards\"). A list of {name, endpoints, prefix, buckets, ca_file, cert_file, key_file, username, password_file}; a flag or environment variable takes the same in YAML's flow style, such as [{name: a, endpoints: [http://etcd-a:2379]}, {name: b, endpoints: [http://etcd-b:2379], buckets: [logs]}], and a repeated flag adds shards. prefix and the TLS and authentication fields default to etcd.prefix, etcd.ca_file, etcd.cert_file, etcd.key_file, etcd.username and etcd.password_file. The first shard is the default one: it holds every bucket no shard lists, and the directory of which shard each bucket's state was first written on, which a later configuration may not contradict (move a bucket with 'sweepgate shards move'). A bucket listed twice, and a digest layout whose buckets are on different shards, are refused. Empty: one store, etcd.endpoints or the embedded etcd. With shards etcd.endpoints must be empty.",
+			func(c *Config) any { return &c.Etcd.Shards }),
 		setting("etcd.dial_timeout", "DURATION", duration(etcdstore.DefaultDialTimeout),
 			"How long to wait for etcd to answer when connecting.",
 			func(c *Config) any { return &c.Etcd.DialTimeout }),
@@ -531,6 +534,12 @@ func (s Setting) setText(c *Config, values []string) error {
 			}
 		}
 		*p = out
+	case *[]EtcdShard:
+		shards, err := shardsText(values)
+		if err != nil {
+			return err
+		}
+		*p = shards
 	default:
 		return fmt.Errorf("internal error: setting %s has unsupported type %T", s.Key, p)
 	}
@@ -572,6 +581,8 @@ func (s Setting) format(c *Config) string {
 	case *[]DigestNamespace:
 		return "[" + joinStrings(*p) + "]"
 	case *[]DigestSource:
+		return "[" + joinStrings(*p) + "]"
+	case *[]EtcdShard:
 		return "[" + joinStrings(*p) + "]"
 	default:
 		return fmt.Sprintf("%T", p)

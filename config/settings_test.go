@@ -46,6 +46,9 @@ func sampleValue(t *testing.T, s Setting) (text, yamlValue string) {
 		return "ro:AKRO:sec:ret", "[{name: ro, access_key: AKRO, secret_key: \"sec:ret\"}]"
 	case *[]DigestNamespace, *[]DigestSource:
 		return "bkt/pre/,other/", "[bkt/pre/, other/]"
+	case *[]EtcdShard:
+		v := "[{name: a, endpoints: [http://e1:2379, http://e2:2379], buckets: [b1, b2]}, {name: b, endpoints: [http://e3:2379], prefix: /p/, username: u}]"
+		return v, v
 	}
 	t.Fatalf("no sample for %s", s.Key)
 	return "", ""

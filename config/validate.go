@@ -69,6 +69,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, c.validateEmbedded()...)
 	}
 	errs = append(errs, c.validateEtcdSecurity()...)
+	errs = append(errs, c.validateShards()...)
 
 	errs = append(errs, c.validateReclaim()...)
 	errs = append(errs, c.validateDigests()...)

@@ -319,3 +319,18 @@ func LastSegment(key string) (string, bool) {
 	s, err := url.PathUnescape(key[i+1:])
 	return s, err == nil
 }
+
+// ShardBuckets returns the prefix of the shard directory: one key per
+// bucket whose state some shard holds, valued with that shard's name. It
+// lives in the default shard only (package shards).
+func (k Keys) ShardBuckets() string { return k.Root() + "shards/buckets/" }
+
+// ShardBucket returns the directory key of bucket.
+func (k Keys) ShardBucket(bucket string) string { return k.ShardBuckets() + url.PathEscape(bucket) }
+
+// ShardMoves returns the prefix of the records of bucket moves in progress
+// (sweepgate shards move), in the default shard.
+func (k Keys) ShardMoves() string { return k.Root() + "shards/moves/" }
+
+// ShardMove returns the move record of bucket.
+func (k Keys) ShardMove(bucket string) string { return k.ShardMoves() + url.PathEscape(bucket) }

@@ -117,7 +117,10 @@ func (g *Gateway) deleteObjects(w http.ResponseWriter, r *http.Request, req *req
 		return a, sendErr
 	}
 	var refused []deleteError
-	if g.digests.Serves(s3op.DeleteObjects, bucket, "") {
+	if req.shard.Digests.Serves(s3op.DeleteObjects, bucket, "") {
+		if g.refuseUnassigned(w, r, req) {
+			return
+		}
 		var ok bool
 		if refused, ok = g.deleteDigests(w, r, req, in.Objects, sendBatch); !ok {
 			return

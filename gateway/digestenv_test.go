@@ -282,7 +282,7 @@ func (e *digestEnv) unguard(digest string) {
 func waitGuardsCaught(t testing.TB, g *Gateway, rev int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for !g.digests.Guards().Caught(rev) {
+	for !g.shards[0].Digests.Guards().Caught(rev) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the gateway's copy of the guards did not reach etcd revision %d", rev)
 		}

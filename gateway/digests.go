@@ -19,7 +19,7 @@ func (g *Gateway) serveDigests(w http.ResponseWriter, r *http.Request, req *requ
 		g.writeError(w, r, err)
 		return
 	}
-	g.answer(w, r, req, g.digests.Serve(r.Context(), q))
+	g.answer(w, r, req, req.shard.Digests.Serve(r.Context(), q))
 }
 
 // digestRequest is the digest service's view of a request.
@@ -62,7 +62,7 @@ func (g *Gateway) digestRequest(r *http.Request, req *request) (*digests.Request
 // pass serves a request the way the gateway serves it without digest
 // reclamation.
 func (g *Gateway) pass(w http.ResponseWriter, r *http.Request, req *request) {
-	if req.route.Operation.IsMultipart() && g.sessions != nil {
+	if req.route.Operation.IsMultipart() && req.shard.Sessions != nil {
 		g.serveMultipart(w, r, req)
 		return
 	}
@@ -73,8 +73,8 @@ func (g *Gateway) pass(w http.ResponseWriter, r *http.Request, req *request) {
 // without digest reclamation (through the session service when sessions
 // are on) and returns its answer read whole.
 func (g *Gateway) completeWhole(r *http.Request, req *request) reply.Reply {
-	if g.sessions != nil {
-		return g.sessions.Serve(r.Context(), g.multipartCall(r, req)).Whole()
+	if req.shard.Sessions != nil {
+		return req.shard.Sessions.Serve(r.Context(), g.multipartCall(r, req)).Whole()
 	}
 	out, err := g.forwardOf(r, req).Request()
 	if err != nil {
@@ -107,7 +107,7 @@ func (g *Gateway) deleteDigests(w http.ResponseWriter, r *http.Request, req *req
 	for i, o := range objs {
 		targets[i] = digests.DeleteTarget{Key: o.Key, VersionID: o.VersionID}
 	}
-	refusals, answer, ok := g.digests.DeleteObjects(r.Context(), q, targets, func(ctx context.Context, keep []int) (int, []byte, error) {
+	refusals, answer, ok := req.shard.Digests.DeleteObjects(r.Context(), q, targets, func(ctx context.Context, keep []int) (int, []byte, error) {
 		kept := make([]deleteObject, len(keep))
 		for i, k := range keep {
 			kept[i] = objs[k]

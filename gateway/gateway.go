@@ -92,6 +92,11 @@ type Config struct {
 	// Limits bound the requests in flight and the wait for a body
 	// (SetLimits installs others); the zero value limits nothing.
 	Limits Limits
+	// Shards and Router, when Router is set, replace Sessions, Digests and
+	// StateHealth: each request needing state goes to the services of its
+	// bucket's shard (etcd.shards, the default shard first).
+	Shards []Shard
+	Router ShardRouter
 }
 
 // Gateway is an http.Handler that serves the S3 API in front of a backend.
@@ -107,19 +112,20 @@ type Gateway struct {
 	checkBuckets []string
 	reservedKeys []string
 	backend      *backend.Client
-	sessions     *multipart.Service
-	digests      *digests.Service // nil when digest reclamation is off
-	stateHealth  func() error
-	proxy        *passThrough
-	log          *slog.Logger
-	requestLog   *slog.Logger
-	metrics      *metrics
-	ids          *requestIDs
-	now          func() time.Time
-	tracer       trace.Tracer // nil: tracing off
-	trusted      atomic.Pointer[clientip.Trusted]
-	limits       atomic.Pointer[Limits]
-	inFlight     inFlight
+	// shards are the services of each store of state, the default first;
+	// router names a bucket's, nil with one store.
+	shards     []Shard
+	router     ShardRouter
+	proxy      *passThrough
+	log        *slog.Logger
+	requestLog *slog.Logger
+	metrics    *metrics
+	ids        *requestIDs
+	now        func() time.Time
+	tracer     trace.Tracer // nil: tracing off
+	trusted    atomic.Pointer[clientip.Trusted]
+	limits     atomic.Pointer[Limits]
+	inFlight   inFlight
 }
 
 // New returns a gateway serving through cfg.Backend, cfg.Sessions and
@@ -142,15 +148,19 @@ func New(cfg Config) (*Gateway, error) {
 		checkBuckets: cfg.CheckBuckets,
 		reservedKeys: cfg.ReservedKeys,
 		backend:      cfg.Backend,
-		sessions:     cfg.Sessions,
-		digests:      cfg.Digests,
+		shards:       cfg.Shards,
+		router:       cfg.Router,
 		log:          cfg.Logger,
 		requestLog:   cfg.RequestLog,
 		metrics:      newMetrics(cfg.Metrics),
 		ids:          newRequestIDs(),
 		now:          cfg.Now,
-		stateHealth:  cfg.StateHealth,
 		tracer:       cfg.Tracer,
+	}
+	if cfg.Router == nil {
+		g.shards = []Shard{{Name: "default", Sessions: cfg.Sessions, Digests: cfg.Digests, StateHealth: cfg.StateHealth}}
+	} else if len(cfg.Shards) == 0 {
+		return nil, errors.New("gateway: a shard router without shards")
 	}
 	g.verify.region, g.verify.maxSkew = cfg.Region, cfg.MaxClockSkew
 	g.SetTrusted(cfg.Trusted)
@@ -210,6 +220,8 @@ type request struct {
 	backendStart     time.Time
 	// span is the request's server span, nil with tracing off.
 	span trace.Span
+	// shard is the shard of the request's bucket (dispatch sets it).
+	shard *Shard
 	// errorCode is the S3 error code the gateway answered with, if any.
 	errorCode atomic.Pointer[string]
 	// client is the client's address (Gateway.clientAddr).
@@ -358,16 +370,18 @@ func (g *Gateway) logRequest(r *http.Request, req *request, rec *responseRecorde
 // digest reclamation is on), the multipart calls to the session service
 // (when sessions are on), and everything else through the reverse proxy.
 func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request) {
+	req.shard = g.shardOf(req.route.Bucket)
+	sh := req.shard
 	switch {
 	case req.route.Operation == s3op.DeleteObjects:
 		g.deleteObjects(w, r, req)
-	case g.digests.Serves(req.route.Operation, req.route.Bucket, req.route.Key):
-		if g.digests.NeedsState(req.route.Operation) && g.refuseWithoutState(w, r) {
+	case sh.Digests.Serves(req.route.Operation, req.route.Bucket, req.route.Key):
+		if sh.Digests.NeedsState(req.route.Operation) && (g.refuseWithoutState(w, r, sh) || g.refuseUnassigned(w, r, req)) {
 			return
 		}
 		g.serveDigests(w, r, req)
-	case req.route.Operation.IsMultipart() && g.sessions != nil:
-		if g.refuseWithoutState(w, r) {
+	case req.route.Operation.IsMultipart() && sh.Sessions != nil:
+		if g.refuseWithoutState(w, r, sh) || g.refuseUnassigned(w, r, req) {
 			return
 		}
 		g.serveMultipart(w, r, req)
@@ -382,11 +396,11 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, req *request)
 // and Retry-After (the last probe of etcd failed: the client retries
 // instead of waiting on a store that does not answer). Nothing reached
 // etcd or the backend.
-func (g *Gateway) refuseWithoutState(w http.ResponseWriter, r *http.Request) bool {
-	if g.stateHealth == nil {
+func (g *Gateway) refuseWithoutState(w http.ResponseWriter, r *http.Request, sh *Shard) bool {
+	if sh.StateHealth == nil {
 		return false
 	}
-	err := g.stateHealth()
+	err := sh.StateHealth()
 	if err == nil {
 		return false
 	}

@@ -10,7 +10,7 @@ import (
 // serveMultipart hands a multipart call to the session service and writes
 // its answer.
 func (g *Gateway) serveMultipart(w http.ResponseWriter, r *http.Request, req *request) {
-	g.answer(w, r, req, g.sessions.Serve(r.Context(), g.multipartCall(r, req)))
+	g.answer(w, r, req, req.shard.Sessions.Serve(r.Context(), g.multipartCall(r, req)))
 }
 
 // multipartCall is the session service's view of a multipart call, with

@@ -70,8 +70,10 @@ type inventory struct {
 	// listing); no classification, no search for missing uploads.
 	orphansOnly bool
 	// buckets, when set, are the buckets to list (reclaim.buckets, sorted);
-	// otherwise every bucket ListBuckets returns.
+	// otherwise every bucket ListBuckets returns but those of exclude
+	// (Config.ExcludeBuckets), whose state another shard keeps.
 	buckets []string
+	exclude []string
 	// limit, when above 0, is a bounded pass's budget: the inventory
 	// lists at most limit uploads in all (listed counts them, carried
 	// across resumes) and then stops with errSliceFull (see slice.go).
@@ -106,6 +108,7 @@ func (inv *inventory) walk(ctx context.Context, pos position, h handler) error {
 		if buckets, err = inv.s3.ListBuckets(ctx); err != nil {
 			return err
 		}
+		buckets = slices.DeleteFunc(buckets, func(b string) bool { return slices.Contains(inv.exclude, b) })
 	}
 	for _, b := range buckets {
 		if pos.Bucket != "" && (b < pos.Bucket || b == pos.Bucket && pos.BucketDone) {
@@ -263,7 +266,7 @@ func (inv *inventory) elsewhere(ctx context.Context, buckets []string, h handler
 	var all []Missing
 	var unverified int64
 	for _, b := range withSessions {
-		if listed[b] {
+		if listed[b] || slices.Contains(inv.exclude, b) {
 			continue
 		}
 		// The backend does not list the bucket, so whatever it has there

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -24,6 +25,16 @@ var ErrNotConfirmed = errors.New("reclaim: not confirmed; nothing was deleted")
 // ErrNotOrphan says the upload has a session, so it is not an orphan and
 // follows the normal rules.
 var ErrNotOrphan = errors.New("reclaim: the upload has a session; it is not an orphan")
+
+// ErrOtherShard says the bucket is one of Config.ExcludeBuckets: its
+// sessions are kept on another etcd shard, whose reclaimer alone may judge
+// or act on its uploads.
+var ErrOtherShard = errors.New("reclaim: the bucket's state is on another shard, whose reclaimer acts on its uploads")
+
+// otherShard reports whether bucket's sessions are on another shard.
+func (r *Reclaimer) otherShard(bucket string) bool {
+	return slices.Contains(r.cfg.ExcludeBuckets, bucket)
+}
 
 // ErrNoSuchUpload says the backend does not have the upload.
 var ErrNoSuchUpload = errors.New("reclaim: the backend has no such upload")
@@ -76,7 +87,7 @@ func (r *Reclaimer) ScanOrphans(ctx context.Context, fn func(Orphan) error) erro
 	rev := resp.Header.Revision
 	inv := &inventory{
 		s3: r.s3, store: r.store, policy: r.policy(), now: r.now().UTC(), rev: rev,
-		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel, orphansOnly: true, buckets: r.cfg.Buckets,
+		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel, orphansOnly: true, buckets: r.cfg.Buckets, exclude: r.cfg.ExcludeBuckets,
 	}
 	return inv.walk(ctx, position{}, orphanHandler(fn))
 }
@@ -113,6 +124,9 @@ func (r *Reclaimer) leadership() (term, error) {
 // ErrNotOrphan if a session exists, ErrNoSuchUpload if the backend does not
 // have the upload under that key, and ErrNotLeader off the leader.
 func (r *Reclaimer) Adopt(ctx context.Context, bucket, key, uploadID, principal string) (etcdstore.OrphanRecord, error) {
+	if r.otherShard(bucket) {
+		return etcdstore.OrphanRecord{}, ErrOtherShard
+	}
 	t, err := r.leadership()
 	if err != nil {
 		return etcdstore.OrphanRecord{}, err
@@ -205,6 +219,10 @@ func (r *Reclaimer) DeleteOrphans(ctx context.Context, principal string, refs []
 
 func (r *Reclaimer) deleteOrphan(ctx context.Context, t term, principal string, ref OrphanRef, confirm bool) (OrphanResult, error) {
 	res := OrphanResult{OrphanRef: ref}
+	if r.otherShard(ref.Bucket) {
+		res.Outcome = ErrOtherShard.Error()
+		return res, nil
+	}
 	if _, err := r.store.GetSession(ctx, ref.Bucket, ref.UploadID); err == nil {
 		res.Outcome = ErrNotOrphan.Error()
 		return res, nil

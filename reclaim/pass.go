@@ -225,7 +225,7 @@ func (p *pass) begin(ctx context.Context, started time.Time) error {
 	pol.Elapsed = p.cur.Elapsed
 	p.inv = &inventory{
 		s3: r.s3, store: r.store, policy: pol, now: p.cur.Now, rev: p.cur.Rev,
-		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel, buckets: r.cfg.Buckets,
+		batch: r.cfg.BatchSize, parallel: r.cfg.Parallel, buckets: r.cfg.Buckets, exclude: r.cfg.ExcludeBuckets,
 		checkBudget: r.cfg.MissingCheckBudget, missingChecks: p.cur.Tally.MissingChecks,
 		restoreFloor: p.restoreFloor,
 	}

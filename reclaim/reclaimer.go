@@ -100,10 +100,10 @@ type Config struct {
 	// uploads, resuming on the next pass where the last one stopped (see
 	// slice.go); 0 lists the whole keyspace every pass.
 	PassUploads int64
-	// Buckets, when set, are the only buckets the upload sweep lists, and
-	// the backend's clock is read from a HEAD of the first (no ListBuckets
-	// at all); empty lists every bucket the backend lists.
-	Buckets []string
+	// Buckets, when set, are the only buckets the upload sweep lists, the
+	// backend's clock read from a HEAD of the first (no ListBuckets); empty
+	// lists every bucket the backend lists but ExcludeBuckets (other shards').
+	Buckets, ExcludeBuckets []string
 	// WitnessBucket and WitnessKey locate the backend's copy of the
 	// restore witness (witness.go). An empty bucket is the first digest
 	// namespace's, else the first of Buckets, else none: the witness is

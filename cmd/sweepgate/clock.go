@@ -36,20 +36,27 @@ func serveClock(logger *slog.Logger) (func() time.Time, error) {
 }
 
 // publishClock publishes this process's clock with its liveness in etcd
-// (reclaim.PublishClock) until the returned stop is called, which removes
-// the record and may be called more than once. Without a store (sessions
-// off) there is nothing to publish to and no reclaimer to read it.
+// (reclaim.PublishClock), in every shard, whose reclaimer reads it there,
+// until the returned stop is called, which removes the records and may be
+// called more than once. Without a store (sessions off) there is nothing
+// to publish to and no reclaimer to read it.
 func (s *server) publishClock() (stop func()) {
-	if s.store == nil {
-		return func() {}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := reclaim.PublishClock(ctx, reclaim.PublishConfig{
-		Store: s.store, ID: s.rec.info.ID, Listen: s.addrs.S3, Layout: s.layout.Fingerprint(), Release: s.build.Version,
-		Now: s.clock, Logger: s.logger.With("component", "clock"),
-	})
+	var dones []<-chan struct{}
+	for _, sh := range s.shards {
+		logger := s.logger.With("component", "clock")
+		if s.cfg.Sharded() {
+			logger = logger.With("shard", sh.name)
+		}
+		dones = append(dones, reclaim.PublishClock(ctx, reclaim.PublishConfig{
+			Store: sh.store, ID: s.rec.info.ID, Listen: s.addrs.S3, Layout: s.layout.Fingerprint(), Release: s.build.Version,
+			Now: s.clock, Logger: logger,
+		}))
+	}
 	return func() {
 		cancel()
-		<-done
+		for _, done := range dones {
+			<-done
+		}
 	}
 }

@@ -5,18 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sweepgate/sweepgate/admin"
 	"github.com/sweepgate/sweepgate/backend"
 	"github.com/sweepgate/sweepgate/cas"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digestsweep"
-	"github.com/sweepgate/sweepgate/etcdstore"
-	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reclaim"
 )
 
@@ -47,17 +44,28 @@ func reclaimerID(adminAddr string) string {
 // and backend client, the ones the gateway serves through. It is built whenever sessions are on, so that
 // a replica with reclaim.enabled off still answers status, plans and orphan
 // lists; only start decides whether it campaigns.
-func newReclaimer(cfg *config.Config, store *etcdstore.Store, sessions *multipart.Service, be *backend.Client, layout *cas.Layout, reg prometheus.Registerer,
+func newReclaimer(cfg *config.Config, sh *shardState, be *backend.Client, layout *cas.Layout,
 	logger *slog.Logger, progress func(reclaim.Progress), fault func(string), adminAddr string, clock func() time.Time) (serveReclaimer, error) {
 	rc := cfg.Reclaim
 	info := admin.ReclaimerInfo{ID: reclaimerID(adminAddr), Enabled: rc.Enabled, DryRun: rc.DryRun}
-	if sessions == nil {
+	if sh == nil || sh.sessions == nil {
 		info.Off, info.Enabled = "sessions.enabled is false, so there are no sessions to reclaim by", false
 		return serveReclaimer{info: info}, nil
 	}
+	scope := reclaimScope(cfg, sh)
+	if scope.off != "" {
+		info.Off, info.Enabled = scope.off, false
+	}
+	if cfg.Sharded() {
+		logger = logger.With("shard", sh.name)
+	}
+	var sweep *digestsweep.SweepConfig
+	if sh.digests != nil {
+		sweep = reclaimDigests(cfg, layout)
+	}
 	r, err := reclaim.New(reclaim.Config{
-		Store:                    store,
-		Sessions:                 sessions,
+		Store:                    sh.store,
+		Sessions:                 sh.sessions,
 		Backend:                  be,
 		ID:                       info.ID,
 		ElectionTTL:              rc.ElectionTTL,
@@ -82,20 +90,77 @@ func newReclaimer(cfg *config.Config, store *etcdstore.Store, sessions *multipar
 		SessionRetention:   0,
 		MissingCheckBudget: rc.MissingCheckBudget,
 		PassUploads:        rc.PassUploads,
-		Buckets:            rc.Buckets,
+		Buckets:            scope.buckets,
+		ExcludeBuckets:     scope.exclude,
 		WitnessBucket:      rc.WitnessBucket,
-		WitnessKey:         rc.WitnessKey,
+		WitnessKey:         scope.witnessKey,
 		Now:                clock,
 		Logger:             logger.With("component", "reclaimer"),
-		Metrics:            reg,
+		Metrics:            sh.reg,
 		Fault:              fault,
 		Progress:           progress,
-		Digests:            reclaimDigests(cfg, layout),
+		Digests:            sweep,
 	})
 	if err != nil {
 		return serveReclaimer{}, fmt.Errorf("reclaimer: %w", err)
 	}
 	return serveReclaimer{r: r, info: info}, nil
+}
+
+// scope is the part of the backend one shard's reclaimer sweeps.
+type scope struct {
+	buckets, exclude []string
+	witnessKey       string
+	off              string // why the shard has nothing to sweep, if so
+}
+
+// reclaimScope is the part of the backend sh's reclaimer sweeps: without
+// shards, reclaim.buckets (empty: every bucket). With them, a listed
+// shard's buckets (within reclaim.buckets when it is set), and for the
+// default shard every other bucket: reclaim.buckets less the other
+// shards', or, without reclaim.buckets, every bucket the backend lists
+// but the other shards'. A shard's reclaimer never judges an upload of
+// another shard's bucket, whose session it cannot see. Each shard but the
+// default keeps its own restore witness key, since each leader advances
+// its own shard's record.
+func reclaimScope(cfg *config.Config, sh *shardState) scope {
+	rc := cfg.Reclaim
+	sc := scope{buckets: rc.Buckets, witnessKey: rc.WitnessKey}
+	if !cfg.Sharded() {
+		return sc
+	}
+	within := func(bs []string) []string {
+		if len(rc.Buckets) == 0 {
+			return bs
+		}
+		return slices.DeleteFunc(slices.Clone(bs), func(b string) bool { return !slices.Contains(rc.Buckets, b) })
+	}
+	specs := cfg.Shards()
+	if sh.name != specs[0].Name {
+		if sc.witnessKey == "" {
+			sc.witnessKey = reclaim.DefaultWitnessKey(sh.keys.Root())
+		}
+		sc.witnessKey += "-shard-" + sh.name
+		for _, spec := range specs {
+			if spec.Name == sh.name {
+				sc.buckets = within(spec.Buckets)
+			}
+		}
+		if len(sc.buckets) == 0 {
+			sc.off = "none of this shard's buckets is in reclaim.buckets"
+		}
+		return sc
+	}
+	for _, spec := range specs[1:] {
+		sc.exclude = append(sc.exclude, spec.Buckets...)
+	}
+	if len(rc.Buckets) > 0 {
+		sc.buckets = slices.DeleteFunc(slices.Clone(rc.Buckets), func(b string) bool { return slices.Contains(sc.exclude, b) })
+		if len(sc.buckets) == 0 {
+			sc.off = "every bucket of reclaim.buckets is on another shard"
+		}
+	}
+	return sc
 }
 
 // start runs the reclaimer's campaign and passes until ctx ends, if it is

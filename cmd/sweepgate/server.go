@@ -22,12 +22,11 @@ import (
 	"github.com/sweepgate/sweepgate/cmd/sweepgate/cli"
 	"github.com/sweepgate/sweepgate/config"
 	"github.com/sweepgate/sweepgate/digests"
-	"github.com/sweepgate/sweepgate/digestsweep"
 	"github.com/sweepgate/sweepgate/etcdstore"
 	"github.com/sweepgate/sweepgate/gateway"
 	"github.com/sweepgate/sweepgate/multipart"
 	"github.com/sweepgate/sweepgate/reload"
-	"github.com/sweepgate/sweepgate/s3err"
+	"github.com/sweepgate/sweepgate/shards"
 )
 
 // server is one sweepgate serve: the store, the gateway, the reclaimer and
@@ -45,18 +44,21 @@ type server struct {
 	// (serveClock).
 	clock func() time.Time
 
-	embedded  *etcdstore.Embedded // nil with external etcd
-	endpoints []string
-	etcdDied  <-chan error // the embedded etcd's failure; nil with external etcd
-	etcd      *clientv3.Client
-	// store is nil when sessions are off; requestStore is store with each
-	// etcd request bounded by etcd.request_timeout, for the gateway.
+	embedded *etcdstore.Embedded // nil with external etcd
+	etcdDied <-chan error        // the embedded etcd's failure; nil with external etcd
+	// shards are the stores of state, the default first (the only one
+	// without etcd.shards); none when sessions are off. endpoints, etcd,
+	// store, requestStore, avail and schema are the default shard's.
+	shards       []*shardState
+	endpoints    []string
+	etcd         *clientv3.Client
 	store        *etcdstore.Store
 	requestStore *etcdstore.Store
-	// avail says whether etcd answers, and schema whether its keyspace is
-	// in a schema this binary reads; nil when sessions are off.
-	avail  *etcdstore.Availability
-	schema *etcdstore.SchemaCheck
+	avail        *etcdstore.Availability
+	schema       *etcdstore.SchemaCheck
+	// dir and router place buckets on shards; nil without etcd.shards.
+	dir    *shards.Directory
+	router *shards.Router
 	layout *cas.Layout
 	// backend is the one signed connection to the backend; sessions and
 	// digests are the services over it (nil when off); the gateway and the
@@ -65,7 +67,10 @@ type server struct {
 	sessions *multipart.Service
 	digests  *digests.Service
 	gw       *gateway.Gateway
-	rec      serveReclaimer
+	// rec is the default shard's reclaimer, which the admin API serves;
+	// recs are every shard's, rec first.
+	rec  serveReclaimer
+	recs []serveReclaimer
 
 	// listeners are served in order, each by its server, under its name.
 	listeners []net.Listener
@@ -129,83 +134,46 @@ func newServer(ctx context.Context, cfg *config.Config, load func() (*config.Con
 }
 
 // openStore starts the embedded etcd when there is one, connects to etcd
-// and opens the store of the session records. With sessions off nothing
-// needs etcd, and none is started or dialled. An external etcd that does
-// not answer does not stop the start: the gateway serves what needs no
-// session, refuses the rest with SlowDown, and starts what needs etcd once
-// it answers (s.avail). A refusal etcd gives (the prefix not granted)
-// still does.
+// (each shard's, with etcd.shards) and opens the stores of the session
+// records. With sessions off nothing needs etcd, and none is started or
+// dialled. An external etcd that does not answer does not stop the start:
+// the gateway serves what needs no session, refuses the rest with
+// SlowDown, and starts what needs etcd once it answers (avail). A refusal
+// etcd gives (the prefix not granted) still does, and so does a default
+// shard whose shard directory cannot be read.
 func (s *server) openStore(ctx context.Context) error {
 	cfg := s.cfg
 	if !cfg.Sessions.Enabled {
 		return nil
 	}
-	s.endpoints = cfg.Etcd.Endpoints
+	var embedded []string
 	if cfg.UsesEmbeddedEtcd() {
 		ecfg := cfg.Etcd.Embedded.StoreConfig()
 		ecfg.Logger = s.logger
-		embedded, err := etcdstore.StartEmbedded(ctx, ecfg)
+		e, err := etcdstore.StartEmbedded(ctx, ecfg)
 		if err != nil {
 			return err
 		}
-		s.embedded = embedded
-		s.closers = append(s.closers, func() { embedded.Close() })
-		s.endpoints = embedded.Endpoints()
-		s.etcdDied = embedded.Err()
+		s.embedded = e
+		s.closers = append(s.closers, func() { e.Close() })
+		embedded = e.Endpoints()
+		s.etcdDied = e.Err()
 	}
-	var creds etcdstore.Credentials
-	if s.embedded == nil {
-		c, err := cfg.EtcdCredentials()
+	for _, spec := range cfg.Shards() {
+		endpoints := spec.Endpoints
+		if embedded != nil {
+			endpoints = embedded
+		}
+		sh, err := s.openShard(ctx, spec, endpoints)
 		if err != nil {
 			return err
 		}
-		creds = c
+		s.shards = append(s.shards, sh)
 	}
-	etcdClient, err := etcdstore.Dial(s.endpoints, cfg.Etcd.DialTimeout, creds, s.logger, s.tracing.etcdDialOptions()...)
-	if err != nil {
-		return err
-	}
-	s.etcd = etcdClient
-	s.closers = append(s.closers, func() { etcdClient.Close() })
-	s.reg.MustRegister(etcdstore.NewStatusCollector(etcdClient, s.endpoints))
-	s.avail = etcdstore.NewAvailability(etcdClient, availabilityProbeInterval, cfg.Etcd.RequestTimeout, s.reg)
-	keys, _ := etcdstore.NewKeys(cfg.Etcd.Prefix) // config validated the prefix
-	if err := s.checkEtcd(ctx, keys); err != nil {
-		return err
-	}
-	// One store for everything that reads or writes the session records,
-	// so that its etcd requests are timed in one histogram; requests made
-	// on a client's behalf go through requestStore, whose every etcd call
-	// is bounded by etcd.request_timeout.
-	s.store = etcdstore.NewStore(etcdClient, keys).WithMetrics(s.reg)
-	s.requestStore = s.store.WithRequestTimeout(cfg.Etcd.RequestTimeout)
-	s.schema = etcdstore.NewSchemaCheck(s.requestStore, func(err error) {
-		if err != nil {
-			s.logger.Error("the keyspace schema is not one this binary reads: requests that write state are refused", "err", err)
-		} else {
-			s.logger.Info("the keyspace schema is one this binary reads")
-		}
-	})
-	if len(cfg.Digests.Planes) > 0 {
-		s.reg.MustRegister(digestsweep.NewPlaneCollector(s.store, cfg.Digests.Planes, s.clock))
-	}
-	return nil
-}
-
-// stateHealth says whether requests that write state may go ahead: nil
-// while etcd answers in a keyspace schema this binary reads; the refusal
-// of a schema it does not read is an S3 error of its own.
-func (s *server) stateHealth() error {
-	if err := s.avail.Err(); err != nil {
-		return err
-	}
-	err := s.schema.Err()
-	var se *etcdstore.SchemaError
-	switch {
-	case errors.As(err, &se):
-		return s3err.SchemaNotRead(se.Stored, se.Min, se.Max)
-	case err != nil:
-		return s3err.ErrStateTooNew
+	def := s.shards[0]
+	s.endpoints, s.etcd, s.store, s.requestStore, s.avail, s.schema = def.endpoints, def.etcd, def.store, def.requestStore, def.avail, def.schema
+	if cfg.Sharded() {
+		return s.openDirectory(ctx)
 	}
 	return nil
 }
@@ -214,23 +182,26 @@ func (s *server) stateHealth() error {
 // answers (etcdstore.Availability).
 const availabilityProbeInterval = time.Second
 
-// checkEtcd asks etcd once, within etcd.dial_timeout, whether it answers
-// and lets this process read and write under keys. An etcd that does not
-// answer is logged and the start goes on; a refusal is returned.
-func (s *server) checkEtcd(ctx context.Context, keys etcdstore.Keys) error {
+// checkEtcd asks a shard's etcd once, within etcd.dial_timeout, whether it
+// answers and lets this process read and write under the shard's keys. An
+// etcd that does not answer is logged and the start goes on; a refusal is
+// returned.
+func (s *server) checkEtcd(ctx context.Context, sh *shardState) error {
 	actx, cancel := context.WithTimeout(ctx, s.cfg.Etcd.DialTimeout)
 	defer cancel()
-	err := s.avail.Probe(actx)
+	err := sh.avail.Probe(actx)
 	if err == nil {
-		err = etcdstore.CheckAccess(actx, s.etcd, keys)
+		err = etcdstore.CheckAccess(actx, sh.etcd, sh.keys)
 	}
 	switch {
 	case err == nil:
 		return nil
-	case etcdstore.Unavailable(err) || s.avail.Err() != nil:
+	case etcdstore.Unavailable(err) || sh.avail.Err() != nil:
 		s.logger.Warn("etcd does not answer; serving what needs no session, refusing multipart and reference writes with SlowDown until it does",
-			"etcd_endpoints", s.endpoints, "err", err)
+			"shard", sh.name, "etcd_endpoints", sh.endpoints, "err", err)
 		return nil
+	case s.cfg.Sharded():
+		return fmt.Errorf("etcd shard %s: %w", sh.name, err)
 	default:
 		return err
 	}
@@ -247,17 +218,25 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 	if s.backend, err = newBackendClient(cfg, s.clock, s.tracing.tracer()); err != nil {
 		return fmt.Errorf("backend: %w", err)
 	}
-	if s.sessions, err = newSessions(cfg, s.requestStore, s.backend, fault, s.clock, s.logger, s.reg); err != nil {
-		return fmt.Errorf("sessions: %w", err)
+	for _, sh := range s.shards {
+		if sh.sessions, err = newSessions(cfg, sh.requestStore, s.backend, fault, s.clock, s.logger, sh.reg); err != nil {
+			return fmt.Errorf("sessions: %w", err)
+		}
+		if sh.name == cfg.LayoutShard() {
+			if sh.digests, err = newDigestService(cfg, sh.requestStore, s.layout, s.backend, sh.sessions, s.clock, s.logger, sh.reg); err != nil {
+				return fmt.Errorf("digests: %w", err)
+			}
+			s.digests = sh.digests
+		}
 	}
-	if s.digests, err = newDigestService(cfg, s.requestStore, s.layout, s.backend, s.sessions, s.clock, s.logger, s.reg); err != nil {
-		return fmt.Errorf("digests: %w", err)
+	if len(s.shards) > 0 {
+		s.sessions = s.shards[0].sessions
 	}
 	trusted, err := cfg.Trusted()
 	if err != nil {
 		return err
 	}
-	s.gw, err = gateway.New(gateway.Config{
+	gcfg := gateway.Config{
 		Backend:      s.backend,
 		Region:       cfg.ClientRegion(),
 		Domains:      cfg.Domains,
@@ -271,37 +250,54 @@ func (s *server) startGateway(ctx context.Context, fault func(string)) error {
 		Metrics:      s.reg,
 		Sessions:     s.sessions,
 		Digests:      s.digests,
-		StateHealth:  s.stateHealth,
 		Tracer:       s.tracing.tracer(),
 		Trusted:      trusted,
 		Limits:       gatewayLimits(cfg),
-	})
-	if err != nil {
+	}
+	if len(s.shards) > 0 {
+		gcfg.StateHealth = s.shards[0].stateHealth
+	}
+	if s.router != nil {
+		gcfg.Shards, gcfg.Router = s.gatewayShards(), s.router
+	}
+	if s.gw, err = gateway.New(gcfg); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	s.reloader.Add(s.reloadGateway)
-	if s.avail != nil {
-		go s.avail.Run(ctx)
-		go s.schema.Run(ctx, availabilityProbeInterval)
-		// Blob reads ask the digest service's local copy of the armed
-		// guards, which its watch keeps (nothing to do without a layout).
-		go s.digests.Run(ctx)
+	if s.dir != nil {
+		go s.dir.Run(ctx)
 	}
-	if sessions := s.sessions; sessions != nil {
-		gauge, err := multipart.NewStateGauge(s.store, s.reg, s.logger)
-		if err != nil {
+	for _, sh := range s.shards {
+		if err := s.runShard(ctx, sh); err != nil {
 			return err
 		}
-		// The reconciler and the gauge read etcd from their start: they
-		// start once it answers.
-		go func() {
-			if s.avail.WaitUp(ctx) != nil {
-				return
-			}
-			go gauge.Run(ctx)
-			runReconciler(ctx, sessions, cfg.Sessions, s.logger)
-		}()
 	}
+	return nil
+}
+
+// runShard starts what runs over one shard until ctx ends: its etcd
+// probes, the digest service's watch (on the layout's shard), and the
+// session reconciler and state gauge, which start once its etcd answers.
+func (s *server) runShard(ctx context.Context, sh *shardState) error {
+	go sh.avail.Run(ctx)
+	go sh.schema.Run(ctx, availabilityProbeInterval)
+	// Blob reads ask the digest service's local copy of the armed guards,
+	// which its watch keeps (nothing to do without a layout).
+	go sh.digests.Run(ctx)
+	if sh.sessions == nil {
+		return nil
+	}
+	gauge, err := multipart.NewStateGauge(sh.store, sh.reg, s.logger)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if sh.avail.WaitUp(ctx) != nil {
+			return
+		}
+		go gauge.Run(ctx)
+		runReconciler(ctx, sh.sessions, s.cfg.Sessions, s.logger)
+	}()
 	return nil
 }
 
@@ -333,7 +329,7 @@ func (s *server) listen(fault func(string)) error {
 	}
 	s.tokenFrom = tokenFrom
 	progress := admin.NewProgressHub()
-	if s.rec, err = newReclaimer(cfg, s.store, s.sessions, s.backend, s.layout, s.reg, s.logger, progress.Publish, fault, s.addrs.Admin, s.clock); err != nil {
+	if err := s.newReclaimers(progress, fault); err != nil {
 		return err
 	}
 	if err := s.listenS3(); err != nil {
@@ -407,6 +403,7 @@ func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin
 		},
 		Etcd:          s.etcdState(),
 		Store:         s.store,
+		DigestStore:   s.layoutStore(),
 		Reclaimer:     s.rec.r,
 		ReclaimerInfo: s.rec.info,
 		Migrator:      s.migrator(),
@@ -436,8 +433,11 @@ func (s *server) adminServer(addr net.Addr, token config.Secret, progress *admin
 
 // etcdState is what /etcdz reports: nil when this process uses no etcd.
 func (s *server) etcdState() admin.EtcdState {
-	if s.avail == nil {
+	switch {
+	case len(s.shards) == 0:
 		return nil
+	case s.cfg.Sharded():
+		return shardsState(s.shards)
 	}
 	return s.avail
 }
@@ -462,7 +462,7 @@ func (s *server) run(ctx context.Context, onServing func(serving)) error {
 	// be reachable on its admin address, which its election value names.
 	stopPublishing := s.publishClock()
 	defer stopPublishing()
-	stopReclaimer := s.rec.start(ctx, s.logger)
+	stopReclaimer := s.startReclaimers(ctx)
 	defer stopReclaimer()
 	s.logServing()
 	if onServing != nil {

@@ -41,6 +41,9 @@ type Options struct {
 	Domains []string
 	// EtcdEndpoints selects an external etcd; empty runs the embedded one.
 	EtcdEndpoints []string
+	// EtcdShards, when set, is etcd.shards (each {name, endpoints,
+	// buckets, ...}): the gateway runs no embedded etcd.
+	EtcdShards []map[string]any
 	// EtcdPrefix is the key prefix; empty keeps the gateway's default.
 	EtcdPrefix string
 	// LogLevel is the gateway's log level; empty means
@@ -276,8 +279,13 @@ func (g *Gateway) writeConfig(m *MinIO, opts Options, ports []int) error {
 	if opts.EtcdPrefix != "" {
 		etcd["prefix"] = opts.EtcdPrefix
 	}
-	if len(opts.EtcdEndpoints) > 0 {
-		etcd["endpoints"] = opts.EtcdEndpoints
+	if len(opts.EtcdEndpoints) > 0 || len(opts.EtcdShards) > 0 {
+		if len(opts.EtcdEndpoints) > 0 {
+			etcd["endpoints"] = opts.EtcdEndpoints
+		}
+		if len(opts.EtcdShards) > 0 {
+			etcd["shards"] = opts.EtcdShards
+		}
 		g.EtcdClientURL = ""
 		// Unused by etcd, but where the generated admin token goes.
 		etcd["embedded"] = map[string]any{"data_dir": filepath.Dir(g.AdminTokenFile)}

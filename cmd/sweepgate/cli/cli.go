@@ -72,6 +72,7 @@ func Commands() []Command {
 		{"frontier", "report or list how far replica and backup planes have come", (*Client).frontierCmd, (*Client).frontierHelp},
 		{"trash", "list deleted reference objects' digests, or restore them", (*Client).trashCmd, (*Client).trashHelp},
 		{"explain", "why the reclaimer keeps, marks, holds or would delete an upload or a blob", (*Client).explainCmd, (*Client).explainHelp},
+		{"shards", "list which etcd shard holds each bucket, or move a bucket to another shard", (*Client).shardsCmd, (*Client).shardsHelp},
 		{"migrate", "plan or run the move of etcd state to this release's keyspace schema", (*Client).migrateCmd, (*Client).migrateHelp},
 		{"reload", "make a running gateway read its credentials and TLS certificates again", (*Client).reloadCmd, (*Client).reloadHelp},
 		{"config", "check a configuration as serve would read it, and what a reload would change", (*Client).configCmd, (*Client).configHelp},

@@ -36,6 +36,8 @@ var allowedLabels = map[string]string{
 	"clock":        "gateway, backend",
 	"endpoint":     "the configured etcd endpoints (etcd.endpoints), or the embedded member's",
 	"plane":        "the configured planes (digests.planes)",
+	"limit":        "total, credential (the in-flight limits)",
+	"shard":        "the configured shards (etcd.shards)",
 }
 
 // TestMetricLabels wires everything serve registers and checks every

@@ -120,10 +120,19 @@ func startBesidePreviousRelease(t *testing.T, reclaimCfg map[string]any) *beside
 	cluster := harness.StartEtcdCluster(t, 1)
 	w.m = harness.StartMinIO(t)
 	opts := harness.Options{EtcdEndpoints: cluster.Endpoints(), Config: map[string]any{"reclaim": reclaimCfg}}
+	// As in an upgrade, the previous release serves the keyspace first, so
+	// this tree's binary finds a live gateway that reads schema 1 only and
+	// leaves the keyspace in schema 1 (a new, empty keyspace would start in
+	// its own schema). That first gateway does not campaign, so that this
+	// tree's leads; one that does takes its place once it leads.
+	first := harness.Options{EtcdEndpoints: cluster.Endpoints(), Binary: oldBin,
+		Config: map[string]any{"reclaim": map[string]any{"enabled": false}}}
+	oldFirst := harness.StartGateway(t, w.m, first)
 	w.newGw = harness.StartGateway(t, w.m, opts)
 	awaitLeading(t, w.newGw)
 	opts.Binary = oldBin
 	w.oldGw = harness.StartGateway(t, w.m, opts)
+	oldFirst.Stop()
 	newEnv, oldEnv := gatewayEnv(w.m, w.newGw), gatewayEnv(w.m, w.oldGw)
 	w.newSDK, w.oldSDK, w.direct = newEnv.SDK(t), oldEnv.SDK(t), newEnv.DirectSDK(t)
 	w.store = &sessionStore{cli: cluster.Client(t), prefix: etcdPrefix}

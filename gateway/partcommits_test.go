@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/sweepgate/sweepgate/etcdstore/etcdtest"
 	"github.com/sweepgate/sweepgate/gateway/sigv4"
 	"github.com/sweepgate/sweepgate/multipart"
+	"github.com/sweepgate/sweepgate/reclaim/reclaimtest"
 )
 
 // TestUploadPartCommits: the etcd commits an UploadPart through the
@@ -49,9 +49,9 @@ func TestUploadPartCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := etcdstore.NewStore(cli, keys)
-	timers := &manualTimers{}
+	timers := &reclaimtest.Timers{}
 	g := newTestGateway(t, testParts{Endpoint: m.Endpoint, Region: m.Region, AccessKey: m.AccessKey, SecretKey: m.SecretKey,
-		Sessions: &multipart.Config{Store: store, AfterFunc: timers.after}},
+		Sessions: &multipart.Config{Store: store, AfterFunc: timers.After}},
 		Config{Credentials: []sigv4.Credential{{AccessKey: "client", SecretKey: "client-secret-1", Principal: "client"}}})
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
@@ -173,14 +173,14 @@ func commitsUntil(t *testing.T, watch clientv3.WatchChan, id, lastKey string) (c
 
 // lingerEnds fires the pending removal of the upload id's lingering
 // in-flight record and checks that it deleted the record in one commit.
-func lingerEnds(t *testing.T, cli *clientv3.Client, keys etcdstore.Keys, id string, timers *manualTimers) {
+func lingerEnds(t *testing.T, cli *clientv3.Client, keys etcdstore.Keys, id string, timers *reclaimtest.Timers) {
 	t.Helper()
 	ctx := t.Context()
 	start, err := cli.Get(ctx, keys.Schema())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fired := timers.fire(); fired != 1 {
+	if fired := timers.Fire(); fired != 1 {
 		t.Fatalf("%d removals were pending after the parts, want 1", fired)
 	}
 	resp, err := cli.Get(ctx, keys.InFlight(id), clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -194,49 +194,4 @@ func lingerEnds(t *testing.T, cli *clientv3.Client, keys etcdstore.Keys, id stri
 	if hist.Header.Revision != start.Header.Revision+1 || len(hist.Kvs) != 0 {
 		t.Errorf("the linger's end made %d revisions, want one (the record's delete)", hist.Header.Revision-start.Header.Revision)
 	}
-}
-
-// manualTimers is a multipart.Config.AfterFunc whose functions run when
-// the test fires them.
-type manualTimers struct {
-	mu      sync.Mutex
-	pending []*manualTimer
-}
-
-type manualTimer struct {
-	f       func()
-	stopped bool
-}
-
-func (m *manualTimers) after(_ time.Duration, f func()) func() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t := &manualTimer{f: f}
-	m.pending = append(m.pending, t)
-	return func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
-}
-
-// fire runs the functions scheduled and not stopped, and returns how many
-// ran.
-func (m *manualTimers) fire() int {
-	m.mu.Lock()
-	var run []func()
-	for _, t := range m.pending {
-		if !t.stopped {
-			t.stopped = true
-			run = append(run, t.f)
-		}
-	}
-	m.pending = nil
-	m.mu.Unlock()
-	for _, f := range run {
-		f()
-	}
-	return len(run)
 }

@@ -30,7 +30,7 @@ import (
 type lingerWorld struct {
 	e       *env
 	r       *reclaim.Reclaimer
-	timers  *manualTimers
+	timers  *reclaimtest.Timers
 	bucket  string
 	key, id string
 }
@@ -45,10 +45,10 @@ func newLingerWorld(t *testing.T) *lingerWorld {
 	if err := etcdstore.NewSchemaCheck(e.Store, nil).Check(t.Context()); err != nil || e.Store.WritesSchema() != 2 {
 		t.Fatalf("schema check: %v (writes schema %d)", err, e.Store.WritesSchema())
 	}
-	w := &lingerWorld{e: e, timers: &manualTimers{}, bucket: "uploads", key: "linger/object"}
+	w := &lingerWorld{e: e, timers: &reclaimtest.Timers{}, bucket: "uploads", key: "linger/object"}
 	var err error
 	e.Svc, err = multipart.New(multipart.Config{Store: e.Store, Backend: e.Backend, Now: e.Clock.Now,
-		EnforceOwnership: true, AfterFunc: w.timers.after})
+		EnforceOwnership: true, AfterFunc: w.timers.After})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestLingeringRecordKeepsStreamingParts(t *testing.T) {
 	e.Clock.Advance(25 * time.Hour)
 	w.requireKept(t, "while the record lingers")
 
-	if fired := w.timers.fire(); fired != 1 {
+	if fired := w.timers.Fire(); fired != 1 {
 		t.Fatalf("%d removals pending after the parts, want 1", fired)
 	}
 	if got := w.inFlight(t); len(got) != 0 || e.Svc.HeldRecords() != 0 {
@@ -234,7 +234,7 @@ func TestParallelPartsShareOneRecord(t *testing.T) {
 	if got := w.inFlight(t); len(got) != 1 {
 		t.Fatalf("in-flight records after %d parallel parts: %v, want one", n, got)
 	}
-	w.timers.fire()
+	w.timers.Fire()
 	if got := w.inFlight(t); len(got) != 0 || w.e.Svc.HeldRecords() != 0 {
 		t.Fatalf("after the linger: in-flight records %v, %d held; want none", got, w.e.Svc.HeldRecords())
 	}
@@ -344,7 +344,7 @@ func TestCrashAfterPartBeforeRecord(t *testing.T) {
 	if err := etcdstore.NewSchemaCheck(storeB, nil).Check(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	svcB, err := multipart.New(multipart.Config{Store: storeB, Backend: beB, Now: e.Clock.Now, AfterFunc: (&manualTimers{}).after})
+	svcB, err := multipart.New(multipart.Config{Store: storeB, Backend: beB, Now: e.Clock.Now, AfterFunc: (&reclaimtest.Timers{}).After})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,49 +406,4 @@ func (b *dyingBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 		b.die()
 	}
 	return resp, err
-}
-
-// manualTimers is a multipart.Config.AfterFunc whose functions run when
-// the test fires them.
-type manualTimers struct {
-	mu      sync.Mutex
-	pending []*manualTimer
-}
-
-type manualTimer struct {
-	f       func()
-	stopped bool
-}
-
-func (m *manualTimers) after(_ time.Duration, f func()) func() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t := &manualTimer{f: f}
-	m.pending = append(m.pending, t)
-	return func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
-}
-
-// fire runs the functions scheduled and not stopped, and returns how many
-// ran.
-func (m *manualTimers) fire() int {
-	m.mu.Lock()
-	var run []func()
-	for _, t := range m.pending {
-		if !t.stopped {
-			t.stopped = true
-			run = append(run, t.f)
-		}
-	}
-	m.pending = nil
-	m.mu.Unlock()
-	for _, f := range run {
-		f()
-	}
-	return len(run)
 }

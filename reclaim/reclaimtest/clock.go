@@ -84,3 +84,50 @@ func (c *Clock) Mono() time.Duration {
 	defer c.mu.Unlock()
 	return c.mono
 }
+
+// Timers is a multipart.Config.AfterFunc (After) whose functions run
+// when the test fires them, so that no test waits for time to pass.
+type Timers struct {
+	mu      sync.Mutex
+	pending []*timer
+}
+
+type timer struct {
+	f       func()
+	stopped bool
+}
+
+// After schedules f; the function it returns stops it, reporting
+// whether it was pending.
+func (m *Timers) After(_ time.Duration, f func()) func() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := &timer{f: f}
+	m.pending = append(m.pending, t)
+	return func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		was := !t.stopped
+		t.stopped = true
+		return was
+	}
+}
+
+// Fire runs the functions scheduled and not stopped, and returns how many
+// ran.
+func (m *Timers) Fire() int {
+	m.mu.Lock()
+	var run []func()
+	for _, t := range m.pending {
+		if !t.stopped {
+			t.stopped = true
+			run = append(run, t.f)
+		}
+	}
+	m.pending = nil
+	m.mu.Unlock()
+	for _, f := range run {
+		f()
+	}
+	return len(run)
+}

@@ -91,6 +91,8 @@ type envelopeCluster struct {
 	// Records is the size of one session's and one part's record as
 	// stored, for reading the bytes above.
 	Records envelopeRecords `json:"records"`
+	// Commits is the etcd commit rate of the topology without the gateway.
+	Commits envelopeCommits `json:"commits"`
 	// What one cluster's quota holds: live sessions (with no parts),
 	// references, tombstones (one per unreferenced blob a pass judged),
 	// and the sustained part rate whose history within the retention
@@ -144,7 +146,9 @@ func BenchmarkEnvelope(b *testing.B) {
 		"database bytes are etcd's db_size_in_use growth over the items written, every revision included (nothing is compacted during the run)",
 		"the etcd members and shards run on this machine's disk and cores, as the embedded member does; on separate machines the write path's limit is the slowest member's fsync and the network round trip",
 		"quota_parts_per_s_at_retention is the sustained UploadPart rate at which the parts' history within the compaction retention alone fills one cluster's quota",
-		"three_shards: client w sends its parts to the bucket of shard w mod 3 (6, 5 and 5 of 16 clients); its bytes are the mean of the shards' own figures")
+		"three_shards: client w sends its parts to the bucket of shard w mod 3 (6, 5 and 5 of 16 clients); its bytes are the mean of the shards' own figures",
+		"the separate member processes (three_members, three_shards) run with --unsafe-no-fsync, as the test harness starts them; only the embedded member fsyncs its WAL",
+		"etcd puts: straight into etcd, not through the gateway, into every shard at once; the rate is over all shards")
 	topologies := []envelopeTopology{{"embedded", 0, 1}, {"three_members", 3, 1}, {"three_shards", 1, 3}}
 	for i, topo := range topologies {
 		b.Run(topo.name, func(b *testing.B) {
@@ -284,6 +288,7 @@ func benchEnvelope(b *testing.B, topo envelopeTopology) envelopeCluster {
 		res.PerShard = nil
 	}
 	benchEnvelopeDigests(b, env, topo, shards[0], keys, &res)
+	res.Commits = benchCommits(b, shards, topo.members)
 
 	quota := float64(envelopeQuota)
 	res.QuotaSessions = quota / res.BytesPerSession
@@ -515,6 +520,18 @@ func printEnvelope(w io.Writer, res *envelopeResult) {
 	rowOf(w, res.Clusters, "part record: key + value", "%s", func(c envelopeCluster) string {
 		return fmt.Sprintf("%d + %d B", c.Records.PartKeyBytes, c.Records.PartValueBytes)
 	})
+	row("etcd puts of 400 B, 1 client a shard", "%.0f /s", func(c envelopeCluster) float64 { return c.Commits.SerialPerSec })
+	row("etcd puts of 400 B, 16 clients a shard", "%.0f /s", func(c envelopeCluster) float64 { return c.Commits.ParallelPerSec })
+	fsync := func(format string, f func(c envelopeCommits) float64) func(c envelopeCluster) string {
+		return func(c envelopeCluster) string {
+			if c.Commits.FsyncMeanSeconds == 0 {
+				return "no fsync seen"
+			}
+			return fmt.Sprintf(format, f(c.Commits))
+		}
+	}
+	rowOf(w, res.Clusters, "    WAL fsync, mean (16 clients)", "%s", fsync("%.2f ms", func(c envelopeCommits) float64 { return c.FsyncMeanSeconds * 1e3 }))
+	rowOf(w, res.Clusters, "    commits per fsync (16 clients)", "%s", fsync("%.1f", func(c envelopeCommits) float64 { return c.CommitsPerFsync }))
 	row("embedded: gateway RSS per reference", "%.0f B", func(c envelopeCluster) float64 { return c.EtcdRSSBytesPerRef })
 	for _, c := range res.Clusters {
 		for _, s := range c.PerShard {

@@ -191,7 +191,7 @@ func BenchmarkGateway(b *testing.B) {
 		}, direct, gateway)
 	})
 
-	b.Run("Etcd_writes_per_part", func(b *testing.B) {
+	b.Run("Etcd_commits_per_part", func(b *testing.B) {
 		rep.setEtcdWrites(benchEtcdWrites(b, env, bucket, gateway.s3, large))
 	})
 

@@ -5,15 +5,17 @@
 // httputil.ReverseProxy in the same rounds, with the gateway's ratio and
 // CPU per request over the bare proxy's), plus
 // the gateway's resident memory growth while a 1 GiB object streams through
-// and the etcd writes the gateway makes per UploadPart (from its
-// sweepgate_etcd_request_duration_seconds counts, scraped between the phases
-// of an upload), and sweepgate's passes against distribution's `registry
-// garbage-collect` on a registry of 1,000 images (bin/registry), pulls of
+// and the etcd commits the gateway makes per UploadPart of a burst (etcd
+// revisions writing the upload's keys, with its
+// sweepgate_etcd_request_duration_seconds counts by kind beside them), and
+// sweepgate's passes against distribution's `registry garbage-collect` on a
+// registry of 1,000 images (bin/registry), pulls of
 // one 10-layer image from a registry writing through sweepgate against the
 // same from a registry on MinIO directly (pull times, the throughput ratio,
 // a bare reverse proxy's ratio beside it, and the embedded etcd's reads per
 // blob GET through sweepgate), and what
-// one etcd cluster carries, embedded and of three members (docs/envelope.md).
+// one etcd cluster carries, embedded, of three members and as three shards
+// (docs/envelope.md).
 //
 // Run them with `make bench` (go test -tags bench -run '^$' -bench .
 // ./bench/...). They start one MinIO (bin/minio) and one sweepgate through

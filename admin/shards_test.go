@@ -147,6 +147,22 @@ func TestAdminAPIShardRouting(t *testing.T) {
 		t.Errorf("reclaim status of every shard: %d %s", status, body)
 	}
 
+	shardRefusals(t, srv.URL)
+}
+
+// shardRefusals checks, on the sharded handler at url, the status page's
+// row per shard and the refusals of unknown or contradicting shards.
+func shardRefusals(t *testing.T, url string) {
+	t.Helper()
+	base := url + "/admin/v1"
+	// The status page has a row per shard.
+	status, body := shardCall(t, http.MethodGet, url+"/status", "")
+	for _, want := range []string{`<td><code>logs</code></td><td colspan="3" class="warn">no reclaimer: off on logs</td>`, "<code>main</code>"} {
+		if status != http.StatusOK || !bytes.Contains(body, []byte(want)) {
+			t.Errorf("status page: %d, want %s in\n%s", status, want, body)
+		}
+	}
+
 	for _, c := range []struct{ method, path, body string }{
 		{http.MethodGet, "/sessions?shard=nope", ""},
 		{http.MethodGet, "/reclaim/status?shard=nope", ""},
@@ -179,6 +195,9 @@ func TestAdminAPIWithoutShards(t *testing.T) {
 		if status != http.StatusOK || bytes.Contains(body, []byte(`"shard"`)) || !bytes.Contains(body, []byte("up-main")) {
 			t.Errorf("%s: %d %s", path, status, body)
 		}
+	}
+	if status, body := shardCall(t, http.MethodGet, srv.URL+"/status", ""); status != http.StatusOK || bytes.Contains(body, []byte(`id="shards"`)) {
+		t.Errorf("status page without shards: %d, want no shards section\n%s", status, body)
 	}
 	if status, body := shardCall(t, http.MethodGet, base+"/sessions?shard=logs", ""); status != http.StatusBadRequest {
 		t.Errorf("sessions of an unknown shard: %d %s", status, body)

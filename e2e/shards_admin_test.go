@@ -93,6 +93,15 @@ func shAdmin(t *testing.T, gateways []*harness.Gateway, shards []*shard, leaders
 		t.Errorf("reclaim status --shard nope: exit %d, want 2 naming the shard\n%s", code, errOut)
 	}
 
+	// The status page shows every shard's leader and term.
+	code, page := shAdminCall(t, gateways[0], http.MethodGet, "/status", "")
+	for _, sh := range shards {
+		want := fmt.Sprintf(`data-metric="shard.%s.leader.term" data-value="%d"`, sh.name, terms[sh.name])
+		if code != http.StatusOK || !strings.Contains(string(page), want) {
+			t.Errorf("status page: %d, want %s", code, want)
+		}
+	}
+
 	// A pass on shard reg, through the API of its leader, in its term.
 	reg := gateways[leaders["reg"]]
 	code, body := shAdminCall(t, reg, http.MethodPost, "/admin/v1/reclaim/run?shard=reg", "{}")

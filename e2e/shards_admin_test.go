@@ -109,6 +109,35 @@ func shAdmin(t *testing.T, gateways []*harness.Gateway, shards []*shard, leaders
 	if code != http.StatusOK || json.Unmarshal(body, &rep) != nil || rep.Term != terms["reg"] || rep.Pass == 0 {
 		t.Errorf("POST /admin/v1/reclaim/run?shard=reg on its leader: %d %s; want a pass in term %d", code, body, terms["reg"])
 	}
+
+	shMigrate(t, gateways[0], gateways[leaders["reg"]], shards, terms)
+}
+
+// shMigrate checks that shard reg, in schema 1, has a migration of its
+// own, which its own leader (reg) runs under its own term, while the
+// default shard has none; g is any gateway.
+func shMigrate(t *testing.T, g, reg *harness.Gateway, shards []*shard, terms map[string]int64) {
+	t.Helper()
+	admin := g.AdminEndpoint
+	// Shard reg, in schema 1, has a migration of its own, which its own
+	// leader runs under its own term; the default shard has none.
+	var plan adminapi.MigrationPlan
+	out := mustSweepgate(t, 0, admin, "migrate", "--json")
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || plan.Shard != "main" || plan.Stored != plan.Target || len(plan.Steps) != 0 {
+		t.Errorf("migrate (the default shard's plan): %v; want nothing to migrate\n%s", err, out)
+	}
+	out = mustSweepgate(t, 0, admin, "migrate", "--shard", "reg", "--json")
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || plan.Shard != "reg" || plan.Stored != 1 || len(plan.Steps) == 0 {
+		t.Errorf("migrate --shard reg: %v; want a plan from schema 1\n%s", err, out)
+	}
+	var mig adminapi.MigrationResult
+	out = mustSweepgate(t, 0, reg.AdminEndpoint, "migrate", "--apply", "--shard", "reg", "--principal", "op", "--json")
+	if err := json.Unmarshal([]byte(out), &mig); err != nil || mig.Shard != "reg" || mig.From != 1 || mig.To != plan.Target || mig.Term != terms["reg"] {
+		t.Errorf("migrate --apply --shard reg on its leader: %v; want shard reg's migration from schema 1 in term %d\n%s", err, terms["reg"], out)
+	}
+	if n := shCount(t, shards[2], etcdPrefix+"schema"); n != 1 {
+		t.Errorf("shard reg's schema records: %d", n)
+	}
 }
 
 // shAdminCall sends one admin API request to g with its token.

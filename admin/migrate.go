@@ -43,7 +43,7 @@ func (a migrateAPI) plan(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeMigrationFailed, "plan the migration: "+err.Error())
 		return
 	}
-	out := adminapi.MigrationPlan{Stored: p.Stored, Target: p.Target, Steps: migrationSteps(p.Steps), Blocked: migrationGateways(p.Blocked)}
+	out := adminapi.MigrationPlan{Shard: a.reclaim.shard, Stored: p.Stored, Target: p.Target, Steps: migrationSteps(p.Steps), Blocked: migrationGateways(p.Blocked)}
 	if rec := p.InProgress; rec != nil {
 		out.InProgress = &adminapi.MigrationProgress{From: rec.From, To: rec.To, Scan: rec.Scan, Next: rec.Next,
 			Rewritten: rec.Rewritten, Term: rec.Term, By: rec.By, Started: rec.Started}
@@ -88,7 +88,7 @@ func (a migrateAPI) run(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusServiceUnavailable, adminapi.CodeMigrationFailed, "the migration stopped, and running it again goes on from where it stopped: "+err.Error())
 		return
 	}
-	out := adminapi.MigrationResult{From: res.From, To: res.To, Steps: migrationSteps(res.Steps), Term: term}
+	out := adminapi.MigrationResult{Shard: a.reclaim.shard, From: res.From, To: res.To, Steps: migrationSteps(res.Steps), Term: term}
 	if res.Check != nil {
 		c := migrationSteps([]migrate.StepResult{*res.Check})[0]
 		out.Check = &c

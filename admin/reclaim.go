@@ -20,6 +20,9 @@ const progressEvery = 500 * time.Millisecond
 
 // reclaimAPI serves /admin/v1/reclaim from the reclaimer.
 type reclaimAPI struct {
+	// shard names the reclaimer's shard in the answers; empty without
+	// shards.
+	shard string
 	// r is nil when there is no reclaimer (sessions are off).
 	r *reclaim.Reclaimer
 	// store reads who leads, for the answers of a process that does not.
@@ -250,6 +253,7 @@ func (a *reclaimAPI) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := adminapi.ReclaimStatus{
+		Shard:      a.shard,
 		Reclaimer:  reclaimerStatus(a.info, st),
 		InProgress: convertPtr(st.InProgress, fromProgress),
 		LastLocal:  convertPtr(st.LastLocal, fromReport),

@@ -73,6 +73,17 @@ type Config struct {
 	// Migrator plans and runs keyspace migrations (/admin/v1/migrate);
 	// nil when sessions are off.
 	Migrator *migrate.Migrator
+	// Shards are every etcd shard's state, the default shard first, with
+	// etcd.shards; the sessions, reclaim, explain and migrate endpoints
+	// then serve the shard a request names (docs/admin-api.md). Without
+	// shards it is empty, and Store, Reclaimer, Progress and Migrator are
+	// the only shard's.
+	Shards []Shard
+	// Route names the shard that holds a bucket's state; nil without
+	// shards. DigestShard names the digest layout's shard, whose
+	// reclaimer explains digests.
+	Route       func(bucket string) string
+	DigestShard string
 	// Planes are the configured planes (digests.planes).
 	Planes []string
 	// Reload reads the configuration again (POST /admin/v1/reload); nil
@@ -101,6 +112,11 @@ type Config struct {
 
 // New returns the admin listener's handler.
 func New(cfg Config) http.Handler {
+	return newHandler(cfg).mux()
+}
+
+// newHandler builds the handler of cfg, whose mux serves it.
+func newHandler(cfg Config) *handler {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -118,25 +134,40 @@ func New(cfg Config) http.Handler {
 		progress = NewProgressHub()
 	}
 	h := &handler{
-		registry: cfg.Registry,
-		draining: draining,
-		checks:   cfg.Checks,
-		etcd:     cfg.Etcd,
-		sessions: sessionsAPI{store: cfg.Store, log: log},
-		reclaim:  reclaimAPI{r: cfg.Reclaimer, store: cfg.Store, info: cfg.ReclaimerInfo, progress: progress, log: log},
-		digests:  digestAPI{store: digestStore, planes: cfg.Planes, now: cfg.Now, log: log},
-		reload:   reloadAPI{reload: cfg.Reload},
-		config:   configAPI{inEffect: cfg.Config},
-		migrator: cfg.Migrator,
-		token:    cfg.Token,
-		hosts:    newHostPolicy(cfg.Listen, cfg.Addr, cfg.Hosts),
-		pprof:    cfg.Pprof,
-		log:      log,
+		registry:    cfg.Registry,
+		draining:    draining,
+		checks:      cfg.Checks,
+		etcd:        cfg.Etcd,
+		sessions:    sessionsAPI{store: cfg.Store, log: log},
+		reclaim:     reclaimAPI{r: cfg.Reclaimer, store: cfg.Store, info: cfg.ReclaimerInfo, progress: progress, log: log},
+		digests:     digestAPI{store: digestStore, planes: cfg.Planes, now: cfg.Now, log: log},
+		reload:      reloadAPI{reload: cfg.Reload},
+		config:      configAPI{inEffect: cfg.Config},
+		migrator:    cfg.Migrator,
+		route:       cfg.Route,
+		sharded:     len(cfg.Shards) > 0,
+		digestShard: cfg.DigestShard,
+		token:       cfg.Token,
+		hosts:       newHostPolicy(cfg.Listen, cfg.Addr, cfg.Hosts),
+		pprof:       cfg.Pprof,
+		log:         log,
+	}
+	for _, s := range cfg.Shards {
+		hub := s.Progress
+		if hub == nil {
+			hub = NewProgressHub()
+		}
+		h.shards = append(h.shards, &shardAPI{name: s.Name, migrator: s.Migrator,
+			sessions: sessionsAPI{store: s.Store, log: log},
+			reclaim:  reclaimAPI{r: s.Reclaimer, store: s.Store, info: s.ReclaimerInfo, progress: hub, log: log}})
+	}
+	if len(h.shards) > 0 {
+		h.sessions, h.reclaim, h.migrator = h.shards[0].sessions, h.shards[0].reclaim, h.shards[0].migrator
 	}
 	if h.registry == nil {
 		h.registry = prometheus.NewRegistry()
 	}
-	return h.mux()
+	return h
 }
 
 // handler serves the operators' endpoints.
@@ -156,6 +187,14 @@ type handler struct {
 	digests digestAPI
 	// migrator serves /admin/v1/migrate (docs/admin-api.md).
 	migrator *migrate.Migrator
+	// shards serve the sessions, reclaim, explain and migrate endpoints,
+	// one per etcd shard, the default first (shardRoutes); sharded says
+	// there are etcd.shards, so answers name their shard. route names a
+	// bucket's shard (nil: the default), digestShard the digest layout's.
+	shards      []*shardAPI
+	sharded     bool
+	route       func(bucket string) string
+	digestShard string
 	// reload serves /admin/v1/reload (docs/admin-api.md).
 	reload reloadAPI
 	// config serves /admin/v1/config (docs/admin-api.md).
@@ -184,13 +223,10 @@ func (a *handler) mux() http.Handler {
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.HandleFunc("GET /etcdz", a.etcdz)
 	protect := requireAdmin(a.token, a.log)
-	a.sessions.routes(mux, protect)
-	a.reclaim.routes(mux, protect)
+	a.shardRoutes(mux, protect)
 	a.digests.routes(mux, protect)
 	a.reload.routes(mux, protect)
 	a.config.routes(mux, protect)
-	explainAPI{reclaim: &a.reclaim}.routes(mux, protect)
-	migrateAPI{m: a.migrator, reclaim: &a.reclaim}.routes(mux, protect)
 	a.statusRoutes(mux, protect)
 	a.loginRoutes(mux)
 	if a.pprof {

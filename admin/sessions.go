@@ -22,6 +22,8 @@ const adminReadTimeout = 20 * time.Second
 
 // sessionsAPI serves /admin/v1/sessions from the session records in etcd.
 type sessionsAPI struct {
+	// shard names the store's shard in the answers; empty without shards.
+	shard string
 	// store is nil when sessions are off.
 	store *etcdstore.Store
 	log   *slog.Logger
@@ -93,7 +95,9 @@ func (a *sessionsAPI) list(w http.ResponseWriter, r *http.Request) {
 		if rec, ok := activity[v.Value.UploadID]; ok {
 			act = &rec
 		}
-		out.Sessions = append(out.Sessions, summarize(&v.Value, act, v.ModRev))
+		s := summarize(&v.Value, act, v.ModRev)
+		s.Shard = a.shard
+		out.Sessions = append(out.Sessions, s)
 	}
 	if len(undecodable) > 0 {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("%d session record(s) do not decode and are not shown: %s",
@@ -140,7 +144,9 @@ func (a *sessionsAPI) show(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	act = etcdstore.NewestActivity(act, newest)
-	writeJSON(w, http.StatusOK, adminapi.SessionAnswer{Session: detail(&v.Value, v.ModRev, act, parts)})
+	d := detail(&v.Value, v.ModRev, act, parts)
+	d.Shard = a.shard
+	writeJSON(w, http.StatusOK, adminapi.SessionAnswer{Session: d})
 }
 
 func (a *sessionsAPI) enabled(w http.ResponseWriter) bool {

@@ -115,6 +115,18 @@ type statusView struct {
 	TombstonesPass int64
 
 	Frontiers *adminapi.Frontiers
+
+	// Shards are every etcd shard's reclaimer, with etcd.shards; the
+	// sections above are the default shard's.
+	Shards []statusShard
+}
+
+// statusShard is one shard's reclaimer on the status page: Off says why
+// it has none; Reclaimer is nil when its status could not be read.
+type statusShard struct {
+	Name      string
+	Off       string
+	Reclaimer *adminapi.Reclaimer
 }
 
 // statusSessions counts the sessions by state at one etcd revision.
@@ -234,6 +246,7 @@ func (p *statusPage) read(ctx context.Context, v *statusView) (errs [statusReads
 			}
 			v.Sessions = s
 		})
+		p.readShards(ctx, v, &wg)
 		if a.digests.store != nil {
 			wg.Go(func() {
 				reported, current, err := a.digests.store.ListFrontiers(ctx)
@@ -330,4 +343,33 @@ func since(now, t time.Time) string {
 		return "in " + (-d).String()
 	}
 	return d.String() + " ago"
+}
+
+// readShards reads every shard's reclaimer status into v.Shards, with
+// etcd.shards, each in a goroutine of wg; a status that cannot be read
+// leaves its Reclaimer nil, which the page says.
+func (p *statusPage) readShards(ctx context.Context, v *statusView, wg *sync.WaitGroup) {
+	if !p.a.sharded {
+		return
+	}
+	v.Shards = make([]statusShard, len(p.a.shards))
+	for i, sh := range p.a.shards {
+		v.Shards[i].Name = sh.name
+		if sh.reclaim.r == nil {
+			v.Shards[i].Off = "no reclaimer"
+			if sh.reclaim.info.Off != "" {
+				v.Shards[i].Off += ": " + sh.reclaim.info.Off
+			}
+			continue
+		}
+		wg.Go(func() {
+			st, err := sh.reclaim.r.Status(ctx)
+			if err != nil {
+				p.log.Warn("status page: reading a shard's reclaimer failed", "shard", sh.name, "err", err)
+				return
+			}
+			rc := reclaimerStatus(sh.reclaim.info, st)
+			v.Shards[i].Reclaimer = &rc
+		})
+	}
 }

@@ -56,6 +56,9 @@ type MigrationProgress struct {
 // MigrationPlan is the answer of GET /admin/v1/migrate/plan: what a run would
 // do now. It changes nothing.
 type MigrationPlan struct {
+	// Shard is the etcd shard planned (etcd.shards); absent without
+	// shards.
+	Shard      string             `json:"shard,omitempty"`
 	Stored     int                `json:"stored_schema"`
 	Target     int                `json:"target_schema"`
 	InProgress *MigrationProgress `json:"in_progress,omitempty"`
@@ -65,6 +68,9 @@ type MigrationPlan struct {
 
 // MigrationResult is the answer of POST /admin/v1/migrate/run.
 type MigrationResult struct {
+	// Shard is the etcd shard migrated (etcd.shards); absent without
+	// shards.
+	Shard string          `json:"shard,omitempty"`
 	From  int             `json:"from_schema"`
 	To    int             `json:"to_schema"`
 	Steps []MigrationStep `json:"steps"`

@@ -15,6 +15,9 @@ import (
 // last_local.
 type ReclaimStatus struct {
 	Report
+	// Shard is the etcd shard whose reclaimer this is (etcd.shards);
+	// absent without shards.
+	Shard     string    `json:"shard,omitempty"`
 	Reclaimer Reclaimer `json:"reclaimer"`
 	// InProgress is the real pass whose cursor etcd holds, if any.
 	InProgress *Progress `json:"in_progress"`
@@ -198,4 +201,17 @@ type DeleteRequest struct {
 	Confirm bool        `json:"confirm"`
 	// Principal is who deletes, recorded with the decision.
 	Principal string `json:"principal"`
+}
+
+// ShardStatuses answers GET /admin/v1/reclaim/status?shard=all: every
+// shard's reclaimer, the default shard first.
+type ShardStatuses struct {
+	Shards []ShardStatus `json:"shards"`
+}
+
+// ShardStatus is one shard's reclaimer status, or the error reading it.
+type ShardStatus struct {
+	Shard  string         `json:"shard"`
+	Status *ReclaimStatus `json:"status,omitempty"`
+	Error  *ErrorDetail   `json:"error,omitempty"`
 }

@@ -10,8 +10,11 @@ type Session struct {
 	Bucket   string `json:"bucket"`
 	Key      string `json:"key"`
 	UploadID string `json:"upload_id"`
-	Owner    string `json:"owner"`
-	State    string `json:"state"`
+	// Shard is the etcd shard that holds the session (etcd.shards);
+	// absent without shards.
+	Shard string `json:"shard,omitempty"`
+	Owner string `json:"owner"`
+	State string `json:"state"`
 	// StateSince is when the session entered its state: its last
 	// transition, or its creation.
 	StateSince time.Time `json:"state_since"`

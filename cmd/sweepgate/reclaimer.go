@@ -24,6 +24,9 @@ import (
 type serveReclaimer struct {
 	r    *reclaim.Reclaimer
 	info admin.ReclaimerInfo
+	// progress is the hub the reclaimer publishes its progress to, which
+	// the admin API streams; set by newReclaimers.
+	progress *admin.ProgressHub
 }
 
 // reclaimerID names this process in the election: its host name and admin

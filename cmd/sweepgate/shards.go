@@ -189,7 +189,9 @@ func (st shardsState) State() (since time.Time, err error) {
 }
 
 // newReclaimers builds a reclaimer per shard, each with its own election
-// and fencing term in its own shard's etcd; the default shard's is s.rec.
+// and fencing term in its own shard's etcd; the default shard's is s.rec,
+// which publishes its progress to progress, and every other shard's
+// publishes to a hub of its own, which the admin API streams from.
 func (s *server) newReclaimers(progress *admin.ProgressHub, fault func(string)) error {
 	if len(s.shards) == 0 {
 		rec, err := newReclaimer(s.cfg, nil, s.backend, s.layout, s.logger, progress.Publish, fault, s.addrs.Admin, s.clock)
@@ -197,14 +199,15 @@ func (s *server) newReclaimers(progress *admin.ProgressHub, fault func(string)) 
 		return err
 	}
 	for i, sh := range s.shards {
-		publish := progress.Publish
+		hub := progress
 		if i > 0 {
-			publish = nil // the admin API follows the default shard's passes
+			hub = admin.NewProgressHub()
 		}
-		rec, err := newReclaimer(s.cfg, sh, s.backend, s.layout, s.logger, publish, fault, s.addrs.Admin, s.clock)
+		rec, err := newReclaimer(s.cfg, sh, s.backend, s.layout, s.logger, hub.Publish, fault, s.addrs.Admin, s.clock)
 		if err != nil {
 			return fmt.Errorf("shard %s: %w", sh.name, err)
 		}
+		rec.progress = hub
 		s.recs = append(s.recs, rec)
 	}
 	s.rec = s.recs[0]
@@ -229,4 +232,29 @@ func (s *server) startReclaimers(ctx context.Context) (stop func()) {
 		}
 		wg.Wait()
 	}
+}
+
+// adminShards are the shards as the admin API serves them, each with its
+// own store, reclaimer, progress hub and migrator; nil without
+// etcd.shards.
+func (s *server) adminShards() []admin.Shard {
+	if !s.cfg.Sharded() {
+		return nil
+	}
+	out := make([]admin.Shard, len(s.shards))
+	for i, sh := range s.shards {
+		rec := s.recs[i]
+		out[i] = admin.Shard{Name: sh.name, Store: sh.store, Reclaimer: rec.r, ReclaimerInfo: rec.info,
+			Progress: rec.progress, Migrator: s.migrator(sh.store)}
+	}
+	return out
+}
+
+// routeBucket names the shard that holds bucket's state, as the gateway
+// routes it; the default shard without etcd.shards.
+func (s *server) routeBucket(bucket string) string {
+	if s.router == nil {
+		return config.DefaultShard
+	}
+	return s.shards[s.router.Lookup(bucket)].name
 }

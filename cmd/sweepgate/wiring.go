@@ -265,12 +265,14 @@ func runReconciler(ctx context.Context, sessions *multipart.Service, cfg config.
 	}
 }
 
-// migrator returns the keyspace's migrator, nil when sessions are off.
-func (s *server) migrator() *migrate.Migrator {
-	if s.store == nil {
+// migrator returns the migrator of the keyspace of store (a shard's), nil
+// when sessions are off. Each shard has its own schema record and
+// migration, which its own reclaimer runs under its own term.
+func (s *server) migrator(store *etcdstore.Store) *migrate.Migrator {
+	if store == nil {
 		return nil
 	}
-	return &migrate.Migrator{Store: s.store, Now: s.clock, Log: s.logger}
+	return &migrate.Migrator{Store: store, Now: s.clock, Log: s.logger}
 }
 
 // reservedKeys are the key prefixes of sweepgate's own records on the

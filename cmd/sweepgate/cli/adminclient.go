@@ -187,6 +187,14 @@ func (c *Client) adminSend(ctx context.Context, name, base string, req adminRequ
 		}
 		body = bytes.NewReader(b)
 	}
+	if c.adminShard != "" {
+		q := url.Values{}
+		for k, v := range req.query {
+			q[k] = v
+		}
+		q.Set("shard", c.adminShard)
+		req.query = q
+	}
 	hreq, err := http.NewRequestWithContext(ctx, req.method, req.url(base), body)
 	if err != nil {
 		cancel()

@@ -32,6 +32,13 @@ func (c *Client) adminFlag(fs *flag.FlagSet, admin *string) {
 	fs.StringVar(&c.adminCA, "admin-ca", "", "")
 }
 
+// shardFlag defines --shard, for the commands whose endpoints act on one
+// etcd shard's state (etcd.shards): adminSend sends it as the shard
+// parameter.
+func (c *Client) shardFlag(fs *flag.FlagSet) {
+	fs.StringVar(&c.adminShard, "shard", "", "")
+}
+
 // clientConfig returns the configuration a serve started with this
 // environment and --config (else $SWEEPGATE_CONFIG) would have, loaded on
 // first use: the admin commands take the admin listener's address and the

@@ -47,6 +47,9 @@ type Client struct {
 	// adminTokenFile, adminConfig and adminCA are the admin commands'
 	// --token-file, --config and --admin-ca (adminFlag).
 	adminTokenFile, adminConfig, adminCA string
+	// adminShard is --shard (shardFlag): the etcd shard the request is
+	// about, sent as the shard parameter; empty leaves it to the API.
+	adminShard string
 	// httpClient is the client of the admin API (adminHTTP), made once.
 	httpMu     sync.Mutex
 	httpClient *http.Client

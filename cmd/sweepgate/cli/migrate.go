@@ -42,6 +42,10 @@ Flags:
                   writes state until upgraded
   --principal     who migrates, recorded with the migration (default
                   $USER)
+  --shard NAME    the keyspace of etcd shard NAME (etcd.shards; default:
+                  the default shard): each shard has its own schema and
+                  migration, run by its own reclaimer's leader; migrate
+                  every shard
   --json          print the API's JSON document
 
 Exit status: 0 planned, or migrated; 1 the migration stopped (run it
@@ -59,6 +63,7 @@ func (c *Client) migrateCmd(ctx context.Context, args []string) int {
 	var principal string
 	f, pos, code, ok := c.parseAdminFlags(name, args, (*Client).migrateHelp, func(fs *flag.FlagSet) {
 		fs.BoolVar(&apply, "apply", false, "")
+		c.shardFlag(fs)
 		fs.BoolVar(&force, "force", false, "")
 		fs.StringVar(&principal, "principal", "", "")
 	})
@@ -110,6 +115,9 @@ func (c *Client) migrateCmd(ctx context.Context, args []string) int {
 	if f.json {
 		return c.writeIndented(name, body)
 	}
+	if ans.Shard != "" {
+		fmt.Fprintf(c.Stdout, "Shard %s:\n", ans.Shard)
+	}
 	if len(ans.Steps) == 0 {
 		fmt.Fprintf(c.Stdout, "Nothing to migrate: the keyspace is in schema %d.\n", ans.To)
 	} else {
@@ -140,6 +148,9 @@ func (c *Client) migratePlan(ctx context.Context, f adminFlags) int {
 	}
 	if f.json {
 		return c.writeIndented(name, body)
+	}
+	if p.Shard != "" {
+		fmt.Fprintf(c.Stdout, "Shard %s:\n", p.Shard)
 	}
 	fmt.Fprintf(c.Stdout, "The keyspace is in schema %d; this release writes schema %d.\n", p.Stored, p.Target)
 	if ip := p.InProgress; ip != nil {

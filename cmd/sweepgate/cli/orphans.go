@@ -40,7 +40,7 @@ func (c *Client) reclaimOrphans(ctx context.Context, args []string) int {
 
 func (c *Client) orphansList(ctx context.Context, args []string) int {
 	const name = "reclaim orphans"
-	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit|withFresh, adminapi.DefaultOrphansLimit)
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit|withFresh|withShard, adminapi.DefaultOrphansLimit)
 	if !ok {
 		return code
 	}

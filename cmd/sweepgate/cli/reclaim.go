@@ -69,6 +69,11 @@ Flags:
   --confirm          delete: really delete
   --uploads          resume: the upload sweep (with neither flag: both)
   --digests          resume: the digest sweep (with neither flag: both)
+  --shard NAME       run, plan, status, reports, orphans list, resume: the
+                     reclaimer of etcd shard NAME (etcd.shards; default:
+                     the default shard); status --shard all: every
+                     shard's. adopt and delete go to the shard that holds
+                     the upload's bucket
 
 On a terminal, run and plan show their progress on standard error.
 
@@ -81,6 +86,8 @@ Examples:
   sweepgate reclaim orphans delete 'backups/old.iso?uploadId=9~a1'   # a preview
   sweepgate reclaim orphans delete --confirm 'backups/old.iso?uploadId=9~a1'
   sweepgate reclaim resume --uploads
+  sweepgate reclaim status --shard all
+  sweepgate reclaim run --shard logs
   SWEEPGATE_ADMIN_URL=http://10.0.0.7:9001 sweepgate reclaim status
 
 Exit status: 0 done; 1 error (admin API unreachable, etcd unavailable, this
@@ -117,11 +124,15 @@ const (
 	withPrincipal
 	withConfirm
 	withSweeps
+	withShard
 )
 
 func (c *Client) parseReclaimFlags(name string, args []string, with int, defLimit int) (reclaimFlags, []string, int, bool) {
 	f := reclaimFlags{limit: defLimit}
 	af, pos, code, ok := c.parseAdminFlags(name, args, (*Client).reclaimHelp, func(fs *flag.FlagSet) {
+		if with&withShard != 0 {
+			c.shardFlag(fs)
+		}
 		if with&withLimit != 0 {
 			fs.IntVar(&f.limit, "limit", defLimit, "")
 		}
@@ -153,7 +164,7 @@ func (c *Client) noArgs(name string, pos []string) (int, bool) {
 
 func (c *Client) reclaimRun(ctx context.Context, args []string) int {
 	const name = "reclaim run"
-	f, pos, code, ok := c.parseReclaimFlags(name, args, 0, 0)
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withShard, 0)
 	if !ok {
 		return code
 	}
@@ -165,7 +176,7 @@ func (c *Client) reclaimRun(ctx context.Context, args []string) int {
 
 func (c *Client) reclaimPlan(ctx context.Context, args []string) int {
 	const name = "reclaim plan"
-	f, pos, code, ok := c.parseReclaimFlags(name, args, 0, 0)
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withShard, 0)
 	if !ok {
 		return code
 	}
@@ -304,7 +315,7 @@ func (c *Client) terminal(w io.Writer) bool {
 
 func (c *Client) reclaimStatus(ctx context.Context, args []string) int {
 	const name = "reclaim status"
-	f, pos, code, ok := c.parseReclaimFlags(name, args, 0, 0)
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withShard, 0)
 	if !ok {
 		return code
 	}
@@ -314,6 +325,9 @@ func (c *Client) reclaimStatus(ctx context.Context, args []string) int {
 	body, code := c.adminGet(ctx, name, f.admin, "/admin/v1/reclaim/status", nil)
 	if code != ExitOK {
 		return code
+	}
+	if c.adminShard == "all" {
+		return c.shardStatuses(name, f, body)
 	}
 	var st adminapi.ReclaimStatus
 	if err := json.Unmarshal(body, &st); err != nil {
@@ -335,7 +349,7 @@ func (c *Client) reclaimStatus(ctx context.Context, args []string) int {
 
 func (c *Client) reclaimReports(ctx context.Context, args []string) int {
 	const name = "reclaim reports"
-	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit, adminapi.DefaultReportsLimit)
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withLimit|withShard, adminapi.DefaultReportsLimit)
 	if !ok {
 		return code
 	}
@@ -502,6 +516,9 @@ func writeReport(w io.Writer, r *adminapi.Report) {
 // writeStatus prints a reclaimer status.
 func writeStatus(w io.Writer, st *adminapi.ReclaimStatus, now time.Time) {
 	rc := st.Reclaimer
+	if st.Shard != "" {
+		fmt.Fprintf(w, "Shard: %s\n", st.Shard)
+	}
 	switch {
 	case rc.Leading:
 		fmt.Fprintf(w, "Reclaimer: this gateway (%s) leads, term %d.\n", rc.ID, rc.Term)

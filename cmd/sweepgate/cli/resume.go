@@ -16,7 +16,7 @@ const resumePath = "/admin/v1/reclaim/resume"
 // reclaimResume lifts the breaker's pauses through the admin API.
 func (c *Client) reclaimResume(ctx context.Context, args []string) int {
 	const name = "reclaim resume"
-	f, pos, code, ok := c.parseReclaimFlags(name, args, withSweeps|withPrincipal, 0)
+	f, pos, code, ok := c.parseReclaimFlags(name, args, withSweeps|withPrincipal|withShard, 0)
 	if !ok {
 		return code
 	}

@@ -37,6 +37,10 @@ Flags:
   --limit N       list: at most N sessions (1 to %d, default %d)
   --after CURSOR  list: continue after the last session of an earlier list
                   (its "next" value, which a truncated list prints)
+  --shard NAME    list: the sessions of etcd shard NAME (etcd.shards;
+                  default: the shard of --bucket, else the default shard),
+                  or of every shard with --shard all; show reads the
+                  shard that holds BUCKET
 
 States: %s.
 
@@ -45,6 +49,7 @@ Examples:
   sweepgate sessions list --state expired,cleanup_pending
   sweepgate sessions list --bucket backups --limit 1000 --json | jq -r '.sessions[].upload_id'
   sweepgate sessions show backups 2~xPk3aJ0qT
+  sweepgate sessions list --shard all
   SWEEPGATE_ADMIN_URL=http://10.0.0.7:9001 sweepgate sessions list --state completing
 
 Exit status: 0 done, 1 error (admin API unreachable, etcd unavailable),
@@ -71,6 +76,9 @@ type sessionsFlags struct {
 func (c *Client) parseSessionsFlags(name string, args []string, forList bool) (sessionsFlags, []string, int, bool) {
 	f := sessionsFlags{limit: adminapi.DefaultListLimit}
 	af, pos, code, ok := c.parseAdminFlags(name, args, (*Client).sessionsHelp, func(fs *flag.FlagSet) {
+		if forList {
+			c.shardFlag(fs) // show goes to its bucket's shard
+		}
 		if forList {
 			fs.StringVar(&f.state, "state", "", "")
 			fs.StringVar(&f.bucket, "bucket", "", "")
@@ -130,8 +138,16 @@ func (c *Client) sessionsList(ctx context.Context, args []string) int {
 		return ExitOK
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	// With etcd.shards every session names its shard, in a first column.
+	sharded := list.Sessions[0].Shard != ""
+	if sharded {
+		fmt.Fprint(tw, "SHARD\t")
+	}
 	fmt.Fprintln(tw, "BUCKET\tUPLOAD ID\tSTATE\tOWNER\tLAST ACTIVITY\tKEY")
 	for _, s := range list.Sessions {
+		if sharded {
+			fmt.Fprintf(tw, "%s\t", cell(s.Shard))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(s.Bucket), cell(s.UploadID), cell(s.State), cell(s.Owner), when(s.LastActivity), cell(s.Key))
 	}
 	tw.Flush()
@@ -175,6 +191,9 @@ func writeSession(w io.Writer, s *adminapi.SessionDetail) {
 	row("Upload ID", cell(s.UploadID))
 	row("State", fmt.Sprintf("%s since %s", cell(s.State), when(s.StateSince)))
 	row("Owner", cell(s.Owner))
+	if s.Shard != "" {
+		row("Shard", cell(s.Shard))
+	}
 	row("Created", when(s.Created))
 	last := when(s.LastActivity)
 	if a := s.Activity; a != nil && a.At.Equal(s.LastActivity) {

@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sweepgate/sweepgate/e2e/harness"
+	"github.com/sweepgate/sweepgate/etcdstore"
 )
 
 // The session tests check the session promises end to end: every
@@ -214,10 +215,13 @@ func (s *sessionStore) parts(t *testing.T, uploadID string) map[int]partRecord {
 	}
 	out := map[int]partRecord{}
 	for _, kv := range resp.Kvs {
-		var p partRecord
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			t.Fatalf("etcd: part %s is not JSON: %v", kv.Key, err)
+		// A part record is in either layout (keyspace schema 1 or 2):
+		// read it with the gateway's own decoder.
+		stored, err := etcdstore.DecodePart(string(kv.Key), kv.Value)
+		if err != nil {
+			t.Fatalf("etcd: part %s: %v", kv.Key, err)
 		}
+		p := partRecord{Number: stored.Number, ETag: stored.ETag, Size: stored.Size, SHA256: stored.SHA256}
 		n, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefix))
 		if err != nil || n != p.Number {
 			t.Fatalf("etcd: part key %s holds part %d", kv.Key, p.Number)

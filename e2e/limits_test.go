@@ -95,6 +95,7 @@ func TestInFlightLimits(t *testing.T) {
 	e := harness.Start(t, harness.Options{Credentials: creds, Config: map[string]any{
 		"limits": map[string]any{"max_in_flight": 2, "max_in_flight_per_credential": 1},
 	}})
+	e.RequireGateway(t)
 	bucket := e.Bucket(t)
 	direct := e.DirectSDK(t)
 	plain := &http.Client{}
@@ -193,6 +194,7 @@ func TestBodyReadTimeout(t *testing.T) {
 	e := harness.Start(t, harness.Options{Config: map[string]any{
 		"limits": map[string]any{"body_read_timeout": "2s"},
 	}})
+	e.RequireGateway(t)
 	bucket := e.Bucket(t)
 	direct := e.DirectSDK(t)
 	cred := envCred(e)

@@ -144,25 +144,8 @@ func TestClientAddressBehindProxies(t *testing.T) {
 	if harness.DirectMode() {
 		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
 	}
-	m := harness.StartMinIO(t)
 	ctx := t.Context()
-	bucket := harness.BucketName(t)
-	if err := m.AddUser(ctx, "iponly", "iponly-secret-1", sourceIPPolicy(bucket, allowedClient)); err != nil {
-		t.Fatal(err)
-	}
-	g := harness.StartGateway(t, m, harness.Options{Config: map[string]any{
-		"trusted_proxies": []string{proxyAddr + "/32"},
-		"proxy_protocol":  true,
-		"backend": map[string]any{"identities": []map[string]any{
-			{"name": "iponly", "access_key": "iponly", "secret_key": "iponly-secret-1"},
-		}},
-		"credentials": []map[string]any{{"access_key": "ipc", "secret_key": "ipc-secret-12345", "backend": "iponly"}},
-	}})
-	e := &harness.Env{MinIO: m, Gateway: g, Endpoint: g.Endpoint, AccessKey: "ipc", SecretKey: "ipc-secret-12345", Region: m.Region}
-	direct := e.DirectSDK(t)
-	if _, err := direct.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
+	bucket, g, e, direct := startSourceIPGateway(t)
 	xff := startXFFProxy(t, g.Endpoint)
 	put := func(t *testing.T, c *http.Client, endpoint, key string, header ...string) *http.Response {
 		t.Helper()
@@ -240,7 +223,7 @@ func TestClientAddressBehindProxies(t *testing.T) {
 		}
 		requireAbsent(t, direct, bucket, "pp-untrusted")
 	})
-	t.Run("log and audit", func(t *testing.T) { logNamesClient(t, g, m.Region, bucket) })
+	t.Run("log and audit", func(t *testing.T) { logNamesClient(t, g, e.Region, bucket) })
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -286,4 +269,32 @@ func logNamesClient(t *testing.T, g *harness.Gateway, region, bucket string) {
 	requireLogLine(t, g, func(l map[string]any) bool {
 		return l["msg"] == "request" && l["op"] == "AbortMultipartUpload"
 	}, "client", allowedClient)
+}
+
+// startSourceIPGateway starts MinIO with a user whose policy allows only
+// allowedClient (aws:SourceIp) on a new bucket, and a gateway that trusts
+// proxyAddr (X-Forwarded-For and the PROXY protocol) and signs its one
+// client credential's requests as that user.
+func startSourceIPGateway(t *testing.T) (bucket string, g *harness.Gateway, e *harness.Env, direct *s3.Client) {
+	t.Helper()
+	m := harness.StartMinIO(t)
+	ctx := t.Context()
+	bucket = harness.BucketName(t)
+	if err := m.AddUser(ctx, "iponly", "iponly-secret-1", sourceIPPolicy(bucket, allowedClient)); err != nil {
+		t.Fatal(err)
+	}
+	g = harness.StartGateway(t, m, harness.Options{Config: map[string]any{
+		"trusted_proxies": []string{proxyAddr + "/32"},
+		"proxy_protocol":  true,
+		"backend": map[string]any{"identities": []map[string]any{
+			{"name": "iponly", "access_key": "iponly", "secret_key": "iponly-secret-1"},
+		}},
+		"credentials": []map[string]any{{"access_key": "ipc", "secret_key": "ipc-secret-12345", "backend": "iponly"}},
+	}})
+	e = &harness.Env{MinIO: m, Gateway: g, Endpoint: g.Endpoint, AccessKey: "ipc", SecretKey: "ipc-secret-12345", Region: m.Region}
+	direct = e.DirectSDK(t)
+	if _, err := direct.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	return bucket, g, e, direct
 }

@@ -23,10 +23,13 @@ func newTCPSink(t *testing.T) *tcpSink {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	// The listener closes once it accepted: closed before, it would reset
+	// the connection still waiting in its queue.
+	t.Cleanup(func() { ln.Close() })
 	s := &tcpSink{got: make(chan []byte, 1)}
 	go func() {
 		c, err := ln.Accept()
+		ln.Close()
 		if err != nil {
 			s.got <- nil
 			return

@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,9 +31,9 @@ import (
 // machine, one bucket on each), each behind a real gateway in front of
 // MinIO:
 //
-//   - parts/s: UploadPart calls of 1 KiB from envelopeClients clients for
-//     envelopeTime through the gateway, and the same directly on MinIO;
-//     the keyspace is new, so the gateway starts it in schema 2, where a
+//   - parts/s: UploadPart calls of 1 KiB from envelopeClients clients
+//     through the gateway and directly on MinIO, in alternating rounds
+//     (envelope_parts_test.go); the keyspace is new, so the gateway starts it in schema 2, where a
 //     part costs one etcd commit after the first of its upload's on a
 //     gateway (the in-flight record lingers), so this is where the write
 //     path's limit shows; with shards, client w sends to bucket w mod 3,
@@ -74,10 +73,17 @@ type envelopeCluster struct {
 	// Schema is the keyspace schema the gateway wrote in (of the first
 	// shard), read from etcd after the parts.
 	Schema int `json:"schema"`
-	// Parts per second through the gateway and directly on MinIO.
-	GatewayPartsPerSec float64 `json:"gateway_parts_per_s"`
-	DirectPartsPerSec  float64 `json:"direct_parts_per_s"`
-	PartsRatio         float64 `json:"parts_ratio"`
+	// Parts per second through the gateway and directly on MinIO: the
+	// medians of envelopeRounds alternating rounds, and the median of
+	// the rounds' ratios (PartsRatios, one per pair of rounds).
+	GatewayPartsPerSec float64   `json:"gateway_parts_per_s"`
+	DirectPartsPerSec  float64   `json:"direct_parts_per_s"`
+	PartsRatio         float64   `json:"parts_ratio"`
+	PartsRatios        []float64 `json:"parts_ratios"`
+	// SustainedPartsPerSec is the gateway's rate over the first
+	// envelopeTime of parts, the round whose database growth gives the
+	// bytes per part.
+	SustainedPartsPerSec float64 `json:"sustained_gateway_parts_per_s"`
 	// Creates per second through the gateway.
 	CreatesPerSec float64 `json:"creates_per_s"`
 	// Database bytes in use per item written (with shards, the mean of the
@@ -183,7 +189,7 @@ func (s envShard) inUse(b *testing.B) int64 { return dbInUse(b, s.cli, s.endpoin
 // startEnvelope starts the topology's etcd, MinIO and a gateway, and one
 // bucket per shard.
 func startEnvelope(b *testing.B, topo envelopeTopology) (*harness.Env, []envShard) {
-	opts := harness.Options{LogLevel: "info"}
+	opts := harness.Options{LogLevel: "info", Config: profileConfig(nil)}
 	shards := make([]envShard, topo.shards)
 	base := harness.BucketName(b)
 	for i := range shards {
@@ -243,9 +249,15 @@ func benchEnvelope(b *testing.B, topo envelopeTopology) envelopeCluster {
 	grown := func(i int) float64 { return float64(shards[i].inUse(b) - before[i]) }
 
 	mark()
-	var perBucket []int64
-	var ids []string
-	res.GatewayPartsPerSec, perBucket, ids = partsPerSec(b, env.SDK(b), buckets, "envelope/gateway")
+	var (
+		perBucket []int64
+		ids       []string
+	)
+	gwParts := newPartsRun(b, env.SDK(b), buckets, "envelope/gateway")
+	profiled := profileGateway(b, env.Gateway, "envelope-"+topo.name+"-parts", envelopeTime-time.Second)
+	res.SustainedPartsPerSec = gwParts.round(b, envelopeTime)
+	profiled()
+	perBucket, ids = gwParts.perBucket(), gwParts.ids
 	for i := range shards {
 		res.PerShard[i].Parts = perBucket[i]
 		res.PerShard[i].BytesPerPart = grown(i) / float64(perBucket[i])
@@ -261,8 +273,8 @@ func benchEnvelope(b *testing.B, topo envelopeTopology) envelopeCluster {
 	}
 	res.Schema = storedSchema(b, shards[0].cli, keys)
 	res.Records = recordSizes(b, shards[0].cli, keys, buckets[0], ids[0])
-	res.DirectPartsPerSec, _, _ = partsPerSec(b, env.DirectSDK(b), buckets, "envelope/direct")
-	res.PartsRatio = ratio(res.GatewayPartsPerSec, res.DirectPartsPerSec)
+	directParts := newPartsRun(b, env.DirectSDK(b), buckets, "envelope/direct")
+	res.GatewayPartsPerSec, res.DirectPartsPerSec, res.PartsRatio, res.PartsRatios = alternateParts(b, gwParts, directParts)
 
 	mark()
 	start := time.Now()
@@ -339,50 +351,6 @@ func storedSchema(b *testing.B, cli *clientv3.Client, keys etcdstore.Keys) int {
 		b.Fatalf("schema record %q: %v", resp.Kvs[0].Value, err)
 	}
 	return rec.Schema
-}
-
-// partsPerSec uploads 1 KiB parts from envelopeClients clients, client w
-// to an upload of its own in buckets[w mod len(buckets)], for
-// envelopeTime, and returns the rate, the parts per bucket and the
-// clients' upload IDs.
-func partsPerSec(b *testing.B, c *s3.Client, buckets []string, prefix string) (float64, []int64, []string) {
-	ctx := b.Context()
-	ids := make([]string, envelopeClients)
-	bucketOf := func(w int) string { return buckets[w%len(buckets)] }
-	for w := range ids {
-		id, err := createUpload(ctx, c, bucketOf(w), fmt.Sprintf("%s/%02d", prefix, w))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ids[w] = id
-	}
-	body := bytes.Repeat([]byte("p"), 1024)
-	counts := make([]atomic.Int64, len(buckets))
-	stop := time.Now().Add(envelopeTime)
-	start := time.Now()
-	err := inParallel(ctx, envelopeClients, envelopeClients, func(ctx context.Context, w int) error {
-		for part := int32(1); time.Now().Before(stop) && part <= 10_000; part++ {
-			if _, err := c.UploadPart(ctx, &s3.UploadPartInput{
-				Bucket: aws.String(bucketOf(w)), Key: aws.String(fmt.Sprintf("%s/%02d", prefix, w)), UploadId: aws.String(ids[w]),
-				PartNumber: aws.Int32(part), Body: bytes.NewReader(body),
-			}); err != nil {
-				return fmt.Errorf("upload part %d of %s/%02d: %w", part, prefix, w, err)
-			}
-			counts[w%len(buckets)].Add(1)
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	elapsed := time.Since(start).Seconds()
-	per := make([]int64, len(buckets))
-	var n int64
-	for i := range counts {
-		per[i] = counts[i].Load()
-		n += per[i]
-	}
-	return float64(n) / elapsed, per, ids
 }
 
 // recordSizes reads the session and the first part record of an upload
@@ -504,6 +472,8 @@ func printEnvelope(w io.Writer, res *envelopeResult) {
 	row("UploadPart 1 KiB, 16 clients, gateway", "%.0f /s", func(c envelopeCluster) float64 { return c.GatewayPartsPerSec })
 	row("UploadPart 1 KiB, 16 clients, direct", "%.0f /s", func(c envelopeCluster) float64 { return c.DirectPartsPerSec })
 	row("    ratio", "%.3f", func(c envelopeCluster) float64 { return c.PartsRatio })
+	rowOf(w, res.Clusters, "    ratio of each pair of rounds", "%s", func(c envelopeCluster) string { return formatRatios(c.PartsRatios) })
+	row("UploadPart 1 KiB, gateway, sustained", "%.0f /s", func(c envelopeCluster) float64 { return c.SustainedPartsPerSec })
 	row("CreateMultipartUpload, gateway", "%.0f /s", func(c envelopeCluster) float64 { return c.CreatesPerSec })
 	row("db bytes per session", "%.0f B", func(c envelopeCluster) float64 { return c.BytesPerSession })
 	row("db bytes per part", "%.0f B", func(c envelopeCluster) float64 { return c.BytesPerPart })

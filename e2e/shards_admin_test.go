@@ -110,7 +110,33 @@ func shAdmin(t *testing.T, gateways []*harness.Gateway, shards []*shard, leaders
 		t.Errorf("POST /admin/v1/reclaim/run?shard=reg on its leader: %d %s; want a pass in term %d", code, body, terms["reg"])
 	}
 
+	shStreamedPass(t, gateways[leaders["logs"]], "logs", terms["logs"])
 	shMigrate(t, gateways[0], gateways[leaders["reg"]], shards, terms)
+}
+
+// shStreamedPass runs a pass of shard name, not the default, through the
+// API of its leader g with its progress streamed: every line, progress
+// and report, is of that shard's reclaimer, in its term.
+func shStreamedPass(t *testing.T, g *harness.Gateway, name string, term int64) {
+	t.Helper()
+	code, body := shAdminCall(t, g, http.MethodPost, "/admin/v1/reclaim/run?shard="+name+"&progress=true", "{}")
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	if code != http.StatusOK || len(lines) == 0 {
+		t.Fatalf("streamed pass of shard %s: %d %s", name, code, body)
+	}
+	for i, line := range lines {
+		var l adminapi.StreamLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("streamed pass of shard %s, line %d: %v\n%s", name, i, err, body)
+		}
+		last := i == len(lines)-1
+		switch {
+		case !last && (l.Progress == nil || l.Progress.Term != term):
+			t.Errorf("streamed pass of shard %s, line %d: %s; want progress in term %d", name, i, line, term)
+		case last && (l.Report == nil || l.Report.Term != term || l.Report.Pass == 0):
+			t.Errorf("streamed pass of shard %s, last line: %s; want its report in term %d", name, line, term)
+		}
+	}
 }
 
 // shMigrate checks that shard reg, in schema 1, has a migration of its

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +40,9 @@ type shard struct {
 	etcd   *harness.EtcdCluster
 	bucket string
 	store  *sessionStore
+	// proxies are each gateway's link to the shard's etcd, for shard logs
+	// only (nil for the others).
+	proxies []*harness.TCPProxy
 }
 
 // TestShards runs two gateways over three etcd shards, each a one-member
@@ -46,7 +51,10 @@ type shard struct {
 // bucket's entry in the default shard's directory; a digest layout on a
 // non-default shard records its references there; each shard has its own
 // reclaimer leader and term, and each shard's abandoned upload is aborted
-// in its own shard's term; with one shard's etcd killed the other shards'
+// in its own shard's term; with one gateway cut from one shard's etcd,
+// that shard's election goes to the other gateway while the first keeps
+// the default shard, and both shards' passes run at once, each on its
+// leader in its own term; with one shard's etcd killed the other shards'
 // multipart uploads and passes go on while the killed shard's are refused
 // with SlowDown; and a configuration that puts a bucket on another shard
 // than its stored assignment is refused at start, naming the move.
@@ -115,6 +123,10 @@ func TestShards(t *testing.T) {
 			t.Errorf("shard %s's reclaimer holds %v orphans; want one only in shard logs, whose bucket has it", sh.name, held)
 		}
 	}
+
+	// The shards' passes on different gateways at once.
+	terms, leaders = shSplitLeaders(t, gateways, clients, shards, terms, leaders)
+	t.Logf("after the split: terms %v, leaders %v", terms, leaders)
 
 	// One shard's etcd dies: the others' uploads and passes go on.
 	logs := shards[1]
@@ -399,7 +411,18 @@ func shStart(t *testing.T) (*harness.MinIO, []*shard, []*harness.Gateway, []*s3.
 			"digests": map[string]any{"namespaces": []string{reg + "/blobs/sha256/"}, "sources": []string{reg + "/manifests/"}},
 		},
 	}
-	gateways := []*harness.Gateway{harness.StartGateway(t, m, opts), harness.StartGateway(t, m, opts)}
+	// Each gateway reaches shard logs' etcd through a proxy of its own.
+	logs := shards[1]
+	gateways := make([]*harness.Gateway, 2)
+	for i := range gateways {
+		p := harness.StartTCPProxy(t, logs.etcd.Endpoints()[0])
+		logs.proxies = append(logs.proxies, p)
+		own := opts
+		own.EtcdShards = slices.Clone(spec)
+		own.EtcdShards[1] = maps.Clone(spec[1])
+		own.EtcdShards[1]["endpoints"] = []string{p.URL}
+		gateways[i] = harness.StartGateway(t, m, own)
+	}
 	direct := harness.NewS3Client(m.Endpoint, m.Region, m.AccessKey, m.SecretKey, mnTransport(t), true)
 	clients := make([]*s3.Client, len(gateways))
 	for i, g := range gateways {

@@ -120,10 +120,10 @@ func printRegistryPull(w io.Writer, r *registryPull) {
 			fmt.Sprintf("%.1f %s", c.Direct, c.Unit), fmt.Sprintf("%.1f %s", c.Gateway, c.Unit),
 			c.Ratio, target, status)
 	}
-	fmt.Fprintf(w, "%-*s %14s %14s\n", titleWidth, "etcd reads per blob GET (Range RPCs)", "", fmt.Sprintf("%.2f /GET", r.ReadsPerBlobGet.Range))
-	fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "mvcc ranges per blob GET", "", fmt.Sprintf("%.2f /GET", r.ReadsPerBlobGet.MVCCRange))
+	fmt.Fprintf(w, "%-*s %14s %14s\n", titleWidth, "etcd reads per blob GET (mvcc ranges)", "", fmt.Sprintf("%.2f /GET", r.ReadsPerBlobGet.MVCCRange))
+	fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "Range RPCs over gRPC per blob GET", "", fmt.Sprintf("%.2f /GET", r.ReadsPerBlobGet.Range))
 	fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "gateway etcd gets per blob GET", "", fmt.Sprintf("%.2f /GET", r.ReadsPerBlobGet.GatewayGets))
-	fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "Range RPCs per blob GET, traced pulls", "", fmt.Sprintf("%.2f /GET", r.TracedReadsPerBlobGet.Range))
+	fmt.Fprintf(w, "    %-*s %14s %14s\n", titleWidth-4, "mvcc ranges per blob GET, traced pulls", "", fmt.Sprintf("%.2f /GET", r.TracedReadsPerBlobGet.MVCCRange))
 	fmt.Fprintf(w, "    pull phase %.1fs: %.0f Range RPCs, %.0f mvcc ranges, %.0f gateway gets; idle window %.1fs: %.0f, %.0f, %.0f\n",
 		r.PullSeconds, r.PullReads.Range, r.PullReads.MVCCRange, r.PullReads.GatewayGets,
 		r.IdleSeconds, r.IdleReads.Range, r.IdleReads.MVCCRange, r.IdleReads.GatewayGets)

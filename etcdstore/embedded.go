@@ -12,7 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
+	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 )
 
 // Defaults for EmbeddedConfig. The client and peer URLs are etcd's own
@@ -255,4 +260,21 @@ func (e *Embedded) Close() {
 		e.closing.Store(true)
 		e.etcd.Close()
 	})
+}
+
+// Client returns a client of the server that calls it in process, through
+// etcd's own adapters (v3client): no gRPC, no socket, no encoding, so an
+// etcd request costs the gateway a function call where a client over the
+// loopback connection costs two gRPC ends. Requests behave as over the
+// network (the server's quota, contexts and errors), the server's client
+// URL still serves other clients, and Close leaves the server running.
+// wrapKV, when not nil, wraps the KV service the client calls (tracing
+// spans of its calls, which no gRPC instrumentation sees in process).
+func (e *Embedded) Client(wrapKV func(pb.KVClient) pb.KVClient) *clientv3.Client {
+	cli := v3client.New(e.etcd.Server)
+	if wrapKV != nil {
+		kv := adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.etcd.Server))
+		cli.KV = clientv3.NewKVFromKVClient(wrapKV(kv), cli)
+	}
+	return cli
 }

@@ -81,7 +81,7 @@ func (s *server) openShard(ctx context.Context, spec config.EtcdShard, endpoints
 		}
 		creds = c
 	}
-	cli, err := etcdstore.Dial(endpoints, cfg.Etcd.DialTimeout, creds, s.logger, s.tracing.etcdDialOptions()...)
+	cli, err := s.etcdClient(endpoints, creds)
 	if err != nil {
 		return nil, fmt.Errorf("etcd shard %s: %w", spec.Name, err)
 	}
@@ -112,6 +112,16 @@ func (s *server) openShard(ctx context.Context, spec config.EtcdShard, endpoints
 		sh.reg.MustRegister(digestsweep.NewPlaneCollector(sh.store, cfg.Digests.Planes, s.clock))
 	}
 	return sh, nil
+}
+
+// etcdClient returns the client of a shard's etcd: the embedded member's
+// in process (it is the only shard then), else one over gRPC to
+// endpoints; both traced when tracing is on.
+func (s *server) etcdClient(endpoints []string, creds etcdstore.Credentials) (*clientv3.Client, error) {
+	if s.embedded != nil {
+		return s.embedded.Client(s.tracing.etcdKV()), nil
+	}
+	return etcdstore.Dial(endpoints, s.cfg.Etcd.DialTimeout, creds, s.logger, s.tracing.etcdDialOptions()...)
 }
 
 // openDirectory reads the shard directory from the default shard, which

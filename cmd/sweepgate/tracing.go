@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -115,6 +116,17 @@ func (t *serveTracing) etcdDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(
 		otelgrpc.WithTracerProvider(tracing.ChildrenOnly(t.provider)),
 	))}
+}
+
+// etcdKV wraps the embedded member's in-process KV service so that its
+// calls are client spans as etcdDialOptions makes them over gRPC; nil when
+// tracing is off.
+func (t *serveTracing) etcdKV() func(pb.KVClient) pb.KVClient {
+	if t == nil || t.provider == nil {
+		return nil
+	}
+	tp := tracing.ChildrenOnly(t.provider)
+	return func(kv pb.KVClient) pb.KVClient { return tracing.EtcdKV(kv, tp) }
 }
 
 // shutdown exports the spans still queued, for up to tracingFlushTimeout,

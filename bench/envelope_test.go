@@ -502,6 +502,7 @@ func printEnvelope(w io.Writer, res *envelopeResult) {
 	}
 	rowOf(w, res.Clusters, "    WAL fsync, mean (16 clients)", "%s", fsync("%.2f ms", func(c envelopeCommits) float64 { return c.FsyncMeanSeconds * 1e3 }))
 	rowOf(w, res.Clusters, "    commits per fsync (16 clients)", "%s", fsync("%.1f", func(c envelopeCommits) float64 { return c.CommitsPerFsync }))
+	rowOf(w, res.Clusters, "    puts etcd timed out (not counted)", "%d", func(c envelopeCluster) int64 { return c.Commits.TimedOut })
 	row("embedded: gateway RSS per reference", "%.0f B", func(c envelopeCluster) float64 { return c.EtcdRSSBytesPerRef })
 	for _, c := range res.Clusters {
 		for _, s := range c.PerShard {

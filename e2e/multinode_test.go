@@ -124,7 +124,7 @@ func TestMultiNode(t *testing.T) {
 	// Warm up: every worker completes an upload.
 	w.awaitCreatedAndCompleted(t, started, mnWorkers, "before any kill")
 
-	killEtcdLeader(t, cluster, w, started)
+	killEtcdLeader(t, gateways[0].EtcdClusterFor(t, bucket), w, started)
 
 	// Two uploads abandoned after one part each: the reclaimer must
 	// delete them, and only them, and by the time it may (grace plus

@@ -24,10 +24,11 @@ import (
 // Shard mode (SWEEPGATE_E2E_SHARDS=N, N >= 2) runs every gateway that
 // would keep its state in one etcd with N shards (etcd.shards) instead:
 // the default shard is that etcd (a one-member cluster the harness starts
-// in place of the embedded one), and N-1 one-member clusters, secured as
-// the default one is, are the others (the default shard may be an etcd
-// the test runs itself, etcdtest's, which the harness reaches in the
-// clear). All gateways over the same etcd get the same shards.
+// in place of the embedded one; an etcd the test runs itself, etcdtest's,
+// the harness reaches in the clear), and N-1 clusters, secured as the
+// default one is and of as many members (one beside an etcd the test runs
+// itself), are the others. All gateways over the same etcd get the same
+// shards.
 //
 // Buckets land on different shards because their names are decided ahead:
 // each top-level test has reservedBuckets names (BucketName hands them out
@@ -134,10 +135,14 @@ func shardSetFor(t testing.TB, m *MinIO, opts Options, n int) *shardSet {
 		def = clusterAt(endpoints)
 	}
 	s.clusters, s.endpoints = append(s.clusters, def), append(s.endpoints, endpoints)
+	size := 1
+	if def != nil {
+		size = def.Len()
+	}
 	for i := range n {
 		s.names = append(s.names, fmt.Sprintf("shard%d", i))
 		if i > 0 {
-			c := def.startSiblingEtcdCluster(t, 1)
+			c := def.startSiblingEtcdCluster(t, size)
 			s.clusters, s.endpoints = append(s.clusters, c), append(s.endpoints, c.Endpoints())
 		}
 	}
@@ -403,6 +408,24 @@ func (g *Gateway) EtcdClientOfShard(t testing.TB, name string) *clientv3.Client 
 		t.Fatalf("harness: no shard %q; the shards are %v", name, g.shards.names)
 	}
 	return g.shards.client(t, i)
+}
+
+// EtcdClusterFor returns the cluster of this process that keeps bucket's
+// state: in shard mode that of the bucket's shard, else the cluster of
+// Options.EtcdEndpoints. It fails the test when there is none (the
+// embedded etcd, or an etcd the test runs itself).
+func (g *Gateway) EtcdClusterFor(t testing.TB, bucket string) *EtcdCluster {
+	t.Helper()
+	var c *EtcdCluster
+	if g.shards != nil {
+		c = g.shards.clusters[g.shards.shardOf(bucket)]
+	} else {
+		c = clusterAt(g.etcdEndpoints)
+	}
+	if c == nil {
+		t.Fatalf("harness: bucket %s's state is in no etcd cluster of this process", bucket)
+	}
+	return c
 }
 
 // EtcdClientFor returns a client of the etcd that keeps bucket's state:

@@ -152,6 +152,8 @@ test: build $(TEST_TOOLS) $(CHART_TOOLS)
 	$(GO) test -race -tags $(INTEGRATION_TAGS) -count=1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./... || status=1; \
 	echo "== e2e tests (real MinIO, sweepgate binary, real clients, registry and crane)"; \
 	$(GO) test -tags $(E2E_TAGS) -count=1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) ./e2e/ || status=1; \
+	echo "== e2e multipart, reclaim, digest and failover tests over $(E2E_SHARDS) etcd shards"; \
+	$(E2E_SHARDS_TEST) || status=1; \
 	echo "== chaos campaign ($(CHAOS_TEST_DURATION) of workload under faults; its seed is printed) and the cases campaigns found"; \
 	CHAOS_DURATION=$(CHAOS_TEST_DURATION) SWEEPGATE_BIN=$(CURDIR)/bin/sweepgate \
 		$(GO) test -tags $(CHAOS_TAGS) -count=1 -v -timeout $(CHAOS_TEST_TIMEOUT) $(TESTFLAGS) ./chaos/ || status=1; \
@@ -166,6 +168,17 @@ test-unit: bin/minio $(CHART_TOOLS)
 .PHONY: test-e2e
 test-e2e: build $(TEST_TOOLS)
 	$(GO) test -tags $(E2E_TAGS) -count=1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) ./e2e/
+
+# The e2e tests of multipart sessions, the reclaimer, the digest layout and
+# failover again, with every gateway over E2E_SHARDS etcd shards and each
+# test's buckets spread over them (SWEEPGATE_E2E_SHARDS, docs/testing.md).
+E2E_SHARDS ?= 3
+E2E_SHARDS_RUN := ^(TestMultipart|TestSessions.*|TestRaceModel|TestReclaim(PartStreamingPastGrace|PartAroundGatewayRevertsMark|ClockOfAGatewayBehind|CrashAfterDeleteIntent|Election|Passes)|TestDigest.*|TestMultiNode)$$
+E2E_SHARDS_TEST = SWEEPGATE_E2E_SHARDS=$(E2E_SHARDS) $(GO) test -tags $(E2E_TAGS) -count=1 -timeout $(E2E_TIMEOUT) -run '$(E2E_SHARDS_RUN)' $(TESTFLAGS) ./e2e/
+
+.PHONY: test-e2e-shards
+test-e2e-shards: build $(TEST_TOOLS)
+	$(E2E_SHARDS_TEST)
 
 # Seeded chaos campaigns one after another for CHAOS_TIME, stopping at the
 # first that finds a violation; CHAOS_SEED=N runs that seed once (with the

@@ -126,7 +126,7 @@ func TestDigestContentThroughTheGateway(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("within 60s: manifest one present %v, its private layer present %v", present(one), present(private))
 		}
-		digestPassReport(t, admin)
+		digestPassReport(t, admin, shardFlags(e.Gateway, bucket)...)
 		if !present(one) && present(private) {
 			sawPrivateOutliveManifest = true
 		}

@@ -35,7 +35,7 @@ func TestDigestLateDelete(t *testing.T) {
 		Match: func(r harness.ProxiedRequest) bool { return r.Method == http.MethodPost && r.Query.Has("delete") },
 		Fault: harness.HoldRequest, Times: 1, Until: release,
 	})
-	if rep := digestPassReport(t, admin); rep.Digests.Settling != 1 || rep.Digests.Deleted != 0 {
+	if rep := digestPassReport(t, admin, l.shard...); rep.Digests.Settling != 1 || rep.Digests.Deleted != 0 {
 		t.Errorf("pass whose delete is held: %+v, want the guard kept settling", *rep.Digests)
 	}
 	if held.Hits() != 1 {
@@ -56,7 +56,7 @@ func TestDigestLateDelete(t *testing.T) {
 	// then the producer uploads the blob again and pushes.
 	deadline = time.Now().Add(60 * time.Second)
 	for {
-		digestPassReport(t, admin)
+		digestPassReport(t, admin, l.shard...)
 		_, err := sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(blobs[1].key), Body: bytes.NewReader(blobs[1].body)})
 		if err == nil {
 			break
@@ -69,7 +69,7 @@ func TestDigestLateDelete(t *testing.T) {
 	if err := put("manifests/app/v2", 0, 1); err != nil {
 		t.Fatalf("push after the guard was settled: %v", err)
 	}
-	digestPassReport(t, admin)
+	digestPassReport(t, admin, l.shard...)
 	requireLayersPresent(t, direct, bucket, blobs, "at the end: every blob a manifest names", 0, 1)
 }
 
@@ -80,8 +80,10 @@ type lateDeleteEnv struct {
 	e             *harness.Env
 	proxy         *harness.FaultProxy
 	admin, bucket string
-	sdk, direct   *s3.Client
-	blobs         []layerBlob
+	// shard sends a pass to the layout's shard (shardFlags).
+	shard       []string
+	sdk, direct *s3.Client
+	blobs       []layerBlob
 }
 
 func startLateDeleteEnv(t *testing.T, backendTimeout, guardSettle, clockSkew time.Duration) *lateDeleteEnv {
@@ -99,7 +101,7 @@ func startLateDeleteEnv(t *testing.T, backendTimeout, guardSettle, clockSkew tim
 	}})
 	e.RequireGateway(t)
 	awaitLeading(t, e.Gateway)
-	l := &lateDeleteEnv{e: e, proxy: proxy, admin: e.Gateway.AdminEndpoint, bucket: bucket, sdk: e.SDK(t), direct: e.DirectSDK(t)}
+	l := &lateDeleteEnv{e: e, proxy: proxy, admin: e.Gateway.AdminEndpoint, bucket: bucket, shard: shardFlags(e.Gateway, bucket), sdk: e.SDK(t), direct: e.DirectSDK(t)}
 	if _, err := l.sdk.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ func startLateDeleteEnv(t *testing.T, backendTimeout, guardSettle, clockSkew tim
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for digestPassReport(t, l.admin).Digests.Pending != 1 {
+	for digestPassReport(t, l.admin, l.shard...).Digests.Pending != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("blob 1 not pending within 30s")
 		}
@@ -163,7 +165,7 @@ func TestDigestGuardSettledWithoutPass(t *testing.T) {
 		Match: func(r harness.ProxiedRequest) bool { return r.Method == http.MethodPost && r.Query.Has("delete") },
 		Fault: harness.CloseBeforeForward, Times: 1,
 	})
-	rep := digestPassReport(t, admin)
+	rep := digestPassReport(t, admin, l.shard...)
 	sent := time.Now()
 	if dropped.Hits() != 1 || rep.Digests.Settling != 1 || rep.Digests.Deleted != 0 {
 		t.Fatalf("pass whose delete was dropped: %d dropped, report %+v; want the guard kept settling", dropped.Hits(), *rep.Digests)

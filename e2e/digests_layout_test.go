@@ -66,15 +66,15 @@ func TestDigestGatewaysDisagreeOnLayout(t *testing.T) {
 	}
 	time.Sleep(digestPlacementGrace + 200*time.Millisecond)
 	for range 4 {
-		rep := digestPassReport(t, admin)
+		rep := digestPassReport(t, admin, shardFlags(e.Gateway, bucket)...)
 		if rep.Digests.Deleted != 0 || rep.Digests.Pending != 0 || !strings.Contains(rep.Digests.Kept, otherID) || !strings.Contains(rep.Digests.Kept, "layout") {
 			t.Fatalf("pass with a gateway of another layout: kept %q, pending %d, deleted %d; want everything kept, naming %s",
 				rep.Digests.Kept, rep.Digests.Pending, rep.Digests.Deleted, otherID)
 		}
 	}
 	requireLayersPresent(t, direct, bucket, blobs, "while the gateways disagree", 0, 1, 2)
-	metrics, err := e.Gateway.Metrics()
-	if err != nil || !strings.Contains(metrics, "sweepgate_reclaim_layout_mismatch_gateways 1") {
-		t.Errorf("layout mismatch gauge not 1 (%v)", err)
+	metrics, _ := readMetrics(t, e.Gateway)
+	if v, _ := metrics.series("sweepgate_reclaim_layout_mismatch_gateways", shardLabel(e.Gateway, bucket)...); v != 1 {
+		t.Errorf("layout mismatch gauge %v, want 1", v)
 	}
 }

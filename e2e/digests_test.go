@@ -86,7 +86,7 @@ func TestDigestReclamation(t *testing.T) {
 
 	present := func(i int) bool { t.Helper(); return layerPresent(t, direct, bucket, blobs, i) }
 	requirePresent := func(when string, ids ...int) { requireLayersPresent(t, direct, bucket, blobs, when, ids...) }
-	pass := func() digestReport { t.Helper(); return digestPassReport(t, admin) }
+	pass := func() digestReport { t.Helper(); return digestPassReport(t, admin, shardFlags(e.Gateway, bucket)...) }
 	// passesUntil runs passes until gone reports true, checking after each
 	// that the blobs in keep are all there.
 	passesUntil := func(what string, gone func() bool, keep ...int) {
@@ -221,10 +221,11 @@ func layerPresent(t *testing.T, direct *s3.Client, bucket string, blobs []layerB
 
 // digestPassReport runs a reclaimer pass through the admin listener at
 // admin and returns its report, which must have a digest section that was
-// not refused.
-func digestPassReport(t *testing.T, admin string) digestReport {
+// not refused; flags are added to the command (shardFlags of a bucket of
+// the digest layout).
+func digestPassReport(t *testing.T, admin string, flags ...string) digestReport {
 	t.Helper()
-	out := mustSweepgate(t, 0, admin, "reclaim", "run", "--json")
+	out := mustSweepgate(t, 0, admin, append([]string{"reclaim", "run", "--json"}, flags...)...)
 	var rep digestReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Digests == nil {
 		t.Fatalf("reclaim run --json has no digests section (%v):\n%s", err, out)
@@ -306,7 +307,7 @@ func TestDigestPassKilled(t *testing.T) {
 		t.Helper()
 		awaitLeading(t, e.Gateway)
 		for range 5 {
-			if code, _, _ := sweepgateCmd(t, e.Gateway.AdminEndpoint, "reclaim", "run", "--json"); code != 0 {
+			if code, _, _ := sweepgateCmd(t, e.Gateway.AdminEndpoint, append([]string{"reclaim", "run", "--json"}, shardFlags(e.Gateway, bucket)...)...); code != 0 {
 				break
 			}
 		}
@@ -329,7 +330,7 @@ func TestDigestPassKilled(t *testing.T) {
 	awaitLeading(t, e.Gateway)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		mustSweepgate(t, 0, e.Gateway.AdminEndpoint, "reclaim", "run", "--json")
+		mustSweepgate(t, 0, e.Gateway.AdminEndpoint, append([]string{"reclaim", "run", "--json"}, shardFlags(e.Gateway, bucket)...)...)
 		requireReferenced("after the restart")
 		gone := 0
 		for _, key := range unreferenced {

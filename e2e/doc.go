@@ -8,5 +8,7 @@
 // quick loop. Run them with `make test` (which builds bin/minio first), or
 // directly with `go test -tags e2e ./e2e/` once bin/minio exists.
 // SWEEPGATE_E2E_TARGET=minio runs the same tests against MinIO alone, to
-// tell a wrong test from a wrong gateway.
+// tell a wrong test from a wrong gateway. SWEEPGATE_E2E_SHARDS=3 runs them
+// with every gateway over three etcd shards and each test's buckets spread
+// over them (`make test-e2e-shards`; docs/testing.md).
 package e2e

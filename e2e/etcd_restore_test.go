@@ -39,6 +39,7 @@ func TestEtcdRestoredFromSnapshot(t *testing.T) {
 	if harness.DirectMode() {
 		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
 	}
+	harness.SkipInShardMode(t, "it restores the one etcd from a snapshot")
 	etcd := harness.StartEtcdCluster(t, 1)
 	bucket := harness.BucketName(t)
 	e := startRestoreGateway(t, etcd, bucket)

@@ -96,9 +96,10 @@ func TestMultiNode(t *testing.T) {
 	if _, err := direct.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatalf("create bucket %s on MinIO: %v", bucket, err)
 	}
-	store := &sessionStore{cli: cluster.Client(t), prefix: etcdPrefix}
+	store := gatewayStore(t, gateways[0], cluster.Client(t))
 
-	mon := &mnMonitor{gateways: gateways, names: names, client: &http.Client{Timeout: time.Second, Transport: mnTransport(t)}}
+	// In shard mode the monitor watches the election of the bucket's shard.
+	mon := &mnMonitor{gateways: gateways, names: names, shard: gateways[0].ShardOf(bucket), client: &http.Client{Timeout: time.Second, Transport: mnTransport(t)}}
 	first := mon.awaitOneLeader(t)
 	t.Logf("%s leads the reclaimer in term %d", names[first.leader], first.term)
 
@@ -123,7 +124,7 @@ func TestMultiNode(t *testing.T) {
 	// Warm up: every worker completes an upload.
 	w.awaitCreatedAndCompleted(t, started, mnWorkers, "before any kill")
 
-	killEtcdLeader(t, cluster, w, started)
+	killEtcdLeader(t, gateways[0].EtcdClusterFor(t, bucket), w, started)
 
 	// Two uploads abandoned after one part each: the reclaimer must
 	// delete them, and only them, and by the time it may (grace plus
@@ -357,7 +358,10 @@ type mnLeadership struct {
 type mnMonitor struct {
 	gateways []*harness.Gateway
 	names    []string
-	client   *http.Client
+	// shard is the shard whose reclaimer election is watched (shard
+	// mode); empty: the one election.
+	shard  string
+	client *http.Client
 
 	mu         sync.Mutex
 	samples    int
@@ -370,7 +374,11 @@ type mnMonitor struct {
 // answer (it is dead, or too slow).
 func (m *mnMonitor) status(ctx context.Context, g *harness.Gateway) (reclaimStatus, error) {
 	var st reclaimStatus
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.AdminEndpoint+"/admin/v1/reclaim/status", nil)
+	u := g.AdminEndpoint + "/admin/v1/reclaim/status"
+	if m.shard != "" {
+		u += "?shard=" + m.shard
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return st, err
 	}

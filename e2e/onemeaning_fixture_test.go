@@ -346,7 +346,7 @@ func (f *omFixture) checkVictim(t *testing.T) {
 		problems = append(problems, "its session is gone from etcd")
 	} else {
 		etags := map[int32]string{}
-		for n, p := range f.store.parts(t, f.victim.id) {
+		for n, p := range f.store.parts(t, f.bucket, f.victim.id) {
 			etags[int32(n)] = unquoteETag(p.ETag)
 		}
 		if rec.State != "active" || rec.Owner != secAlice.Principal || !maps.Equal(etags, f.victim.etags) {

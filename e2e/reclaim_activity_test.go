@@ -97,7 +97,7 @@ func TestReclaimPartStreamingPastGrace(t *testing.T) {
 	inFlight := func() int64 {
 		ctx, cancel := store.ctx(t)
 		defer cancel()
-		resp, err := store.cli.Get(ctx, store.prefix+"inflight/"+id+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := store.client(bucket).Get(ctx, store.prefix+"inflight/"+id+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestReclaimPartStreamingPastGrace(t *testing.T) {
 	// The part began longer ago than the grace, and is still streaming.
 	time.Sleep(2 * activityGrace)
 	for range 2 {
-		rep := runPass(t, admin)
+		rep := runPass(t, admin, shardFlags(e.Gateway, bucket)...)
 		requireNothingDone(t, rep)
 		if rep.Uploads.Keep.Sessions != 1 {
 			t.Fatalf("pass %d during the part planned %+v; want the upload kept", rep.Pass, rep.Uploads)
@@ -158,7 +158,7 @@ func TestReclaimPartAroundGatewayRevertsMark(t *testing.T) {
 
 	time.Sleep(time.Until(idleSince.Add(activityGrace + 200*time.Millisecond)))
 	eventually(t, 30*time.Second, func() (bool, string) {
-		rep := runPass(t, admin)
+		rep := runPass(t, admin, shardFlags(e.Gateway, bucket)...)
 		return rep.Acted.Marked.Sessions == 1, fmt.Sprintf("pass %d marked %+v", rep.Pass, rep.Acted.Marked)
 	})
 	store.requireState(t, bucket, id, "expired")
@@ -168,7 +168,7 @@ func TestReclaimPartAroundGatewayRevertsMark(t *testing.T) {
 	before, _ := readMetrics(t, e.Gateway)
 
 	time.Sleep(activityGrace + 200*time.Millisecond) // the mark has stood delete_after
-	rep := runPass(t, admin)
+	rep := runPass(t, admin, shardFlags(e.Gateway, bucket)...)
 	if rep.Uploads.Delete.Sessions != 1 || rep.Acted.AroundGateway.Sessions != 1 || rep.Acted.Intents.Sessions != 0 {
 		t.Fatalf("pass %d planned %+v, acted %+v; want the planned delete not done, counted around the gateway", rep.Pass, rep.Uploads, rep.Acted)
 	}
@@ -177,8 +177,9 @@ func TestReclaimPartAroundGatewayRevertsMark(t *testing.T) {
 		t.Errorf("history %s; want the mark reverted by the reclaimer", rec.path())
 	}
 	after, _ := readMetrics(t, e.Gateway)
-	b, _ := before.series("sweepgate_reclaim_activity_around_gateway_total", "verdict", "delete")
-	a, _ := after.series("sweepgate_reclaim_activity_around_gateway_total", "verdict", "delete")
+	labels := append([]string{"verdict", "delete"}, shardLabel(e.Gateway, bucket)...)
+	b, _ := before.series("sweepgate_reclaim_activity_around_gateway_total", labels...)
+	a, _ := after.series("sweepgate_reclaim_activity_around_gateway_total", labels...)
 	if a != b+1 {
 		t.Errorf("activity_around_gateway_total{delete} went from %v to %v, want one more", b, a)
 	}

@@ -50,7 +50,7 @@ func TestReclaimClockOfAGatewayBehind(t *testing.T) {
 
 	time.Sleep(time.Until(abandonedAt.Add(reclaimGrace + 200*time.Millisecond)))
 	for range 2 {
-		code, out, errOut := sweepgateCmd(t, admin, "reclaim", "run", "--json")
+		code, out, errOut := sweepgateCmd(t, admin, append([]string{"reclaim", "run", "--json"}, shardFlags(e.Gateway, bucket)...)...)
 		var rep reclaim.Report
 		if err := json.Unmarshal([]byte(out), &rep); err != nil || code == 0 {
 			t.Fatalf("reclaim run with a late gateway: exit %d, %v\n%s\n%s", code, err, out, errOut)
@@ -64,16 +64,16 @@ func TestReclaimClockOfAGatewayBehind(t *testing.T) {
 	if got := backendPartNumbers(t, direct, bucket, key, id); len(got) != 1 {
 		t.Fatalf("MinIO holds parts %v of the abandoned upload, want its one part", got)
 	}
-	metrics, err := e.Gateway.Metrics()
-	if err != nil || !strings.Contains(metrics, `sweepgate_reclaim_clock_skew_stops_total{clock="gateway"} 2`) {
-		t.Errorf("clock skew stops not counted (%v)", err)
+	metrics, _ := readMetrics(t, e.Gateway)
+	if stops, _ := metrics.series("sweepgate_reclaim_clock_skew_stops_total", append([]string{"clock", "gateway"}, shardLabel(e.Gateway, bucket)...)...); stops != 2 {
+		t.Errorf("clock skew stops counted %v times, want 2", stops)
 	}
 
 	late.Stop()
 	var rep reclaim.Report
 	eventually(t, 30*time.Second, func() (bool, string) {
 		time.Sleep(200 * time.Millisecond)
-		rep = runPass(t, admin)
+		rep = runPass(t, admin, shardFlags(e.Gateway, bucket)...)
 		return rep.Acted.Deleted.Sessions == 1, fmt.Sprintf("pass %d: stopped %q, marked %+v, deleted %+v", rep.Pass, rep.Stopped, rep.Acted.Marked, rep.Acted.Deleted)
 	})
 	requireUploadGone(t, direct, bucket, key, id)

@@ -41,8 +41,9 @@ func TestReclaimCrashAfterDeleteIntent(t *testing.T) {
 	admin := e.Gateway.AdminEndpoint
 	awaitLeading(t, e.Gateway)
 	sdk, direct := e.SDK(t), e.DirectSDK(t)
-	store := &sessionStore{cli: cli, prefix: etcdPrefix}
+	store := gatewayStore(t, e.Gateway, cli)
 	bucket := e.Bucket(t)
+	shard := shardFlags(e.Gateway, bucket)
 
 	const keyA, keyK, keyO = "abandoned/a.bin", "live/k.bin", "orphan/o.bin"
 	idA := createUpload(t, sdk, bucket, keyA)
@@ -60,7 +61,7 @@ func TestReclaimCrashAfterDeleteIntent(t *testing.T) {
 	time.Sleep(time.Until(abandonedAt.Add(reclaimGrace + 200*time.Millisecond)))
 	eventually(t, 30*time.Second, func() (bool, string) {
 		feedK()
-		rep := runPass(t, admin)
+		rep := runPass(t, admin, shard...)
 		return rep.Acted.Marked.Sessions == 1, fmt.Sprintf("pass %d marked %+v", rep.Pass, rep.Acted.Marked)
 	})
 	store.requireState(t, bucket, idA, "expired")
@@ -69,7 +70,7 @@ func TestReclaimCrashAfterDeleteIntent(t *testing.T) {
 	eventually(t, 30*time.Second, func() (bool, string) {
 		time.Sleep(200 * time.Millisecond)
 		feedK()
-		code, out, _ := sweepgateCmd(t, admin, "reclaim", "run", "--json")
+		code, out, _ := sweepgateCmd(t, admin, append([]string{"reclaim", "run", "--json"}, shard...)...)
 		return code != 0, fmt.Sprintf("the pass ended without the fault hook killing the gateway: %s", out)
 	})
 	if err := e.Gateway.WaitExit(t.Context(), 10*time.Second); err != nil {
@@ -85,7 +86,7 @@ func TestReclaimCrashAfterDeleteIntent(t *testing.T) {
 	e.Gateway.RestartWithEnv()
 	awaitLeading(t, e.Gateway)
 	feedK()
-	rep := runPass(t, admin)
+	rep := runPass(t, admin, shard...)
 	if rep.Stopped != "" || rep.Refused != "" {
 		t.Fatalf("pass after the restart: %+v", rep)
 	}

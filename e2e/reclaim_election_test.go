@@ -36,6 +36,7 @@ func TestReclaimElection(t *testing.T) {
 		Config:        map[string]any{"reclaim": map[string]any{"election_ttl": electionTTL.String(), "interval": "1h"}},
 	}
 	gateways := []*harness.Gateway{harness.StartGateway(t, m, opts), harness.StartGateway(t, m, opts)}
+	shard, flags, adminStatus := electionShard(t, gateways[0])
 
 	// Exactly one leads, and both say which.
 	var leader, follower *harness.Gateway
@@ -66,14 +67,14 @@ func TestReclaimElection(t *testing.T) {
 	}
 
 	// Only the leader acts; the follower names it.
-	if rep := runPass(t, leader.AdminEndpoint); rep.Term != term {
+	if rep := runPass(t, leader.AdminEndpoint, flags...); rep.Term != term {
 		t.Errorf("the leader's pass ran in term %d, want %d", rep.Term, term)
 	}
-	code, _, errOut := sweepgateCmd(t, follower.AdminEndpoint, "reclaim", "run")
+	code, _, errOut := sweepgateCmd(t, follower.AdminEndpoint, append([]string{"reclaim", "run"}, flags...)...)
 	if code != 1 || !strings.Contains(errOut, "the leader is "+leaderStatus.Reclaimer.ID) {
 		t.Errorf("reclaim run on the follower: exit %d, stderr %q", code, errOut)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, follower.AdminEndpoint+"/admin/v1/reclaim/run", strings.NewReader("{}"))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, follower.AdminEndpoint+"/admin/v1/reclaim/run"+shard, strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestReclaimElection(t *testing.T) {
 	if l := after.Reclaimer.Leader; l == nil || l.ID != followerStatus.Reclaimer.ID || l.Term != after.Reclaimer.Term {
 		t.Errorf("after the handover etcd names %+v as leader", l)
 	}
-	if rep := runPass(t, follower.AdminEndpoint); rep.Term != after.Reclaimer.Term {
+	if rep := runPass(t, follower.AdminEndpoint, flags...); rep.Term != after.Reclaimer.Term {
 		t.Errorf("the new leader's pass ran in term %d, want %d", rep.Term, after.Reclaimer.Term)
 	}
 
@@ -117,4 +118,19 @@ func TestReclaimElection(t *testing.T) {
 	if st, _ := adminStatus(t, follower); !st.Reclaimer.Leading || st.Reclaimer.Term != after.Reclaimer.Term {
 		t.Errorf("the new leader after the restart: %+v", st.Reclaimer)
 	}
+}
+
+// electionShard picks the election TestReclaimElection watches: in shard
+// mode that of the shard the test's bucket would be on (each shard has its
+// own), else the one election. It returns the query and the flags that
+// address it, and adminStatus reading it.
+func electionShard(t *testing.T, g *harness.Gateway) (query string, flags []string, status func(*testing.T, *harness.Gateway) (reclaimStatus, bool)) {
+	t.Helper()
+	bucket := harness.BucketName(t)
+	shard := g.ShardOf(bucket)
+	if shard != "" {
+		t.Logf("the election of shard %s", shard)
+		query = "?shard=" + shard
+	}
+	return query, shardFlags(g, bucket), func(t *testing.T, g *harness.Gateway) (reclaimStatus, bool) { return adminShardStatus(t, g, shard) }
 }

@@ -76,10 +76,10 @@ func mustSweepgate(t *testing.T, want int, admin string, args ...string) string 
 }
 
 // runPass runs one pass with `sweepgate reclaim run --json` and returns its
-// report.
-func runPass(t *testing.T, admin string) reclaim.Report {
+// report; flags are added to the command (shardFlags).
+func runPass(t *testing.T, admin string, flags ...string) reclaim.Report {
 	t.Helper()
-	out := mustSweepgate(t, 0, admin, "reclaim", "run", "--json")
+	out := mustSweepgate(t, 0, admin, append([]string{"reclaim", "run", "--json"}, flags...)...)
 	var rep reclaim.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("reclaim run --json: %v\n%s", err, out)
@@ -99,13 +99,44 @@ type reclaimStatus struct {
 	} `json:"reclaimer"`
 }
 
-// adminStatus reads a gateway's reclaimer status from its admin API; ok is
-// false when the gateway does not answer (it is down).
+// shardFlags are the flags that send a sweepgate command to the shard
+// that keeps bucket's state in shard mode (SWEEPGATE_E2E_SHARDS); none
+// otherwise.
+func shardFlags(g *harness.Gateway, bucket string) []string {
+	if name := g.ShardOf(bucket); name != "" {
+		return []string{"--shard", name}
+	}
+	return nil
+}
+
+// shardLabel is the label of the series of the shard that keeps bucket's
+// state in shard mode; none otherwise.
+func shardLabel(g *harness.Gateway, bucket string) []string {
+	if name := g.ShardOf(bucket); name != "" {
+		return []string{"shard", name}
+	}
+	return nil
+}
+
+// adminStatus reads a gateway's reclaimer status from its admin API (the
+// default shard's in shard mode); ok is false when the gateway does not
+// answer (it is down).
 func adminStatus(t *testing.T, g *harness.Gateway) (st reclaimStatus, ok bool) {
+	t.Helper()
+	return adminShardStatus(t, g, "")
+}
+
+// adminShardStatus is adminStatus of the reclaimer of shard (none: the
+// default).
+func adminShardStatus(t *testing.T, g *harness.Gateway, shard string) (st reclaimStatus, ok bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.AdminEndpoint+"/admin/v1/reclaim/status", nil)
+	u := g.AdminEndpoint + "/admin/v1/reclaim/status"
+	if shard != "" {
+		u += "?shard=" + shard
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +156,17 @@ func adminStatus(t *testing.T, g *harness.Gateway) (st reclaimStatus, ok bool) {
 	return st, true
 }
 
-// awaitLeading waits until g leads the reclaimer election.
+// awaitLeading waits until g leads the reclaimer election, in shard mode
+// every shard's, and returns its status (the default shard's).
 func awaitLeading(t *testing.T, g *harness.Gateway) reclaimStatus {
 	t.Helper()
 	var st reclaimStatus
 	eventually(t, 30*time.Second, func() (bool, string) {
+		for _, shard := range g.ShardNames() {
+			if st, _ := adminShardStatus(t, g, shard); !st.Reclaimer.Leading {
+				return false, "the gateway does not lead the reclaimer election of shard " + shard
+			}
+		}
 		st, _ = adminStatus(t, g)
 		return st.Reclaimer.Leading, "the gateway does not lead the reclaimer election"
 	})

@@ -31,11 +31,12 @@ func TestReclaimPasses(t *testing.T) {
 		"reclaim": map[string]any{"grace": reclaimGrace.String(), "delete_after": "1s", "interval": "1h"},
 	}})
 	e.RequireGateway(t)
-	admin := e.Gateway.AdminEndpoint
 	awaitLeading(t, e.Gateway)
 	sdk, direct := e.SDK(t), e.DirectSDK(t)
 	store := newSessionStore(t, e)
 	bucket := e.Bucket(t)
+	// In shard mode every command goes to the bucket's shard.
+	admin := shardAdmin{e.Gateway.AdminEndpoint, shardFlags(e.Gateway, bucket)}
 	part := smallPart
 
 	// A: abandoned after one part. K: live, gets a part before every pass.
@@ -61,7 +62,7 @@ func TestReclaimPasses(t *testing.T) {
 	pass := func() reclaim.Report {
 		t.Helper()
 		feedK()
-		rep := runPass(t, admin)
+		rep := runPass(t, admin.endpoint, admin.shard...)
 		reports = append(reports, rep)
 		if rep.Refused != "" || rep.Stopped != "" || rep.DryRun {
 			t.Fatalf("pass %d did not run as it should: %+v", rep.Pass, rep)
@@ -126,9 +127,9 @@ func TestReclaimPasses(t *testing.T) {
 // requireNothingHeld runs a pass after the operator's decisions and checks
 // that it holds nothing, leaves the adopted orphan's part on MinIO and the
 // live upload its kParts parts.
-func requireNothingHeld(t *testing.T, admin string, direct *s3.Client, bucket string, adopted, live keyedUpload, kParts int32) {
+func requireNothingHeld(t *testing.T, admin shardAdmin, direct *s3.Client, bucket string, adopted, live keyedUpload, kParts int32) {
 	t.Helper()
-	rep := runPass(t, admin)
+	rep := runPass(t, admin.endpoint, admin.shard...)
 	if rep.Uploads.Hold.Sessions != 0 || rep.Totals.Orphans != 0 || rep.Uploads.Keep.Sessions+rep.Uploads.Mark.Sessions != 2 {
 		t.Errorf("pass after the operator's decisions: %+v", rep.Uploads)
 	}
@@ -142,10 +143,10 @@ func requireNothingHeld(t *testing.T, admin string, direct *s3.Client, bucket st
 
 // requireStoredReports checks that the admin listener stores the n pass
 // reports, the newest (pass newest) first.
-func requireStoredReports(t *testing.T, admin string, n int, newest int64) {
+func requireStoredReports(t *testing.T, admin shardAdmin, n int, newest int64) {
 	t.Helper()
 	var stored struct{ Reports []reclaim.Report }
-	if err := json.Unmarshal([]byte(mustSweepgate(t, 0, admin, "reclaim", "reports", "--json", "--limit", "100")), &stored); err != nil {
+	if err := json.Unmarshal([]byte(mustSweepgate(t, 0, admin.endpoint, append([]string{"reclaim", "reports", "--json", "--limit", "100"}, admin.shard...)...)), &stored); err != nil {
 		t.Fatal(err)
 	}
 	if len(stored.Reports) != n || stored.Reports[0].Pass != newest {
@@ -153,32 +154,39 @@ func requireStoredReports(t *testing.T, admin string, n int, newest int64) {
 	}
 }
 
+// shardAdmin is a gateway's admin endpoint and the flags that send a
+// command to the shard of the test's bucket (shardFlags).
+type shardAdmin struct {
+	endpoint string
+	shard    []string
+}
+
 // keyedUpload names an upload: its key and id.
 type keyedUpload struct{ key, id string }
 
 // operateOrphans does the operator's part: reclaim orphans lists o1 and o2,
 // an unconfirmed delete of o2 changes nothing, o1 is adopted and o2 deleted.
-func operateOrphans(t *testing.T, admin string, store *sessionStore, direct *s3.Client, bucket string, o1, o2 keyedUpload) {
+func operateOrphans(t *testing.T, admin shardAdmin, store *sessionStore, direct *s3.Client, bucket string, o1, o2 keyedUpload) {
 	t.Helper()
 	ref1 := reclaim.OrphanRef{Bucket: bucket, Key: o1.key, UploadID: o1.id}.String()
 	ref2 := reclaim.OrphanRef{Bucket: bucket, Key: o2.key, UploadID: o2.id}.String()
-	out := mustSweepgate(t, 0, admin, "reclaim", "orphans")
+	out := mustSweepgate(t, 0, admin.endpoint, append([]string{"reclaim", "orphans"}, admin.shard...)...)
 	for _, id := range []string{o1.id, o2.id} {
 		if !strings.Contains(out, id) {
 			t.Errorf("reclaim orphans does not list %s:\n%s", id, out)
 		}
 	}
-	if out := mustSweepgate(t, 4, admin, "reclaim", "orphans", "delete", ref2); !strings.Contains(out, "would delete") {
+	if out := mustSweepgate(t, 4, admin.endpoint, "reclaim", "orphans", "delete", ref2); !strings.Contains(out, "would delete") {
 		t.Errorf("unconfirmed delete printed:\n%s", out)
 	}
 	if got := backendPartNumbers(t, direct, bucket, o2.key, o2.id); len(got) != 1 {
 		t.Fatalf("an unconfirmed delete changed orphan O2 on MinIO: parts %v", got)
 	}
-	mustSweepgate(t, 0, admin, "reclaim", "orphans", "adopt", "--principal", "backup-tool", ref1)
+	mustSweepgate(t, 0, admin.endpoint, "reclaim", "orphans", "adopt", "--principal", "backup-tool", ref1)
 	if rec := store.requireState(t, bucket, o1.id, "active"); rec.Owner != "backup-tool" {
 		t.Errorf("adopted O1 is owned by %q", rec.Owner)
 	}
-	mustSweepgate(t, 0, admin, "reclaim", "orphans", "delete", "--confirm", "--principal", "e2e-operator", ref2)
+	mustSweepgate(t, 0, admin.endpoint, "reclaim", "orphans", "delete", "--confirm", "--principal", "e2e-operator", ref2)
 	requireUploadGone(t, direct, bucket, o2.key, o2.id)
 	if rec := store.requireState(t, bucket, o2.id, "aborted"); !strings.Contains(fmt.Sprint(rec.History), "e2e-operator") {
 		t.Errorf("O2's deletion does not record who: %+v", rec.History)

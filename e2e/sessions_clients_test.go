@@ -138,7 +138,7 @@ func (w *clientsWorld) sdk(t *testing.T) {
 	requireNoUploads(t, w.direct, bucket)
 
 	requireCompletedSession(t, w.store, bucket, uploadID, aws.ToString(out.ETag))
-	requireSDKPartRecords(t, w.store, uploadID, done, p1, p2, p4, copyLen)
+	requireSDKPartRecords(t, w.store, bucket, uploadID, done, p1, p2, p4, copyLen)
 
 	w.abortAnother(t, bucket, key, p1, sum, size)
 }
@@ -146,9 +146,9 @@ func (w *clientsWorld) sdk(t *testing.T) {
 // requireSDKPartRecords checks the part records of the sdk case's upload:
 // done's ETags, the sizes of p1, p2, the copied range of copyLen bytes and
 // p4, and the SHA-256 of the uploaded ones.
-func requireSDKPartRecords(t *testing.T, store *sessionStore, uploadID string, done []s3types.CompletedPart, p1, p2, p4 harness.Data, copyLen int64) {
+func requireSDKPartRecords(t *testing.T, store *sessionStore, bucket, uploadID string, done []s3types.CompletedPart, p1, p2, p4 harness.Data, copyLen int64) {
 	t.Helper()
-	parts := store.parts(t, uploadID)
+	parts := store.parts(t, bucket, uploadID)
 	if len(parts) != 4 {
 		t.Fatalf("recorded parts %v, want 1..4", slices.Sorted(maps.Keys(parts)))
 	}
@@ -261,7 +261,7 @@ func (w *clientsWorld) minioCore(t *testing.T) {
 	requireObjectSum(t, w.direct, bucket, key, sum, size)
 	requireObjectSum(t, w.c, bucket, key, sum, size)
 	requireCompletedSession(t, w.store, bucket, uploadID, info.ETag)
-	rec := w.store.parts(t, uploadID)
+	rec := w.store.parts(t, bucket, uploadID)
 	if len(rec) != 4 || unquoteETag(rec[2].ETag) != unquoteETag(op.ETag) || rec[2].SHA256 != p2.SHA256() || rec[3].Size != copyLen {
 		t.Fatalf("recorded parts: %+v", rec)
 	}
@@ -296,7 +296,7 @@ func (w *clientsWorld) minioPutObject(t *testing.T) {
 	requireObject(t, w.direct, bucket, key, d)
 	sess := w.store.onlySession(t, bucket)
 	requireCompletedSession(t, w.store, bucket, sess.UploadID, info.ETag)
-	requireRecordedParts(t, w.store, sess.UploadID, d, 5*mib)
+	requireRecordedParts(t, w.store, bucket, sess.UploadID, d, 5*mib)
 }
 
 // awsCLI uploads with the aws CLI, which goes multipart, and checks the
@@ -331,14 +331,14 @@ func (w *clientsWorld) awsCLI(t *testing.T) {
 	}
 	sess := w.store.onlySession(t, bucket)
 	requireCompletedSession(t, w.store, bucket, sess.UploadID, aws.ToString(head.ETag))
-	requireRecordedParts(t, w.store, sess.UploadID, d, 5*mib)
+	requireRecordedParts(t, w.store, bucket, sess.UploadID, d, 5*mib)
 }
 
 // requireRecordedParts checks that an upload of d in parts of partSize
 // recorded each part with its size and SHA-256.
-func requireRecordedParts(t *testing.T, s *sessionStore, uploadID string, d harness.Data, partSize int64) {
+func requireRecordedParts(t *testing.T, s *sessionStore, bucket, uploadID string, d harness.Data, partSize int64) {
 	t.Helper()
-	parts := s.parts(t, uploadID)
+	parts := s.parts(t, bucket, uploadID)
 	n := int((d.Size + partSize - 1) / partSize)
 	if len(parts) != n {
 		t.Fatalf("recorded parts %v, want 1..%d", slices.Sorted(maps.Keys(parts)), n)

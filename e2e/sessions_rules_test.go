@@ -298,7 +298,7 @@ func TestSessionsPartAfterAbort(t *testing.T) {
 			t.Fatalf("%d part uploads after the abort reached MinIO", len(sent))
 		}
 		requireUploadGone(t, direct, bucket, key, id)
-		if parts := store.parts(t, id); len(parts) != 1 {
+		if parts := store.parts(t, bucket, id); len(parts) != 1 {
 			t.Fatalf("recorded parts %v, want just part 1", slices.Sorted(maps.Keys(parts)))
 		}
 	})

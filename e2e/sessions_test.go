@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,16 +96,54 @@ type partRecord struct {
 	SHA256 string `json:"sha256"`
 }
 
-// sessionStore reads and writes the gateway's records in its embedded etcd.
+// sessionStore reads and writes the gateway's records in its etcd: in
+// shard mode (SWEEPGATE_E2E_SHARDS) in the etcd of each bucket's shard.
 type sessionStore struct {
+	// cli is the etcd of every bucket without shards, and the default
+	// shard's with them.
 	cli    *clientv3.Client
 	prefix string
+	// g, in shard mode, says which shard keeps each bucket's records;
+	// t is the test whose cleanup closes the shards' clients.
+	g       *harness.Gateway
+	t       *testing.T
+	mu      sync.Mutex
+	clients map[string]*clientv3.Client
 }
 
 func newSessionStore(t *testing.T, e *harness.Env) *sessionStore {
 	t.Helper()
 	e.RequireGateway(t)
-	return &sessionStore{cli: e.Gateway.EtcdClient(t), prefix: etcdPrefix}
+	return gatewayStore(t, e.Gateway, e.Gateway.EtcdClient(t))
+}
+
+// gatewayStore is the store of g's records; cli is a client of the etcd
+// the gateway runs over (its default shard's in shard mode).
+func gatewayStore(t *testing.T, g *harness.Gateway, cli *clientv3.Client) *sessionStore {
+	s := &sessionStore{cli: cli, prefix: etcdPrefix}
+	if g.ShardNames() != nil {
+		s.g, s.t, s.clients = g, t, map[string]*clientv3.Client{}
+	}
+	return s
+}
+
+// client returns a client of the etcd that keeps bucket's records.
+func (s *sessionStore) client(bucket string) *clientv3.Client {
+	if s.g == nil {
+		return s.cli
+	}
+	return s.shardClient(s.g.ShardOf(bucket))
+}
+
+func (s *sessionStore) shardClient(name string) *clientv3.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cli, ok := s.clients[name]
+	if !ok {
+		cli = s.g.EtcdClientOfShard(s.t, name)
+		s.clients[name] = cli
+	}
+	return cli
 }
 
 func (s *sessionStore) ctx(t *testing.T) (context.Context, context.CancelFunc) {
@@ -125,7 +164,7 @@ func (s *sessionStore) lookup(t *testing.T, bucket, uploadID string) (rec sessio
 	t.Helper()
 	ctx, cancel := s.ctx(t)
 	defer cancel()
-	resp, err := s.cli.Get(ctx, s.sessionKey(bucket, uploadID))
+	resp, err := s.client(bucket).Get(ctx, s.sessionKey(bucket, uploadID))
 	if err != nil {
 		t.Fatalf("etcd: read session %s/%s: %v", bucket, uploadID, err)
 	}
@@ -177,7 +216,7 @@ func (s *sessionStore) sessionsIn(t *testing.T, bucket string) []sessionRecord {
 	t.Helper()
 	ctx, cancel := s.ctx(t)
 	defer cancel()
-	resp, err := s.cli.Get(ctx, s.prefix+"sessions/"+url.PathEscape(bucket)+"/", clientv3.WithPrefix())
+	resp, err := s.client(bucket).Get(ctx, s.prefix+"sessions/"+url.PathEscape(bucket)+"/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatalf("etcd: list sessions: %v", err)
 	}
@@ -202,14 +241,14 @@ func (s *sessionStore) onlySession(t *testing.T, bucket string) sessionRecord {
 	return all[0]
 }
 
-// parts reads an upload's recorded parts by part number, checking that each
-// key names the part number its record holds.
-func (s *sessionStore) parts(t *testing.T, uploadID string) map[int]partRecord {
+// parts reads the recorded parts of an upload to bucket by part number,
+// checking that each key names the part number its record holds.
+func (s *sessionStore) parts(t *testing.T, bucket, uploadID string) map[int]partRecord {
 	t.Helper()
 	ctx, cancel := s.ctx(t)
 	defer cancel()
 	prefix := s.partsPrefix(uploadID)
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	resp, err := s.client(bucket).Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatalf("etcd: list parts: %v", err)
 	}
@@ -244,20 +283,30 @@ type etcdKV struct {
 // their own schedule and are left out of the comparisons.
 var sessionSpaces = []string{"sessions/", "parts/", "activity/", "idem/"}
 
-// dump reads every key of the session key spaces.
+// dump reads every key of the session key spaces, of every shard in
+// shard mode (each key then after its shard's name).
 func (s *sessionStore) dump(t *testing.T) map[string]etcdKV {
 	t.Helper()
 	ctx, cancel := s.ctx(t)
 	defer cancel()
 	out := map[string]etcdKV{}
-	for _, space := range sessionSpaces {
-		resp, err := s.cli.Get(ctx, s.prefix+space, clientv3.WithPrefix())
-		if err != nil {
-			t.Fatalf("etcd: dump %s%s: %v", s.prefix, space, err)
+	read := func(cli *clientv3.Client, shard string) {
+		for _, space := range sessionSpaces {
+			resp, err := cli.Get(ctx, s.prefix+space, clientv3.WithPrefix())
+			if err != nil {
+				t.Fatalf("etcd: dump %s%s %s: %v", s.prefix, space, shard, err)
+			}
+			for _, kv := range resp.Kvs {
+				out[shard+string(kv.Key)] = etcdKV{Value: string(kv.Value), ModRev: kv.ModRevision, Create: kv.CreateRevision, Version: kv.Version}
+			}
 		}
-		for _, kv := range resp.Kvs {
-			out[string(kv.Key)] = etcdKV{Value: string(kv.Value), ModRev: kv.ModRevision, Create: kv.CreateRevision, Version: kv.Version}
-		}
+	}
+	if s.g == nil {
+		read(s.cli, "")
+		return out
+	}
+	for _, name := range s.g.ShardNames() {
+		read(s.shardClient(name), "shard "+name+": ")
 	}
 	return out
 }
@@ -306,7 +355,7 @@ func (s *sessionStore) edit(t *testing.T, bucket, uploadID string, change func(r
 	key := s.sessionKey(bucket, uploadID)
 	ctx, cancel := s.ctx(t)
 	defer cancel()
-	resp, err := s.cli.Txn(ctx).
+	resp, err := s.client(bucket).Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
 		Then(clientv3.OpPut(key, string(b))).
 		Commit()

@@ -115,6 +115,7 @@ func startBesidePreviousRelease(t *testing.T, reclaimCfg map[string]any) *beside
 	if harness.DirectMode() {
 		t.Skip("direct mode (SWEEPGATE_E2E_TARGET=minio): this test needs the gateway")
 	}
+	harness.SkipInShardMode(t, "the previous release has no etcd.shards")
 	w := &besideWorld{prev: harness.PreviousRelease(t)}
 	oldBin := harness.BuildRelease(t, w.prev)
 	cluster := harness.StartEtcdCluster(t, 1)

@@ -508,6 +508,7 @@ func TestServeStartFailures(t *testing.T) {
 	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	caFile, _, _ := selfSignedCert(t)
 	tests := []struct {
 		name string
 		args []string
@@ -517,6 +518,10 @@ func TestServeStartFailures(t *testing.T) {
 		{"admin port taken", []string{"--admin-listen=" + taken.Addr().String()}, "admin.listen"},
 		{"missing certificate", []string{"--tls-listen=127.0.0.1:0", "--tls-cert-file=/nonexistent/cert.pem", "--tls-key-file=/nonexistent/key.pem"}, "tls_cert_file"},
 		{"data dir is a file", []string{"--etcd-embedded-data-dir=" + notADir}, "etcd"},
+		// etcd.ca_file fills the shard's: its etcd is dialled over TLS, and
+		// the start fails only for want of an answer.
+		{"shard's etcd down", []string{"--etcd-shards=[{name: a, endpoints: [https://127.0.0.1:1]}]", "--etcd-ca-file=" + caFile, "--etcd-dial-timeout=1s"},
+			"the default shard a must answer at start"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

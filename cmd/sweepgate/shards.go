@@ -72,10 +72,13 @@ func (s *server) openShard(ctx context.Context, spec config.EtcdShard, endpoints
 	}
 	var creds etcdstore.Credentials
 	if s.embedded == nil {
-		c, err := cfg.EtcdCredentials()
+		// With shards etcd.endpoints is empty: the shard's own endpoints
+		// say whether it is https, and etcd.* only fill its fields.
+		read := cfg.EtcdCredentials
 		if cfg.Sharded() {
-			c, err = config.ShardCredentials(spec)
+			read = func() (etcdstore.Credentials, error) { return config.ShardCredentials(spec) }
 		}
+		c, err := read()
 		if err != nil {
 			return nil, err
 		}

@@ -254,8 +254,19 @@ func (e *Env) Bucket(t testing.TB) string {
 	return name
 }
 
-// BucketName returns a unique valid bucket name derived from the test's name.
+// BucketName returns a unique valid bucket name derived from the test's
+// name. In shard mode it is the next of the names reserved for the test,
+// which every gateway of its has pinned on a shard (see ShardCount).
 func BucketName(t testing.TB) string {
+	if n := ShardCount(); n > 0 {
+		if name, ok := reserve(t, n).take(); ok {
+			return name
+		}
+	}
+	return bucketName(t)
+}
+
+func bucketName(t testing.TB) string {
 	var b strings.Builder
 	dash := true
 	for _, r := range strings.ToLower(t.Name()) {

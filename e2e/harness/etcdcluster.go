@@ -170,6 +170,9 @@ func startEtcdCluster(t testing.TB, n int, sec *etcdSecurity) *EtcdCluster {
 	if err := c.awaitWritable(t.Context(), 30*time.Second); err != nil {
 		t.Fatalf("harness: etcd cluster %s: %v", strings.Join(c.Endpoints(), ","), err)
 	}
+	key := strings.Join(c.Endpoints(), ",")
+	clusters.Store(key, c)
+	t.Cleanup(func() { clusters.Delete(key) })
 	return c
 }
 

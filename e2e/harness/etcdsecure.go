@@ -31,7 +31,14 @@ type etcdSecurity struct {
 	clientTLS             *tls.Config
 	rootPassword          string // set once authentication is on
 	users                 int
+	// added are the users AddUser created, for a cluster of the same
+	// security that must let them in too (shard mode).
+	added []etcdUser
 }
+
+// etcdUser is a user AddUser created: its password and the prefix its
+// role may read and write.
+type etcdUser struct{ name, password, prefix string }
 
 // StartSecureEtcdCluster is StartEtcdCluster with TLS and authentication
 // on: https client URLs, client certificates required, and etcd's users
@@ -79,28 +86,57 @@ func (c *EtcdCluster) AddUser(t testing.TB, prefix string) (user, passwordFile s
 	}
 	c.sec.users++
 	user = fmt.Sprintf("gateway%d", c.sec.users)
-	pw := rand.Text()
-	cli := c.Client(t)
-	ctx := t.Context()
-	steps := []func() error{
-		func() error { _, err := cli.RoleAdd(ctx, user); return err },
-		func() error {
-			_, err := cli.RoleGrantPermission(ctx, user, prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := cli.UserAdd(ctx, user, pw); return err },
-		func() error { _, err := cli.UserGrantRole(ctx, user, user); return err },
-	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			t.Fatalf("harness: etcd user %s: %v", user, err)
-		}
-	}
+	u := etcdUser{name: user, password: rand.Text(), prefix: prefix}
+	c.addUser(t, u)
+	c.sec.added = append(c.sec.added, u)
 	passwordFile = filepath.Join(c.sec.dir, user+".password")
-	if err := os.WriteFile(passwordFile, []byte(pw+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(passwordFile, []byte(u.password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return user, passwordFile
+}
+
+// addUser creates u with a role that may read and write the keys under
+// its prefix and nothing else.
+func (c *EtcdCluster) addUser(t testing.TB, u etcdUser) {
+	t.Helper()
+	cli := c.Client(t)
+	ctx := t.Context()
+	steps := []func() error{
+		func() error { _, err := cli.RoleAdd(ctx, u.name); return err },
+		func() error {
+			_, err := cli.RoleGrantPermission(ctx, u.name, u.prefix, clientv3.GetPrefixRangeEnd(u.prefix), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := cli.UserAdd(ctx, u.name, u.password); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, u.name, u.name); return err },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("harness: etcd user %s: %v", u.name, err)
+		}
+	}
+}
+
+// startSiblingEtcdCluster starts a cluster of n members secured as c is
+// (the same CA and certificates, authentication on with a root of its own
+// and the users c's AddUser created), or in the clear when c is: a
+// configuration that signs in to c signs in to it too.
+func (c *EtcdCluster) startSiblingEtcdCluster(t testing.TB, n int) *EtcdCluster {
+	t.Helper()
+	if c == nil || c.sec == nil {
+		return StartEtcdCluster(t, n)
+	}
+	sec := *c.sec
+	sec.rootPassword, sec.users, sec.added = "", 0, nil
+	sib := startEtcdCluster(t, n, &sec)
+	if err := sib.enableAuth(t); err != nil {
+		t.Fatalf("harness: enable etcd authentication: %v", err)
+	}
+	for _, u := range c.sec.added {
+		sib.addUser(t, u)
+	}
+	return sib
 }
 
 // GatewayEtcdConfig is the etcd section of a gateway's configuration

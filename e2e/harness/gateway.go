@@ -87,7 +87,8 @@ type Gateway struct {
 	// external etcd).
 	EtcdDataDir string
 	// EtcdClientURL is the embedded etcd's client URL (empty with an
-	// external etcd).
+	// external etcd). In shard mode it is the URL of the default shard
+	// that stands in for the embedded etcd.
 	EtcdClientURL string
 	// AdminTokenFile is where the gateway keeps the admin token it
 	// generates when its configuration sets none: the file admin-token of
@@ -98,6 +99,11 @@ type Gateway struct {
 	adminToken string
 	// adminTLS is Options.AdminTLS; nil for a plain admin listener.
 	adminTLS *AdminTLS
+	// shards are the gateway's shards in shard mode (ShardCount); nil
+	// otherwise.
+	shards *shardSet
+	// etcdEndpoints is Options.EtcdEndpoints.
+	etcdEndpoints []string
 
 	t    testing.TB
 	bin  string
@@ -184,6 +190,11 @@ func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
 	if bin == "" {
 		bin = BuildSweepgate(t)
 	}
+	var set *shardSet
+	if n := ShardCount(); n > 0 && len(opts.EtcdShards) == 0 {
+		set = shardSetFor(t, m, opts, n)
+		opts = set.options(t, opts)
+	}
 	dir := t.TempDir()
 	g := &Gateway{
 		Dir:        dir,
@@ -192,6 +203,9 @@ func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
 		Cert:       NewTLSCert(t, dir),
 		t:          t,
 		bin:        bin,
+		shards:     set,
+		// Empty in shard mode, where shards says where the state is.
+		etcdEndpoints: opts.EtcdEndpoints,
 	}
 	g.args = append([]string{"serve", "--config", g.ConfigFile}, opts.Args...)
 	g.env = childEnv([]string{"SWEEPGATE_", "AWS_"}, opts.Env...)
@@ -199,8 +213,9 @@ func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
 	g.adminTLS = opts.AdminTLS
 	dumpLogOnFailure(t, "sweepgate", g.LogFile)
 
+	external := len(opts.EtcdEndpoints) > 0 || len(opts.EtcdShards) > 0
 	nports, attempt := 5, 0
-	if len(opts.EtcdEndpoints) > 0 {
+	if external {
 		nports = 3 // no embedded etcd
 	}
 	serverLaunch{
@@ -212,7 +227,7 @@ func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
 			// member state bound to the old peer URL.
 			attempt++
 			g.EtcdDataDir = ""
-			if len(opts.EtcdEndpoints) == 0 {
+			if !external {
 				g.EtcdDataDir = filepath.Join(dir, fmt.Sprintf("etcd-%d", attempt))
 				g.AdminTokenFile = filepath.Join(g.EtcdDataDir, adminTokenFileName)
 			} else {
@@ -228,6 +243,10 @@ func StartGateway(t testing.TB, m *MinIO, opts Options) *Gateway {
 		},
 		kill: g.Kill,
 	}.launch(t)
+	if set != nil && set.standIn {
+		// The etcd the gateway would have embedded is its default shard.
+		g.EtcdClientURL = set.clusters[0].Endpoint(0)
+	}
 	admins.Store(g.AdminEndpoint, g)
 	t.Cleanup(func() {
 		admins.Delete(g.AdminEndpoint)

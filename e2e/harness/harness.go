@@ -26,6 +26,8 @@
 //	                        point the clients of Start at MinIO itself instead of a
 //	                        gateway, to check the tests against a reference S3
 //	                        server; tests that need the gateway are skipped
+//	SWEEPGATE_E2E_SHARDS=N  run every gateway over N etcd shards instead of one
+//	                        etcd, the test's buckets spread over them (etcd.go)
 package harness
 
 import (
@@ -44,6 +46,13 @@ import (
 //	func TestMain(m *testing.M) { harness.Main(m) }
 func Main(m *testing.M) {
 	code := m.Run()
+	if line, ok := shardSummary(); line != "" {
+		fmt.Println(line)
+		if !ok {
+			fmt.Println("harness: shard mode: a shard got none of the tests' buckets")
+			code = 1
+		}
+	}
 	cleanupShared()
 	os.Exit(code)
 }

@@ -472,7 +472,6 @@ func printEnvelope(w io.Writer, res *envelopeResult) {
 	row("UploadPart 1 KiB, 16 clients, gateway", "%.0f /s", func(c envelopeCluster) float64 { return c.GatewayPartsPerSec })
 	row("UploadPart 1 KiB, 16 clients, direct", "%.0f /s", func(c envelopeCluster) float64 { return c.DirectPartsPerSec })
 	row("    ratio", "%.3f", func(c envelopeCluster) float64 { return c.PartsRatio })
-	rowOf(w, res.Clusters, "    ratio of each pair of rounds", "%s", func(c envelopeCluster) string { return formatRatios(c.PartsRatios) })
 	row("UploadPart 1 KiB, gateway, sustained", "%.0f /s", func(c envelopeCluster) float64 { return c.SustainedPartsPerSec })
 	row("CreateMultipartUpload, gateway", "%.0f /s", func(c envelopeCluster) float64 { return c.CreatesPerSec })
 	row("db bytes per session", "%.0f B", func(c envelopeCluster) float64 { return c.BytesPerSession })
@@ -504,6 +503,9 @@ func printEnvelope(w io.Writer, res *envelopeResult) {
 	rowOf(w, res.Clusters, "    commits per fsync (16 clients)", "%s", fsync("%.1f", func(c envelopeCommits) float64 { return c.CommitsPerFsync }))
 	rowOf(w, res.Clusters, "    puts etcd timed out (not counted)", "%d", func(c envelopeCluster) int64 { return c.Commits.TimedOut })
 	row("embedded: gateway RSS per reference", "%.0f B", func(c envelopeCluster) float64 { return c.EtcdRSSBytesPerRef })
+	for _, c := range res.Clusters {
+		fmt.Fprintf(w, "%s: UploadPart ratio of each pair of rounds: %s\n", c.Name, formatRatios(c.PartsRatios))
+	}
 	for _, c := range res.Clusters {
 		for _, s := range c.PerShard {
 			fmt.Fprintf(w, "%s shard %s (%s): %d parts, %.0f db bytes per part; %d sessions, %.0f db bytes per session\n",

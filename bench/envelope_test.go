@@ -60,6 +60,9 @@ const (
 	envelopeTombstones = 20_000
 	envelopeRetention  = time.Hour // etcdstore.DefaultAutoCompactionRetention
 	envelopeQuota      = etcdstore.DefaultQuotaBackendBytes
+	// targetPartsRatio is the least UploadPart rate through the gateway
+	// with its embedded member, over MinIO's alone.
+	targetPartsRatio = 0.7
 	// envelopeLeastPartBytes is less than a part record's key and value.
 	envelopeLeastPartBytes = 100
 )
@@ -472,6 +475,15 @@ func printEnvelope(w io.Writer, res *envelopeResult) {
 	row("UploadPart 1 KiB, 16 clients, gateway", "%.0f /s", func(c envelopeCluster) float64 { return c.GatewayPartsPerSec })
 	row("UploadPart 1 KiB, 16 clients, direct", "%.0f /s", func(c envelopeCluster) float64 { return c.DirectPartsPerSec })
 	row("    ratio", "%.3f", func(c envelopeCluster) float64 { return c.PartsRatio })
+	rowOf(w, res.Clusters, fmt.Sprintf("    target, embedded: >= %.2f", targetPartsRatio), "%s", func(c envelopeCluster) string {
+		switch {
+		case c.Members > 1 || c.Shards > 1:
+			return "-"
+		case c.PartsRatio >= targetPartsRatio:
+			return "PASS"
+		}
+		return "BELOW"
+	})
 	row("UploadPart 1 KiB, gateway, sustained", "%.0f /s", func(c envelopeCluster) float64 { return c.SustainedPartsPerSec })
 	row("CreateMultipartUpload, gateway", "%.0f /s", func(c envelopeCluster) float64 { return c.CreatesPerSec })
 	row("db bytes per session", "%.0f B", func(c envelopeCluster) float64 { return c.BytesPerSession })

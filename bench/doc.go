@@ -12,8 +12,9 @@
 // registry of 1,000 images (bin/registry), pulls of
 // one 10-layer image from a registry writing through sweepgate against the
 // same from a registry on MinIO directly (pull times, the throughput ratio,
-// a bare reverse proxy's ratio beside it, and the embedded etcd's reads per
-// blob GET through sweepgate), and what
+// a bare reverse proxy's and a TCP relay's ratios beside it, each path's
+// CPU per pull by process, and the embedded etcd's reads per blob GET
+// through sweepgate), and what
 // one etcd cluster carries, embedded, of three members and as three shards
 // (docs/envelope.md).
 //

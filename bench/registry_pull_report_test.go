@@ -108,10 +108,12 @@ func printRegistryPull(w io.Writer, r *registryPull) {
 		{"  p90, bucket outside the digest layout", r.Direct.P90Seconds, r.Plain.P90Seconds},
 		{"  median, bare reverse proxy", r.Direct.MedianSeconds, r.Bare.MedianSeconds},
 		{"  p90, bare reverse proxy", r.Direct.P90Seconds, r.Bare.P90Seconds},
+		{"  median, TCP relay", r.Direct.MedianSeconds, r.Relay.MedianSeconds},
+		{"  p90, TCP relay", r.Direct.P90Seconds, r.Relay.P90Seconds},
 	} {
 		fmt.Fprintf(w, "%-*s %14s %14s %7.3f\n", titleWidth, row.title, secs(row.direct), secs(row.gw), row.gw/row.direct)
 	}
-	for _, c := range []comparison{c, r.PlainThroughput, r.BareThroughput} {
+	for _, c := range []comparison{c, r.PlainThroughput, r.BareThroughput, r.RelayThroughput} {
 		status, target := c.Status, fmt.Sprintf(">= %.2f", c.TargetRatio)
 		if c.Name != r.Throughput.Name {
 			status, target = "(reference)", ""
@@ -133,4 +135,5 @@ func printRegistryPull(w io.Writer, r *registryPull) {
 		fmt.Fprintf(w, "    gateway's wait for etcd gets: %.1f ms per pull (summed over blobs in flight), %.2f ms per get\n",
 			r.PullReads.GatewayGetSeconds/float64(r.Rounds)*1e3, r.PullReads.GatewayGetSeconds/max(1, r.PullReads.GatewayGets)*1e3)
 	}
+	printPullCPU(w, r.CPU)
 }

@@ -13,10 +13,12 @@ package bench
 // digest check and io.Discard. It also counts the etcd reads the pulls
 // cause per blob GET through sweepgate. For reference, a third registry
 // stores through the same sweepgate in a bucket outside the digest layout
-// (the gateway's proxying alone, no guard read), and a fourth through a
+// (the gateway's proxying alone, no guard read), a fourth through a
 // bare httputil.ReverseProxy to MinIO (bareproxy_test.go: what one proxy
-// hop costs a pull on this machine, before any of sweepgate's work), in the
-// same rounds.
+// hop costs a pull on this machine, before any of sweepgate's work), and a
+// fifth through a TCP relay that parses nothing (tcprelay_test.go: the
+// least any hop costs), in the same rounds. Last, each path's CPU per pull
+// by process (registry_pull_cpu_test.go) shows where the machine's CPUs go.
 
 import (
 	"context"
@@ -47,7 +49,7 @@ const (
 	defaultPullKiB = 4 << 10
 	// The registries run with distribution's example configuration's
 	// blob descriptor cache (harness.RegistryStorage.DescriptorCache), as
-	// users run them; pullCacheEnv=0 turns it off in all four, so that
+	// users run them; pullCacheEnv=0 turns it off in all five, so that
 	// every pull stats each blob on the storage.
 	pullCacheEnv = "SWEEPGATE_BENCH_PULL_CACHE"
 	// pullLayers layers, layer j (from 0) of (j+1)/55 of the total.
@@ -119,15 +121,21 @@ type registryPull struct {
 	// Plain is the registry through sweepgate in a bucket the digest
 	// service does not serve.
 	Plain pullSide `json:"gateway_without_digests"`
-	// Bare is the registry through a bare reverse proxy to MinIO.
-	Bare pullSide `json:"bare_proxy"`
+	// Bare is the registry through a bare reverse proxy to MinIO, Relay
+	// through a TCP relay.
+	Bare  pullSide `json:"bare_proxy"`
+	Relay pullSide `json:"tcp_relay"`
 	// Throughput is MB/s per pull, through sweepgate over direct;
-	// PlainThroughput and BareThroughput the same for Plain and Bare
-	// (references, no target of their own).
+	// PlainThroughput, BareThroughput and RelayThroughput the same for
+	// Plain, Bare and Relay (references, no target of their own).
 	Throughput      comparison `json:"throughput"`
 	PlainThroughput comparison `json:"throughput_without_digests"`
 	BareThroughput  comparison `json:"throughput_bare_proxy"`
-	// PullSeconds is the length of the timed pull phase (both registries'
+	RelayThroughput comparison `json:"throughput_tcp_relay"`
+	// CPU is each path's CPU per pull by process, measured after the
+	// timed rounds.
+	CPU []pullCPU `json:"cpu_per_pull"`
+	// PullSeconds is the length of the timed pull phase (every registry's
 	// pulls); IdleSeconds that of the idle window measured after it.
 	PullSeconds float64   `json:"pull_seconds"`
 	IdleSeconds float64   `json:"idle_seconds"`
@@ -180,10 +188,11 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	direct := online + "-direct"
 	plain := online + "-plain"
 	bare := online + "-bare"
-	env := harness.Start(b, harness.Options{Config: map[string]any{
+	relayed := online + "-relay"
+	env := harness.Start(b, harness.Options{Config: profileConfig(map[string]any{
 		"digests": map[string]any{"preset": "distribution", "preset_storage": online},
 		"reclaim": map[string]any{"interval": "1h"},
-	}})
+	})})
 	m, g := env.MinIO, env.Gateway
 	if g.EtcdClientURL == "" {
 		b.Fatal("the gateway runs no embedded etcd")
@@ -192,7 +201,7 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, bucket := range []string{online, direct, plain, bare} {
+	for _, bucket := range []string{online, direct, plain, bare, relayed} {
 		if err := mc.MakeBucket(b.Context(), bucket, minio.MakeBucketOptions{}); err != nil {
 			b.Fatal(err)
 		}
@@ -204,10 +213,13 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 		AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: direct, DescriptorCache: cache})
 	regPlain := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: g.Endpoint,
 		AccessKey: env.AccessKey, SecretKey: env.SecretKey, Bucket: plain, DescriptorCache: cache})
-	proxy, _ := startChild(b, proxyChildEnv, m.Endpoint, "listening ", 10*time.Second)
+	proxy, proxyPID := startChild(b, proxyChildEnv, m.Endpoint, "listening ", 10*time.Second)
 	regBare := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: "http://" + proxy,
 		AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: bare, DescriptorCache: cache})
-	regs := []string{regGateway.URL, regDirect.URL, regPlain.URL, regBare.URL}
+	relay, relayPID := startChild(b, tcpRelayChildEnv, strings.TrimPrefix(m.Endpoint, "http://"), "listening ", 10*time.Second)
+	regRelay := harness.StartRegistry(b, harness.RegistryStorage{Endpoint: "http://" + relay,
+		AccessKey: m.AccessKey, SecretKey: m.SecretKey, Bucket: relayed, DescriptorCache: cache})
+	regs := []string{regGateway.URL, regDirect.URL, regPlain.URL, regBare.URL, regRelay.URL}
 
 	res := &registryPull{Layers: pullLayers, Rounds: rounds, Parallel: pullParallel, DescriptorCache: cache}
 	for _, reg := range regs {
@@ -243,6 +255,8 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 		return time.Since(start).Seconds()
 	}
 	secs := make([][]float64, len(regs))
+	// The profile covers about the timed rounds (a pull takes some 40 ms).
+	profiled := profileGateway(b, g, "registry-pull", max(time.Second, time.Duration(rounds*len(regs))*40*time.Millisecond))
 	r0, start := reads(), time.Now()
 	for i := range rounds {
 		// Each round rotates which registry goes first.
@@ -251,9 +265,10 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 			secs[j] = append(secs[j], timed(regs[j]))
 		}
 	}
-	gatewaySecs, directSecs, plainSecs, bareSecs := secs[0], secs[1], secs[2], secs[3]
+	gatewaySecs, directSecs, plainSecs, bareSecs, relaySecs := secs[0], secs[1], secs[2], secs[3], secs[4]
 	pull := time.Since(start)
 	res.PullReads = reads().sub(r0)
+	profiled()
 	res.PullSeconds = pull.Seconds()
 
 	// The idle window: as long as the pull phase, nothing pulled.
@@ -276,6 +291,16 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	}
 	tr.Stop()
 	gets, heads, calls := countBlobReads(tr.Entries(), online)
+
+	res.CPU, err = measurePullCPU(b.Context(), pidOf(m.DataDir), []pullPath{
+		{"direct", regDirect.URL, regDirect.ConfigFile, 0},
+		{"through sweepgate", regGateway.URL, regGateway.ConfigFile, g.PID()},
+		{"through a bare reverse proxy", regBare.URL, regBare.ConfigFile, proxyPID},
+		{"through a TCP relay", regRelay.URL, regRelay.ConfigFile, relayPID},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 	res.S3CallsPerPull = float64(calls) / pullTraced
 	res.BlobGetsPerPull = float64(gets+heads) / pullTraced
 	res.BlobHeadsPerPull = float64(heads) / pullTraced
@@ -294,6 +319,7 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	res.Gateway = newPullSide(gatewaySecs)
 	res.Plain = newPullSide(plainSecs)
 	res.Bare = newPullSide(bareSecs)
+	res.Relay = newPullSide(relaySecs)
 	res.Throughput = newComparison("registry_pull", "registry pull (MB/s)", "MB/s",
 		fmt.Sprintf("one pull of a %d-layer image (%d blobs, %d bytes): manifest by tag, then config and layers %d at a time, digest-checked to io.Discard; a fresh client per pull",
 			pullLayers, res.Blobs, res.Bytes, pullParallel),
@@ -304,12 +330,17 @@ func benchRegistryPull(b *testing.B, rounds, kib int) *registryPull {
 	res.BareThroughput = newComparison("registry_pull_bare_proxy", "  same, through a bare reverse proxy", "MB/s",
 		"the same pulls from a registry storing on MinIO through a bare httputil.ReverseProxy (no verification, signing or logging): one proxy hop's cost",
 		targetPullRatio, toMBps(directSecs), toMBps(bareSecs))
+	res.RelayThroughput = newComparison("registry_pull_tcp_relay", "  same, through a TCP relay", "MB/s",
+		"the same pulls from a registry storing on MinIO through a TCP relay that parses nothing: the least a hop costs",
+		targetPullRatio, toMBps(directSecs), toMBps(relaySecs))
 	res.Notes = []string{
-		"the image is pushed to both registries over the registry API; the gateway's registry stores through sweepgate (digests.preset: distribution), the other on MinIO directly",
+		"the image is pushed to every registry over the registry API; the gateway's registry stores through sweepgate (digests.preset: distribution), the direct one on MinIO",
 		"rounds interleave the registries, rotating which goes first",
-		fmt.Sprintf("the registries' blob descriptor cache (storage.cache.blobdescriptor: inmemory, as distribution's example configuration has it): %v (%s=0 turns it off in all four)", cache, pullCacheEnv),
+		fmt.Sprintf("the registries' blob descriptor cache (storage.cache.blobdescriptor: inmemory, as distribution's example configuration has it): %v (%s=0 turns it off in all five)", cache, pullCacheEnv),
 		"for reference, a third registry stores through the same sweepgate in a bucket outside the digest layout (proxying only, no guard read); its pulls are in the same rounds and make no etcd read",
 		"for reference, a fourth registry stores on MinIO through a bare httputil.ReverseProxy in a process of its own, in the same rounds",
+		"for reference, a fifth registry stores on MinIO through a TCP relay in a process of its own (accept, dial MinIO, copy both ways with splice; no HTTP), in the same rounds",
+		fmt.Sprintf("CPU per pull: %d pulls from each path in turn after the timed rounds, each process's utime+stime (/proc/PID/stat) over them: this benchmark's client, the path's registry, MinIO and the process in between", pullCPUPulls),
 		"etcd reads are the embedded etcd's counters from its client URL's /metrics, over the timed pull phase minus an idle window of the same length measured right after it",
 		fmt.Sprintf("blob GETs: GetObject and HeadObject calls on blob data keys that reached MinIO from sweepgate, on MinIO's trace over %d untimed pulls through sweepgate, times the rounds", pullTraced),
 	}

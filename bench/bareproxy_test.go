@@ -34,16 +34,11 @@ import (
 const proxyChildEnv = "SWEEPGATE_BENCH_PROXY_CHILD"
 
 func init() {
-	target := os.Getenv(proxyChildEnv)
-	if target == "" {
+	target, ln := listenAsChild(proxyChildEnv)
+	if ln == nil {
 		return
 	}
 	u, err := url.Parse(target)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "proxy child: %v\n", err)
-		os.Exit(2)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "proxy child: %v\n", err)
 		os.Exit(2)
@@ -57,15 +52,31 @@ func init() {
 		r.SetURL(u)
 		r.Out.Host = r.In.Host
 	}}
-	fmt.Printf("listening %s\n", ln.Addr())
-	go func() {
-		// The parent closes stdin to stop the proxy.
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
 	err = http.Serve(ln, p)
 	fmt.Fprintf(os.Stderr, "proxy child: %v\n", err)
 	os.Exit(2)
+}
+
+// listenAsChild is the start of a child server startChild runs: when env
+// is set, it listens on a loopback port, prints "listening ADDR" for
+// startChild, exits when the parent closes stdin, and returns env's value
+// and the listener; when env is unset it returns a nil listener.
+func listenAsChild(env string) (string, net.Listener) {
+	value := os.Getenv(env)
+	if value == "" {
+		return "", nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s child: %v\n", env, err)
+		os.Exit(2)
+	}
+	fmt.Printf("listening %s\n", ln.Addr())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	return value, ln
 }
 
 // bareProxy is a running reference proxy and a client that talks to it.

@@ -23,21 +23,10 @@ import (
 const tcpRelayChildEnv = "SWEEPGATE_BENCH_TCP_RELAY_CHILD"
 
 func init() {
-	target := os.Getenv(tcpRelayChildEnv)
-	if target == "" {
+	target, ln := listenAsChild(tcpRelayChildEnv)
+	if ln == nil {
 		return
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "relay child: %v\n", err)
-		os.Exit(2)
-	}
-	fmt.Printf("listening %s\n", ln.Addr())
-	go func() {
-		// The parent closes stdin to stop the relay.
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
